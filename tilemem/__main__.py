@@ -1,0 +1,5 @@
+import sys
+
+from tilemem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""Printing for commands: JSON to stdout, or rich tables on a terminal."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+
+def echo_json(obj: Any) -> None:
+    import msgspec
+
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(obj), indent=2).decode() + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def human_bytes(n: int) -> str:
+    """``1,234,567 (1.2 M)``-style bytes, as in Poplar's profile summary.
+
+    >>> human_bytes(131608)
+    '131,608 (128.5 K)'
+    """
+    value = float(n)
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(value) < 1024 or unit == "T":
+            break
+        value /= 1024
+    return f"{n:,}" if unit == "" else f"{n:,} ({value:.1f} {unit})"
+
+
+def report_path_argument(f):
+    return click.argument("report", type=click.Path(dir_okay=False))(f)
+
+
+def parse_tiles(spec: str | None, num_tiles: int):
+    """``"0,5,100-200"`` -> sorted unique tile numbers; ``None`` -> ``None`` (all tiles).
+
+    >>> parse_tiles("3,0-2,3", 10).tolist()
+    [0, 1, 2, 3]
+    """
+    import numpy as np
+
+    from .errors import ReportError
+
+    if spec is None:
+        return None
+    tiles = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                tiles.extend(range(lo, hi + 1))
+            else:
+                tiles.append(int(part))
+        except ValueError:
+            raise ReportError(f"--tiles: {part!r} is not a tile or a range like 100-200",
+                              field="--tiles") from None
+    arr = np.unique(np.asarray(tiles, np.int64))
+    bad = arr[(arr < 0) | (arr >= num_tiles)]
+    if len(bad):
+        raise ReportError(f"--tiles: tile {bad[0]} is outside [0, {num_tiles})", field="--tiles",
+                          tile=int(bad[0]))
+    return arr

@@ -1,0 +1,74 @@
+"""Placement rules of tile memory, and which of them are inferred.
+
+Every rule that a source document does not state is *inferred*: it lives here, under its own
+name, so that it can be confirmed against real reports and changed in one place
+(see ../shared/spec/FACTS.md). Stages that need a rule read it from this module; the checker
+(`tilemem.check`) re-implements the rules themselves but takes their parameters from here.
+
+Documented rules (cited):
+  - alignment: "variables ... will still be aligned to at least four bytes"
+    (004, Variable information) -> ``MIN_ALIGNMENT``.
+  - interleaved: inInterleavedMem variables must be in the interleaved region (004 field doc).
+  - code: instructions are fetched only from non-interleaved memory, so executable and
+    vertexCode variables go there (FACTS.md, from the Graph Analyser memory report).
+  - element / region constraints: the *sets* of elements (regions) touched by the two
+    variables are disjoint (FACTS.md: a variable may span several elements).
+  - liveness: two variables of one tile may share bytes only if neither is alwaysLive and their
+    equivalence classes differ and do not interfere (004 + FACTS.md).
+
+Inferred rules (named, switchable where it makes sense):
+  - ``INFERRED_NO_REGION_SPAN``: a variable does not cross the boundary between the
+    non-interleaved and interleaved regions (interleaved addressing differs).
+  - ``INFERRED_LOWEST_256KB_LIMIT``: a lowest256KB variable ends at or below 262144 (pointer
+    formats such as SCALED_PTR32 reach only the first 256 KiB; the doc says "Not used").
+  - ``INFERRED_INTERFERENCE_SYMMETRIC``: class a conflicts with b if either list says so; self
+    entries carry no information (the doc's own extract is asymmetric and has a self entry).
+  - Overflow zone (tilemem's definition of Poplar's "overflowed"): addresses at or beyond
+    tileMemory. A variable lies wholly inside memory or wholly in the overflow zone; in the zone
+    only no-overlap and alignment apply (it is in no region or element), and its bytes are
+    overflowed bytes.
+  - Mk2 geometry split (see ``tilemem.target.MK2``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Documented (004): every variable is aligned to at least this many bytes.
+MIN_ALIGNMENT = 4
+
+#: Inferred (FACTS.md): lowest256KB variables must end at or below this address.
+INFERRED_LOWEST_256KB_LIMIT = 262144
+
+#: Inferred (FACTS.md): variables do not span the region boundary. Default of ``Rules``.
+INFERRED_NO_REGION_SPAN = True
+
+#: Inferred (FACTS.md): the interference relation is the symmetric closure of the lists.
+INFERRED_INTERFERENCE_SYMMETRIC = True
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Switches for the inferred rules, passed to packers and the checker.
+
+    >>> Rules().no_region_span
+    True
+    >>> Rules(no_region_span=False).no_region_span
+    False
+    """
+
+    no_region_span: bool = INFERRED_NO_REGION_SPAN
+    lowest_256kb_limit: int = INFERRED_LOWEST_256KB_LIMIT
+
+
+DEFAULT_RULES = Rules()
+
+
+def effective_alignment(alignment):
+    """Alignment a variable really gets: at least ``MIN_ALIGNMENT`` (works on numpy arrays).
+
+    >>> effective_alignment([2, 16]).tolist()
+    [4, 16]
+    """
+    import numpy as np
+
+    return np.maximum(alignment, MIN_ALIGNMENT)

@@ -1,0 +1,145 @@
+"""Consistency checks of a report's columns, shared by every reader.
+
+Each check raises ``ReportError`` naming the field and the first offending record. The checks
+are numpy column operations, so a report with millions of variables validates in seconds.
+A variable larger than a tile is *not* an error: that tile is out of memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ReportError
+from .model import Report
+
+#: Sizes, offsets and alignments above this are absurd for any IPU tile (4 GiB).
+ABSURD_BYTES = 1 << 32
+
+
+def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets) -> None:
+    f = "targetMemoryInfo"
+    if num_tiles <= 0 or num_tiles > 1 << 24:
+        raise ReportError(f"numTiles must be a positive tile count, got {num_tiles}",
+                          field="numTiles")
+    if tile_memory <= 0 or tile_memory > ABSURD_BYTES:
+        raise ReportError(f"tileMemory must be positive and below 4 GiB, got {tile_memory}",
+                          field=f"{f}.tileMemory")
+    if not 0 <= ils <= tile_memory:
+        raise ReportError(f"interleavedMemoryStart {ils} is outside the tile's memory "
+                          f"[0, {tile_memory}]", field=f"{f}.interleavedMemoryStart")
+    offs = np.asarray(offsets, dtype=np.int64)
+    field = f"{f}.memoryElementOffsets"
+    if len(offs) == 0 or offs[0] != 0:
+        raise ReportError("memoryElementOffsets must start at 0", field=field)
+    bad = np.flatnonzero(np.diff(offs) <= 0)
+    if len(bad):
+        i = int(bad[0]) + 1
+        raise ReportError(f"memoryElementOffsets must increase, got {offs[i - 1]} then "
+                          f"{offs[i]}", field=f"{field}[{i}]")
+    if offs[-1] >= tile_memory:
+        raise ReportError(f"memory element offset {offs[-1]} is not below tileMemory "
+                          f"{tile_memory}", field=f"{field}[{len(offs) - 1}]")
+
+
+def _first(mask) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if len(idx) else None
+
+
+def validate_report(r: Report) -> None:
+    """Raise ``ReportError`` for the first inconsistency of the report's columns."""
+    t = r.target
+    validate_target(t.num_tiles, t.tile_memory, t.interleaved_memory_start,
+                    t.memory_element_offsets)
+    n = r.num_vars
+    for name in ("tile", "size", "alignment", "offset", "category", "eq_class", "allocated"):
+        if len(getattr(r, name)) != n:
+            raise ReportError(f"column {name} has {len(getattr(r, name))} rows, expected {n}",
+                              field=name)
+    # duplicate var ids
+    order = np.argsort(r.var_id, kind="stable")
+    dup = _first(np.diff(r.var_id[order]) == 0)
+    if dup is not None:
+        row = int(order[dup + 1])
+        raise ReportError("duplicate var id", field=f"vars[{row}].var", var=int(r.var_id[row]))
+    if n and r.var_id.min() < 0:
+        row = _first(r.var_id < 0)
+        raise ReportError("var id must not be negative", field=f"vars[{row}].var",
+                          var=int(r.var_id[row]))
+
+    a = r.allocated
+
+    def fail(mask, field, message):
+        row = _first(mask & a)
+        if row is not None:
+            raise ReportError(message(row), field=f"vars[{row}].info.{field}",
+                              var=int(r.var_id[row]),
+                              tile=int(r.tile[row]) if 0 <= r.tile[row] < t.num_tiles else None)
+
+    fail((r.tile < 0) | (r.tile >= t.num_tiles), "tile",
+         lambda i: f"tile {r.tile[i]} is outside [0, {t.num_tiles}) (numTiles)")
+    fail(r.size < 0, "sizeBytes", lambda i: f"sizeBytes must not be negative, got {r.size[i]}")
+    fail(r.size > ABSURD_BYTES, "sizeBytes", lambda i: f"sizeBytes {r.size[i]} is absurd")
+    al = r.alignment
+    fail((al <= 0) | (al & (al - 1) != 0), "alignment",
+         lambda i: f"alignment must be a power of two, got {al[i]}")
+    fail(al > ABSURD_BYTES, "alignment", lambda i: f"alignment {al[i]} is absurd")
+    fail(r.offset < 0, "offset", lambda i: f"offset must not be negative, got {r.offset[i]}")
+    fail(r.offset > ABSURD_BYTES, "offset", lambda i: f"offset {r.offset[i]} is absurd")
+    fail((r.eq_class < 0) | (r.eq_class >= r.num_classes), "equivalenceClass",
+         lambda i: f"equivalence class {r.eq_class[i]} is outside the "
+                   f"{r.num_classes} lists of equivalenceClassInterference")
+
+    # interference
+    bad = _first((r.interference.indices < 0) | (r.interference.indices >= r.num_classes))
+    if bad is not None:
+        c = int(r.interference.row_ids()[bad])
+        raise ReportError(f"names class {r.interference.indices[bad]}, but there are only "
+                          f"{r.num_classes} classes", field=f"equivalenceClassInterference[{c}]",
+                          eq_class=c)
+
+    for field, csr in (("elementConstraints", r.element_constraints),
+                       ("regionConstraints", r.region_constraints)):
+        if csr.num_rows != n:
+            raise ReportError(f"{field} has {csr.num_rows} rows, expected {n}", field=field)
+        src = csr.row_ids()
+        bad = _first(csr.indices < 0)
+        if bad is not None:
+            row = int(src[bad])
+            raise ReportError(f"{field} names an unknown var", field=f"vars[{row}].info.{field}",
+                              var=int(r.var_id[row]))
+        dst = csr.indices
+        bad = _first((r.tile[src] != r.tile[dst]) | ~a[src] | ~a[dst])
+        if bad is not None:
+            row, other = int(src[bad]), int(dst[bad])
+            raise ReportError(f"{field} names var {r.var_id[other]} on tile {r.tile[other]}, "
+                              f"but this var is on tile {r.tile[row]} (both must be allocated "
+                              "on one tile)", field=f"vars[{row}].info.{field}",
+                              var=int(r.var_id[row]), tile=int(r.tile[row]))
+
+    order_csr = r.allocation_order
+    if order_csr.num_rows > t.num_tiles:
+        raise ReportError(f"has {order_csr.num_rows} lists but numTiles is {t.num_tiles}",
+                          field="allocationOrderByTile")
+    rows = order_csr.indices
+    tiles = order_csr.row_ids()
+    bad = _first(rows < 0)
+    if bad is not None:
+        raise ReportError("names an unknown var", field=f"allocationOrderByTile[{tiles[bad]}]",
+                          tile=int(tiles[bad]))
+    bad = _first((r.tile[rows] != tiles) | ~a[rows])
+    if bad is not None:
+        row = int(rows[bad])
+        raise ReportError(f"lists var {r.var_id[row]}, which is "
+                          + (f"on tile {r.tile[row]}" if a[row] else "not allocated"),
+                          field=f"allocationOrderByTile[{tiles[bad]}]", var=int(r.var_id[row]),
+                          tile=int(tiles[bad]))
+
+    if r.class_steps is not None:
+        s = r.class_steps
+        if s.shape != (r.num_classes, 2):
+            raise ReportError(f"has {len(s)} entries, expected one [start, end) per class "
+                              f"({r.num_classes})", field="equivalenceClassSteps")
+        bad = _first((s[:, 0] < 0) | (s[:, 1] < s[:, 0]))
+        if bad is not None:
+            raise ReportError(f"[{s[bad, 0]}, {s[bad, 1]}) is not an interval of steps",
+                              field=f"equivalenceClassSteps[{bad}]", eq_class=bad)
