@@ -1,0 +1,1 @@
+"""Packing: re-run the allocation of each tile (replay, heuristic, exact)."""
