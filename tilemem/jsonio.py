@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import mmap
 import re
-from typing import BinaryIO, Sequence
+from itertools import chain
+from typing import Annotated, BinaryIO, Sequence
 
 import msgspec
 import numpy as np
@@ -21,17 +22,19 @@ from .target import Target
 
 BATCH = 32768
 MISSING = -(1 << 63)  # sentinel for an absent integer field
+# Integers must fit int64 (msgspec would otherwise accept huge ones and fail later).
+Int = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 
 
 class _TargetInfo(msgspec.Struct, gc=False):
-    tileMemory: int
-    interleavedMemoryStart: int
-    memoryElementOffsets: list[int]
-    supervisorInstrFetchDelay: int | None = None
+    tileMemory: Int
+    interleavedMemoryStart: Int
+    memoryElementOffsets: list[Int]
+    supervisorInstrFetchDelay: Int | None = None
 
 
 class _Top(msgspec.Struct, gc=False):
-    numTiles: int
+    numTiles: Int
     targetMemoryInfo: _TargetInfo
     vars: list[msgspec.Raw]
     equivalenceClassInterference: list[msgspec.Raw]
@@ -55,8 +58,8 @@ class _Info(msgspec.Struct, gc=False):
     lowest256KB: bool = False
     equivalenceClass: int = MISSING
     inInterleavedMem: bool = False
-    elementConstraints: list[int] = []
-    regionConstraints: list[int] = []
+    elementConstraints: tuple[int, ...] = ()  # tuple: the empty default is shared
+    regionConstraints: tuple[int, ...] = ()
 
 
 class _Var(msgspec.Struct, gc=False):
@@ -81,19 +84,22 @@ def _batches(items: Sequence, size: int = BATCH):
 
 
 def _decode_batch(dec, raws, start: int, top_field: str):
+    data = b"[" + b",".join(raws) + b"]"
     try:
-        return dec.decode(b"[" + b",".join(raws) + b"]")
+        return dec.decode(data)
     except msgspec.ValidationError as e:
         msg, path = _split_error(e)
+        if not path:  # e.g. 1e400: msgspec gives no path; find the literal instead
+            err = _locate_number_error(data, msg)
+            err.field = f"{top_field}[...].{err.field}" if err.field else top_field
+            raise err from None
         m = re.match(r"\[(\d+)\](.*)", path)
         k = int(m.group(1)) if m else 0
         rest = m.group(2) if m else path
         var = None
-        if top_field == "vars":
-            try:
-                var = msgspec.json.decode(raws[k]).get("var")
-            except Exception:
-                var = None
+        if top_field == "vars" and k < len(raws):  # name the record even if it is malformed
+            found = re.search(rb'"var"\s*:\s*(-?\d{1,19})\b', bytes(raws[k]))
+            var = int(found.group(1)) if found else None
         raise ReportError(msg, field=f"{top_field}[{start + k}]{rest}", var=var,
                           eq_class=start + k if top_field == "equivalenceClassInterference"
                           else None,
@@ -101,7 +107,7 @@ def _decode_batch(dec, raws, start: int, top_field: str):
 
 
 def _lists_to_csr(raws, top_field: str, num_rows: int | None = None) -> Csr:
-    dec = msgspec.json.Decoder(list[list[int]])
+    dec = msgspec.json.Decoder(list[list[Int]])
     lengths, parts = [], []
     for start, batch in _batches(raws, 4 * BATCH):
         lists = _decode_batch(dec, batch, start, top_field)
@@ -121,6 +127,8 @@ def read_json(buf) -> Report:
         top = msgspec.json.decode(buf, type=_Top)
     except msgspec.ValidationError as e:
         msg, path = _split_error(e)
+        if not path:  # raised while skipping raw elements (e.g. 1e400): find the record
+            raise _locate_number_error(buf, msg) from None
         raise ReportError(msg, field=path.lstrip(".") or None) from None
     except msgspec.DecodeError as e:
         raise ReportError(f"not a valid JSON report: {e}") from None
@@ -140,25 +148,31 @@ def read_json(buf) -> Report:
     rc_len = np.zeros(n, np.int64)
     ec_ids: list[int] = []
     rc_ids: list[int] = []
-    get_ints = _attrgetter(*_INT_FIELDS)
-    get_flags = _attrgetter(*FLAG_FIELDS.values())
     dec = msgspec.json.Decoder(list[_Var])
+    get_info, get_var = _attrgetter("info"), _attrgetter("var")
+    get_name, get_cat = _attrgetter("name"), _attrgetter("category")
+    get_ec, get_rc = _attrgetter("elementConstraints"), _attrgetter("regionConstraints")
+    int_getters = [_attrgetter(f) for f in _INT_FIELDS]
+    flag_getters = [_attrgetter(f) for f in FLAG_FIELDS.values()]
     for start, batch in _batches(top.vars):
         decoded = _decode_batch(dec, batch, start, "vars")
         m = len(decoded)
-        infos = [v.info for v in decoded]
-        var_id[start:start + m] = np.fromiter((v.var for v in decoded), np.int64, count=m)
-        ints[start:start + m] = np.array(list(map(get_ints, infos)), np.int64).reshape(m, -1)
-        flags[start:start + m] = np.array(list(map(get_flags, infos)), bool).reshape(m, -1)
-        names.extend(i.name for i in infos)
-        cat_names.extend(i.category for i in infos)
-        for i, info in enumerate(infos):
-            if info.elementConstraints:
-                ec_len[start + i] = len(info.elementConstraints)
-                ec_ids.extend(info.elementConstraints)
-            if info.regionConstraints:
-                rc_len[start + i] = len(info.regionConstraints)
-                rc_ids.extend(info.regionConstraints)
+        stop = start + m
+        infos = list(map(get_info, decoded))  # C-level iteration only: no Python loop body
+        try:
+            var_id[start:stop] = np.fromiter(map(get_var, decoded), np.int64, count=m)
+            for j, g in enumerate(int_getters):
+                ints[start:stop, j] = np.fromiter(map(g, infos), np.int64, count=m)
+        except OverflowError:
+            raise _int64_error(decoded, start) from None
+        for j, g in enumerate(flag_getters):
+            flags[start:stop, j] = np.fromiter(map(g, infos), bool, count=m)
+        names.extend(map(get_name, infos))
+        cat_names.extend(map(get_cat, infos))
+        for lens, ids, getter in ((ec_len, ec_ids, get_ec), (rc_len, rc_ids, get_rc)):
+            lists = list(map(getter, infos))
+            lens[start:stop] = np.fromiter(map(len, lists), np.int64, count=m)
+            ids.extend(chain.from_iterable(lists))
         del decoded, infos
     del top.vars[:]
 
@@ -226,6 +240,33 @@ def read_json(buf) -> Report:
     return report
 
 
+def _int64_error(decoded, start: int) -> ReportError:
+    """Name the first var with an integer outside int64 (error path only)."""
+    lim = 1 << 63
+    for k, v in enumerate(decoded):
+        for f in ("var",) + _INT_FIELDS:
+            x = getattr(v, f) if f == "var" else getattr(v.info, f)
+            if not -lim <= x < lim:
+                where = "" if f == "var" else ".info"
+                return ReportError(f"{f} {x} does not fit in 64 bits",
+                                   field=f"vars[{start + k}]{where}.{f}", var=v.var)
+    return ReportError("an integer does not fit in 64 bits", field="vars")
+
+
+def _locate_number_error(buf, msg: str) -> ReportError:
+    """Name the var and byte of a number msgspec cannot hold (error path only)."""
+    m = re.search(rb"-?\d+(?:\.\d+)?[eE][+-]?\d{3,}|-?\d{20,}", buf)
+    if m is None:
+        return ReportError(msg)
+    pos = m.start()
+    head = bytes(buf[max(0, pos - 4096):pos])
+    key = re.findall(rb'"(\w+)"\s*:\s*$', head)
+    var = re.findall(rb'"var"\s*:\s*(\d+)', head)
+    return ReportError(f"{msg}: {m.group().decode()} at byte {pos}",
+                       field=key[-1].decode() if key else None,
+                       var=int(var[-1]) if var else None)
+
+
 def _attrgetter(*names):
     from operator import attrgetter
 
@@ -238,11 +279,9 @@ def read_json_file(path) -> Report:
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # empty file
             buf = b""
-        try:
-            return read_json(buf)
-        finally:
-            if isinstance(buf, mmap.mmap):
-                buf.close()
+    # The mapping is not closed here: msgspec.Raw slices (and, after an error, the traceback)
+    # may still point into it; it is unmapped when the last reference goes.
+    return read_json(buf)
 
 
 # ---- writing ------------------------------------------------------------------------------

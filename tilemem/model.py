@@ -331,8 +331,9 @@ class Report:
 def encode_categories(names: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
     """Codes into ``CATEGORIES``, unknown names appended in order of appearance."""
     table = {c: i for i, c in enumerate(CATEGORIES)}
-    codes = np.fromiter((table.setdefault(c, len(table)) for c in names), np.int16,
-                        count=len(names))
+    for c in dict.fromkeys(names):  # distinct names in order of appearance (C speed)
+        table.setdefault(c, len(table))
+    codes = np.fromiter(map(table.__getitem__, names), np.int16, count=len(names))
     return tuple(table), codes
 
 
@@ -341,9 +342,9 @@ def encode_names(names: Sequence[str]) -> tuple[bytes, np.ndarray]:
     joined = "".join(names)
     blob = joined.encode()
     if len(blob) == len(joined):  # all ASCII: byte lengths are character lengths
-        lengths = np.fromiter((len(s) for s in names), np.int64, count=len(names))
+        lengths = np.fromiter(map(len, names), np.int64, count=len(names))
     else:
-        lengths = np.fromiter((len(s.encode()) for s in names), np.int64, count=len(names))
+        lengths = np.fromiter(map(len, map(str.encode, names)), np.int64, count=len(names))
     offs = np.zeros(len(names) + 1, np.int64)
     np.cumsum(lengths, out=offs[1:])
     return blob, offs
