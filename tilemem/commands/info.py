@@ -36,11 +36,15 @@ def info(report, as_json, top):
     c.print(f"  bytes: {human_bytes(d['totalBytes'])} in all, always-live "
             f"{human_bytes(d['alwaysLiveBytes'])}; tiles over memory (report's offsets): "
             f"{d['tilesOverMemory']:,}")
-    cats = Table("category", "bytes", title="Bytes by category", title_justify="left")
+    from rich.table import Column
+
+    cats = Table("category", Column("bytes", justify="right"), title="Bytes by category",
+                 title_justify="left")
     for name, b in d["bytesByCategory"].items():
         cats.add_row(name, f"{b:,}")
     c.print(cats)
-    tiles = Table("tile", "bytes", "highest end", "out of memory",
+    tiles = Table(Column("tile", justify="right"), Column("bytes", justify="right"),
+                  Column("highest end", justify="right"), "out of memory",
                   title=f"The {len(d['topTiles'])} tiles with most bytes", title_justify="left")
     for row in d["topTiles"]:
         tiles.add_row(str(row["tile"]), f"{row['bytes']:,}", f"{row['highestEnd']:,}",
