@@ -1,0 +1,256 @@
+"""First-fit (and best-fit) placement of one tile's variables, compiled with numba.
+
+Variables are placed one at a time, in a given order, each at the lowest address (first fit)
+or in the tightest gap (best fit) that keeps every rule against the variables placed before
+it: alignment, the variable's window, no region span (``rules.no_region_span``), no shared
+byte with a conflicting variable, and disjoint touched elements / regions for element and
+region constraints. A variable with no such place in memory spills to the overflow zone: the
+lowest aligned address at or past ``tileMemory`` that overlaps no conflicting overflowed
+variable. This is the Poplar-like allocator used to replay ``allocationOrderByTile``.
+
+Why it is fast: placed intervals are kept in one array sorted by start, so placing a variable
+is one forward sweep over them (skipping those of non-conflicting classes), with no sort or
+gather per variable; conflicts are tested through a class mark array set from the class
+adjacency, so the conflict graph is never materialised per variable pair.
+
+A zero-size variable is placed as if it had one byte (it then provably touches nothing it
+may not, whatever convention a checker uses for empty ranges).
+
+>>> from tilemem.model import Report
+>>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[6, 8, 4],
+...     alignment=[4, 16, 4], offset=[0, 0, 0], category=["variable"] * 3,
+...     eq_class=[0, 0, 1], interference=[[], []])
+>>> from tilemem.pack.problem import TileProblem
+>>> p = TileProblem.from_report(r, 0)
+>>> first_fit(p).tolist()     # var 1 aligned to 16 after var 0 [0, 6); var 2 shares with 0
+[0, 16, 0]
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .problem import TileProblem
+
+#: Upper end of the overflow zone's search (effectively unbounded).
+_FAR = np.int64(1) << 60
+
+
+def first_fit(problem: TileProblem, order: np.ndarray | None = None, *,
+              best_fit: bool = False) -> np.ndarray:
+    """Local offsets (int64) of ``problem``'s variables placed in ``order`` (local indices).
+
+    ``order`` defaults to ``0..n-1``; variables missing from it are placed after it, in index
+    order. ``best_fit`` chooses, among the lowest legal positions of the free gaps, the one
+    whose gap is tightest (XLA's best fit) instead of the lowest one.
+    """
+    args = kernel_args(problem)
+    return place(args, complete_order(problem.n, order), best_fit)
+
+
+def complete_order(n: int, order) -> np.ndarray:
+    """``order`` (local indices, duplicates dropped) followed by the variables it misses."""
+    if order is None:
+        return np.arange(n, dtype=np.int64)
+    order = np.asarray(order, np.int64)
+    if len(order) == n and np.array_equal(np.sort(order), np.arange(n)):
+        return order
+    _, first = np.unique(order, return_index=True)
+    order = order[np.sort(first)]
+    missing = np.setdiff1d(np.arange(n, dtype=np.int64), order)
+    return np.concatenate([order, missing]).astype(np.int64)
+
+
+def kernel_args(p: TileProblem) -> tuple:
+    """The plain arrays the compiled kernel takes (build once, place in many orders)."""
+    c = p.conflicts
+    t = p.target
+    n = p.n
+    return (p.size.astype(np.int64), p.align.astype(np.int64), p.lo.astype(np.int64),
+            p.hi.astype(np.int64), c.local_class.astype(np.int64),
+            c.class_adj.indptr.astype(np.int64), c.class_adj.indices.astype(np.int64),
+            c.always_live.astype(np.bool_), *_pair_csr(n, p.element_pairs),
+            *_pair_csr(n, p.region_pairs), t.memory_element_offsets.astype(np.int64),
+            t.element_ends.astype(np.int64), np.int64(t.tile_memory),
+            np.int64(t.interleaved_memory_start), bool(p.rules.no_region_span))
+
+
+def place(args: tuple, order: np.ndarray, best_fit: bool = False) -> np.ndarray:
+    """Run the kernel on ``kernel_args(problem)`` in a complete ``order``."""
+    return _place(*args, np.ascontiguousarray(order, np.int64), bool(best_fit))
+
+
+def _pair_csr(n: int, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric adjacency of local constraint pairs as (indptr, indices)."""
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    src = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n)[:n], out=indptr[1:])
+    return indptr, dst[order].astype(np.int64)
+
+
+@njit(cache=True)
+def _align_up(x, a):
+    return (x + a - 1) // a * a
+
+
+@njit(cache=True)
+def _element_of(elem_start, address):
+    return np.searchsorted(elem_start, address, side="right") - 1
+
+
+@njit(cache=True)
+def _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start, elem_end,
+              forb_r0, forb_r1):
+    """Lowest address >= ``a`` that keeps the in-memory rules other than no-overlap, or -1."""
+    while True:
+        if a < lo:
+            a = lo
+        a = _align_up(a, al)
+        if a + s > hi:
+            return -1
+        if no_span and a < ils < a + s:
+            a = ils
+            continue
+        if forb_r0 and a < ils:
+            a = ils
+            continue
+        if forb_r1 and a + s > ils:
+            return -1  # every higher address touches the interleaved region too
+        if any_forb_e:
+            e0 = _element_of(elem_start, a)
+            e1 = _element_of(elem_start, a + s - 1)
+            moved = False
+            for e in range(e1, e0 - 1, -1):
+                if forb_e[e]:
+                    a = elem_end[e]
+                    moved = True
+                    break
+            if moved:
+                continue
+        return a
+
+
+@njit(cache=True)
+def _sweep(v, s, al, lo, hi, in_memory, ps, pe, pv, m, maxsz, lclass, always, cmark,
+           ils, no_span, forb_e, any_forb_e, elem_start, elem_end, forb_r0, forb_r1,
+           best_fit):
+    """Lowest (or best-fitting) legal address of ``v`` among the ``m`` placed intervals."""
+    conf_all = always[v]
+    a = _align_up(lo, al)
+    j = np.searchsorted(ps[:m], a - maxsz, side="left")
+    best = np.int64(-1)
+    best_slack = _FAR
+    while True:
+        if in_memory:
+            a = _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start,
+                          elem_end, forb_r0, forb_r1)
+            if a < 0:
+                break
+        elif a + s > hi:
+            break
+        moved = False
+        while j < m and ps[j] < a + s:
+            if pe[j] > a:
+                u = pv[j]
+                if conf_all or always[u] or cmark[lclass[u]]:
+                    a = _align_up(pe[j], al)
+                    j += 1
+                    moved = True
+                    break
+            j += 1
+        if moved:
+            continue
+        if not best_fit:
+            return a
+        # a is legal; the gap runs up to the next conflicting start (or the window's end)
+        jj = j
+        nxt = hi
+        while jj < m:
+            u = pv[jj]
+            if conf_all or always[u] or cmark[lclass[u]]:
+                if ps[jj] < nxt:
+                    nxt = ps[jj]
+                break
+            jj += 1
+        slack = nxt - (a + s)
+        if slack < best_slack:
+            best_slack = slack
+            best = a
+        if jj >= m:
+            break
+        a = _align_up(pe[jj], al)
+        j = jj + 1
+    return best
+
+
+@njit(cache=True)
+def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ridx,
+           elem_start, elem_end, tm, ils, no_span, order, best_fit):
+    n = len(size)
+    off = np.full(n, -1, np.int64)
+    ps = np.empty(n, np.int64)
+    pe = np.empty(n, np.int64)
+    pv = np.empty(n, np.int64)
+    m = 0
+    maxsz = np.int64(0)
+    cmark = np.zeros(max(len(cptr) - 1, 1), np.bool_)
+    forb_e = np.zeros(len(elem_start), np.bool_)
+    for k in range(len(order)):
+        v = order[k]
+        s = max(size[v], 1)
+        al = align[v]
+        c = lclass[v]
+        cmark[c] = True
+        for q in range(cptr[c], cptr[c + 1]):
+            cmark[cidx[q]] = True
+        # elements and regions touched by placed, in-memory constraint partners
+        any_forb_e = False
+        for q in range(eptr[v], eptr[v + 1]):
+            u = eidx[q]
+            if 0 <= off[u] < tm:
+                e0 = _element_of(elem_start, off[u])
+                e1 = _element_of(elem_start, off[u] + max(size[u], 1) - 1)
+                for e in range(e0, e1 + 1):
+                    forb_e[e] = True
+                any_forb_e = True
+        forb_r0 = False
+        forb_r1 = False
+        for q in range(rptr[v], rptr[v + 1]):
+            u = ridx[q]
+            if 0 <= off[u] < tm:
+                if off[u] < ils:
+                    forb_r0 = True
+                if off[u] + max(size[u], 1) > ils:
+                    forb_r1 = True
+        a = np.int64(-1)
+        if lo[v] + s <= hi[v]:
+            a = _sweep(v, s, al, lo[v], hi[v], True, ps, pe, pv, m, maxsz, lclass, always,
+                       cmark, ils, no_span, forb_e, any_forb_e, elem_start, elem_end,
+                       forb_r0, forb_r1, best_fit)
+        if a < 0:  # spill: first fit in the overflow zone, where only no-overlap applies
+            a = _sweep(v, s, al, tm, _FAR, False, ps, pe, pv, m, maxsz, lclass, always,
+                       cmark, ils, no_span, forb_e, False, elem_start, elem_end, False,
+                       False, False)
+        # reset the marks
+        cmark[c] = False
+        for q in range(cptr[c], cptr[c + 1]):
+            cmark[cidx[q]] = False
+        if any_forb_e:
+            forb_e[:] = False
+        off[v] = a
+        # insert [a, a + s) into the placed list, kept sorted by start
+        pos = np.searchsorted(ps[:m], a, side="right")
+        for q in range(m, pos, -1):
+            ps[q] = ps[q - 1]
+            pe[q] = pe[q - 1]
+            pv[q] = pv[q - 1]
+        ps[pos] = a
+        pe[pos] = a + s
+        pv[pos] = v
+        m += 1
+        if s > maxsz:
+            maxsz = s
+    return off
