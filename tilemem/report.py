@@ -1,0 +1,515 @@
+"""Memory figures of an allocation, in the graph profile's ``memory`` format (000).
+
+For a report and an allocation (its own offsets, or any offset column), per tile:
+
+- ``byTile`` (000, "Memory per tile"), the 8 arrays. A *region* is non-interleaved
+  ``[0, interleavedMemoryStart)``, interleaved ``[interleavedMemoryStart, tileMemory)`` or
+  overflowed ``[tileMemory, ...)`` (``tilemem.rules``: the overflow zone). Definitions (000 states
+  no formula; the first column of its example satisfies these):
+
+  * ``<region>`` = bytes of the region covered by at least one variable (variables that share
+    bytes count once);
+  * ``<region>IncludingGaps`` = from the region's start to the highest end of a variable in it
+    (0 for an empty region);
+  * ``total`` = interleaved + nonInterleaved + overflowed;
+  * ``totalIncludingGaps`` = the highest end address used on the tile (so it also counts the
+    unused space between regions).
+
+- ``byCategory`` (000, "Memory by category"): for every category and region, per tile,
+  ``nonOverlapped`` = bytes of variables that share no byte with another variable, and
+  ``overlapped`` = bytes of variables that do (summed per variable, as in the profile summary's
+  "Overlapped" block, 002); ``total`` = the sum over regions of both. A variable's bytes are
+  split between regions by address.
+- ``afterOverlapping``: per region and tile, the bytes the overlapped variables really cover
+  (the summary's "Total After Overlapping"). Invariant, per region and tile:
+  ``sum of nonOverlapped over categories + afterOverlapping == byTile[region]``.
+- ``gaps``: every free hole below the tile's highest end, cut at region boundaries, with its
+  likely cause (``GAP_CAUSES``). Holes below a region's highest end are that region's gaps
+  (``<region>IncludingGaps - <region>``); holes above it (the unused end of a region below a
+  used one) are *boundary* gaps; all holes of a tile add up to ``totalIncludingGaps - total``.
+
+Everything is column arithmetic over all tiles at once: rows sorted by (tile, offset), one
+sweep with a running maximum of end addresses gives coverage, holes and overlap.
+
+>>> from tilemem.model import Report
+>>> from tilemem.target import MK1
+>>> r = Report.from_columns(target=MK1.with_tiles(1), var_id=[0, 1, 2, 3],
+...     tile=[0, 0, 0, 0], size=[100, 64, 32, 256], alignment=[4, 64, 4, 4],
+...     offset=[0, 128, 160, 131072], category=["variable", "stack", "message", "variable"],
+...     eq_class=[0, 1, 2, 3], interference=[[], [], [], []])
+>>> f = memory_figures(r)
+>>> {k: int(v[0]) for k, v in f.by_tile.items()}       # doctest: +NORMALIZE_WHITESPACE
+{'interleaved': 256, 'interleavedIncludingGaps': 256, 'nonInterleaved': 192,
+ 'nonInterleavedIncludingGaps': 192, 'overflowed': 0, 'overflowedIncludingGaps': 0,
+ 'total': 448, 'totalIncludingGaps': 131328}
+>>> int(f.overlapped_bytes().sum()), int(f.after_overlapping.sum())   # [128,192) and [160,192)
+(96, 64)
+>>> [(int(g.start), int(g.end), g.cause) for g in f.gap_list(0)]
+[(100, 128, 'alignment'), (192, 131072, 'interleavedBoundary')]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .model import Report
+from .rules import effective_alignment
+from .target import Target
+
+#: Regions in the order of the figures' arrays (the target's numbering, plus the overflow zone).
+REGIONS = ("nonInterleaved", "interleaved", "overflowed")
+NON_INTERLEAVED, INTERLEAVED, OVERFLOWED = 0, 1, 2
+
+#: Likely causes of a gap, in the order of ``Gaps.cause`` codes.
+GAP_CAUSES = (
+    "alignment",            # the next variable could not start lower: its alignment
+    "elementConstraint",    # moving the next variable down would share a memory element
+                            # with a variable it has an element constraint with
+    "regionConstraint",     # unused end of the non-interleaved region; a variable above is
+                            # interleaved only because of a region constraint
+    "interleavedBoundary",  # unused end of the non-interleaved region below data above it
+    "memoryEnd",            # unused end of memory below overflowed data
+    "fragmentation",        # none of the above: the hole was left by the packing order
+)
+(ALIGNMENT, ELEMENT_CONSTRAINT, REGION_CONSTRAINT, INTERLEAVED_BOUNDARY, MEMORY_END,
+ FRAGMENTATION) = range(len(GAP_CAUSES))
+
+#: The causes of boundary gaps (holes above their region's highest end).
+BOUNDARY_CAUSES = (REGION_CONSTRAINT, INTERLEAVED_BOUNDARY, MEMORY_END)
+
+BY_TILE_KEYS = ("interleaved", "interleavedIncludingGaps", "nonInterleaved",
+                "nonInterleavedIncludingGaps", "overflowed", "overflowedIncludingGaps", "total",
+                "totalIncludingGaps")
+
+
+class Gap(NamedTuple):
+    tile: int
+    region: str
+    start: int
+    end: int
+    cause: str
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """Free holes below each tile's highest end, as columns (one entry per hole piece)."""
+
+    tile: np.ndarray
+    region: np.ndarray      # index into REGIONS
+    start: np.ndarray
+    end: np.ndarray
+    cause: np.ndarray       # index into GAP_CAUSES
+
+    @property
+    def size(self) -> np.ndarray:
+        return self.end - self.start
+
+    def bytes_by_cause(self, num_tiles: int) -> np.ndarray:
+        """``(len(GAP_CAUSES), num_tiles)`` gap bytes."""
+        idx = self.cause.astype(np.int64) * num_tiles + self.tile
+        return np.bincount(idx, weights=self.size, minlength=len(GAP_CAUSES) * num_tiles
+                           ).astype(np.int64).reshape(len(GAP_CAUSES), num_tiles)
+
+    def bytes_by_region(self, num_tiles: int, boundary: bool | None = None) -> np.ndarray:
+        """``(3, num_tiles)`` gap bytes; ``boundary`` selects boundary (True) or in-region
+        (False) gaps, ``None`` both."""
+        keep = np.ones(len(self.tile), bool)
+        if boundary is not None:
+            keep = np.isin(self.cause, BOUNDARY_CAUSES) == boundary
+        idx = self.region[keep].astype(np.int64) * num_tiles + self.tile[keep]
+        return np.bincount(idx, weights=self.size[keep], minlength=3 * num_tiles
+                           ).astype(np.int64).reshape(3, num_tiles)
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """The memory figures of one allocation of a report (see the module docstring).
+
+    ``region_bytes``, ``region_including_gaps``: ``(3, num_tiles)`` in ``REGIONS`` order.
+    ``non_overlapped``, ``overlapped``: ``(num_categories, 3, num_tiles)``.
+    ``after_overlapping``: ``(3, num_tiles)``.
+    """
+
+    target: Target
+    categories: tuple[str, ...]
+    region_bytes: np.ndarray
+    region_including_gaps: np.ndarray
+    highest_end: np.ndarray
+    non_overlapped: np.ndarray
+    overlapped: np.ndarray
+    after_overlapping: np.ndarray
+    gaps: Gaps
+
+    @property
+    def num_tiles(self) -> int:
+        return self.target.num_tiles
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.region_bytes.sum(axis=0)
+
+    @property
+    def total_including_gaps(self) -> np.ndarray:
+        return self.highest_end
+
+    @property
+    def by_tile(self) -> dict[str, np.ndarray]:
+        """The 8 arrays of 000's ``byTile``."""
+        rb, ig = self.region_bytes, self.region_including_gaps
+        return {
+            "interleaved": rb[INTERLEAVED], "interleavedIncludingGaps": ig[INTERLEAVED],
+            "nonInterleaved": rb[NON_INTERLEAVED],
+            "nonInterleavedIncludingGaps": ig[NON_INTERLEAVED],
+            "overflowed": rb[OVERFLOWED], "overflowedIncludingGaps": ig[OVERFLOWED],
+            "total": self.total, "totalIncludingGaps": self.total_including_gaps,
+        }
+
+    def out_of_memory(self) -> np.ndarray:
+        """Tiles whose highest end passes tileMemory, worst first."""
+        excess = self.highest_end - self.target.tile_memory
+        tiles = np.flatnonzero(excess > 0)
+        return tiles[np.argsort(-excess[tiles], kind="stable")]
+
+    def non_overlapped_bytes(self) -> np.ndarray:
+        """``(3, num_tiles)``: bytes of variables that share no byte, all categories."""
+        return self.non_overlapped.sum(axis=0)
+
+    def overlapped_bytes(self) -> np.ndarray:
+        """``(3, num_tiles)``: bytes of overlapped variables, summed per variable."""
+        return self.overlapped.sum(axis=0)
+
+    def category_totals(self) -> np.ndarray:
+        """``(num_categories, num_tiles)``: the ``total`` of byCategory."""
+        return (self.non_overlapped + self.overlapped).sum(axis=1)
+
+    def gap_list(self, tile: int) -> list[Gap]:
+        g = self.gaps
+        idx = np.flatnonzero(g.tile == tile)
+        return [Gap(int(tile), REGIONS[g.region[i]], int(g.start[i]), int(g.end[i]),
+                    GAP_CAUSES[g.cause[i]]) for i in idx]
+
+    # ---- output -----------------------------------------------------------------------------
+    def to_json(self, holes: bool = True) -> dict:
+        """``{"memory": {"byTile", "byCategory", "afterOverlapping", "gaps"}}``.
+
+        ``byTile`` and ``byCategory`` have exactly the shape of the graph profile's (000);
+        ``afterOverlapping`` and ``gaps`` are tilemem's additions.
+        """
+        by_category = {}
+        for c, name in enumerate(self.categories):
+            entry = {REGIONS[k]: {"nonOverlapped": self.non_overlapped[c, k].tolist(),
+                                  "overlapped": self.overlapped[c, k].tolist()}
+                     for k in (INTERLEAVED, NON_INTERLEAVED, OVERFLOWED)}
+            entry["total"] = self.category_totals()[c].tolist()
+            by_category[name] = entry
+        after = {REGIONS[k]: self.after_overlapping[k].tolist()
+                 for k in (INTERLEAVED, NON_INTERLEAVED, OVERFLOWED)}
+        after["total"] = self.after_overlapping.sum(axis=0).tolist()
+        by_cause = self.gaps.bytes_by_cause(self.num_tiles)
+        gaps: dict = {"byCause": {name: by_cause[i].tolist() for i, name in
+                                  enumerate(GAP_CAUSES)}}
+        if holes:
+            g = self.gaps
+            gaps["holes"] = {"tile": g.tile.tolist(),
+                             "region": [REGIONS[k] for k in g.region.tolist()],
+                             "start": g.start.tolist(), "end": g.end.tolist(),
+                             "cause": [GAP_CAUSES[k] for k in g.cause.tolist()]}
+        return {"memory": {"byTile": {k: v.tolist() for k, v in self.by_tile.items()},
+                           "byCategory": by_category, "afterOverlapping": after,
+                           "gaps": gaps}}
+
+
+# ---- computation ------------------------------------------------------------------------------
+def memory_figures(r: Report, offsets: np.ndarray | None = None) -> MemoryFigures:
+    """The memory figures of ``offsets`` (default: the report's own allocation)."""
+    t = r.target
+    nt = t.num_tiles
+    off = r.offset if offsets is None else np.asarray(offsets, np.int64)
+    rows = np.flatnonzero(r.allocated & (r.size > 0))
+    align = effective_alignment(r.alignment[rows]).astype(np.int64)
+    # (tile, start), largest alignment first among equal starts (for the alignment cause)
+    order = np.lexsort((-align, off[rows], r.tile[rows]))
+    rows, align = rows[order], align[order]
+    tile = r.tile[rows]
+    start = off[rows]
+    end = start + r.size[rows]
+    bounds = np.array([0, t.interleaved_memory_start, t.tile_memory,
+                       max(t.tile_memory, int(end.max()) if len(end) else 0) + 1], np.int64)
+
+    prev_end = _previous_end(tile, end)
+    cover_start = np.maximum(start, prev_end)
+    region_bytes = _region_sums(tile, cover_start, end, bounds, nt)
+    highest_end = np.zeros(nt, np.int64)
+    np.maximum.at(highest_end, tile, end) if len(tile) else None
+    region_high = np.zeros((3, nt), np.int64)
+    for k in range(3):
+        e = np.minimum(end, bounds[k + 1])
+        inside = e > np.maximum(start, bounds[k])
+        np.maximum.at(region_high[k], tile[inside], e[inside] - bounds[k])
+    # overlap: an earlier variable ends after my start, or the next one starts before my end
+    same_next = np.zeros(len(rows), bool)
+    same_next[:-1] = tile[1:] == tile[:-1]
+    next_start = np.empty_like(start)
+    next_start[:-1] = start[1:]
+    overl = (start < prev_end)
+    overl[:-1] |= same_next[:-1] & (next_start[:-1] < end[:-1])
+
+    ncat = len(r.categories)
+    cat = r.category[rows].astype(np.int64)
+    non_overlapped = np.zeros((ncat, 3, nt), np.int64)
+    overlapped = np.zeros((ncat, 3, nt), np.int64)
+    for k in range(3):
+        part = np.clip(np.minimum(end, bounds[k + 1]) - np.maximum(start, bounds[k]), 0, None)
+        for target, mask in ((non_overlapped, ~overl), (overlapped, overl)):
+            target[:, k, :] = np.bincount(cat[mask] * nt + tile[mask], weights=part[mask],
+                                          minlength=ncat * nt).reshape(ncat, nt)
+    # the overlapped variables alone, swept again: what they really cover
+    ot, os_, oe = tile[overl], start[overl], end[overl]
+    after = _region_sums(ot, np.maximum(os_, _previous_end(ot, oe)), oe, bounds, nt)
+
+    gaps = _gaps(r, off, rows, tile, start, prev_end, align, bounds)
+    return MemoryFigures(target=t, categories=tuple(r.categories), region_bytes=region_bytes,
+                         region_including_gaps=region_high, highest_end=highest_end,
+                         non_overlapped=non_overlapped, overlapped=overlapped,
+                         after_overlapping=after, gaps=gaps)
+
+
+def _previous_end(tile: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For rows sorted by (tile, start): the highest end of the earlier rows of the same tile
+    (0 for a tile's first row), by one running maximum over ``tile * big + end``."""
+    if len(tile) == 0:
+        return np.zeros(0, np.int64)
+    big = int(end.max()) + 1
+    base = tile * big
+    run = np.maximum.accumulate(base + end)
+    prev = np.empty_like(run)
+    prev[0] = base[0]
+    prev[1:] = np.maximum(run[:-1], base[1:])   # run[i-1] < base[i] when the tile changes
+    return prev - base
+
+
+def _region_sums(tile, s, e, bounds, nt) -> np.ndarray:
+    """``(3, nt)``: bytes of the disjoint pieces ``[s, e)`` in each region."""
+    out = np.zeros((3, nt), np.int64)
+    for k in range(3):
+        part = np.clip(np.minimum(e, bounds[k + 1]) - np.maximum(s, bounds[k]), 0, None)
+        out[k] = np.bincount(tile, weights=part, minlength=nt)[:nt]
+    return out
+
+
+def _gaps(r: Report, off, rows, tile, start, prev_end, align, bounds) -> Gaps:
+    """Holes ``[prev_end, start)`` before each sorted row, cut at region boundaries."""
+    ils, tm = int(bounds[1]), int(bounds[2])
+    h = np.flatnonzero(start > prev_end)          # sorted index of the variable above the hole
+    hs, he = prev_end[h], start[h]
+    pieces = []
+    for k in range(3):
+        s = np.maximum(hs, bounds[k])
+        e = np.minimum(he, bounds[k + 1])
+        keep = e > s
+        pieces.append((np.full(keep.sum(), k, np.int8), h[keep], s[keep], e[keep]))
+    region = np.concatenate([p[0] for p in pieces])
+    above = np.concatenate([p[1] for p in pieces])
+    ps = np.concatenate([p[2] for p in pieces])
+    pe = np.concatenate([p[3] for p in pieces])
+    cause = np.full(len(ps), FRAGMENTATION, np.int8)
+
+    # boundary pieces end at the end of their region (non-interleaved or memory): they lie
+    # above that region's highest end, below data in a higher region
+    boundary = (region < OVERFLOWED) & (pe == bounds[region.astype(np.int64) + 1])
+    vrow = rows[above]                              # model row of the variable above
+    at_ils = boundary & (pe == ils)
+    cause[at_ils] = INTERLEAVED_BOUNDARY
+    region_forced = at_ils & ~r.in_interleaved_mem[vrow] & _has_partner_below(
+        r, off, vrow, ils, r.region_constraints)
+    cause[region_forced] = REGION_CONSTRAINT
+    cause[boundary & (pe == tm)] = MEMORY_END
+
+    # in-region pieces: why could the variable above not start lower?
+    inner = ~boundary
+    a = align[above]
+    cand = -(-ps // a) * a                          # lowest aligned start in the hole
+    cause[inner & (cand >= pe)] = ALIGNMENT
+    todo = inner & (cand < pe) & (region < OVERFLOWED)
+    if r.element_constraints.nnz and todo.any():
+        idx = np.flatnonzero(todo)
+        hit = _element_blocked(r, off, vrow[idx], cand[idx])
+        cause[idx[hit]] = ELEMENT_CONSTRAINT
+    order = np.lexsort((ps, tile[above]))
+    return Gaps(tile=tile[above][order], region=region[order], start=ps[order], end=pe[order],
+                cause=cause[order])
+
+
+def _partners(csr, vrow):
+    """Flattened constraint partners of ``vrow``: (index into vrow, partner row)."""
+    lengths = csr.indptr[vrow + 1] - csr.indptr[vrow]
+    which = np.repeat(np.arange(len(vrow)), lengths)
+    pos = np.repeat(csr.indptr[vrow] - np.cumsum(lengths) + lengths, lengths) + np.arange(
+        lengths.sum())
+    return which, csr.indices[pos]
+
+
+def _has_partner_below(r: Report, off, vrow, ils, csr) -> np.ndarray:
+    """Whether each variable has a constraint partner on its tile below ``ils``."""
+    out = np.zeros(len(vrow), bool)
+    if csr.nnz == 0 or len(vrow) == 0:
+        return out
+    which, p = _partners(csr, vrow)
+    ok = r.allocated[p] & (r.tile[p] == r.tile[vrow[which]]) & (off[p] < ils)
+    out[which[ok]] = True
+    return out
+
+
+def _element_blocked(r: Report, off, vrow, cand) -> np.ndarray:
+    """Whether variable ``vrow`` placed at ``cand`` would touch an element of a variable it
+    has an element constraint with (so the hole below it is the constraint's cost)."""
+    t = r.target
+    which, p = _partners(r.element_constraints, vrow)
+    v = vrow[which]
+    ok = r.allocated[p] & (r.tile[p] == r.tile[v]) & (r.size[p] > 0)
+    which, p, v = which[ok], p[ok], v[ok]
+    c = cand[which]
+    lo_v, hi_v = t.element_of(c), t.element_of(c + np.maximum(r.size[v], 1) - 1)
+    lo_p, hi_p = t.element_of(off[p]), t.element_of(off[p] + r.size[p] - 1)
+    clash = (lo_v <= hi_p) & (lo_p <= hi_v)
+    out = np.zeros(len(vrow), bool)
+    out[which[clash]] = True
+    return out
+
+
+# ---- the text summary ---------------------------------------------------------------------------
+#: Names of the categories in the profile summary (002 prints the ones it shows this way;
+#: the rest follow the same style).
+DISPLAY_NAMES = {
+    "constant": "Constants", "controlCode": "Control Code", "controlId": "Control IDs",
+    "controlTable": "Control Table", "copyDescriptor": "Copy Descriptors",
+    "globalExchangeCode": "Global Exchange Code",
+    "globalExchangePacketHeader": "Global Exchange Packet Headers",
+    "globalMessage": "Global Exchange Message Buffers", "hostExchangeCode": "Host Exchange Code",
+    "hostExchangePacketHeader": "Host Exchange Packet Headers",
+    "hostMessage": "Host Exchange Message Buffers",
+    "instrumentationResults": "Instrumentation Results",
+    "internalExchangeCode": "Internal Exchange Code",
+    "message": "Internal Exchange Message Buffers", "multiple": "Multiple Categories",
+    "outputEdge": "Output Edges", "rearrangement": "Data Rearrangement Buffers",
+    "sharedCodeStorage": "Shared Code Storage", "sharedDataStorage": "Shared Data Storage",
+    "stack": "Stack", "variable": "Variables", "vectorListDescriptor": "VectorList Descriptors",
+    "vertexCode": "Vertex Code", "vertexFieldData": "Vertex Field Data",
+    "vertexInstanceState": "Vertex Instances",
+}
+GAP_DISPLAY_NAMES = {
+    "alignment": "Alignment", "elementConstraint": "Element Constraints",
+    "regionConstraint": "Region Constraints", "interleavedBoundary": "Interleaved Boundary",
+    "memoryEnd": "End Of Memory", "fragmentation": "Fragmentation",
+}
+
+
+def tile_histogram(values: np.ndarray, max_bins: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """Bins of whole KiB (1, 2, 4, ... KiB wide, at most ``max_bins``) over ``values`` (bytes):
+    ``(edges in bytes, counts)``, bins half-open ``[lo, hi)``.
+
+    >>> edges, counts = tile_histogram(np.array([3500, 3600, 8000, 20294]))
+    >>> (edges // 1024).tolist()[:3], counts.tolist()[:2], int(counts.sum())
+    ([3, 4, 5], [2, 0], 4)
+    """
+    values = np.asarray(values, np.int64)
+    lo = int(values.min()) // 1024 if len(values) else 0
+    hi = int(values.max()) // 1024 + 1 if len(values) else 1
+    width = 1
+    while -(-(hi - lo) // width) > max_bins:
+        width *= 2
+    lo = lo // width * width
+    nbins = -(-(hi - lo) // width)
+    edges = (lo + width * np.arange(nbins + 1)) * 1024
+    counts = np.bincount((values - edges[0]) // (width * 1024), minlength=nbins)[:nbins]
+    return edges, counts
+
+
+def summary_text(fig: MemoryFigures, top: int = 5) -> str:
+    """The memory part of Poplar's profile summary (002) for this allocation, plus gaps."""
+    def b(n) -> str:
+        return f"{int(n):,} B"
+
+    def row(label, value, indent, width=46):
+        return f"{' ' * indent}{label:<{width - indent}}{b(value):>16}"
+
+    rb = fig.region_bytes.sum(axis=1)
+    lines = ["Memory Usage:",
+             row("Including Gaps:", fig.highest_end.sum(), 4),
+             "    Excluding Gaps:",
+             "      By Memory Region:",
+             row("Non-interleaved:", rb[NON_INTERLEAVED], 8),
+             row("Interleaved:", rb[INTERLEAVED], 8),
+             row("Overflowed:", rb[OVERFLOWED], 8),
+             row("Total:", rb.sum(), 6),
+             "      By Data Type:"]
+    for title, arr in (("Not Overlapped", fig.non_overlapped), ("Overlapped", fig.overlapped)):
+        per_cat = arr.sum(axis=(1, 2))
+        lines.append(f"        {title}")
+        for c in np.argsort(-per_cat, kind="stable"):
+            if per_cat[c]:
+                name = fig.categories[c]
+                lines.append(row(DISPLAY_NAMES.get(name, name) + ":", per_cat[c], 12))
+        lines.append(row("Total:", per_cat.sum(), 10))
+    lines.append(row("Total After Overlapping:", fig.after_overlapping.sum(), 10))
+    by_cause = fig.gaps.bytes_by_cause(fig.num_tiles).sum(axis=1)
+    lines.append("      Gaps By Likely Cause:")
+    for i, name in enumerate(GAP_CAUSES):
+        if by_cause[i]:
+            lines.append(row(GAP_DISPLAY_NAMES[name] + ":", by_cause[i], 8))
+    lines.append(row("Total:", by_cause.sum(), 6))
+
+    used = np.flatnonzero(fig.highest_end > 0)
+    total = fig.total
+    lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of {fig.num_tiles:,}"]
+    if len(used):
+        edges, counts = tile_histogram(total[used])
+        lines.append(f"    {'Range (KB) Histogram (Excluding Gaps)':<52}Count (tiles)")
+        peak = max(int(counts.max()), 1)
+        for lo, hi, n in zip(edges[:-1] // 1024, edges[1:] // 1024, counts):
+            bar = "*" * (-(-40 * int(n) // peak))
+            lines.append(f"    {lo:>5} - {hi:>4} {bar:<40}{int(n):>7}")
+        lines.append("")
+        ti = int(np.argmax(fig.highest_end))
+        te = int(np.argmax(total))
+        from .output import human_bytes
+        lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
+                     f"on tile {ti}")
+        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on tile {te}")
+    oom = fig.out_of_memory()
+    lines.append(f"    {len(oom):,} tile(s) out of memory")
+    if len(oom):
+        tm = fig.target.tile_memory
+        lines.append(f"    Largest out of memory (tileMemory {tm:,} B):")
+        for t in oom[:top]:
+            lines.append(f"      tile {int(t):>5}: {int(fig.highest_end[t]):>12,} B including "
+                         f"gaps ({int(fig.highest_end[t]) - tm:,} B over), "
+                         f"{int(total[t]):,} B excluding gaps")
+    return "\n".join(lines)
+
+
+def offsets_from_file(r: Report, path) -> np.ndarray:
+    """The offset column of an allocation file: a report (.json/.capnp) of the same variables,
+    such as ``tilemem alloc`` writes. Variables are matched by var id; raises ``ReportError``
+    when the two reports do not hold the same allocated variables."""
+    from .errors import ReportError
+    from .files import load_report
+
+    other = load_report(path)
+    rows = other.rows_of_vars(r.var_id)
+    missing = np.flatnonzero(r.allocated & (rows < 0))
+    if len(missing):
+        i = int(missing[0])
+        raise ReportError("the allocation has no variable with this id", path=str(path),
+                          field="vars[].var", var=int(r.var_id[i]), tile=int(r.tile[i]))
+    off = np.where(rows >= 0, other.offset[np.maximum(rows, 0)], -1)
+    bad = np.flatnonzero(r.allocated & ((off < 0) | ~other.allocated[np.maximum(rows, 0)]
+                                        | (other.tile[np.maximum(rows, 0)] != r.tile)))
+    if len(bad):
+        i = int(bad[0])
+        raise ReportError("the allocation does not place this variable on its tile",
+                          path=str(path), field="vars[].info.offset", var=int(r.var_id[i]),
+                          tile=int(r.tile[i]))
+    return off
