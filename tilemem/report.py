@@ -222,12 +222,18 @@ class MemoryFigures:
 
 
 # ---- computation ------------------------------------------------------------------------------
-def memory_figures(r: Report, offsets: np.ndarray | None = None) -> MemoryFigures:
-    """The memory figures of ``offsets`` (default: the report's own allocation)."""
+def memory_figures(r: Report, offsets: np.ndarray | None = None,
+                   tiles=None) -> MemoryFigures:
+    """The memory figures of ``offsets`` (default: the report's own allocation). ``tiles``
+    limits the work to those tiles (the others read as empty)."""
     t = r.target
     nt = t.num_tiles
     off = r.offset if offsets is None else np.asarray(offsets, np.int64)
-    rows = np.flatnonzero(r.allocated & (r.size > 0))
+    if tiles is None:
+        rows = np.flatnonzero(r.allocated & (r.size > 0))
+    else:
+        rows = np.concatenate([r.tile_rows(int(k)) for k in tiles] + [np.zeros(0, np.int64)])
+        rows = np.sort(rows[r.size[rows] > 0])
     align = effective_alignment(r.alignment[rows]).astype(np.int64)
     # (tile, start), largest alignment first among equal starts (for the alignment cause)
     order = np.lexsort((-align, off[rows], r.tile[rows]))
@@ -406,17 +412,20 @@ GAP_DISPLAY_NAMES = {
 }
 
 
-def tile_histogram(values: np.ndarray, max_bins: int = 20) -> tuple[np.ndarray, np.ndarray]:
+def tile_histogram(values: np.ndarray, max_bins: int = 20,
+                   span: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bins of whole KiB (1, 2, 4, ... KiB wide, at most ``max_bins``) over ``values`` (bytes):
-    ``(edges in bytes, counts)``, bins half-open ``[lo, hi)``.
+    ``(edges in bytes, counts)``, bins half-open ``[lo, hi)``. ``span`` (lowest, highest value
+    in bytes) fixes the bins, e.g. to share them between two histograms.
 
     >>> edges, counts = tile_histogram(np.array([3500, 3600, 8000, 20294]))
     >>> (edges // 1024).tolist()[:3], counts.tolist()[:2], int(counts.sum())
     ([3, 4, 5], [2, 0], 4)
     """
     values = np.asarray(values, np.int64)
-    lo = int(values.min()) // 1024 if len(values) else 0
-    hi = int(values.max()) // 1024 + 1 if len(values) else 1
+    if span is None:
+        span = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    lo, hi = span[0] // 1024, span[1] // 1024 + 1
     width = 1
     while -(-(hi - lo) // width) > max_bins:
         width *= 2
