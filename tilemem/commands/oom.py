@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import click
+
+from ..output import report_path_argument
+
+
+@click.command()
+@report_path_argument
+@click.option("--tiles", "tiles_spec", help="Only these tiles, e.g. 0,5,100-200.")
+@click.option("--allocation", type=click.Path(dir_okay=False),
+              help="Diagnose this allocation (a report of the same variables) instead of "
+                   "REPORT's own offsets.")
+@click.option("--time-limit", type=float, default=10.0, show_default=True,
+              help="Seconds per tile for the maximum live bytes and for the re-pack.")
+@click.option("--top", default=10, show_default=True,
+              help="How many peak variables and classes to list.")
+@click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one screen per tile.")
+def oom(report, tiles_spec, allocation, time_limit, top, no_repack, as_json):
+    """Diagnose the out-of-memory tiles of REPORT, worst first.
+
+    For each tile whose allocation passes tileMemory: the excess, the maximum live bytes (no
+    allocation can use less), the verdict (reduce data / re-packing fits / still overflows and
+    what gaps and constraints cost), the peak live set and the bytes lost in gaps by cause.
+
+    Example: tilemem oom report.json --tiles 0-99 --time-limit 5
+    """
+    from ..files import load_report
+    from ..oom import diagnose, render
+    from ..output import console, echo_json, parse_tiles
+    from ..report import memory_figures, offsets_from_file
+
+    r = load_report(report)
+    tiles = parse_tiles(tiles_spec, r.num_tiles)
+    offsets = offsets_from_file(r, allocation) if allocation else None
+    fig = memory_figures(r, offsets)
+    oom_tiles = fig.out_of_memory()
+    if tiles is not None:
+        import numpy as np
+
+        oom_tiles = oom_tiles[np.isin(oom_tiles, tiles)]
+    c = console()
+    if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
+        found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
+                         repack=not no_repack, figures=fig)
+    else:
+        from rich.progress import Progress
+
+        with Progress(console=c, transient=True) as p:
+            task = p.add_task("maximum live bytes", total=len(oom_tiles))
+            found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
+                             repack=not no_repack, figures=fig,
+                             progress=lambda t: p.advance(task))
+    if as_json:
+        echo_json({"tiles": [d.to_json() for d in found]})
+        return
+    if not found:
+        where = "" if tiles is None else " among the tiles asked for"
+        i = int(fig.highest_end.argmax()) if r.num_tiles else 0
+        c.print(f"No tile is out of memory{where}: the fullest tile is {i} with "
+                f"{int(fig.highest_end[i]):,} B including gaps of {r.target.tile_memory:,} B.")
+        return
+    c.print(f"[bold]{len(found):,} tile(s) out of memory[/bold] in {report}, worst first")
+    for d in found:
+        render(d, c)
