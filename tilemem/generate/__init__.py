@@ -1,0 +1,259 @@
+"""Realistic lowered-variables reports, built the way Poplar builds a training program.
+
+``generate_report(preset, tiles, steps, pressure, seed)`` returns a ``Report`` (see
+``tilemem.model``):
+
+1. ``program``: a training step of a layered model as program steps (compute sets, exchanges,
+   host stream copies) with a Repeat loop, an inner Repeat (recurrent cell) and an If/Else
+   (loss scaling), and the tensors each step defines and reads.
+2. ``lifetimes``: each tensor's live steps along the control flow; classes = distinct
+   lifetimes; interference = classes sharing a step (not an interval graph: If/Else).
+3. ``mapping``: every tensor spread over the tiles with ``calcLinearTileMapping``'s rules
+   (003), one variable per tile part, named ``layer3/fwd/Conv_1/out#17``.
+4. ``tiledata``: every tile's always-live data (code, stack, vertex state, descriptors, ...)
+   in the proportions of 002's profile summary.
+5. Sizes are calibrated to the target's tile memory so that, at ``pressure=1``, most tiles
+   fit and a few do not; ``pressure`` multiplies every model tensor's size.
+6. Offsets: a Poplar-like allocator, first fit (``tilemem.pack.firstfit``) in the order
+   written to ``allocationOrderByTile``: code, other always-live data, interleaved variables,
+   then the rest, each group by decreasing size. A tile that does not fit spills past
+   tileMemory (as with ``debug.allowOutOfMemory``) and is out of memory.
+
+The tilemem extension field ``equivalenceClassSteps`` holds each class's hull
+``[first step, last step + 1)``. Readers must not require it. Hull overlap is necessary for
+interference but not sufficient (a class live around an If/Else but not in its then-branch
+does not interfere with the then-branch's temporaries).
+
+Deterministic for a seed.
+
+>>> r = generate_report("mk1", tiles=8, steps=60, seed=1)
+>>> r.num_tiles, r.num_vars > 8 * 100, r.class_steps.shape == (r.num_classes, 2)
+(8, True, True)
+>>> r.name(0)
+'lossScaling/lossScale#0'
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ..model import CATEGORIES, Csr, Report
+from ..target import PRESETS, Target
+from .lifetimes import Lifetimes, live_segments
+from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
+from .program import Program, build_program
+from .tiledata import CODE_CATEGORIES, SUMMARY_STACK_PER_TILE, always_live_items, step_tiles
+
+__all__ = ["generate_report", "DEFAULT_STEPS"]
+
+#: Program steps by preset when ``steps`` is not given (a full-size report: a Mk2 report of
+#: 1472 tiles is then over 1 GB of JSON).
+DEFAULT_STEPS = {"mk1": 400, "mk2": 700}
+
+#: Calibration at pressure 1: the tile at this quantile of estimated demand is filled to
+#: ``FILL`` of its memory (the estimate ignores gaps, which first fit adds).
+CALIBRATION_QUANTILE = 0.95
+FILL = 0.90
+
+
+def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
+                    pressure: float = 1.0, seed: int = 0, progress: bool = False) -> Report:
+    """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
+
+    ``tiles``: number of tiles (default: the whole IPU); ``steps``: approximate number of
+    program steps (default ``DEFAULT_STEPS``); ``pressure``: multiplies tensor sizes (1 = a
+    few tiles out of memory; 0.5 = none; 1.5 = many); ``progress``: show a progress bar.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
+    if pressure <= 0:
+        raise ValueError("pressure must be positive")
+    target = PRESETS[preset]
+    if tiles is not None:
+        if tiles < 1:
+            raise ValueError("tiles must be at least 1")
+        target = target.with_tiles(int(tiles))
+    rng = np.random.default_rng(seed)
+    program = build_program(rng, int(steps or DEFAULT_STEPS[preset]))
+    return _Assembler(program, target, rng).report(pressure, progress)
+
+
+class _Assembler:
+    def __init__(self, program: Program, target: Target, rng: np.random.Generator):
+        self.p = program
+        self.t = target
+        self.rng = rng
+        T = target.num_tiles
+        ts = program.tensors
+        self.bpt = np.array([x.bpt for x in ts])
+        self.scaled = np.array([x.scaled for x in ts])
+        self.dtype = np.array([x.dtype for x in ts], np.int64)
+        self.cov_tiles = np.maximum(1, np.round(np.array([x.coverage for x in ts]) * T))
+        self.offset = np.array([x.offset % T if x.offset >= 0
+                                else zlib.crc32((x.place or x.name).encode()) % T for x in ts],
+                               np.int64)
+        self.ascending = np.array([x.ascending for x in ts])
+        self.interleaved = np.array([x.interleaved for x in ts])
+        # lifetimes -> classes
+        self.lt = Lifetimes()
+        S = program.num_steps
+        self.tensor_class = np.array(
+            [self.lt.class_of(live_segments(x.define, x.uses, program.loops, program.branches))
+             for x in ts], np.int64)
+        self.seg_ptr, self.seg_start, self.seg_end = self.lt.arrays()
+        self.num_steps = S
+
+    # ---- sizes ----------------------------------------------------------------------------
+    def parts(self, scale: float):
+        """Tile parts of every tensor at ``scale``: ``(tensor, tile, bytes)``."""
+        per_tile = np.where(self.scaled, self.bpt * scale, self.bpt)
+        elems = np.maximum(1, np.round(per_tile * self.cov_tiles / self.dtype)).astype(np.int64)
+        min_elems = np.maximum(-(-elems // self.cov_tiles.astype(np.int64)),
+                               MIN_BYTES_PER_TILE // self.dtype)
+        grain = np.array([GRAIN_BY_DTYPE[d] for d in self.dtype.tolist()], np.int64)
+        owner, tile, n = map_tensors(self.t.num_tiles, elems, min_elems, grain, self.offset,
+                                     self.ascending)
+        return owner, tile, n * self.dtype[owner]
+
+    def peak(self, tile, size, cls) -> np.ndarray:
+        """Per tile, the most bytes live at one step (exact for this program: every step's
+        live set is a clique of the interference relation)."""
+        T, S1 = self.t.num_tiles, self.num_steps + 1
+        nseg = np.diff(self.seg_ptr)[cls]
+        idx = np.repeat(np.arange(len(cls)), nseg)
+        first = np.zeros(len(cls) + 1, np.int64)
+        np.cumsum(nseg, out=first[1:])
+        seg = self.seg_ptr[cls][idx] + (np.arange(len(idx)) - first[idx])
+        w = size[idx].astype(float)
+        diff = (np.bincount(tile[idx] * S1 + self.seg_start[seg], w, minlength=T * S1)
+                - np.bincount(tile[idx] * S1 + self.seg_end[seg], w, minlength=T * S1))
+        return np.cumsum(diff.reshape(T, S1), axis=1).max(axis=1)
+
+    def calibrate(self, always_live: np.ndarray) -> float:
+        """Scale at which the ``CALIBRATION_QUANTILE`` tile's estimated need is ``FILL``."""
+        t = self.t
+        cap = FILL * t.tile_memory
+        icap = FILL * (t.tile_memory - t.interleaved_memory_start)
+        scale = 1.0
+        for _ in range(6):
+            owner, tile, size = self.parts(scale)
+            cls = self.tensor_class[owner]
+            need = (always_live + self.peak(tile, size, cls)) / cap
+            il = self.interleaved[owner]
+            if icap > 0 and il.any():
+                need = np.maximum(need, self.peak(tile[il], size[il], cls[il]) / icap)
+            q = float(np.quantile(need, CALIBRATION_QUANTILE))
+            if abs(q - 1.0) < 0.005:
+                break
+            scale /= q
+        return scale
+
+    # ---- the report -----------------------------------------------------------------------
+    def report(self, pressure: float, progress: bool) -> Report:
+        p, t = self.p, self.t
+        T = t.num_tiles
+        owner, tile, size = self.parts(1.0)
+        al0 = self._items(owner, tile, np.random.default_rng(0))
+        al_per_tile = np.bincount(al0.tile, al0.size, minlength=T)
+        scale = self.calibrate(al_per_tile) * pressure
+        owner, tile, size = self.parts(scale)
+        items = self._items(owner, tile, self.rng)
+
+        n_p, n_a = len(owner), len(items.tile)
+        n = n_p + n_a
+        cat_code = {c: i for i, c in enumerate(CATEGORIES)}
+        tensor_cat = np.array([cat_code[x.category] for x in p.tensors], np.int16)
+        category = np.concatenate([tensor_cat[owner],
+                                   np.fromiter(map(cat_code.__getitem__, items.category),
+                                               np.int16, count=n_a)])
+        al_class = {c: self.lt.class_of([(0, self.num_steps)], key=c)
+                    for c in dict.fromkeys(items.category)}
+        eq_class = np.concatenate([self.tensor_class[owner],
+                                   np.fromiter(map(al_class.__getitem__, items.category),
+                                               np.int64, count=n_a)])
+        align_t = np.array([16 if x.interleaved else x.alignment for x in p.tensors], np.int64)
+        from .tiledata import ALIGNMENT
+        alignment = np.concatenate([align_t[owner],
+                                    np.fromiter((ALIGNMENT.get(c, 4) for c in items.category),
+                                                np.int64, count=n_a)])
+        code = np.isin(category, [cat_code[c] for c in CODE_CATEGORIES])
+        tile_all = np.concatenate([tile, items.tile])
+        size_all = np.concatenate([size, items.size])
+        always_live = np.concatenate([np.zeros(n_p, bool), np.ones(n_a, bool)])
+        interleaved = np.concatenate([self.interleaved[owner], np.zeros(n_a, bool)])
+        constant = category == cat_code["constant"]
+
+        tnames = [x.name + "#" for x in p.tensors]
+        names = [tnames[o] + str(k) for o, k in zip(owner.tolist(), tile.tolist())]
+        names += [lab + "#" + str(k) for lab, k in zip(items.label, items.tile.tolist())]
+
+        part_ptr = np.zeros(len(p.tensors) + 1, np.int64)
+        np.cumsum(np.bincount(owner, minlength=len(p.tensors)), out=part_ptr[1:])
+        elem = _pair_rows(p.element_pairs, part_ptr, tile, n)
+        region = _pair_rows(p.region_pairs, part_ptr, tile, n)
+
+        group = np.where(code, 0, np.where(always_live, 1, np.where(interleaved, 2, 3)))
+        rows = np.arange(n)
+        order = np.lexsort((rows, -size_all, group, tile_all))
+        allocation_order = Csr.from_lengths(np.bincount(tile_all, minlength=T), order)
+
+        r = Report.from_columns(
+            target=t, var_id=rows, tile=tile_all, size=size_all, alignment=alignment,
+            offset=np.zeros(n, np.int64), category=category, eq_class=eq_class,
+            interference=self.lt.interference(), names=names, always_live=always_live,
+            executable=code, vertex_code=category == cat_code["vertexCode"],
+            is_constant=constant, in_interleaved_mem=interleaved, element_constraints=elem,
+            region_constraints=region, allocation_order=allocation_order,
+            class_steps=self.lt.hulls())
+        return r.with_offsets(first_fit_offsets(r, progress))
+
+    def _items(self, owner, tile, rng):
+        tiles_of_step = step_tiles(self.p, owner, tile, self.t.num_tiles)
+        return always_live_items(self.p, tiles_of_step, self.t.num_tiles, rng,
+                                 SUMMARY_STACK_PER_TILE)
+
+
+def _pair_rows(pairs, part_ptr: np.ndarray, tile: np.ndarray, n: int) -> Csr:
+    """Constraint lists (both directions) between the parts of two tensors on common tiles."""
+    src, dst = [], []
+    for a, b in dict.fromkeys(pairs):
+        if a == b:
+            continue
+        ra = np.arange(part_ptr[a], part_ptr[a + 1])
+        rb = np.arange(part_ptr[b], part_ptr[b + 1])
+        _, ia, ib = np.intersect1d(tile[ra], tile[rb], assume_unique=True, return_indices=True)
+        src += [ra[ia], rb[ib]]
+        dst += [rb[ib], ra[ia]]
+    if not src:
+        return Csr.empty(n)
+    s, d = np.concatenate(src), np.concatenate(dst)
+    key = np.unique(s * n + d)
+    return Csr.from_pairs(n, key // n, key % n)
+
+
+def first_fit_offsets(r: Report, progress: bool = False) -> np.ndarray:
+    """Offsets of a Poplar-like allocator: first fit per tile in ``allocationOrderByTile``."""
+    from ..pack.firstfit import first_fit
+    from ..pack.problem import TileProblem
+
+    offset = np.zeros(r.num_vars, np.int64)
+    tiles = r.tiles_in_use()
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("allocating tiles (first fit)", total=len(tiles))
+    try:
+        for tl in tiles.tolist():
+            prob = TileProblem.from_report(r, tl)
+            local = np.searchsorted(prob.rows, r.allocation_order.row(tl))
+            offset[prob.rows] = first_fit(prob, local)
+            if bar is not None:
+                bar.advance(task)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return offset

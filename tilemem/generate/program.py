@@ -1,0 +1,417 @@
+"""A Poplar-like training program: program steps, tensors, and where each tensor is used.
+
+The program is what a Poplar user builds for one training step of a layered model, flattened
+into the *program steps* that the profile's liveness view walks (000 "Program structure",
+002 "Variable Storage Liveness"): host stream copies (``StreamCopy``), internal exchanges
+(``DoExchange``) and compute sets (``OnTileExecute``), in execution-listing order.
+
+    init:   weights, optimiser state and the loss scale stream in from the host
+    Repeat(batchesPerStep):                       # the outer training loop
+        StreamCopy input, labels
+        forward:  matmul/conv-like, elementwise and reduction layers, one recurrent layer
+                  whose cell runs in an inner Repeat (its state is carried across iterations)
+        loss
+        backward: the layers in reverse (gradient in, weight gradient, bias gradient)
+        lossScaling/checkFinite
+        If (non-finite):  decrease the loss scale, gradient statistics   # then-branch
+        Else:             momentum + ScaledAdd weight update per layer    # else-branch
+        StreamCopy loss to the host
+    weights stream back to the host
+
+Sizes are in *relative bytes per tile* (``Tensor.bpt``): the generator scales them to the
+target's tile memory (see ``tilemem.generate.calibrate``). Nothing here depends on the number
+of tiles, so ``--tiles`` changes the spread of tensors, not the program.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Vertex types (codelets), as named in 002's profile summary, with a relative code size and
+#: the bytes of vertex state per vertex (``sizes`` in 000 "Vertex types"). The code sizes are
+#: only relative: the generator scales all vertex code to its share of always-live bytes.
+CODELETS: tuple[tuple[str, int, int], ...] = (
+    ("poplin::ConvPartial1x1Out<float,float,true,false>", 2400, 28),
+    ("poplin::ConvPartial1x1Out<half,float,true,false>", 2600, 28),
+    ("poplin::ReduceAdd<float,float>", 900, 16),
+    ("poplin::ReduceAdd<float,half>", 950, 16),
+    ("popops::ScaledAddSupervisor<float,float,true>", 700, 20),
+    ("popops::ScaledAddSupervisor<half,half,true>", 720, 20),
+    ("popnn::NonLinearitySupervisor<float,popnn::NonLinearityType::SIGMOID>", 800, 12),
+    ("popnn::NonLinearityGradSupervisor<float,popnn::NonLinearityType::SIGMOID>", 820, 16),
+    ("popnn::NonLinearitySupervisor<half,popnn::NonLinearityType::RELU>", 600, 12),
+    ("popnn::NonLinearityGradSupervisor<half,popnn::NonLinearityType::RELU>", 640, 16),
+    ("popops::Reduce<popops::ReduceAdd,float,float,false,2>", 1100, 24),
+    ("popops::ScaledReduce<popops::ReduceAdd,float,float,true,1>", 1150, 24),
+    ("poplin::Transpose2d<float>", 500, 16),
+    ("poplar_rt::DstStridedCopyDA32", 300, 8),
+    ("poplar_rt::Memcpy64BitSupervisor", 250, 12),
+    ("poplar_rt::MemsetZero64Bit", 120, 8),
+    ("popnn::LossSumSquaredTransform<float>", 400, 20),
+    ("popops::ReduceMaxClassGather<float,unsigned int>", 450, 24),
+    ("popops::AddToChannel<float>", 520, 16),
+    ("poprand::SetSeedSupervisor", 350, 28),
+)
+CODELET_INDEX = {name.split("<")[0].split("::")[-1] + ("<half" in name) * "Half": i
+                 for i, (name, _, _) in enumerate(CODELETS)}
+
+
+def codelet(short: str, half: bool = False) -> int:
+    """Index of a codelet by its short name (``"ConvPartial1x1Out"``), half variant if any."""
+    return CODELET_INDEX.get(short + ("Half" if half else ""), CODELET_INDEX.get(short))
+
+
+@dataclass
+class Tensor:
+    """A tensor of the program; the generator maps it onto tiles, one variable per tile.
+
+    ``bpt`` is its mean size per tile it covers, in relative bytes; ``coverage`` the share of
+    tiles it wants (``calcLinearTileMapping``'s minElementsPerTile follows from both);
+    ``scaled`` tensors grow with ``--pressure`` (model data), the others do not (flags,
+    scalars). ``define`` is the step that writes it, ``uses`` the steps that read it.
+    """
+
+    name: str
+    category: str
+    bpt: float
+    dtype: int
+    define: int
+    coverage: float = 1.0
+    interleaved: bool = False
+    alignment: int = 8
+    constant: bool = False
+    scaled: bool = True
+    offset: int = -1            # first tile of the linear mapping; -1: hash of ``place``
+    place: str = ""             # key hashed to choose the offset (default: the name)
+    ascending: bool = True
+    uses: list = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    """Steps, tensors and the control structure, with step ranges half-open ``[a, b)``."""
+
+    step_kind: list            # "OnTileExecute" | "DoExchange" | "StreamCopy"
+    step_name: list
+    step_codelet: list         # codelet index for compute sets, -1 otherwise
+    tensors: list
+    loops: list                # (start, end): the body of a Repeat
+    branches: list             # (then_start, then_end, else_start, else_end) of an If/Else
+    element_pairs: list        # (tensor a, tensor b): input/output fields of one vertex
+    region_pairs: list         # (tensor a, tensor b): fields that need different regions
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.step_kind)
+
+
+class _Builder:
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.kind, self.name, self.cl = [], [], []
+        self.tensors: list[Tensor] = []
+        self.loops, self.branches = [], []
+        self.element_pairs, self.region_pairs = [], []
+
+    # steps ------------------------------------------------------------------------------
+    def step(self, kind: str, name: str, cl: int = -1) -> int:
+        self.kind.append(kind)
+        self.name.append(name)
+        self.cl.append(cl)
+        return len(self.kind) - 1
+
+    def compute(self, name: str, short: str, half: bool = False) -> int:
+        return self.step("OnTileExecute", name, codelet(short, half))
+
+    def exchange(self, name: str) -> int:
+        return self.step("DoExchange", name)
+
+    @property
+    def here(self) -> int:
+        return len(self.kind)
+
+    # tensors ----------------------------------------------------------------------------
+    def tensor(self, name, bpt, define, *, category="variable", dtype=4, **kw) -> int:
+        self.tensors.append(Tensor(name, category, float(bpt), dtype, define, **kw))
+        return len(self.tensors) - 1
+
+    def use(self, step: int, *tensors: int) -> None:
+        for t in tensors:
+            if t is not None:
+                self.tensors[t].uses.append(step)
+
+    def message(self, prefix: str, step: int, bpt: float, coverage: float = 1.0) -> int:
+        """Receive buffers of an internal exchange: live from the exchange to the next step."""
+        m = self.tensor(f"{prefix}/<message:anon>", bpt, step, category="message",
+                        coverage=coverage)
+        self.use(step + 1, m)
+        return m
+
+    def jitter(self, x: float, spread: float = 0.25) -> float:
+        return float(x * np.exp(self.rng.normal(0.0, spread)))
+
+    def coverage(self) -> float:
+        """Share of tiles a layer tensor is spread over: mostly all, some a subset."""
+        u = self.rng.random()
+        if u < 0.6:
+            return 1.0
+        if u < 0.9:
+            return float(self.rng.uniform(0.5, 0.95))
+        return float(self.rng.uniform(0.15, 0.45))
+
+    def build(self) -> Program:
+        return Program(self.kind, self.name, self.cl, self.tensors, self.loops, self.branches,
+                       self.element_pairs, self.region_pairs)
+
+
+def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
+    """Blocks of matmul/conv -> normalisation (reduction) -> nonlinearity, one recurrent."""
+    kinds = []
+    while len(kinds) < num_layers:
+        kinds.append("matmul")
+        if rng.random() < 0.5:
+            kinds.append("reduction")
+        kinds.append("elementwise")
+    kinds = kinds[:num_layers]
+    if num_layers >= 4:
+        kinds[num_layers // 2] = "recurrent"
+    return kinds
+
+
+def build_program(rng: np.random.Generator, target_steps: int) -> Program:
+    """A training program of about ``target_steps`` program steps (at least ~40)."""
+    b = _Builder(rng)
+    num_layers = max(3, int(round(target_steps / 11.5)))
+    kinds = _layer_kinds(rng, num_layers)
+    width = [b.jitter(1.0, 0.35) for _ in kinds]     # relative layer widths
+    half = [bool(rng.random() < 0.5) for _ in kinds]  # mixed precision per layer
+
+    # ---- init, before the training loop ------------------------------------------------
+    init = b.step("StreamCopy", "init/weightsFromHost")
+    b.compute("init/setMasterSeed", "SetSeedSupervisor")
+    loss_scale = b.tensor("lossScaling/lossScale", 4, init, scaled=False, coverage=0.0,
+                          alignment=4, offset=0)
+    weights, momentum, biases = {}, {}, {}
+    for i, k in enumerate(kinds):
+        if k in ("matmul", "recurrent"):
+            w = b.jitter(1.0) * width[i]
+            weights[i] = b.tensor(f"layer{i}/weights", w, init, dtype=2 if half[i] else 4,
+                                  coverage=b.coverage(), interleaved=bool(rng.random() < 0.7),
+                                  ascending=bool(rng.random() < 0.7))
+            wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
+            momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5), init,
+                                   coverage=wt.coverage, ascending=wt.ascending,
+                                   place=wt.name)
+            biases[i] = b.tensor(f"layer{i}/biases", 0.02 * width[i], init,
+                                 coverage=0.05, offset=0 if rng.random() < 0.5 else -1)
+
+    body_start = b.here
+    # ---- forward ----------------------------------------------------------------------
+    sc = b.step("StreamCopy", "input/StreamCopy")
+    x = b.tensor("input", b.jitter(0.5) * width[0], sc, coverage=0.3, dtype=2 if half[0] else 4)
+    host_msg = b.tensor("input/<hostMessage>", 0.1, sc, category="hostMessage", coverage=0.3)
+    b.use(sc + 1, host_msg)
+    sc2 = b.step("StreamCopy", "labels/StreamCopy")
+    labels = b.tensor("labels", 0.05, sc2, coverage=0.1, alignment=4)
+    saved = []  # per layer: what the backward pass needs
+    for i, k in enumerate(kinds):
+        p = f"layer{i}/fwd"
+        hf = half[i]
+        dt = 2 if hf else 4
+        act = b.jitter(0.6) * width[i]
+        if k == "matmul":
+            ex = b.exchange(f"{p}/Conv_1/ExchangePre")
+            b.use(ex, x)
+            msg = b.message(f"{p}/Conv_1/ExchangePre", ex, 0.35 * act)
+            rearr = None
+            if rng.random() < 0.5:
+                rearr = b.tensor(f"{p}/Conv_1/rearrangement", 0.3 * act, ex,
+                                 category="rearrangement")
+            cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
+            b.use(cs, x, weights[i], rearr)
+            partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
+                                coverage=b.coverage(), interleaved=bool(rng.random() < 0.3))
+            b.element_pairs.append((rearr if rearr is not None else msg, partials))
+            if rearr is not None and rng.random() < 0.25:
+                b.region_pairs.append((weights[i], rearr))
+            red = b.compute(f"{p}/Conv_1/Reduce", "ReduceAdd", hf)
+            b.use(red, partials)
+            y = b.tensor(f"{p}/Conv_1/out", act, red, dtype=dt)
+            b.element_pairs.append((partials, y))
+            ex2 = b.exchange(f"{p}/AddBias/ExchangePre")
+            b.use(ex2, biases[i])
+            bmsg = b.message(f"{p}/AddBias/ExchangePre", ex2, 0.03 * width[i])
+            cs2 = b.compute(f"{p}/AddBias", "AddToChannel")
+            b.use(cs2, y)
+            saved.append(("matmul", x, y))
+            x = y
+        elif k == "recurrent":
+            zero = b.compute(f"{p}/state/zero", "MemsetZero64Bit")
+            h = b.tensor(f"{p}/state", 0.4 * act, zero, dtype=dt)
+            outs = b.tensor(f"{p}/outputs", act, zero, dtype=dt)
+            loop_start = b.here
+            ex = b.exchange(f"{p}/cell/ExchangePre")
+            b.use(ex, h, x)
+            msg = b.message(f"{p}/cell/ExchangePre", ex, 0.3 * act)
+            cs = b.compute(f"{p}/cell/Convolve", "ConvPartial1x1Out", hf)
+            b.use(cs, weights[i], h, x)
+            partials = b.tensor(f"{p}/cell/partials", 0.5 * act, cs, coverage=b.coverage())
+            b.element_pairs.append((msg, partials))
+            red = b.compute(f"{p}/cell/Reduce", "ReduceAdd", hf)
+            b.use(red, partials)
+            pre = b.tensor(f"{p}/cell/preActivation", 0.4 * act, red, dtype=dt)
+            nl = b.compute(f"{p}/cell/NonLinearity", "NonLinearitySupervisor", hf)
+            b.use(nl, pre, h)          # h is read, then overwritten in place
+            b.element_pairs.append((pre, h))
+            cp = b.compute(f"{p}/cell/copyToOutputs", "Memcpy64BitSupervisor")
+            b.use(cp, h, outs)
+            b.loops.append((loop_start, b.here))
+            saved.append(("recurrent", x, outs))
+            x = outs
+        elif k == "reduction":
+            cs1 = b.compute(f"{p}/Norm/ReducePartials", "Reduce")
+            b.use(cs1, x)
+            part = b.tensor(f"{p}/Norm/partials", 0.08 * act, cs1, coverage=0.5)
+            ex = b.exchange(f"{p}/Norm/ExchangePre")
+            b.use(ex, part)
+            edge = b.tensor(f"{p}/Norm/outputEdge", 0.02 * act, cs1, category="outputEdge",
+                            coverage=0.5)
+            b.use(ex, edge)
+            msg = b.message(f"{p}/Norm/ExchangePre", ex, 0.05 * act, coverage=0.2)
+            cs2 = b.compute(f"{p}/Norm/ReduceFinal", "ReduceAdd")
+            stats = b.tensor(f"{p}/Norm/stats", 0.02 * act, cs2, coverage=0.05, alignment=8)
+            cs3 = b.compute(f"{p}/Norm/Normalise", "ScaledAddSupervisor", hf)
+            b.use(cs3, x, stats)
+            y = b.tensor(f"{p}/Norm/out", act, cs3, dtype=dt)
+            b.element_pairs.append((x, y))
+            saved.append(("reduction", x, y, stats))
+            x = y
+        else:  # elementwise
+            cs = b.compute(f"{p}/NonLinearity", "NonLinearitySupervisor", hf)
+            b.use(cs, x)
+            y = b.tensor(f"{p}/activations", act, cs, dtype=dt,
+                         interleaved=bool(rng.random() < 0.2))
+            b.element_pairs.append((x, y))
+            saved.append(("elementwise", x, y))
+            x = y
+
+    # ---- loss ---------------------------------------------------------------------------
+    cs = b.compute("loss/LossSumSquaredTransform", "LossSumSquaredTransform")
+    b.use(cs, x, labels, loss_scale)
+    dy = b.tensor("loss/gradient", b.jitter(0.6) * width[-1], cs)
+    b.element_pairs.append((x, dy))
+    red = b.compute("loss/reduce/ReduceOnTile", "Reduce")
+    b.use(red, x)
+    loss = b.tensor("loss/value", 4, red, coverage=0.0, scaled=False, alignment=4, offset=0)
+
+    # ---- backward -----------------------------------------------------------------------
+    weight_grads = {}
+    for i in range(len(kinds) - 1, -1, -1):
+        kind, x_in, y_out = saved[i][:3]
+        p = f"layer{i}/bwd"
+        hf = half[i]
+        act = b.tensors[x_in].bpt
+        b.use(b.here, y_out)  # the saved output is last read by its own backward pass
+        if kind in ("matmul", "recurrent"):
+            dx = None
+            if i > 0:
+                ex = b.exchange(f"{p}/Conv_1/ExchangePre")
+                b.use(ex, dy)
+                msg = b.message(f"{p}/Conv_1/ExchangePre", ex, 0.35 * act)
+                cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
+                b.use(cs, weights[i], dy)
+                partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
+                                    coverage=b.coverage())
+                b.element_pairs.append((msg, partials))
+                red = b.compute(f"{p}/Conv_1/Reduce", "ReduceAdd", hf)
+                b.use(red, partials)
+                dx = b.tensor(f"{p}/gradIn", act, red, dtype=2 if hf else 4)
+            wp = f"layer{i}/wu"
+            ex = b.exchange(f"{wp}/Conv_1/ExchangePre")
+            b.use(ex, x_in, dy)
+            msg = b.message(f"{wp}/Conv_1/ExchangePre", ex, 0.3 * act)
+            tr = None
+            if rng.random() < 0.3:
+                tr = b.tensor(f"{wp}/Transpose/rearrangement", 0.25 * act, ex,
+                              category="rearrangement")
+                t_cs = b.compute(f"{wp}/Transpose", "Transpose2d")
+                b.use(t_cs, tr)
+            cs = b.compute(f"{wp}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
+            b.use(cs, x_in, dy, tr)
+            partials = b.tensor(f"{wp}/Conv_1/partials", 0.6 * b.tensors[weights[i]].bpt, cs,
+                                coverage=b.coverage(), interleaved=bool(rng.random() < 0.3))
+            red = b.compute(f"{wp}/Conv_1/Reduce", "ReduceAdd")
+            b.use(red, partials)
+            wt = b.tensors[weights[i]]
+            dw = b.tensor(f"{wp}/weightsGrad", wt.bpt, red, coverage=wt.coverage,
+                          ascending=wt.ascending, place=wt.name)
+            b.element_pairs.append((partials, dw))
+            cs = b.compute(f"{wp}/ReduceBias", "ScaledReduce")
+            b.use(cs, dy)
+            bt = b.tensors[biases[i]]
+            db = b.tensor(f"{wp}/biasesGrad", bt.bpt, cs, coverage=bt.coverage,
+                          offset=bt.offset, place=bt.name)
+            weight_grads[i] = (dw, db)
+        elif kind == "reduction":
+            stats = saved[i][3]
+            cs1 = b.compute(f"{p}/Norm/ReducePartials", "Reduce")
+            b.use(cs1, dy, x_in)
+            part = b.tensor(f"{p}/Norm/partials", 0.08 * act, cs1, coverage=0.5)
+            ex = b.exchange(f"{p}/Norm/ExchangePre")
+            b.use(ex, part)
+            msg = b.message(f"{p}/Norm/ExchangePre", ex, 0.05 * act, coverage=0.2)
+            cs2 = b.compute(f"{p}/Norm/ReduceFinal", "ReduceAdd")
+            gstats = b.tensor(f"{p}/Norm/gradStats", 0.02 * act, cs2, coverage=0.05)
+            cs3 = b.compute(f"{p}/Norm/GradNormalise", "ScaledAddSupervisor", hf)
+            b.use(cs3, dy, x_in, stats, gstats)
+            dx = b.tensor(f"{p}/gradIn", act, cs3, dtype=2 if hf else 4)
+            b.element_pairs.append((dy, dx))
+        else:
+            cs = b.compute(f"{p}/NonLinearityGrad", "NonLinearityGradSupervisor", hf)
+            b.use(cs, dy, y_out)
+            dx = b.tensor(f"{p}/gradIn", act, cs, dtype=2 if hf else 4)
+            b.element_pairs.append((dy, dx))
+        if dx is not None:
+            dy = dx
+
+    # ---- loss scaling: If (non-finite) then back off, else update the weights ------------
+    cf = b.compute("lossScaling/checkFinite", "ReduceMaxClassGather")
+    for dw, db in weight_grads.values():
+        b.use(cf, dw, db)
+    flag = b.tensor("lossScaling/nonFinite", 4, cf, coverage=0.0, scaled=False, alignment=4,
+                    offset=0)
+    ex = b.exchange("lossScaling/nonFinite/ExchangePre")
+    b.use(ex, flag)
+    b.use(b.step("OnTileExecute", "lossScaling/SetLocalConsensusFromVar"), flag)
+    then_start = b.here
+    cs = b.compute("lossScaling/then/gradStatistics", "Reduce")
+    b.use(cs, loss_scale)
+    hist = b.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5)
+    cs = b.compute("lossScaling/then/decrease", "ScaledAddSupervisor")
+    b.use(cs, loss_scale, hist)
+    then_end = b.here
+    else_start = b.here
+    for i, (dw, db) in sorted(weight_grads.items()):
+        wp = f"layer{i}/wu"
+        cs = b.compute(f"{wp}/momentum", "ScaledAddSupervisor", half[i])
+        b.use(cs, momentum[i], dw)
+        b.element_pairs.append((momentum[i], dw))
+        if rng.random() < 0.3:
+            tmp = b.tensor(f"{wp}/scaledGrad", 0.5 * b.tensors[dw].bpt, cs)
+            b.use(cs + 1, tmp)
+        cs = b.compute(f"{wp}/ScaledAdd", "ScaledAddSupervisor", half[i])
+        b.use(cs, weights[i], momentum[i])
+        b.element_pairs.append((weights[i], momentum[i]))
+        cs = b.compute(f"{wp}/ScaledAddBiases", "ScaledAddSupervisor")
+        b.use(cs, biases[i], db)
+    cs = b.compute("lossScaling/else/increase", "ScaledAddSupervisor")
+    b.use(cs, loss_scale)
+    b.branches.append((then_start, then_end, else_start, b.here))
+    out = b.step("StreamCopy", "loss/toHost")
+    b.use(out, loss)
+    b.loops.append((body_start, b.here))
+
+    fin = b.step("StreamCopy", "weights/toHost")
+    b.use(fin, *weights.values(), *biases.values())
+    return b.build()

@@ -1,0 +1,159 @@
+"""Always-live data of every tile: code, stack, vertex state, descriptors, constants.
+
+Which items a tile holds follows the program: vertex code for every codelet whose compute sets
+run on the tile, vertex instance state and field data per compute set on the tile, internal
+exchange code and copy descriptors per exchange touching it, host exchange code and packet
+headers per stream copy landing on it, control code per stretch of program steps (more on tile
+0, which runs the control program's host synchronisation), worklist constants per convolution.
+
+How many bytes each category gets overall follows the proportions of the always-live bytes in
+the profile summary example of 002 ("Variable Storage Liveness": stack 3,852,288 of 5,976,425
+bytes = 64 %, vertexCode 1,097,868 = 18 %, ...; stack is 57 % and vertex code 16 % of *all*
+bytes there). Stack is the same on every tile (the worker and supervisor stack sizes are
+options, not per-tile); each other category's total is split over its items by weight.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .program import CODELETS, Program
+
+#: Always-live bytes by category in 002's profile summary (the named always-live variables
+#: - worklists, ``<const>``, padding - are the constants).
+SUMMARY_ALWAYS_LIVE = {
+    "stack": 3_852_288, "vertexCode": 1_097_868, "controlCode": 467_696,
+    "internalExchangeCode": 215_364, "hostExchangeCode": 211_132,
+    "vertexInstanceState": 65_768, "vertexFieldData": 24_052, "copyDescriptor": 16_161,
+    "constant": 14_848, "hostExchangePacketHeader": 10_720, "vectorListDescriptor": 528,
+}
+#: Stack bytes per tile in that summary (3,852,288 / 1,216 tiles).
+SUMMARY_STACK_PER_TILE = 3168
+
+CODE_CATEGORIES = ("controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode",
+                   "globalExchangeCode", "sharedCodeStorage")
+ALIGNMENT = {"stack": 8, "vertexCode": 8, "controlCode": 8, "internalExchangeCode": 8,
+             "hostExchangeCode": 8, "constant": 8, "controlId": 4}
+#: Extra control code on tile 0, as a multiple of a tile's share.
+TILE0_CONTROL = 4.0
+
+
+@dataclass(frozen=True)
+class Items:
+    """Always-live variables: parallel arrays, one entry per variable."""
+
+    tile: np.ndarray
+    size: np.ndarray
+    category: list          # category name per item
+    label: list             # name without the ``#tile`` suffix
+
+
+def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
+               num_tiles: int) -> list[np.ndarray]:
+    """Tiles each step runs on: those of the tensors it defines, else of those it reads."""
+    order = np.argsort(part_tensor, kind="stable")
+    counts = np.bincount(part_tensor, minlength=len(program.tensors))
+    ptr = np.zeros(len(program.tensors) + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    sorted_tiles = part_tile[order]
+    defined = [[] for _ in range(program.num_steps)]
+    used = [[] for _ in range(program.num_steps)]
+    for i, t in enumerate(program.tensors):
+        defined[t.define].append(i)
+        for u in set(t.uses):
+            if u < program.num_steps:
+                used[u].append(i)
+    out = []
+    for s in range(program.num_steps):
+        ts = defined[s] or used[s]
+        if ts:
+            out.append(np.unique(np.concatenate([sorted_tiles[ptr[i]:ptr[i + 1]] for i in ts])))
+        else:  # control-only steps (sync, consensus) run everywhere
+            out.append(np.arange(num_tiles))
+    return out
+
+
+def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
+                      rng: np.random.Generator,
+                      stack_per_tile: int = SUMMARY_STACK_PER_TILE) -> Items:
+    """Every tile's always-live variables, sized in the 002 summary's proportions."""
+    kinds = program.step_kind
+    names = program.step_name
+    steps_per_tile = [np.full(len(t), s, np.int64) for s, t in enumerate(tiles_of_step)]
+    st_step = np.concatenate(steps_per_tile)
+    st_tile = np.concatenate(tiles_of_step)
+    kind = np.array([{"OnTileExecute": 0, "DoExchange": 1, "StreamCopy": 2}[k] for k in kinds])
+    cl = np.asarray(program.step_codelet, np.int64)
+    k_of = kind[st_step]
+    compute = (k_of == 0) & (cl[st_step] >= 0)
+
+    parts = []  # (category, tiles, weights, labels (list or str))
+
+    # vertex code: one variable per codelet on a tile
+    key = np.unique(cl[st_step[compute]] * num_tiles + st_tile[compute])
+    code_size = np.array([c[1] for c in CODELETS], float)
+    parts.append(("vertexCode", key % num_tiles, code_size[key // num_tiles], "vertexCode"))
+    # vertex instance state and field data: per compute set per tile
+    state = np.array([c[2] for c in CODELETS], float)
+    t_c, s_c = st_tile[compute], st_step[compute]
+    vertices = rng.integers(1, 7, len(t_c))
+    parts.append(("vertexInstanceState", t_c, state[cl[s_c]] * vertices, "vertexInstanceState"))
+    has_fields = rng.random(len(t_c)) < 0.6
+    parts.append(("vertexFieldData", t_c[has_fields], vertices[has_fields].astype(float),
+                  "vertexFieldData"))
+    reduce_steps = np.array(["Reduce" in n for n in names])
+    vl = compute & reduce_steps[st_step]
+    vl &= rng.random(len(vl)) < 0.15
+    parts.append(("vectorListDescriptor", st_tile[vl], np.ones(vl.sum()), "vectorListDescriptor"))
+    # exchange code and copy descriptors: per exchange per tile
+    ex = k_of == 1
+    parts.append(("internalExchangeCode", st_tile[ex], rng.uniform(0.5, 1.5, ex.sum()),
+                  "internalExchangeCode"))
+    copy_steps = np.array([("rearrangement" in n) or ("Exchange" in n and i % 3 == 0)
+                           for i, n in enumerate(names)])
+    cp = ex & copy_steps[st_step]
+    parts.append(("copyDescriptor", st_tile[cp], rng.uniform(0.5, 1.5, cp.sum()),
+                  "copyDescriptor"))
+    # host exchange: per stream copy per tile it lands on
+    hx = k_of == 2
+    parts.append(("hostExchangeCode", st_tile[hx], np.ones(hx.sum()), "hostExchangeCode"))
+    parts.append(("hostExchangePacketHeader", st_tile[hx], np.ones(hx.sum()),
+                  "hostExchangePacketHeader"))
+    # control code: one variable per stretch of 32 steps a tile takes part in; tile 0 more
+    key = np.unique(st_tile * 1_000_003 + st_step // 32)
+    cc_tile = key // 1_000_003
+    cc_w = np.ones(len(key))
+    cc_tile = np.append(cc_tile, 0)
+    cc_w = np.append(cc_w, TILE0_CONTROL * len(key) / max(num_tiles, 1))
+    parts.append(("controlCode", cc_tile, cc_w, "controlCode"))
+    # constants: worklists of every convolution on its tiles, a few <const> per tile
+    conv = compute & np.array(["Convolve" in n for n in names])[st_step]
+    wl_labels = [names[s].rsplit("/", 1)[0] + "/worklists" for s in st_step[conv].tolist()]
+    parts.append(("constant", st_tile[conv], rng.uniform(0.5, 1.5, conv.sum()), wl_labels))
+    parts.append(("constant", np.arange(num_tiles), np.full(num_tiles, 0.1), "<const>"))
+
+    # bytes per category: the 002 proportions, relative to the stack
+    stack_total = stack_per_tile * num_tiles
+    target = {c: b / SUMMARY_ALWAYS_LIVE["stack"] * stack_total
+              for c, b in SUMMARY_ALWAYS_LIVE.items()}
+    weight_sum: dict[str, float] = {}
+    for c, _, w, _ in parts:
+        weight_sum[c] = weight_sum.get(c, 0.0) + float(w.sum())
+
+    tiles, sizes, cats, labels = [np.arange(num_tiles)], [np.full(num_tiles, stack_per_tile)], \
+        ["stack"] * num_tiles, ["stack"] * num_tiles
+    for c, t, w, lab in parts:
+        if len(t) == 0:
+            continue
+        raw = target[c] * w / weight_sum[c]
+        sizes.append(np.maximum(4, np.round(raw / 4).astype(np.int64) * 4))
+        tiles.append(np.asarray(t, np.int64))
+        cats.extend([c] * len(t))
+        labels.extend([lab] * len(t) if isinstance(lab, str) else lab)
+    # control ids (program and sync ids): 4 bytes per tile, not in the summary's list
+    tiles.append(np.arange(num_tiles))
+    sizes.append(np.full(num_tiles, 4))
+    cats.extend(["controlId"] * num_tiles)
+    labels.extend(["controlId"] * num_tiles)
+    return Items(np.concatenate(tiles), np.concatenate(sizes).astype(np.int64), cats, labels)
