@@ -1,15 +1,49 @@
-"""Liveness: the conflict structure of each tile's variables (more analyses build on it).
+"""Liveness: which variables of a tile conflict, how many bytes must be live at once, and when.
 
 Two variables of one tile conflict (may not share a byte) when either is alwaysLive, or they
-are in the same equivalence class, or their classes interfere (004; FACTS.md).
+are in the same equivalence class, or their classes interfere (004; FACTS.md). So the bytes live
+together are the always-live bytes of the tile plus a *clique* of its class conflict graph
+(vertices: the classes with variables on the tile that are not always-live, weighted by those
+variables' bytes; edges: interference). The heaviest clique is the **maximum live bytes**: no
+allocator can fit the tile in fewer bytes (alignment gaps aside).
+
+- ``max_live`` / ``max_live_all``: that maximum and the peak live set. Exact and fast where the
+  structure allows it: program steps known and consistent with the interference (the
+  ``equivalenceClassSteps`` extension): a sweep over steps; a chordal graph (every interval graph
+  is one): a perfect elimination ordering, linear time (``tilemem.graphalg``); otherwise bounds
+  and a branch and bound under a time limit. ``MaxLive.exact`` says whether the figure is proven.
+- ``always_live_bytes``: per tile. ``class_graph``: the interference as a networkx graph (on
+  demand; CSR inside for speed). ``timeline``: class lifetimes ``[start, end)`` for drawing maps
+  as time x address: the steps when present, else an interval model recovered from the graph.
+- ``tile_conflicts``: the per-tile conflict structure used by the packers.
+
+>>> from tilemem.model import Report
+>>> r = Report.from_columns(var_id=[0, 1, 2, 3, 4], tile=[0] * 5, size=[100, 8, 16, 32, 4],
+...     alignment=[4] * 5, offset=[0] * 5, category=["stack"] + ["variable"] * 4,
+...     eq_class=[0, 1, 2, 3, 1], always_live=[1, 0, 0, 0, 0],
+...     interference=[[], [2], [3], []])            # classes 1-2 and 2-3 interfere, 1-3 do not
+>>> m = max_live(r, 0)
+>>> m.always_live_bytes, m.max_live_bytes, m.exact, m.peak_classes.tolist()
+(100, 148, True, [2, 3])
+>>> m.peak_rows.tolist()                          # always-live rows included (see MaxLive)
+[0, 2, 3]
+>>> timeline(r, 0).tolist()       # per class [start, end): 1-2 and 2-3 overlap, 1-3 do not
+[[0, 1], [1, 3], [2, 4], [3, 4]]
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
+from .graphalg import DENSE_MAX, _chordal_pass, _earlier_neighbours, interval_order, max_weight_clique
 from .model import Csr, Report
+
+#: Search nodes per second of the exact branch and bound (measured here: ~1e7 on a dense
+#: 400-vertex graph); turns a time limit into a deterministic node budget.
+NODES_PER_SECOND = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -101,3 +135,382 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     adj = Csr.from_pairs(len(classes), src[present], pos_c[present])
     return TileConflicts(tile=int(tile), rows=rows, local_class=local.astype(np.int64),
                          classes=classes, class_adj=adj, always_live=r.always_live[rows].copy())
+
+
+# ---- maximum live bytes ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MaxLive:
+    """Maximum live bytes of one tile and the live set at that peak.
+
+    - ``always_live_bytes``: bytes of the tile's alwaysLive variables (live at every step).
+    - ``max_live_bytes``: ``always_live_bytes`` + the weight of ``peak_classes``, a clique of the
+      tile's class conflict graph (INCLUDING always-live bytes, as Poplar's "Maximum live bytes
+      (including always-live)"). Those variables really are live together, so this is always a
+      valid lower bound for allocators; when ``exact`` it is the maximum.
+    - ``upper_bound_bytes``: a proven upper bound on the maximum (equal when ``exact``).
+    - ``exact``: the figure is proven to be the maximum-weight clique (+ always-live bytes).
+      When false (search budget ran out), ``max_live_bytes`` is the heaviest clique found.
+    - ``method``: ``"steps"`` (sweep over program steps), ``"chordal"``, ``"bounds"``,
+      ``"branch-and-bound"``, ``"greedy"`` (not proven), ``"empty"`` (no live classes).
+    - ``peak_classes``: global class ids of the clique (classes with non-always-live bytes).
+    - ``peak_rows``: model rows of every variable live at the peak, always-live rows INCLUDED
+      (tell them apart with ``report.always_live[peak_rows]``); sorted.
+    """
+
+    tile: int
+    always_live_bytes: int
+    max_live_bytes: int
+    upper_bound_bytes: int
+    exact: bool
+    method: str
+    peak_classes: np.ndarray
+    peak_rows: np.ndarray
+
+    @property
+    def peak_bytes(self) -> int:
+        """Live bytes at the peak excluding always-live ones."""
+        return self.max_live_bytes - self.always_live_bytes
+
+
+def always_live_bytes(r: Report) -> np.ndarray:
+    """Bytes of allocated alwaysLive variables on every tile (int64, length ``num_tiles``).
+
+    >>> from tilemem.model import Report
+    >>> from tilemem.target import MK1
+    >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 1, 1], size=[8, 4, 12],
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["stack"] * 3, eq_class=[0] * 3,
+    ...     interference=[[]], always_live=[1, 1, 0], target=MK1.with_tiles(3))
+    >>> always_live_bytes(r).tolist()
+    [8, 4, 0]
+    """
+    m = r.allocated & r.always_live
+    return np.bincount(r.tile[m], weights=r.size[m], minlength=r.num_tiles).astype(np.int64)
+
+
+def sorted_interference(r: Report) -> Csr:
+    """The interference CSR with every row sorted and unique (the model's own is, when read by
+    tilemem's readers; a ``Csr`` passed to ``Report.from_columns`` may not be)."""
+    inter = r.interference
+    c = max(inter.num_rows, 1)
+    keys = inter.row_ids() * c + inter.indices
+    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
+        return inter
+    keys = np.unique(keys)
+    return Csr.from_lengths(np.bincount(keys // c, minlength=inter.num_rows), keys % c)
+
+
+def _tile_nodes(r: Report, tiles: np.ndarray | None):
+    """The vertices of every tile's class graph: ``(tile_ptr, node_class, node_weight)``, nodes
+    grouped by tile (in the order of ``tiles``) and sorted by class within a tile."""
+    m = r.allocated & ~r.always_live
+    if tiles is not None:
+        sel = np.zeros(r.num_tiles, bool)
+        sel[tiles] = True
+        m &= sel[np.where(r.allocated, r.tile, 0)]
+    c = max(r.num_classes, 1)
+    key = r.tile[m] * c + r.eq_class[m]
+    ukey, inv = np.unique(key, return_inverse=True)
+    weight = np.bincount(inv, weights=r.size[m], minlength=len(ukey)).astype(np.int64)
+    node_tile, node_class = ukey // c, ukey % c
+    if tiles is None:
+        tiles = np.arange(r.num_tiles)
+    # nodes are sorted by tile id; reorder the tile groups into the order of ``tiles``
+    counts = np.bincount(node_tile, minlength=r.num_tiles)
+    starts = np.zeros(r.num_tiles + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    lengths = counts[tiles]
+    tile_ptr = np.zeros(len(tiles) + 1, np.int64)
+    np.cumsum(lengths, out=tile_ptr[1:])
+    take = (np.repeat(starts[tiles] - tile_ptr[:-1], lengths)
+            + np.arange(tile_ptr[-1], dtype=np.int64))
+    return tile_ptr, node_class[take], weight[take]
+
+
+@njit(cache=True)
+def _local_graph(g_indptr, g_indices, classes, mark):
+    """Induced subgraph on ``classes`` (sorted) as local CSR; ``mark`` is a scratch array of
+    length num_classes holding -1 (restored on return). Rows come out sorted because local ids
+    follow the sorted class ids."""
+    k = len(classes)
+    for i in range(k):
+        mark[classes[i]] = i
+    indptr = np.zeros(k + 1, np.int64)
+    total = 0
+    for i in range(k):
+        c = classes[i]
+        total += g_indptr[c + 1] - g_indptr[c]
+    buf = np.empty(total, np.int64)
+    m = 0
+    for i in range(k):
+        c = classes[i]
+        for j in range(g_indptr[c], g_indptr[c + 1]):
+            x = mark[g_indices[j]]
+            if x >= 0:
+                buf[m] = x
+                m += 1
+        indptr[i + 1] = m
+    for i in range(k):
+        mark[classes[i]] = -1
+    return indptr, buf[:m]
+
+
+@njit(cache=True)
+def _all_tiles_chordal(g_indptr, g_indices, tile_ptr, node_class, node_w, num_classes):
+    """For every tile: the MCS pass on its class graph. Returns per tile the best candidate
+    weight (an upper bound; the maximum when chordal), the chordal flag, and the candidate
+    clique's members (local node indices, offset into the tile) in a flat buffer."""
+    nt = len(tile_ptr) - 1
+    best = np.zeros(nt, np.int64)
+    chordal = np.ones(nt, np.bool_)
+    members = np.empty(len(node_class), np.int64)
+    mptr = np.zeros(nt + 1, np.int64)
+    mark = np.full(num_classes, -1, np.int64)
+    out = 0
+    for t in range(nt):
+        a = tile_ptr[t]
+        b = tile_ptr[t + 1]
+        if b > a:
+            ip, ix = _local_graph(g_indptr, g_indices, node_class[a:b], mark)
+            pos, cand, ch = _chordal_pass(ip, ix, node_w[a:b])
+            v = np.argmax(cand)
+            best[t] = cand[v]
+            chordal[t] = ch
+            if ch:
+                mem = _earlier_neighbours(ip, ix, pos, v)
+                members[out:out + len(mem)] = mem + a
+                out += len(mem)
+        mptr[t + 1] = out
+    return best, chordal, members[:out], mptr
+
+
+def _steps_consistent(r: Report, inter: Csr) -> tuple[bool, bool]:
+    """``(superset, equal)``: whether every interfering class pair overlaps in the program
+    steps, and whether the steps' overlap graph is exactly the interference."""
+    s = r.class_steps
+    src, dst = inter.row_ids(), inter.indices
+    superset = bool(np.all(np.maximum(s[src, 0], s[dst, 0]) < np.minimum(s[src, 1], s[dst, 1])))
+    if not superset:
+        return False, False
+    # Number of overlapping pairs of the non-empty intervals: for each interval j (sorted by
+    # start), the earlier-starting intervals minus those that ended at or before its start.
+    ne = s[s[:, 1] > s[:, 0]]
+    starts = np.sort(ne[:, 0])
+    ends = np.sort(ne[:, 1])
+    before = np.arange(len(starts)) - np.searchsorted(ends, starts, side="right")
+    return True, int(before.sum()) == inter.nnz // 2
+
+
+def _steps_sweep(r: Report, tile_ptr, node_class, node_w):
+    """Per tile: the heaviest set of classes live at one program step, as ``(best, members)``
+    with members local node indices (offset into the tile's nodes)."""
+    s = r.class_steps[node_class]
+    nt = len(tile_ptr) - 1
+    node_t = np.repeat(np.arange(nt), np.diff(tile_ptr))
+    nonempty = s[:, 1] > s[:, 0]
+    idx = np.flatnonzero(nonempty)
+    # events: +w at start, -w at end; at equal times ends come first (half-open intervals)
+    ev_t = np.concatenate([node_t[idx], node_t[idx]])
+    ev_time = np.concatenate([s[idx, 0], s[idx, 1]])
+    ev_w = np.concatenate([node_w[idx], -node_w[idx]])
+    ev_kind = np.concatenate([np.ones(len(idx), np.int8), np.zeros(len(idx), np.int8)])
+    order = np.lexsort((ev_kind, ev_time, ev_t))
+    ev_t, ev_time, ev_w = ev_t[order], ev_time[order], ev_w[order]
+    live = np.cumsum(ev_w)
+    best = np.zeros(nt, np.int64)
+    at = np.full(nt, -1, np.int64)
+    if len(live):
+        # cumsum restarts per tile: subtract the running total before each tile's first event
+        first = np.flatnonzero(np.r_[True, ev_t[1:] != ev_t[:-1]])
+        base = np.r_[0, live][first]
+        live = live - np.repeat(base, np.diff(np.r_[first, len(live)]))
+        # per tile, the event index of the maximum (first occurrence)
+        o = np.lexsort((np.arange(len(live)), -live, ev_t))
+        head = o[np.r_[True, ev_t[o][1:] != ev_t[o][:-1]]]
+        best[ev_t[head]] = live[head]
+        at[ev_t[head]] = ev_time[head]
+    # a class with an empty step interval is alone in its clique
+    empty_w = np.where(nonempty, -1, node_w)
+    members = []
+    for t in range(nt):
+        a, b = tile_ptr[t], tile_ptr[t + 1]
+        if b == a:
+            members.append(np.zeros(0, np.int64))
+            continue
+        ew = empty_w[a:b]
+        j = int(np.argmax(ew))
+        if ew[j] > best[t]:
+            best[t] = ew[j]
+            members.append(np.array([a + j], np.int64))
+            continue
+        st = s[a:b]
+        members.append(a + np.flatnonzero((st[:, 0] <= at[t]) & (at[t] < st[:, 1])))
+    return best, members
+
+
+def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
+                 progress: bool = False) -> list[MaxLive]:
+    """``MaxLive`` of every tile in ``tiles`` (default: all tiles), in that order.
+
+    All tiles' class graphs go through one compiled pass (MCS + perfect elimination check);
+    with program steps consistent with the interference, one vectorised sweep instead. Tiles
+    whose graph is not chordal get a greedy clique, upper bounds and, if those differ, a branch
+    and bound. ``time_limit`` (seconds) is the budget of those searches for ALL tiles together,
+    shared out as they go; a tile whose search runs out reports ``exact=False``.
+    """
+    tiles = (np.arange(r.num_tiles, dtype=np.int64) if tiles is None
+             else np.atleast_1d(np.asarray(tiles, np.int64)))
+    tile_ptr, node_class, node_w = _tile_nodes(r, tiles)
+    inter = sorted_interference(r)
+    nt = len(tiles)
+    best = np.zeros(nt, np.int64)
+    upper = np.zeros(nt, np.int64)
+    exact = np.zeros(nt, bool)
+    method = np.empty(nt, object)
+    members: list = [None] * nt
+    steps_superset = steps_equal = False
+    if r.class_steps is not None and len(node_class):
+        steps_superset, steps_equal = _steps_consistent(r, inter)
+    if steps_superset:
+        sweep, sweep_members = _steps_sweep(r, tile_ptr, node_class, node_w)
+    if steps_equal:  # the steps are the interference: the sweep is exact
+        best[:] = upper[:] = sweep
+        exact[:] = True
+        method[:] = "steps"
+        members = sweep_members
+    else:
+        cand, chordal, flat, mptr = _all_tiles_chordal(
+            inter.indptr, inter.indices, tile_ptr, node_class, node_w, max(r.num_classes, 1))
+        for t in np.flatnonzero(chordal):
+            best[t] = upper[t] = cand[t]
+            exact[t] = True
+            method[t] = "chordal"
+            members[t] = flat[mptr[t]:mptr[t + 1]]
+        todo = np.flatnonzero(~chordal)
+        if len(todo):
+            _search(r, inter, todo, tile_ptr, node_class, node_w, cand,
+                    sweep if steps_superset else None, time_limit, progress,
+                    best, upper, exact, method, members)
+    al = always_live_bytes(r)
+    out = []
+    for t, tile in enumerate(tiles.tolist()):
+        peak = np.sort(node_class[members[t]]) if members[t] is not None else np.zeros(0, np.int64)
+        if tile_ptr[t + 1] == tile_ptr[t]:
+            method[t] = "empty"
+        rows = r.tile_rows(tile)
+        live = r.always_live[rows] | np.isin(r.eq_class[rows], peak)
+        out.append(MaxLive(
+            tile=tile, always_live_bytes=int(al[tile]), max_live_bytes=int(al[tile] + best[t]),
+            upper_bound_bytes=int(al[tile] + upper[t]), exact=bool(exact[t]),
+            method=str(method[t]), peak_classes=peak, peak_rows=np.sort(rows[live])))
+    return out
+
+
+def _search(r, inter, todo, tile_ptr, node_class, node_w, cand, sweep, time_limit, progress,
+            best, upper, exact, method, members):
+    """Bounds and branch and bound for the tiles whose class graph is not chordal."""
+    from contextlib import nullcontext
+
+    mark = np.full(max(r.num_classes, 1), -1, np.int64)
+    deadline = time.monotonic() + max(0.0, time_limit)
+    bar = nullcontext()
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+    with bar as p:
+        task = p.add_task("maximum live bytes (exact search)", total=len(todo)) if p else None
+        for i, t in enumerate(todo):
+            a, b = tile_ptr[t], tile_ptr[t + 1]
+            ip, ix = _local_graph(inter.indptr, inter.indices, node_class[a:b], mark)
+            left = max(0.0, deadline - time.monotonic()) / (len(todo) - i)
+            ub = int(cand[t]) if sweep is None else min(int(cand[t]), int(sweep[t]))
+            c = max_weight_clique(ip, ix, node_w[a:b], upper=ub,
+                                  node_limit=max(1000, int(left * NODES_PER_SECOND)))
+            best[t], upper[t], exact[t], method[t] = c.weight, c.upper, c.exact, c.method
+            members[t] = c.members + a
+            if p:
+                p.advance(task)
+
+
+def max_live(r: Report, tile: int, time_limit: float = 5.0) -> MaxLive:
+    """``MaxLive`` of one tile (see ``max_live_all``)."""
+    if not 0 <= int(tile) < r.num_tiles:
+        raise ValueError(f"tile {tile} is outside [0, {r.num_tiles})")
+    return max_live_all(r, [int(tile)], time_limit=time_limit)[0]
+
+
+# ---- graphs and timelines ----------------------------------------------------------------------
+
+def class_graph(r: Report, tile: int | None = None):
+    """The class interference graph as a ``networkx.Graph`` (built on demand: networkx costs
+    ~230 bytes per edge, so prefer the CSR ``report.interference`` for large reports).
+
+    Whole report: nodes are all class ids. With ``tile``: the classes of the tile's allocated
+    variables, each with attribute ``bytes`` (its non-always-live bytes on that tile) and
+    ``always_live`` (bytes of its always-live variables there).
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 4, 2],
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0, 1, 2],
+    ...     interference=[[1], [], [0]])
+    >>> g = class_graph(r, 0)
+    >>> sorted(g.edges()), g.nodes[0]["bytes"]
+    ([(0, 1), (0, 2)], 8)
+    """
+    import networkx as nx
+
+    inter = r.interference
+    src, dst = inter.row_ids(), inter.indices
+    g = nx.Graph()
+    if tile is None:
+        g.add_nodes_from(range(r.num_classes))
+        keep = src < dst
+        g.add_edges_from(zip(src[keep].tolist(), dst[keep].tolist()))
+        return g
+    rows = r.tile_rows(tile)
+    classes = np.unique(r.eq_class[rows])
+    al = r.always_live[rows]
+    cls = r.eq_class[rows]
+    for c in classes.tolist():
+        on = cls == c
+        g.add_node(c, bytes=int(r.size[rows[on & ~al]].sum()),
+                   always_live=int(r.size[rows[on & al]].sum()))
+    ip, ix = _local_graph(sorted_interference(r).indptr, sorted_interference(r).indices,
+                          classes, np.full(max(r.num_classes, 1), -1, np.int64))
+    s = np.repeat(np.arange(len(classes)), np.diff(ip))
+    keep = s < ix
+    g.add_edges_from(zip(classes[s[keep]].tolist(), classes[ix[keep]].tolist()))
+    return g
+
+
+def timeline(r: Report, tile: int | None = None) -> np.ndarray | None:
+    """Class lifetimes as ``(num_classes, 2)`` intervals ``[start, end)``, or ``None``.
+
+    - With the ``equivalenceClassSteps`` extension: those program steps (whatever ``tile``).
+    - Otherwise, when the class graph (restricted to the classes of ``tile``'s allocated
+      variables if given) is an interval graph: an interval model of it found by LexBFS sweeps
+      (``tilemem.graphalg.interval_order``; every model returned is verified), over positions
+      ``0..k-1``; classes outside the tile get ``[-1, -1]``. The order of program points is
+      recovered only up to what the graph determines (e.g. mirror images are equally valid).
+    - ``None`` when no interval model was found (e.g. If/Else branches make the graph
+      non-interval): a time x address map cannot be drawn.
+
+    Always-live variables are live throughout; draw them over the whole time axis.
+    """
+    if r.class_steps is not None:
+        return r.class_steps.copy()
+    inter = sorted_interference(r)
+    if tile is None:
+        classes = np.arange(r.num_classes, dtype=np.int64)
+        ip, ix = inter.indptr, inter.indices
+    else:
+        classes = np.unique(r.eq_class[r.tile_rows(tile)])
+        ip, ix = _local_graph(inter.indptr, inter.indices, classes,
+                              np.full(max(r.num_classes, 1), -1, np.int64))
+    model = interval_order(ip, ix)
+    if model is None:
+        return None
+    out = np.full((r.num_classes, 2), -1, np.int64)
+    out[classes] = model
+    return out

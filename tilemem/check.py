@@ -1,0 +1,354 @@
+"""The allocation checker: is an allocation (an offset per variable) valid? Independent of every
+packer: it shares no code with ``tilemem.pack`` or with ``tilemem.liveness`` (whose conflict
+structure the packers use), so it can catch their mistakes. It reads the model's columns and
+decides every rule itself; only the rules' parameters come from ``tilemem.rules``.
+
+Rules (names used in messages and JSON):
+
+- ``overlap``: conflicting variables of a tile share no byte. Conflict: either is alwaysLive,
+  same equivalence class, or their classes interfere (004). Decided by a sweep over each tile's
+  variables sorted by offset, so the work grows with the pairs that really overlap.
+- ``alignment``: offset is a multiple of max(alignment, 4) (004: "aligned to at least four").
+- ``interleaved``: inInterleavedMem variables start at or after interleavedMemoryStart.
+- ``code``: executable / vertexCode variables end at or before interleavedMemoryStart.
+- ``region-span`` (INFERRED, ``Rules.no_region_span``): no variable crosses the boundary of the
+  two regions. Reported apart from the documented rules; when switched off its findings are
+  listed as *waived* and do not make the allocation invalid.
+- ``element`` / ``region``: for each elementConstraints (regionConstraints) pair, the sets of
+  memory elements (regions) the two variables touch are disjoint (FACTS.md).
+- ``lowest256KB`` (INFERRED meaning): flagged variables end at or below 262144.
+- ``capacity``: a variable lies wholly inside tileMemory or wholly in the overflow zone past it
+  (tilemem's definition of "overflowed", ``tilemem.rules``): one that starts inside and ends
+  past tileMemory is a violation. Bytes in the overflow zone are *reported* per tile
+  (``overflow_bytes``), not a violation; there only ``alignment`` and ``overlap`` apply.
+
+Zero-size variables touch no byte, element or region: only the alignment and window rules
+(interleaved, code, lowest256KB, capacity) apply to them.
+
+>>> from tilemem.model import Report
+>>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[16, 16, 8],
+...     alignment=[8, 4, 4], offset=[0, 8, 4], category=["variable"] * 3,
+...     eq_class=[0, 1, 2], interference=[[1], [], []])
+>>> res = check_allocation(r)
+>>> res.ok, res.counts["overlap"], res.counts["alignment"]
+(False, 1, 0)
+>>> print(res.violations[0])
+overlap: tile 0: var 0 'v0' [0, 16) and var 1 'v1' [8, 24): classes 0 and 1 interfere, bytes [8, 16) shared
+>>> check_allocation(r, offsets=[0, 16, 4]).ok     # var 2 (class 2) may share with var 0
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from .errors import ReportError
+from .model import Report
+from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules
+
+#: Every rule, in the order they are reported.
+RULE_NAMES = ("overlap", "alignment", "interleaved", "code", "region-span", "element", "region",
+              "lowest256KB", "capacity")
+
+#: Rules that no document states (see tilemem/rules.py and FACTS.md).
+INFERRED = frozenset({"region-span", "lowest256KB"})
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: the variables involved (ids, names, ``[start, end)`` addresses)."""
+
+    rule: str
+    tile: int
+    var_ids: tuple[int, ...]
+    names: tuple[str, ...]
+    addresses: tuple[tuple[int, int], ...]
+    detail: str
+
+    @property
+    def inferred(self) -> bool:
+        return self.rule in INFERRED
+
+    def __str__(self) -> str:
+        vs = " and ".join(f"var {v} {n!r} [{a}, {b})" for v, n, (a, b)
+                          in zip(self.var_ids, self.names, self.addresses))
+        return f"{self.rule}: tile {self.tile}: {vs}: {self.detail}"
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "tile": self.tile, "vars": list(self.var_ids),
+                "names": list(self.names), "addresses": [list(a) for a in self.addresses],
+                "inferred": self.inferred, "message": self.detail}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of ``check_allocation``.
+
+    - ``counts``: violations found per enabled rule (all of them, even beyond ``limit``).
+    - ``violations``: the first ``limit`` violations of each enabled rule, as ``Violation``.
+    - ``waived_counts`` / ``waived``: the same for inferred rules switched off in ``Rules``
+      (found and reported, but they do not make the allocation invalid).
+    - ``overflow_bytes``: per tile, bytes covered by variables at addresses >= tileMemory.
+    """
+
+    counts: dict
+    violations: tuple
+    waived_counts: dict
+    waived: tuple
+    overflow_bytes: np.ndarray = field(repr=False)
+    rules: Rules = DEFAULT_RULES
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts.values())
+
+    @property
+    def num_violations(self) -> int:
+        return int(sum(self.counts.values()))
+
+    def overflowed_tiles(self) -> np.ndarray:
+        return np.flatnonzero(self.overflow_bytes)
+
+    def to_json(self) -> dict:
+        tiles = self.overflowed_tiles()
+        return {
+            "ok": self.ok,
+            "counts": dict(self.counts),
+            "violations": [v.to_json() for v in self.violations],
+            "waivedCounts": dict(self.waived_counts),
+            "waived": [v.to_json() for v in self.waived],
+            "overflow": {"totalBytes": int(self.overflow_bytes.sum()),
+                         "tiles": [{"tile": int(t), "bytes": int(self.overflow_bytes[t])}
+                                   for t in tiles]},
+            "rules": {"noRegionSpan": self.rules.no_region_span,
+                      "lowest256KBLimit": self.rules.lowest_256kb_limit},
+        }
+
+
+def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
+                     limit: int = 1000) -> CheckResult:
+    """Check ``offsets`` (one per row of ``r``; default: the report's own) against every rule.
+
+    Raises ``ReportError`` when ``offsets`` has the wrong length or a negative offset for an
+    allocated variable. ``limit``: how many violations of each rule to describe.
+    """
+    off = r.offset if offsets is None else np.asarray(offsets, np.int64)
+    if off.shape != (r.num_vars,):
+        raise ReportError(f"the allocation has {len(off)} offsets for {r.num_vars} variables",
+                          field="offset")
+    rows = np.flatnonzero(r.allocated)
+    bad = rows[off[rows] < 0]
+    if len(bad):
+        raise ReportError(f"negative offset {off[bad[0]]}", field="offset",
+                          var=int(r.var_id[bad[0]]), tile=int(r.tile[bad[0]]))
+    t = r.target
+    tm, ils = t.tile_memory, t.interleaved_memory_start
+    start = off[rows]
+    size = r.size[rows]
+    end = start + size
+    in_zone = start >= tm                      # wholly in the overflow zone
+    in_mem = ~in_zone
+    touches = in_mem & (size > 0)              # touches bytes of elements / regions
+    found: dict[str, list] = {name: [] for name in RULE_NAMES}
+    counts = dict.fromkeys(RULE_NAMES, 0)
+
+    def single(rule, mask, detail):
+        idx = np.flatnonzero(mask)
+        counts[rule] = len(idx)
+        for i in idx[:limit]:
+            found[rule].append(((int(rows[i]),), detail(int(i))))
+
+    align = np.maximum(r.alignment[rows], MIN_ALIGNMENT)
+    single("alignment", start % align != 0,
+           lambda i: f"offset {start[i]} is not a multiple of {align[i]}")
+    single("capacity", in_mem & (end > tm),
+           lambda i: f"starts inside memory and ends past tileMemory {tm} (variables lie wholly "
+                     "in memory or wholly in the overflow zone)")
+    single("interleaved", in_mem & r.in_interleaved_mem[rows] & (start < ils),
+           lambda i: f"inInterleavedMem but starts below interleavedMemoryStart {ils}")
+    code = r.executable[rows] | r.vertex_code[rows]
+    single("code", in_mem & code & (end > ils),
+           lambda i: f"executable/vertexCode but ends past interleavedMemoryStart {ils} "
+                     "(code is fetched only from non-interleaved memory)")
+    single("region-span", touches & (start < ils) & (end > ils),
+           lambda i: f"crosses the region boundary at {ils}")
+    lim = rules.lowest_256kb_limit
+    single("lowest256KB", in_mem & r.lowest_256kb[rows] & (end > lim),
+           lambda i: f"lowest256KB but ends past {lim}")
+
+    # element / region constraints: the touched sets are contiguous index ranges
+    pos = np.full(r.num_vars, -1, np.int64)
+    pos[rows] = np.arange(len(rows))
+    last_byte = np.minimum(end, tm) - 1
+    offs = t.memory_element_offsets
+    el_first = np.searchsorted(offs, start, side="right") - 1
+    el_last = np.searchsorted(offs, last_byte, side="right") - 1
+    rg_first = (start >= ils).astype(np.int64)
+    rg_last = (last_byte >= ils).astype(np.int64)
+    for rule, csr, first, last, what in (
+            ("element", r.element_constraints, el_first, el_last, "memory element"),
+            ("region", r.region_constraints, rg_first, rg_last, "region")):
+        a, b = _pairs(csr, pos)
+        hit = (touches[a] & touches[b] & (r.tile[rows[a]] == r.tile[rows[b]])
+               & (first[a] <= last[b]) & (first[b] <= last[a]))
+        idx = np.flatnonzero(hit)
+        counts[rule] = len(idx)
+        for k in idx[:limit]:
+            i, j = int(a[k]), int(b[k])
+            shared = max(first[i], first[j])
+            found[rule].append(((int(rows[i]), int(rows[j])),
+                                f"both touch {what} {shared} (constraint: different {what}s)"))
+
+    # overlap: sweep each tile's variables by offset
+    keys = _interference_keys(r)
+    nz = np.flatnonzero(size > 0)
+    order = nz[np.lexsort((start[nz], r.tile[rows[nz]]))]
+    srows = rows[order]
+    n_over, pa, pb, why = _overlap_sweep(
+        r.tile[srows], start[order], end[order], r.eq_class[srows], r.always_live[srows],
+        keys, max(r.num_classes, 1), limit)
+    counts["overlap"] = int(n_over)
+    for i, j, w in zip(pa.tolist(), pb.tolist(), why.tolist()):
+        ri, rj = int(srows[i]), int(srows[j])
+        lo, hi = max(off[ri], off[rj]), min(off[ri] + r.size[ri], off[rj] + r.size[rj])
+        if w == 0:
+            v = ri if r.always_live[ri] else rj
+            reason = f"var {r.var_id[v]} is alwaysLive"
+        elif w == 1:
+            reason = f"same equivalence class {r.eq_class[ri]}"
+        else:
+            reason = f"classes {r.eq_class[ri]} and {r.eq_class[rj]} interfere"
+        found["overlap"].append(((ri, rj), f"{reason}, bytes [{lo}, {hi}) shared"))
+
+    # overflow: bytes covered at addresses >= tileMemory, per tile
+    over = np.flatnonzero(end > tm)
+    overflow = np.zeros(r.num_tiles, np.int64)
+    if len(over):
+        ot = r.tile[rows[over]]
+        big = np.int64(max(int(end[over].max()), tm) + 1)
+        s = np.maximum(start[over], tm) + ot * big
+        e = end[over] + ot * big
+        o = np.argsort(s, kind="stable")
+        s, e, ot = s[o], e[o], ot[o]
+        reach = np.maximum.accumulate(e)
+        prev = np.r_[s[0], reach[:-1]]
+        gain = np.maximum(0, e - np.maximum(s, prev))
+        np.add.at(overflow, ot, gain)
+
+    enabled = {name: rules.no_region_span if name == "region-span" else True
+               for name in RULE_NAMES}
+    describe = _describer(r, off)
+    viol = tuple(describe(name, rs, d) for name in RULE_NAMES if enabled[name]
+                 for rs, d in found[name])
+    waived = tuple(describe(name, rs, d) for name in RULE_NAMES if not enabled[name]
+                   for rs, d in found[name])
+    return CheckResult(
+        counts={k: v for k, v in counts.items() if enabled[k]}, violations=viol,
+        waived_counts={k: v for k, v in counts.items() if not enabled[k]}, waived=waived,
+        overflow_bytes=overflow, rules=rules)
+
+
+def _describer(r: Report, off: np.ndarray):
+    def describe(rule, rws, detail):
+        return Violation(rule=rule, tile=int(r.tile[rws[0]]),
+                         var_ids=tuple(int(r.var_id[x]) for x in rws),
+                         names=tuple(r.name(x) for x in rws),
+                         addresses=tuple((int(off[x]), int(off[x] + r.size[x])) for x in rws),
+                         detail=detail)
+    return describe
+
+
+def _pairs(csr, pos):
+    """Constraint pairs as positions into the allocated rows, each unordered pair once."""
+    src = csr.row_ids()
+    dst = csr.indices
+    ok = (dst >= 0) & (dst < len(pos))
+    a, b = pos[src[ok]], pos[dst[ok]]
+    ok = (a >= 0) & (b >= 0) & (a != b)
+    lo, hi = np.minimum(a[ok], b[ok]), np.maximum(a[ok], b[ok])
+    n = max(len(pos), 1)
+    key = np.unique(lo * n + hi)
+    return key // n, key % n
+
+
+def _interference_keys(r: Report) -> np.ndarray:
+    """Sorted ``a * C + b`` for every listed class pair, both directions (symmetric: a pair
+    conflicts if either list says so)."""
+    inter = r.interference
+    c = max(inter.num_rows, 1)
+    src, dst = inter.row_ids(), inter.indices
+    keys = np.concatenate([src * c + dst, dst * c + src])
+    return np.unique(keys)
+
+
+@njit(cache=True)
+def _listed(keys, key):
+    i = np.searchsorted(keys, key)
+    return i < len(keys) and keys[i] == key
+
+
+@njit(cache=True)
+def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, limit):
+    """Variables sorted by (tile, start), all of positive size: every pair that shares a byte
+    is ``i < j`` with ``start[j] < end[i]`` on the same tile. Returns the number of conflicting
+    overlapping pairs and the first ``limit`` of them with the reason (0 alwaysLive, 1 same
+    class, 2 interfering classes)."""
+    n = len(start)
+    count = 0
+    pa = np.empty(limit, np.int64)
+    pb = np.empty(limit, np.int64)
+    why = np.empty(limit, np.int64)
+    for i in range(n):
+        j = i + 1
+        while j < n and tile[j] == tile[i] and start[j] < end[i]:
+            w = -1
+            if always[i] or always[j]:
+                w = 0
+            elif cls[i] == cls[j]:
+                w = 1
+            elif _listed(keys, cls[i] * num_classes + cls[j]):
+                w = 2
+            if w >= 0:
+                if count < limit:
+                    pa[count] = i
+                    pb[count] = j
+                    why[count] = w
+                count += 1
+            j += 1
+    k = min(count, limit)
+    return count, pa[:k], pb[:k], why[:k]
+
+
+def offsets_from_allocation(r: Report, other: Report, path=None) -> np.ndarray:
+    """The offset column (rows of ``r``) of ``other``, a report of the same variables.
+
+    Both must allocate exactly the same var ids, each on the same tile with the same size;
+    otherwise ``ReportError`` names the first variable that differs.
+    """
+    def fail(message, row, rep):
+        raise ReportError(message, path=None if path is None else str(path),
+                          field="vars[].var", var=int(rep.var_id[row]),
+                          tile=int(rep.tile[row]) if rep.allocated[row] else None)
+
+    orow = other.rows_of_vars(r.var_id)
+    mine = np.flatnonzero(r.allocated)
+    missing = mine[(orow[mine] < 0)]
+    if len(missing):
+        fail("the allocation has no variable with this id", int(missing[0]), r)
+    o = orow[mine]
+    bad = mine[~other.allocated[o]]
+    if len(bad):
+        fail("the allocation leaves this variable unallocated", int(bad[0]), r)
+    bad = mine[(other.tile[o] != r.tile[mine]) | (other.size[o] != r.size[mine])]
+    if len(bad):
+        fail("the allocation has this variable on another tile or with another size",
+             int(bad[0]), r)
+    extra = np.setdiff1d(other.var_id[other.allocated], r.var_id[mine])
+    if len(extra):
+        fail("the allocation has a variable the report does not allocate",
+             int(other.rows_of_vars([extra[0]])[0]), other)
+    out = np.full(r.num_vars, -1, np.int64)
+    out[mine] = other.offset[o]
+    return out
