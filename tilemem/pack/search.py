@@ -1,0 +1,481 @@
+"""Exact search: does every variable of a tile fit in memory? (``solve_search``)
+
+A decision procedure in the spirit of MiniMalloc (Moffitt, ASPLOS 2023), generalised from
+buffers with lifetimes to the tile's conflict graph and to every placement rule: alignment,
+windows, no region span, element and region constraints. The compiled core is
+``tilemem.pack.search_kernel``; this module builds its arrays and runs the restarts.
+
+The search places variables bottom-up. Its pruning rests on one fact: if anything fits, a
+*left-justified* placement fits, where no variable can move to a lower legal offset with the
+others fixed. Sort such a placement by offset (ties by a static rank): each variable sits
+exactly at ``m`` -- the lowest legal offset above every conflicting variable before it and past
+the last element (region) of every element (region) partner before it. Every rule is either
+unary (window, alignment, region span) or, between a variable and one before it, a lower bound
+(conflicts: above its end; element/region partners: past its last element/region, since
+contiguous ranges that do not share one are ordered). So the search only tries, at each node,
+an unplaced variable at its ``m``, in non-decreasing (offset, rank) order ("canonical"), and:
+
+- *dominance*: it never places anything at or above the point where some unplaced ``k`` would
+  fit wholly below at ``m[k]`` (for element/region-constrained ``k``: below the next element /
+  region boundary), as a left-justified placement would have ``k`` there;
+- *hatless pruning*: when the variable just tried interacts with nothing unplaced, every
+  placement from this node has it there, so its failure fails the node;
+- *section inference*: the unplaced variables of a clique of the conflict graph ("section": a
+  cross-section of time when lifetimes are known) must stack above
+  ``max(current offset, least m)`` within the clique's capacity;
+- *dynamic decomposition*: sections are ordered and each variable spans an interval of them
+  (interacting variables' spans intersect); when no unplaced variable spans two adjacent
+  sections the rest splits into independent parts, each searched on its own.
+
+Restarts over static orders (MiniMalloc's WAT, TAW, TWA: width, area, section total) with a
+node limit that doubles each round; a finished round is a proof either way. Without lifetimes
+the sections are a greedy clique cover of the class graph in reverse Cuthill-McKee order.
+The search does not depend on magnitudes (it only adds sizes), so there is nothing to gain
+from dividing by a common factor.
+
+>>> from tilemem.model import Report
+>>> from tilemem.target import Target
+>>> from tilemem.pack.problem import TileProblem
+>>> t = Target(num_tiles=1, tile_memory=12, interleaved_memory_start=12,
+...            memory_element_offsets=[0])
+>>> r = Report.from_columns(target=t, var_id=range(5), tile=[0] * 5, size=[4] * 5,
+...     alignment=[4] * 5, offset=[0] * 5, category=["variable"] * 5,
+...     eq_class=range(5), interference=[[2, 4], [2, 4], [0, 1, 4], [4], [0, 1, 2, 3]],
+...     class_steps=[[0, 3], [3, 9], [0, 9], [9, 21], [0, 21]])
+>>> res = solve_search(TileProblem.from_report(r, 0), time_limit=5)
+>>> res.status, int((res.offsets + 4).max())
+('optimal', 12)
+>>> solve_search(TileProblem.from_report(r, 0), time_limit=5, capacity=8).status
+'infeasible'
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import search_kernel as K
+from .problem import TileProblem
+
+#: Static orders tried in turn each round (MiniMalloc's defaults).
+DEFAULT_ORDERINGS = ("WAT", "TAW", "TWA")
+_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "H": K.KEY_H}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """``status``: "optimal" (``offsets`` place every variable inside memory), "infeasible"
+    (proved that none exists), "unknown" (time limit; ``offsets`` is None)."""
+
+    offsets: np.ndarray | None
+    status: str
+    nodes: int
+    seconds: float
+
+
+def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | None = None,
+                 capacity: int | None = None, *,
+                 orderings: tuple[str, ...] = DEFAULT_ORDERINGS) -> SearchResult:
+    """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
+    rule respected, or prove it impossible, within ``time_limit`` seconds.
+
+    ``hint`` (local offsets, e.g. the heuristic's) adds its order (by offset) as the first
+    static ordering. Repeated calls on the same problem object reuse its compiled arrays.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + max(float(time_limit), 0.0)
+    cap = problem.capacity if capacity is None else int(capacity)
+    sm = _model_of(problem)
+    if hint is not None and sm.n:
+        orderings = ("H",) + tuple(orderings)
+    run = _Run(sm, cap, hint)
+    if run.verdict is not None:
+        return _result(sm, run, run.verdict, 0, t0)
+    nodes = 0
+    limit = max(sm.n, 1)
+    while True:
+        limit *= 2
+        for name in orderings:
+            heur = np.array([_CODES[ch] for ch in name], np.int64)
+            run.reset()
+            status = run.go(heur, limit, deadline)
+            nodes += int(run.state[12][K.R_NODES])
+            if status == K.FOUND:
+                return _result(sm, run, "optimal", nodes, t0)
+            if status == K.INFEASIBLE:
+                return _result(sm, run, "infeasible", nodes, t0)
+            if status == K.PAUSED:  # out of time
+                return _result(sm, run, "unknown", nodes, t0)
+        if time.perf_counter() >= deadline:
+            return _result(sm, run, "unknown", nodes, t0)
+
+
+def _result(sm, run, status, nodes, t0) -> SearchResult:
+    offsets = None
+    if status == "optimal":
+        offsets = run.offsets()
+    return SearchResult(offsets=offsets, status=status, nodes=nodes,
+                        seconds=time.perf_counter() - t0)
+
+
+# ---- the static model ----------------------------------------------------------------------
+
+@dataclass
+class _Model:
+    """The search's view of a problem: arrays over variables 0..n-1 (zero sizes count as one
+    byte, the strictest reading), the interaction graph, the ordered sections and spans."""
+
+    n: int
+    size: np.ndarray
+    align: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    adj_ptr: np.ndarray
+    adj_idx: np.ndarray
+    adj_kind: np.ndarray
+    sec_ptr: np.ndarray
+    sec_vars: np.ndarray
+    vsec_ptr: np.ndarray
+    vsecs: np.ndarray
+    span_lo: np.ndarray
+    span_hi: np.ndarray
+    by_lo: np.ndarray
+    lo_idx: np.ndarray
+    width: np.ndarray
+    area: np.ndarray
+    has_elem: np.ndarray
+    has_reg: np.ndarray
+    need: np.ndarray
+    elem_starts: np.ndarray
+    ils: int
+    nrs: bool
+    sections_from: str  # "lifetimes" or "cliques"
+
+    @property
+    def num_sections(self) -> int:
+        return len(self.sec_ptr) - 1
+
+
+_CACHE: list = []  # [(weakref to problem, model)]: the driver calls repeatedly per problem
+
+
+def _model_of(p: TileProblem) -> _Model:
+    for ref, sm in _CACHE:
+        if ref() is p:
+            return sm
+    sm = build_model(p)
+    _CACHE.insert(0, (weakref.ref(p), sm))
+    del _CACHE[8:]
+    return sm
+
+
+def build_model(p: TileProblem) -> _Model:
+    """The search arrays of ``p`` (independent of the capacity asked for)."""
+    n = p.n
+    size = np.maximum(p.size.astype(np.int64), 1)
+    tc = p.conflicts
+    ci, ck = tc.conflict_pairs()
+    pairs = [(np.asarray(ci, np.int64), np.asarray(ck, np.int64), K.K_CONFLICT),
+             (p.element_pairs[:, 0], p.element_pairs[:, 1], K.K_ELEMENT),
+             (p.region_pairs[:, 0], p.region_pairs[:, 1], K.K_REGION)]
+    src = np.concatenate([a for a, _, _ in pairs] + [b for _, b, _ in pairs])
+    dst = np.concatenate([b for _, b, _ in pairs] + [a for a, _, _ in pairs])
+    kind = np.concatenate([np.full(len(a), k, np.int64) for a, _, k in pairs] * 2)
+    key = src * max(n, 1) + dst
+    order = np.argsort(key, kind="stable")
+    key, kind = key[order], kind[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
+    ukey = key[first]
+    ukind = np.bitwise_or.reduceat(kind, first) if len(key) else kind
+    usrc, udst = ukey // max(n, 1), ukey % max(n, 1)
+    adj_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(usrc, minlength=n), out=adj_ptr[1:])
+
+    sections, width, how = _sections(p, size)
+    # spans: interval of the sections each variable is in, grown so interacting spans meet
+    S = len(sections)
+    sec_ptr = np.zeros(S + 1, np.int64)
+    np.cumsum([len(s) for s in sections], out=sec_ptr[1:])
+    sec_vars = (np.concatenate(sections).astype(np.int64) if S else np.zeros(0, np.int64))
+    sec_of = np.repeat(np.arange(S, dtype=np.int64), np.diff(sec_ptr))
+    vorder = np.argsort(sec_vars, kind="stable")
+    vsecs = sec_of[vorder]
+    vsec_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(sec_vars, minlength=n), out=vsec_ptr[1:])
+    span_lo = np.full(n, S, np.int64)
+    span_hi = np.zeros(n, np.int64)
+    np.minimum.at(span_lo, sec_vars, sec_of)
+    np.maximum.at(span_hi, sec_vars, sec_of + 1)
+    if n and np.any(span_hi <= span_lo):
+        raise AssertionError("a variable is in no section")
+    half = usrc < udst
+    K.extend_spans(span_lo, span_hi, usrc[half], udst[half])
+    by_lo = np.argsort(span_lo, kind="stable").astype(np.int64)
+    lo_idx = np.searchsorted(span_lo[by_lo], np.arange(S + 1)).astype(np.int64)
+
+    has_elem = np.zeros(n, np.int64)
+    has_reg = np.zeros(n, np.int64)
+    has_elem[usrc[(ukind & K.K_ELEMENT) != 0]] = 1
+    has_reg[usrc[(ukind & K.K_REGION) != 0]] = 1
+    nsec = np.diff(vsec_ptr)
+    deg = np.diff(adj_ptr)
+    nb_secs = np.bincount(usrc, weights=nsec[udst], minlength=n).astype(np.int64)
+    need = 2 + deg + nsec + np.minimum(nsec + nb_secs, S) + (span_hi - span_lo)
+    t = p.target
+    elem_starts = np.append(t.memory_element_offsets.astype(np.int64), t.tile_memory)
+    return _Model(
+        n=n, size=size, align=p.align.astype(np.int64), lo=p.lo.astype(np.int64),
+        hi=p.hi.astype(np.int64), adj_ptr=adj_ptr, adj_idx=udst.astype(np.int64),
+        adj_kind=ukind.astype(np.int64), sec_ptr=sec_ptr, sec_vars=sec_vars,
+        vsec_ptr=vsec_ptr, vsecs=vsecs.astype(np.int64), span_lo=span_lo, span_hi=span_hi,
+        by_lo=by_lo, lo_idx=lo_idx, width=width, area=width * size, has_elem=has_elem,
+        has_reg=has_reg, need=need.astype(np.int64), elem_starts=elem_starts,
+        ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
+        sections_from=how)
+
+
+def _sections(p: TileProblem, size: np.ndarray):
+    """Ordered cliques of the conflict graph, each an array of variables (every variable in at
+    least one; always-live variables in all), plus each variable's "width" for the static
+    orders and where the sections came from."""
+    n = p.n
+    tc = p.conflicts
+    live = np.flatnonzero(tc.always_live.astype(bool))
+    rest = np.flatnonzero(~tc.always_live.astype(bool))
+    if n == 0:
+        return [], np.zeros(0, np.int64), "none"
+    secs = None
+    if p.lifetimes is not None and len(rest):
+        secs = _time_sections(p, rest)
+    if secs is not None:
+        how = "lifetimes"
+        lt = np.asarray(p.lifetimes, np.int64)
+        width = np.maximum(lt[:, 1] - lt[:, 0], 1)
+    else:
+        how = "cliques"
+        secs = _clique_sections(p, rest)
+        width = np.zeros(n, np.int64)
+        for s in secs:
+            width[s] += 1
+    if not secs:
+        secs = [np.zeros(0, np.int64)]
+    out = [np.sort(np.concatenate([s, live])).astype(np.int64) for s in secs]
+    if how == "cliques":
+        width = width + (len(out) if len(live) else 0) * np.isin(np.arange(n), live)
+    else:
+        width = np.maximum(width, 1)
+    return out, np.maximum(width, 1).astype(np.int64), how
+
+
+def _class_adjacency(tc):
+    """Dense boolean class adjacency (local classes), or None when too large."""
+    nc = len(tc.classes)
+    if nc > 4096:
+        return None
+    adj = np.zeros((nc, nc), bool)
+    if tc.class_adj.nnz:
+        adj[tc.class_adj.row_ids(), tc.class_adj.indices] = True
+    np.fill_diagonal(adj, True)  # a class conflicts with itself
+    return adj
+
+
+def _time_sections(p: TileProblem, rest: np.ndarray):
+    """Maximal cross-sections of the lifetimes of ``rest`` (the non-always-live variables), or
+    None when lifetimes do not describe cliques of the conflict graph (an empty lifetime, or
+    two variables live together that do not conflict)."""
+    lt = np.asarray(p.lifetimes, np.int64)[rest]
+    start, end = lt[:, 0], lt[:, 1]
+    if np.any(end <= start):
+        return None
+    adj = _class_adjacency(p.conflicts)
+    if adj is None:
+        return None
+    starts_sorted = np.sort(start)
+    ends = np.unique(end)
+    rec = []
+    last = -np.inf
+    # a cross-section is recorded at an end time when something started since the last one
+    for t in ends.tolist():
+        a = np.searchsorted(starts_sorted, last, side="left")
+        b = np.searchsorted(starts_sorted, t, side="left")
+        if b > a:
+            rec.append(t)
+            last = t
+    rec = np.asarray(rec, np.int64)
+    lo_ = np.searchsorted(rec, start, side="right")   # first record time > start
+    hi_ = np.searchsorted(rec, end, side="right")     # records with time <= end
+    cls = p.conflicts.local_class[rest]
+    secs = []
+    members = [[] for _ in range(len(rec))]
+    for j in range(len(rest)):
+        for s in range(lo_[j], hi_[j]):
+            members[s].append(j)
+    for s in range(len(rec)):
+        mem = np.asarray(members[s], np.int64)
+        c = np.unique(cls[mem])
+        if not adj[np.ix_(c, c)].all():
+            return None
+        secs.append(rest[mem])
+    return secs
+
+
+def _clique_sections(p: TileProblem, rest: np.ndarray):
+    """Greedy cliques of the class graph (of the classes of ``rest``), one grown from each
+    class, in reverse Cuthill-McKee order (which keeps spans short), duplicates dropped."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    tc = p.conflicts
+    nc = len(tc.classes)
+    members = [[] for _ in range(nc)]
+    for i in rest.tolist():
+        members[tc.local_class[i]].append(i)
+    present = np.array([len(x) > 0 for x in members], bool)
+    ca = tc.class_adj
+    g = csr_matrix((np.ones(ca.nnz, np.int8), ca.indices, ca.indptr), shape=(nc, nc))
+    order = np.asarray(reverse_cuthill_mckee(g, symmetric_mode=True), np.int64)
+    pos = np.empty(nc, np.int64)
+    pos[order] = np.arange(nc)
+    nbr = [set(ca.row(c).tolist()) for c in range(nc)]
+    seen = set()
+    secs = []
+    for c in order.tolist():
+        if not present[c]:
+            continue
+        clique = [c]
+        cand = sorted((x for x in nbr[c] if present[x]), key=lambda x: abs(pos[x] - pos[c]))
+        for x in cand:
+            if all(x in nbr[y] for y in clique):
+                clique.append(x)
+        key = frozenset(clique)
+        if key in seen:
+            continue
+        seen.add(key)
+        secs.append(np.asarray([i for y in sorted(clique, key=pos.__getitem__)
+                                for i in members[y]], np.int64))
+    return secs
+
+
+# ---- one capacity: state, reset and resumable runs -----------------------------------------
+
+class _Run:
+    """State of the search for one capacity; ``reset`` starts a new restart."""
+
+    SLICE = 4096  # nodes between clock checks (grows to keep a slice near 20 ms)
+
+    def __init__(self, sm: _Model, cap: int, hint):
+        self.sm = sm
+        self.cap = cap
+        n, S = sm.n, sm.num_sections
+        self.verdict = None
+        hi = np.minimum(sm.hi, cap)
+        m0 = _norm0(sm, hi)
+        if n and np.any(m0 >= K.INF):
+            self.verdict = "infeasible"
+            return
+        self.hi = hi
+        self.m0 = m0
+        if n == 0:
+            self.verdict = "optimal"
+            self.sol = np.zeros(0, np.int64)
+            return
+        sv = sm.sec_vars
+        starts = sm.sec_ptr[:-1]
+        self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
+        self.floor0 = np.minimum.reduceat(m0[sv], starts)
+        self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap).astype(np.int64)
+        if np.any(self.floor0 + self.total0 > self.sec_cap):
+            self.verdict = "infeasible"
+            return
+        cnt = np.zeros(S + 1, np.int64)
+        np.add.at(cnt, sm.span_lo, 1)
+        np.add.at(cnt, sm.span_hi - 1, -1)
+        self.cuts0 = np.cumsum(cnt)[:max(S - 1, 0)].astype(np.int64)
+        # the independent parts at the start
+        bounds = np.flatnonzero(self.cuts0 == 0) + 1
+        edges = np.concatenate([[0], bounds, [S]])
+        self.parts0 = np.stack([edges[:-1], edges[1:]], axis=1).astype(np.int64)
+        hint_key = np.zeros(n, np.int64)
+        if hint is not None:
+            hint_key = -np.asarray(hint, np.int64)  # orders descending: lowest offset first
+        self.model = (sm.size, sm.align, sm.lo, hi, sm.adj_ptr, sm.adj_idx, sm.adj_kind,
+                      sm.sec_ptr, sm.sec_vars, self.sec_cap, sm.vsec_ptr, sm.vsecs, sm.span_lo,
+                      sm.span_hi, sm.by_lo, sm.lo_idx, sm.width, sm.area, sm.has_elem,
+                      sm.has_reg, sm.need, sm.elem_starts, hint_key,
+                      np.array([sm.ils, int(sm.nrs)], np.int64))
+        depth = 2 * n + 8
+        trail_cap = int(max(4096, 4 * sm.need.sum(), 4 * n))
+        self.state = [
+            np.full(n, -1, np.int64), m0.copy(), np.zeros(n, np.int64),  # off, m, pre
+            self.total0.copy(), self.floor0.copy(), self.cuts0.copy(),  # total, floor, cuts
+            np.full(n, -1, np.int64),  # sol
+            np.zeros((trail_cap, 3), np.int64),  # trail
+            np.zeros((depth, K.NUM_FIELDS), np.int64),  # frames
+            np.zeros((S + 2 * n + 8, 2), np.int64),  # pieces
+            np.zeros(S, np.int64), np.zeros(S, np.int64),  # stamp, aff
+            np.zeros(K.NUM_REGS, np.int64),  # registers
+            np.zeros(n, np.int64), np.zeros(n, np.int64),  # scratch
+        ]
+
+    def reset(self):
+        st = self.state
+        st[0][:] = -1
+        st[1][:] = self.m0
+        st[2][:] = 0
+        st[3][:] = self.total0
+        st[4][:] = self.floor0
+        st[5][:] = self.cuts0
+        st[6][:] = -1
+        st[10][:] = 0
+        reg = st[12]
+        reg[:] = 0
+        np_ = len(self.parts0)
+        st[9][:np_] = self.parts0
+        reg[K.R_PT] = np_
+        fr = st[8]
+        fr[0, :] = 0
+        fr[0, K.F_KIND] = K.DECOMP
+        fr[0, K.F_P0] = 0
+        fr[0, K.F_PN] = np_
+        fr[0, K.F_PI] = 0
+        fr[0, K.F_MARK] = 0
+        reg[K.R_SP] = 0
+        reg[K.R_MODE] = K.ENTER
+
+    def go(self, heur, limit, deadline):
+        """Run one restart to its end, its node limit or the deadline (then PAUSED)."""
+        budget = self.SLICE
+        while True:
+            t = time.perf_counter()
+            status = K.run(self.model, tuple(self.state), heur, limit, budget)
+            if status == K.NEED_TRAIL:
+                tr = self.state[7]
+                self.state[7] = np.concatenate([tr, np.zeros_like(tr)])
+                continue
+            if status != K.PAUSED:
+                return status
+            now = time.perf_counter()
+            if now >= deadline:
+                return K.PAUSED
+            took = now - t
+            if took < 0.01:
+                budget *= 2
+            elif took > 0.04 and budget > 64:
+                budget //= 2
+
+    def offsets(self) -> np.ndarray:
+        if self.sm.n == 0:
+            return np.zeros(0, np.int64)
+        return self.state[6].copy()
+
+
+def _norm0(sm: _Model, hi: np.ndarray) -> np.ndarray:
+    """The lowest legal offset of every variable on its own (INF where it has none)."""
+    a = sm.align
+    x = -(-sm.lo // a) * a
+    if sm.nrs:
+        span = (x < sm.ils) & (x + sm.size > sm.ils)
+        x = np.where(span, -(-sm.ils // a) * a, x)
+    return np.where(x + sm.size > hi, K.INF, x).astype(np.int64)

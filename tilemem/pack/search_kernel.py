@@ -1,0 +1,471 @@
+"""The compiled core of ``tilemem.pack.search``: a resumable depth-first search over canonical
+(bottom-justified) placements, in plain int64 arrays.
+
+Everything the search needs lives in two tuples of arrays: the *model* (static: sizes, windows,
+the interaction graph, the sections) and the *state* (offsets, lower bounds, section sums, the
+undo trail and an explicit frame stack). Because the recursion is an explicit stack, ``run``
+can stop after any number of nodes and be called again to continue: the Python side uses that
+for time limits, node limits and to grow the trail.
+
+Terms (see ``tilemem.pack.search`` for the argument that the pruning is sound):
+
+- ``m[k]``: the lowest offset variable ``k`` may take given the placed variables (all of which
+  lie at or below the current offset): above every placed conflicting variable, past the last
+  element / region of every placed element / region partner, then aligned, out of the region
+  boundary and inside its window. ``INF`` when no such offset exists.
+- A *section* is a clique of the conflict graph (a cross-section of time when lifetimes are
+  known). Its unplaced variables must stack above ``max(current offset, min m)``: the capacity
+  check. Sections have a linear order; every variable has a *span* (an interval of sections)
+  such that interacting variables have intersecting spans, so when no unplaced variable spans
+  two adjacent sections the rest splits into independent parts (dynamic decomposition).
+- A *frame* is a search node (``NODE``: place one more variable of a part) or a decomposition
+  (``DECOMP``: solve its parts one after the other, each from the same state).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INF = np.int64(1) << np.int64(60)
+
+# run() results
+FOUND, INFEASIBLE, ABORTED, PAUSED, NEED_TRAIL = 1, 2, 3, 4, 5
+
+# frame kinds and modes (what the top frame has to do next)
+NODE, DECOMP = 0, 1
+ENTER, NEXT, SUCC, FAIL = 0, 1, 2, 3
+
+# frame fields
+F_KIND, F_A, F_B, F_THR_M, F_THR_P, F_LAST_M, F_LAST_P, F_CUR, F_MARK, F_HAT, F_MH = range(11)
+F_P0, F_PN, F_PI = 11, 12, 13
+NUM_FIELDS = 14
+
+# registers
+R_SP, R_MODE, R_NODES, R_TL, R_PT, R_STAMP, R_TRIES, R_PARTS = range(8)
+NUM_REGS = 8
+
+# trail record kinds
+T_OFF, T_M, T_TOTAL, T_FLOOR, T_CUT, T_PRE = range(6)
+
+# interaction kinds (bits of adj_kind)
+K_CONFLICT, K_ELEMENT, K_REGION = 1, 2, 4
+
+# static preordering keys (descending), as in MiniMalloc: W(idth), A(rea), T(otal), H(int)
+KEY_W, KEY_A, KEY_T, KEY_H = 0, 1, 2, 3
+
+
+@njit(cache=True, inline="always")
+def _norm(k, b, size, align, lo, hi, ils, nrs):
+    """Lowest legal offset of ``k`` at or above ``b`` (INF if none)."""
+    x = b if b > lo[k] else lo[k]
+    a = align[k]
+    r = x % a
+    if r:
+        x += a - r
+    if nrs and x < ils and x + size[k] > ils:
+        x = ils
+        r = x % a
+        if r:
+            x += a - r
+    if x + size[k] > hi[k]:
+        return INF
+    return x
+
+
+@njit(cache=True, inline="always")
+def _next_element_start(addr, elem_starts):
+    """Start of the element after the one holding byte ``addr`` (elem_starts ends with the
+    end of memory)."""
+    lo_ = 0
+    hi_ = len(elem_starts) - 1  # elem_starts[lo_] <= addr < elem_starts[hi_]
+    while hi_ - lo_ > 1:
+        mid = (lo_ + hi_) >> 1
+        if elem_starts[mid] <= addr:
+            lo_ = mid
+        else:
+            hi_ = mid
+    return elem_starts[hi_]
+
+
+@njit(cache=True, inline="always")
+def _after_region(addr, ils):
+    return ils if addr < ils else INF
+
+
+@njit(cache=True)
+def _undo(mark, trail, reg, off, m, total, floor, cuts, pre):
+    tl = reg[R_TL]
+    while tl > mark:
+        tl -= 1
+        kind = trail[tl, 0]
+        i = trail[tl, 1]
+        v = trail[tl, 2]
+        if kind == T_M:
+            m[i] = v
+        elif kind == T_FLOOR:
+            floor[i] = v
+        elif kind == T_TOTAL:
+            total[i] = v
+        elif kind == T_CUT:
+            cuts[i] = v
+        elif kind == T_OFF:
+            off[i] = v
+        else:
+            pre[i] = v
+    reg[R_TL] = tl
+
+
+@njit(cache=True)
+def dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils):
+    """An offset at or above which no variable may be placed while ``k`` is unplaced: ``k``
+    would fit wholly below it at ``m[k]`` (a gap a left-justified solution never leaves)."""
+    top = m[k] + size[k]
+    h = top
+    if has_elem[k]:
+        e = _next_element_start(top - 1, elem_starts)
+        if e > h:
+            h = e
+    if has_reg[k]:
+        e = _after_region(top - 1, ils)
+        if e > h:
+            h = e
+    return h
+
+
+@njit(cache=True)
+def run(model, state, heur, limit, budget):
+    """Advance the search by at most ``budget`` nodes (and ``limit`` nodes in all).
+
+    Returns FOUND (``sol`` holds a placement), INFEASIBLE (the search space is exhausted),
+    ABORTED (``limit`` reached), PAUSED (``budget`` used up; call again) or NEED_TRAIL (grow
+    the trail and call again).
+    """
+    (size, align, lo, hi, adj_ptr, adj_idx, adj_kind, sec_ptr, sec_vars, sec_cap,
+     vsec_ptr, vsecs, span_lo, span_hi, by_lo, lo_idx, width, area, has_elem, has_reg,
+     need, elem_starts, hint_key, params) = model
+    (off, m, pre, total, floor, cuts, sol, trail, frames, pieces, stamp, aff, reg,
+     tmp_vars, tmp_key) = state
+    ils = params[0]
+    nrs = params[1] != 0
+    used = 0
+    while True:
+        sp = reg[R_SP]
+        mode = reg[R_MODE]
+        if sp < 0:
+            return FOUND if mode == SUCC else INFEASIBLE
+        if frames[sp, F_KIND] == DECOMP:
+            if mode == FAIL:
+                _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+                reg[R_PT] = frames[sp, F_P0]
+                reg[R_SP] = sp - 1
+                continue
+            # ENTER or SUCC: start the next part from the state at decomposition time
+            if frames[sp, F_PI] == frames[sp, F_PN]:
+                _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+                reg[R_PT] = frames[sp, F_P0]
+                reg[R_SP] = sp - 1
+                reg[R_MODE] = SUCC
+                continue
+            if reg[R_TL] + len(off) + 1 > trail.shape[0]:
+                return NEED_TRAIL
+            _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+            p = frames[sp, F_P0] + frames[sp, F_PI]
+            frames[sp, F_PI] += 1
+            reg[R_PARTS] += 1
+            a = pieces[p, 0]
+            b = pieces[p, 1]
+            _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width,
+                      area, hint_key, trail, reg, tmp_vars, tmp_key)
+            q = sp + 1
+            frames[q, F_KIND] = NODE
+            frames[q, F_A] = a
+            frames[q, F_B] = b
+            frames[q, F_THR_M] = -1
+            frames[q, F_THR_P] = -1
+            frames[q, F_LAST_M] = -1
+            frames[q, F_LAST_P] = -1
+            frames[q, F_CUR] = -1
+            reg[R_SP] = q
+            reg[R_MODE] = ENTER
+            continue
+        # ---- NODE frame ----
+        a = frames[sp, F_A]
+        b = frames[sp, F_B]
+        v0 = lo_idx[a]
+        v1 = lo_idx[b]
+        if mode == SUCC:  # a child solved the rest of this part
+            reg[R_SP] = sp - 1
+            continue
+        if mode == ENTER:
+            if used >= budget:
+                return PAUSED
+            if reg[R_NODES] >= limit:
+                return ABORTED
+            used += 1
+            reg[R_NODES] += 1
+            mh = INF
+            any_left = False
+            for t in range(v0, v1):
+                k = by_lo[t]
+                if off[k] >= 0:
+                    continue
+                any_left = True
+                h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils)
+                if h < mh:
+                    mh = h
+            if not any_left:
+                reg[R_SP] = sp - 1
+                reg[R_MODE] = SUCC
+                continue
+            # any placement at o raises every section's floor to o: o + total <= capacity
+            for s in range(a, b):
+                t = total[s]
+                if t > 0 and sec_cap[s] - t + 1 < mh:
+                    mh = sec_cap[s] - t + 1
+            frames[sp, F_MH] = mh
+            reg[R_MODE] = NEXT
+            continue
+        # NEXT or FAIL: undo the last candidate (if any), then try the next one
+        c = frames[sp, F_CUR]
+        if c >= 0:
+            _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+            frames[sp, F_CUR] = -1
+            if frames[sp, F_HAT] == 0:
+                # nothing unplaced interacts with c: every solution here places c there
+                reg[R_SP] = sp - 1
+                reg[R_MODE] = FAIL
+                continue
+        last_m = frames[sp, F_LAST_M]
+        last_p = frames[sp, F_LAST_P]
+        thr_m = frames[sp, F_THR_M]
+        thr_p = frames[sp, F_THR_P]
+        mh = frames[sp, F_MH]
+        best = -1
+        best_m = INF
+        best_p = INF
+        for t in range(v0, v1):
+            k = by_lo[t]
+            if off[k] >= 0:
+                continue
+            mk = m[k]
+            if mk >= mh:
+                continue
+            pk = pre[k]
+            if mk < thr_m or (mk == thr_m and pk < thr_p):
+                continue  # not canonical: below the previous placement
+            if mk < last_m or (mk == last_m and pk <= last_p):
+                continue  # tried already at this node
+            if mk < best_m or (mk == best_m and pk < best_p):
+                best = k
+                best_m = mk
+                best_p = pk
+        if best < 0:
+            reg[R_SP] = sp - 1
+            reg[R_MODE] = FAIL
+            continue
+        c = best
+        if reg[R_TL] + need[c] > trail.shape[0]:
+            return NEED_TRAIL
+        reg[R_TRIES] += 1
+        frames[sp, F_LAST_M] = best_m
+        frames[sp, F_LAST_P] = best_p
+        frames[sp, F_MARK] = reg[R_TL]
+        frames[sp, F_CUR] = c
+        o = best_m
+        status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind,
+                        elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
+                        span_hi, off, m, total, floor, cuts, trail, reg, stamp, aff)
+        frames[sp, F_HAT] = 1 if status & 2 else 0
+        if not status & 1:
+            reg[R_MODE] = FAIL
+            continue
+        sol[c] = o
+        q = sp + 1
+        if status & 4:  # a new zero cut inside [a, b): split into independent parts
+            p0 = reg[R_PT]
+            pn = 0
+            s0 = a
+            for s in range(a, b):
+                if s == b - 1 or cuts[s] == 0:
+                    # part [s0, s + 1): keep it when something in it is unplaced
+                    for t in range(lo_idx[s0], lo_idx[s + 1]):
+                        if off[by_lo[t]] < 0:
+                            pieces[p0 + pn, 0] = s0
+                            pieces[p0 + pn, 1] = s + 1
+                            pn += 1
+                            break
+                    s0 = s + 1
+            reg[R_PT] = p0 + pn
+            frames[q, F_KIND] = DECOMP
+            frames[q, F_P0] = p0
+            frames[q, F_PN] = pn
+            frames[q, F_PI] = 0
+            frames[q, F_MARK] = reg[R_TL]
+        else:
+            frames[q, F_KIND] = NODE
+            frames[q, F_A] = a
+            frames[q, F_B] = b
+            frames[q, F_THR_M] = o
+            frames[q, F_THR_P] = best_p
+            frames[q, F_LAST_M] = -1
+            frames[q, F_LAST_P] = -1
+            frames[q, F_CUR] = -1
+        reg[R_SP] = q
+        reg[R_MODE] = ENTER
+
+
+@njit(cache=True)
+def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind, elem_starts,
+           sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
+           floor, cuts, trail, reg, stamp, aff):
+    """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
+    interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
+    tl = reg[R_TL]
+    trail[tl, 0] = T_OFF
+    trail[tl, 1] = c
+    trail[tl, 2] = off[c]
+    tl += 1
+    off[c] = o
+    top = o + size[c]
+    st = reg[R_STAMP] + 1
+    reg[R_STAMP] = st
+    naff = 0
+    mc = m[c]
+    for e in range(vsec_ptr[c], vsec_ptr[c + 1]):
+        s = vsecs[e]
+        trail[tl, 0] = T_TOTAL
+        trail[tl, 1] = s
+        trail[tl, 2] = total[s]
+        tl += 1
+        total[s] -= size[c]
+        if floor[s] == mc and stamp[s] != st:
+            stamp[s] = st
+            aff[naff] = s
+            naff += 1
+    hat = False
+    ok = True
+    for e in range(adj_ptr[c], adj_ptr[c + 1]):
+        i = adj_idx[e]
+        if off[i] >= 0:
+            continue
+        hat = True
+        kd = adj_kind[e]
+        bnd = top if kd & K_CONFLICT else 0
+        if kd & K_ELEMENT:
+            x = _next_element_start(top - 1, elem_starts)
+            if x > bnd:
+                bnd = x
+        if kd & K_REGION:
+            x = _after_region(top - 1, ils)
+            if x > bnd:
+                bnd = x
+        old = m[i]
+        if bnd <= old:
+            continue
+        nm = _norm(i, bnd, size, align, lo, hi, ils, nrs)
+        trail[tl, 0] = T_M
+        trail[tl, 1] = i
+        trail[tl, 2] = old
+        tl += 1
+        m[i] = nm
+        if nm >= INF:
+            ok = False
+            break
+        for e2 in range(vsec_ptr[i], vsec_ptr[i + 1]):
+            s = vsecs[e2]
+            if floor[s] == old and stamp[s] != st:
+                stamp[s] = st
+                aff[naff] = s
+                naff += 1
+    if ok:
+        # the floor of a section is the least lower bound of its unplaced variables
+        for j in range(naff):
+            s = aff[j]
+            mn = INF
+            for e in range(sec_ptr[s], sec_ptr[s + 1]):
+                k = sec_vars[e]
+                if off[k] < 0 and m[k] < mn:
+                    mn = m[k]
+            if mn != floor[s]:
+                trail[tl, 0] = T_FLOOR
+                trail[tl, 1] = s
+                trail[tl, 2] = floor[s]
+                tl += 1
+                floor[s] = mn
+        # every later placement is at or above o: each section's rest must fit above it
+        for s in range(a, b):
+            t = total[s]
+            if t > 0:
+                f = floor[s]
+                if f < o:
+                    f = o
+                if f + t > sec_cap[s]:
+                    ok = False
+                    break
+    split = False
+    if ok:
+        for s in range(span_lo[c], span_hi[c] - 1):
+            trail[tl, 0] = T_CUT
+            trail[tl, 1] = s
+            trail[tl, 2] = cuts[s]
+            tl += 1
+            cuts[s] -= 1
+            if cuts[s] == 0:
+                split = True
+    reg[R_TL] = tl
+    return (1 if ok else 0) | (2 if hat else 0) | (4 if split else 0)
+
+
+@njit(cache=True)
+def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width, area,
+              hint_key, trail, reg, tmp_vars, tmp_key):
+    """Rank the unplaced variables of part ``[a, b)`` by the static ordering ``heur`` (keys
+    descending, then variable index): the tie-break of the dynamic order and of canonicity."""
+    n = 0
+    for t in range(lo_idx[a], lo_idx[b]):
+        k = by_lo[t]
+        if off[k] < 0:
+            tmp_vars[n] = k
+            n += 1
+    vs = np.sort(tmp_vars[:n])
+    for h in range(len(heur) - 1, -1, -1):
+        code = heur[h]
+        key = tmp_key[:n]
+        for j in range(n):
+            k = vs[j]
+            if code == KEY_W:
+                key[j] = -width[k]
+            elif code == KEY_A:
+                key[j] = -area[k]
+            elif code == KEY_H:
+                key[j] = -hint_key[k]
+            else:
+                tt = 0
+                for e in range(vsec_ptr[k], vsec_ptr[k + 1]):
+                    if total[vsecs[e]] > tt:
+                        tt = total[vsecs[e]]
+                key[j] = -tt
+        order = np.argsort(key, kind="mergesort")
+        vs = vs[order]
+    tl = reg[R_TL]
+    for j in range(n):
+        k = vs[j]
+        trail[tl, 0] = T_PRE
+        trail[tl, 1] = k
+        trail[tl, 2] = pre[k]
+        tl += 1
+        pre[k] = j
+    reg[R_TL] = tl
+
+
+@njit(cache=True)
+def extend_spans(span_lo, span_hi, src, dst):
+    """Grow spans so that every pair ``(src[e], dst[e])`` has intersecting spans (the left one
+    reaches into the right one); spans only grow, so one pass suffices."""
+    for e in range(len(src)):
+        i = src[e]
+        k = dst[e]
+        if span_hi[i] <= span_lo[k]:
+            span_hi[i] = span_lo[k] + 1
+        elif span_hi[k] <= span_lo[i]:
+            span_hi[k] = span_lo[i] + 1
