@@ -33,6 +33,7 @@ allocator can fit the tile in fewer bytes (alignment gaps aside).
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,25 +190,44 @@ def always_live_bytes(r: Report) -> np.ndarray:
 
 
 def sorted_interference(r: Report) -> Csr:
-    """The interference CSR with every row sorted and unique (the model's own is, when read by
-    tilemem's readers; a ``Csr`` passed to ``Report.from_columns`` may not be)."""
+    """The interference CSR with every row sorted and unique, symmetric, without self entries.
+
+    tilemem's readers already give that; a ``Csr`` passed to ``Report.from_columns`` may not
+    be. Cached per report (the check sorts once), so per-tile calls stay cheap.
+    """
     inter = r.interference
+    hit = _NORMALISED.get(id(inter))
+    if hit is not None and hit[0]() is inter:
+        return hit[1]
+    out = _normalise(inter)
+    key = id(inter)
+    _NORMALISED[key] = (weakref.ref(inter, lambda _, k=key, d=_NORMALISED: d.pop(k, None)), out)
+    return out
+
+
+_NORMALISED: dict = {}
+
+
+def _normalise(inter: Csr) -> Csr:
     c = max(inter.num_rows, 1)
-    keys = inter.row_ids() * c + inter.indices
-    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
+    src, dst = inter.row_ids(), inter.indices
+    keys = src * c + dst
+    if (bool(np.all(keys[1:] > keys[:-1])) and not bool(np.any(src == dst))
+            and np.array_equal(np.sort(dst * c + src), keys)):
         return inter
-    keys = np.unique(keys)
+    keep = src != dst
+    keys = np.unique(np.concatenate([keys[keep], (dst * c + src)[keep]]))
     return Csr.from_lengths(np.bincount(keys // c, minlength=inter.num_rows), keys % c)
 
 
 def _tile_nodes(r: Report, tiles: np.ndarray | None):
     """The vertices of every tile's class graph: ``(tile_ptr, node_class, node_weight)``, nodes
     grouped by tile (in the order of ``tiles``) and sorted by class within a tile."""
-    m = r.allocated & ~r.always_live
-    if tiles is not None:
-        sel = np.zeros(r.num_tiles, bool)
-        sel[tiles] = True
-        m &= sel[np.where(r.allocated, r.tile, 0)]
+    if tiles is None:
+        m = np.flatnonzero(r.allocated & ~r.always_live)
+    else:  # only the rows of those tiles (cheap for one tile of a large report)
+        m = np.unique(np.concatenate([r.tile_rows(t) for t in np.unique(tiles)]))
+        m = m[~r.always_live[m]]
     c = max(r.num_classes, 1)
     key = r.tile[m] * c + r.eq_class[m]
     ukey, inv = np.unique(key, return_inverse=True)
@@ -358,9 +378,15 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
     and bound. ``time_limit`` (seconds) is the budget of those searches for ALL tiles together,
     shared out as they go; a tile whose search runs out reports ``exact=False``.
     """
-    tiles = (np.arange(r.num_tiles, dtype=np.int64) if tiles is None
-             else np.atleast_1d(np.asarray(tiles, np.int64)))
-    tile_ptr, node_class, node_w = _tile_nodes(r, tiles)
+    if tiles is None:
+        tiles = np.arange(r.num_tiles, dtype=np.int64)
+        tile_ptr, node_class, node_w = _tile_nodes(r, None)
+    else:
+        tiles = np.atleast_1d(np.asarray(tiles, np.int64))
+        bad = tiles[(tiles < 0) | (tiles >= r.num_tiles)]
+        if len(bad):
+            raise ValueError(f"tile {bad[0]} is outside [0, {r.num_tiles})")
+        tile_ptr, node_class, node_w = _tile_nodes(r, tiles)
     inter = sorted_interference(r)
     nt = len(tiles)
     best = np.zeros(nt, np.int64)
