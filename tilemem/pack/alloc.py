@@ -1,0 +1,484 @@
+"""Re-run the allocation of a report's tiles: replay, heuristic, exact (the driver).
+
+``allocate`` packs every chosen tile and returns the new offset column with one
+``TileResult`` per tile. Methods:
+
+- ``replay``: first fit in the report's ``allocationOrderByTile`` order (Poplar-like); counts
+  how many variables land on the report's own offsets.
+- ``heuristic``: the best of a few greedy orders (``tilemem.pack.heuristic``), never worse
+  than replay (the replay order is one of its candidates).
+- ``auto`` (default): the heuristic everywhere, then the exact portfolio on the tiles where it
+  overflows or stays above the lower bound.
+- ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
+  the objective's last criterion).
+
+The exact portfolio: the compiled search (``tilemem.pack.search.solve_search``, which decides
+whether everything fits in memory) when it is installed, then CP-SAT (``tilemem.pack.cpsat``)
+with the best allocation so far as its complete hint, both within the per-tile time limit.
+A tile's result is "optimal" when proven (CP-SAT proof, or the lower bound met with nothing
+overflowed), "feasible" when the time limit stopped the proof.
+
+Every allocation a solver returns is re-checked here (``self_check``) before it is accepted;
+a rejected one falls back to the heuristic's, which is valid by construction.
+
+Tiles run in parallel in a process pool (forked, so workers share the report without
+copying it); identical tile problems (``TileProblem.key`` plus the replay order) are solved
+once.
+
+>>> from tilemem.model import Report
+>>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 1], size=[8, 8, 4],
+...     alignment=[4, 4, 4], offset=[8, 0, 0], category=["variable"] * 3,
+...     eq_class=[0, 0, 0], interference=[[]], allocation_order=[[1, 0], [2]])
+>>> a = allocate(r, method="replay", workers=1)
+>>> a.offsets.tolist(), [t.placed_as_report for t in a.tiles]
+([8, 0, 0], [2, 1])
+>>> allocate(r, workers=1).tiles[0].status
+'optimal'
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+from numba import njit
+
+from ..model import Report
+from ..rules import DEFAULT_RULES, Rules
+from .firstfit import first_fit
+from .heuristic import heuristic_runs
+from .problem import TileProblem
+from .result import Allocation, TileResult, gap_of, objective
+
+METHODS = ("auto", "exact", "heuristic", "replay")
+
+# Shared with forked workers: (report, rules). Set just before the pool starts.
+_STATE: tuple | None = None
+
+
+def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: float = 10.0,
+             workers: int | None = None, seed: int = 0, rules: Rules = DEFAULT_RULES,
+             progress: bool = False, deterministic: bool = False,
+             verify: bool = False) -> Allocation:
+    """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
+
+    ``time_limit``: seconds per tile for the exact part. ``workers``: processes (default all
+    cores). ``deterministic``: CP-SAT in deterministic mode (repeatable whatever the load).
+    ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    tiles = (report.tiles_in_use() if tiles is None
+             else np.unique(np.asarray(tiles, np.int64)))
+    workers = _cores() if workers is None else max(1, int(workers))
+    global _STATE
+    _STATE = (report, rules)
+    _warm_up()
+    groups = _group_identical(report, tiles, rules)
+    reps = list(groups)
+    bounds = tile_bounds(report, reps, time_limit=time_limit)
+    with _Runner(workers, len(reps), progress) as run:
+        # pass 1: replay or heuristic on every distinct problem
+        first_pass = "replay" if method == "replay" else "heuristic"
+        done = run([(t, first_pass, None, bounds[t], time_limit, seed, 1, deterministic)
+                    for t in reps], f"{first_pass}")
+        if method in ("auto", "exact"):
+            todo = [t for t in reps if method == "exact" or done[t][0].status != "optimal"]
+            if todo:
+                cp_workers = max(1, _cores() // min(workers, len(todo)))
+                more = run([(t, method, done[t][1], bounds[t], time_limit, seed, cp_workers,
+                             deterministic) for t in todo], "exact")
+                for t, (res, off) in more.items():
+                    prev = done[t][0]
+                    done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
+    offsets = report.offset.copy()
+    results = []
+    for rep, members in groups.items():
+        res, off = done[rep]
+        for t in members:
+            rows = report.tile_rows(int(t))
+            offsets[rows] = off
+            r = res if t == rep else replace(res, tile=int(t), seconds=0.0,
+                                              note=f"same problem as tile {rep}")
+            if method == "replay":
+                r = replace(r, placed_as_report=int(np.sum(off == report.offset[rows])))
+            results.append(r)
+    results.sort(key=lambda r: r.tile)
+    alloc = Allocation(offsets, results)
+    if verify:
+        _verify(report, alloc, tiles, rules)
+    return alloc
+
+
+def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
+               replay_order: np.ndarray | None = None, time_limit: float = 10.0,
+               seed: int = 0, cp_workers: int = 1, deterministic: bool = False,
+               bound: tuple[int, bool] | None = None) -> tuple[TileResult, np.ndarray]:
+    """Pack one tile problem; ``(result, local offsets)``.
+
+    ``method``: "replay", "heuristic", "auto" or "exact" (the latter two run the exact
+    portfolio from ``hint`` or from the heuristic). ``bound``: ``(bytes, exact)``, else
+    computed from the problem alone.
+    """
+    t0 = time.perf_counter()
+    b, b_exact = bound if bound is not None else simple_bound(p)
+    lower = max(int(b), window_bound(p))  # both are valid lower bounds on the end address
+    note = ""
+    ran_exact = False
+    if method == "replay":
+        off = first_fit(p, replay_order)
+        status = "replay"
+    else:
+        if hint is None:
+            extra = [replay_order] if replay_order is not None else []
+            hint, note = heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed)
+        off = hint
+        status = "optimal" if _meets(p, off, lower) else "heuristic"
+        if method in ("auto", "exact") and (method == "exact" or status != "optimal"):
+            ran_exact = True
+            off, status, note = _exact(p, off, lower, time_limit, seed, cp_workers, deterministic,
+                                       polish=(method == "exact"))
+    over, total, _, _ = objective(p, off)
+    used = method if method in ("replay", "heuristic") else (
+        "exact" if ran_exact else "heuristic")
+    res = TileResult(tile=p.tile, method=used, status=status, overflow_bytes=over,
+                     total_including_gaps=total, bound=lower, bound_exact=bool(b_exact),
+                     gap=gap_of(total, lower), seconds=time.perf_counter() - t0,
+                     num_vars=p.n, note=note)
+    return res, off
+
+
+def _meets(p: TileProblem, off: np.ndarray, bound: int) -> bool:
+    over, total, _, _ = objective(p, off)
+    return over == 0 and total <= bound
+
+
+def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
+    """The exact portfolio from a valid ``hint``: ``(offsets, status, note)``.
+
+    1. The compiled search (when installed) decides "does everything fit below C": first
+       C = tileMemory when the hint overflows, then C = the lower bound, then a bisection
+       between the bound and the best end address; an infeasible C raises the bound, a found
+       allocation lowers the best. When the two meet the tile is proven optimal.
+    2. CP-SAT gets the rest of the time, the best allocation as its hint and the raised
+       bound, when the search has not closed the gap (or always with ``polish``).
+    """
+    from .cpsat import solve_cpsat
+
+    t0 = time.perf_counter()
+    tm = p.capacity
+    best = hint
+    lower = int(bound)
+    notes = []
+    proven = False
+    search = _search_function()
+    if search is not None and p.n and not (_meets(p, best, lower) and not polish):
+        search_end = t0 + 0.7 * time_limit
+
+        def probe(cap, share=1.0):
+            nonlocal best
+            budget = (search_end - time.perf_counter()) * share
+            if budget <= 0.01:
+                return "unknown"
+            try:
+                r = search(p, time_limit=budget, hint=best, capacity=int(cap))
+            except Exception as e:  # a failing helper must not lose the tile
+                notes.append(f"search failed: {type(e).__name__}: {e}")
+                return "unknown"
+            if r.offsets is not None:
+                cand = np.asarray(r.offsets, np.int64)
+                if self_check(p, cand) and int((cand + p.size).max()) <= cap:
+                    if objective(p, cand) < objective(p, best):
+                        best = cand
+                    return "found"
+                notes.append("search result rejected by self-check")
+                return "unknown"
+            return r.status
+
+        fits = not np.any(best >= tm)
+        if not fits:
+            verdict = probe(tm, 0.5)
+            notes.append(f"search fit {verdict}")
+            fits = verdict == "found"
+        if fits:
+            lo, hi = lower, objective(p, best)[1] - 1
+            first = True
+            while lo <= hi:
+                cap = lo if first else (lo + hi) // 2
+                verdict = probe(cap, 0.5 if first else 1.0)
+                first = False
+                if verdict == "found":
+                    hi = objective(p, best)[1] - 1
+                elif verdict == "infeasible":
+                    lo = cap + 1
+                else:
+                    break
+            lower = max(lower, lo)
+            proven = lo > hi
+            notes.append(f"search end {'proven' if proven else 'open'} "
+                         f"[{lower:,}, {objective(p, best)[1]:,}]")
+    if proven and not polish:
+        return best, "optimal", ",".join(notes)
+    left = time_limit - (time.perf_counter() - t0)
+    res = solve_cpsat(p, hint=best, time_limit=max(left, 0.1), bound=lower,
+                      allow_overflow=bool(np.any(best >= tm)), workers=cp_workers,
+                      seed=seed, deterministic=deterministic, polish=polish)
+    notes.append(f"cp-sat {res.status} ({res.note})")
+    if res.offsets is not None:
+        cand = np.asarray(res.offsets, np.int64)
+        if self_check(p, cand):
+            if objective(p, cand) <= objective(p, best):
+                best = cand
+                proven |= res.status == "optimal"
+        else:
+            notes.append("cp-sat result rejected by self-check")
+    status = "optimal" if proven or _meets(p, best, lower) else "feasible"
+    return best, status, ",".join(notes)
+
+
+def _search_function():
+    """The compiled exact search, when that module exists (it is optional)."""
+    try:
+        from .search import solve_search
+    except ImportError:
+        return None
+    return solve_search
+
+
+# ---- the lower bound -------------------------------------------------------------------
+def tile_bounds(report: Report, tiles, time_limit: float = 10.0) -> dict[int, tuple[int, bool]]:
+    """Maximum live bytes of each tile, ``tile -> (bytes, exact)``, from
+    ``tilemem.liveness.max_live_all`` (one compiled pass over all tiles; ``time_limit`` is the
+    budget of its searches for all tiles together)."""
+    from ..liveness import max_live_all
+
+    tiles = np.asarray(list(tiles), np.int64)
+    if len(tiles) == 0:
+        return {}
+    return {m.tile: (int(m.max_live_bytes), bool(m.exact))
+            for m in max_live_all(report, tiles, time_limit=time_limit)}
+
+
+def window_bound(p: TileProblem) -> int:
+    """The highest window start plus size: no allocation with nothing overflowed ends lower."""
+    fits = p.lo + p.size <= p.hi
+    return int((p.lo + p.size)[fits].max()) if fits.any() else 0
+
+
+def simple_bound(p: TileProblem) -> tuple[int, bool]:
+    """A valid lower bound on the highest end address of any allocation with nothing
+    overflowed: the heaviest clique found greedily in the conflict graph (always-live bytes
+    plus mutually interfering classes). ``exact`` is False (a greedy clique is not proven
+    maximum). The driver uses ``tilemem.liveness.max_live_all`` instead; this is for callers
+    of ``solve_tile`` without a report.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[10, 20, 30, 5],
+    ...     alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+    ...     eq_class=[0, 1, 2, 3], interference=[[1], [0], [], []], always_live=[0, 0, 0, 1])
+    >>> simple_bound(TileProblem.from_report(r, 0))
+    (35, False)
+    """
+    if p.n == 0:
+        return 0, True
+    c = p.conflicts
+    al = c.always_live.astype(bool)
+    size = p.size.astype(np.int64)
+    nc = len(c.classes)
+    w = np.bincount(c.local_class[~al], weights=size[~al], minlength=nc).astype(np.int64)
+    best = 0
+    if nc:
+        adj = np.zeros((nc, nc), bool)
+        if c.class_adj.nnz:
+            adj[c.class_adj.row_ids(), c.class_adj.indices] = True
+        for seed in np.argsort(-w, kind="stable")[:64]:
+            total = w[seed]
+            cand = adj[seed] & (w > 0)
+            while cand.any():
+                k = int(np.argmax(np.where(cand, w, -1)))
+                total += w[k]
+                cand &= adj[k]
+            best = max(best, int(total))
+    return int(size[al].sum()) + best, False
+
+
+# ---- the self-check of solver results ---------------------------------------------------
+def self_check(p: TileProblem, offsets: np.ndarray) -> bool:
+    """True when local ``offsets`` keep every rule of ``p`` (the packers' own guard against a
+    solver bug; ``tilemem.check`` is the independent checker)."""
+    off = np.asarray(offsets, np.int64)
+    if off.shape != (p.n,) or p.n == 0:
+        return off.shape == (p.n,)
+    t = p.target
+    c = p.conflicts
+    s = np.maximum(p.size, 1)
+    end = off + s
+    tm, ils = t.tile_memory, t.interleaved_memory_start
+    mem = off < tm
+    if np.any(off < 0) or np.any(off % p.align):
+        return False
+    if np.any(mem & ((off < p.lo) | (end > p.hi))):
+        return False
+    if p.rules.no_region_span and np.any(mem & (off < ils) & (end > ils)):
+        return False
+    nc = len(c.classes)
+    adj = np.zeros((max(nc, 1), max(nc, 1)), np.bool_)
+    if c.class_adj.nnz:
+        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
+    np.fill_diagonal(adj, True)
+    if not _no_conflicting_overlap(off, end, c.local_class.astype(np.int64),
+                                   c.always_live.astype(np.bool_), adj):
+        return False
+    e_first = t.element_of(off)
+    e_last = t.element_of(end - 1)
+    for pairs, lo_of, hi_of in ((p.element_pairs, e_first, e_last),
+                                (p.region_pairs, (off >= ils).astype(np.int64),
+                                 (end > ils).astype(np.int64))):
+        pr = np.asarray(pairs, np.int64).reshape(-1, 2)
+        if len(pr) == 0:
+            continue
+        i, j = pr[:, 0], pr[:, 1]
+        both = mem[i] & mem[j]
+        meet = (lo_of[i] <= hi_of[j]) & (lo_of[j] <= hi_of[i])
+        if np.any(both & meet):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _no_conflicting_overlap(off, end, lclass, always, adj):
+    order = np.argsort(off, kind="mergesort")
+    n = len(off)
+    for a in range(n):
+        i = order[a]
+        for b in range(a + 1, n):
+            j = order[b]
+            if off[j] >= end[i]:
+                break
+            if always[i] or always[j] or adj[lclass[i], lclass[j]]:
+                return False
+    return True
+
+
+# ---- orchestration ------------------------------------------------------------------------
+def _replay_order(report: Report, tile: int, rows: np.ndarray) -> np.ndarray:
+    """The report's allocation order of ``tile`` as local indices."""
+    order = report.allocation_order
+    if tile >= order.num_rows:
+        return np.zeros(0, np.int64)
+    listed = order.row(tile)
+    pos = np.searchsorted(rows, listed)  # rows of a tile are increasing
+    pos_c = np.minimum(pos, max(len(rows) - 1, 0))
+    ok = (pos < len(rows)) & (rows[pos_c] == listed) if len(rows) else pos < 0
+    return pos_c[ok].astype(np.int64)
+
+
+def _group_identical(report: Report, tiles: np.ndarray, rules: Rules) -> dict[int, list[int]]:
+    """Representative tile -> the tiles with the same problem and the same replay order."""
+    groups: dict[bytes, list[int]] = {}
+    for t in tiles.tolist():
+        p = TileProblem.from_report(report, t, rules)
+        key = p.key() + _replay_order(report, t, p.rows).tobytes()
+        groups.setdefault(key, []).append(t)
+    return {members[0]: members for members in groups.values()}
+
+
+def _work(task):
+    """Worker: solve one tile of the shared report."""
+    tile, method, hint, bound, time_limit, seed, cp_workers, deterministic = task
+    report, rules = _STATE
+    p = TileProblem.from_report(report, tile, rules)
+    return tile, solve_tile(p, method, hint=hint,
+                            replay_order=_replay_order(report, tile, p.rows),
+                            time_limit=time_limit, seed=seed, cp_workers=cp_workers,
+                            deterministic=deterministic, bound=bound)
+
+
+class _Runner:
+    """Runs tile tasks in-process (one worker) or in a forked process pool, with progress."""
+
+    def __init__(self, workers: int, num_tasks: int, progress: bool):
+        self.workers = workers
+        self.pool = None
+        self.progress = None
+        self.show = progress
+
+    def __enter__(self):
+        if self.show:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TimeRemainingColumn(), console=Console(stderr=True),
+                                     transient=True)
+        return self
+
+    def __call__(self, tasks, label) -> dict:
+        out = {}
+        if self.workers > 1 and len(tasks) > 1 and self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(self.workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+        if self.progress is not None and not self.progress.live.is_started:
+            # fork the workers before the progress thread starts
+            if self.pool is not None:
+                list(self.pool.map(_noop, range(self.workers)))
+            self.progress.start()
+        bar = (self.progress.add_task(label, total=len(tasks))
+               if self.progress is not None else None)
+        if self.pool is None or len(tasks) <= 1:
+            results = map(_work, tasks)
+        else:
+            from concurrent.futures import as_completed
+
+            futures = [self.pool.submit(_work, t) for t in tasks]
+            results = (f.result() for f in as_completed(futures))
+        for tile, res in results:
+            out[tile] = res
+            if bar is not None:
+                self.progress.advance(bar)
+        return out
+
+    def __exit__(self, *exc):
+        if self.progress is not None and self.progress.live.is_started:
+            self.progress.stop()
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _noop(_):
+    return None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _warm_up() -> None:
+    """Compile the numba kernels once in the parent, so forked workers inherit them."""
+    from ..target import Target
+
+    r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
+                            tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
+                            category=["variable"] * 2, eq_class=[0, 0], interference=[[]],
+                            element_constraints=[[1], []], region_constraints=[[1], []])
+    p = TileProblem.from_report(r, 0)
+    self_check(p, first_fit(p))
+
+
+def _verify(report: Report, alloc: Allocation, tiles, rules: Rules) -> None:
+    try:
+        from ..check import check_allocation
+    except ImportError:
+        return
+    res = check_allocation(report, alloc.offsets, rules=rules)
+    if not res.ok:
+        raise AssertionError(f"allocation failed the checker: {res.violations[:3]}")

@@ -1,0 +1,448 @@
+"""Exact-capable packing of one tile with OR-Tools CP-SAT.
+
+Model (one integer per variable: its address divided by its alignment, so alignment is exact):
+
+- each variable is a fixed-size interval at ``align * k``; its domain is the union of its
+  legal windows: the memory window ``[lo, hi - size]`` (split at the region boundary under
+  ``rules.no_region_span``, which then needs no Boolean at all) and, when overflow is allowed,
+  the overflow zone ``[tileMemory, ...)``;
+- no-overlap: ``AddNoOverlap2D`` over (address, lifetime) when the report's class lifetimes
+  say exactly who conflicts; otherwise ``AddNoOverlap`` over a clique cover of the conflict
+  graph (every conflicting pair shares a clique; measured ~4x faster than one Boolean per
+  pair, which this model never uses);
+- element / region constraints: "touches zone Z" is a Boolean equivalent to the address lying
+  in one interval (``[Z.start - size + 1, Z.end - 1]``); constrained pairs may not both touch
+  any zone;
+- objective, lexicographic, in phases: overflowed bytes (only when the hint overflows), then
+  the highest end address; the tile's lower bound (maximum live bytes) is given to the solver.
+
+Each phase starts from a complete hint (the heuristic's allocation). When the time limit hits,
+the best valid allocation found is returned with ``proven=False``. ``deterministic=True`` uses
+``interleave_search`` and ``max_deterministic_time`` with ``random_seed``, so a run repeats
+exactly whatever the machine's load.
+
+>>> from tilemem.model import Report
+>>> from tilemem.pack.problem import TileProblem
+>>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 4, 8],
+...     alignment=[8, 4, 8], offset=[0, 0, 0], category=["variable"] * 3,
+...     eq_class=[0, 0, 0], interference=[[]])
+>>> res = solve_cpsat(TileProblem.from_report(r, 0), time_limit=5)
+>>> res.status, int((res.offsets + [8, 4, 8]).max())   # 8 + 8 + 4: no alignment hole
+('optimal', 20)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .problem import TileProblem
+from .result import objective
+
+
+@dataclass(frozen=True)
+class CpsatResult:
+    """``offsets`` (local, or ``None`` when nothing valid is known), ``status`` in
+    {"optimal", "feasible", "infeasible", "unknown"}, seconds spent and solver notes."""
+
+    offsets: np.ndarray | None
+    status: str
+    seconds: float
+    note: str = ""
+
+    @property
+    def proven(self) -> bool:
+        return self.status == "optimal"
+
+
+def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
+    """A clique cover of the tile's conflict graph, as arrays of local variable indices.
+
+    Built on classes: a greedy edge clique cover of the class interference graph, each class
+    clique expanded to its members; always-live variables join every clique (they conflict with
+    everyone); a class in no clique gets its own. Every conflicting pair is in some clique.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=range(5), tile=[0] * 5, size=[4] * 5,
+    ...     alignment=[4] * 5, offset=[0] * 5, category=["variable"] * 5,
+    ...     eq_class=[0, 1, 2, 2, 3], interference=[[1, 2], [2], [], []],
+    ...     always_live=[0, 0, 0, 0, 1])
+    >>> sorted(c.tolist() for c in conflict_cliques(TileProblem.from_report(r, 0)))
+    [[0, 1, 2, 3, 4]]
+    """
+    c = p.conflicts
+    nc = len(c.classes)
+    al = c.always_live.astype(bool)
+    live = np.flatnonzero(al)
+    members = [[] for _ in range(nc)]
+    for i in np.flatnonzero(~al):
+        members[c.local_class[i]].append(i)
+    adj = np.zeros((nc, nc), bool)
+    if c.class_adj.nnz:
+        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
+    # only classes with non-always-live members matter
+    present = np.array([len(m) > 0 for m in members], bool)
+    adj &= present[:, None] & present[None, :]
+    uncovered = adj.copy()
+    in_clique = np.zeros(nc, bool)
+    cliques: list[list[int]] = []
+    degree = adj.sum(1)
+    degree_order = np.argsort(-degree, kind="stable")
+    for u in degree_order:
+        while uncovered[u].any():
+            v = int(np.flatnonzero(uncovered[u])[0])
+            clique = [int(u), v]
+            cand = adj[u] & adj[v]
+            gain = uncovered[u].astype(np.int64) + uncovered[v]
+            while cand.any():
+                score = np.where(cand, gain * nc + degree, -1)
+                w = int(np.argmax(score))
+                clique.append(w)
+                cand &= adj[w]
+                gain += uncovered[w]
+            idx = np.array(clique)
+            uncovered[np.ix_(idx, idx)] = False
+            in_clique[idx] = True
+            cliques.append(clique)
+    for k in np.flatnonzero(present & ~in_clique):
+        cliques.append([int(k)])
+    out = []
+    for cl in cliques:
+        vars_ = np.concatenate([np.asarray(members[k], np.int64) for k in cl] + [live])
+        if len(vars_) > 1:
+            out.append(np.sort(vars_))
+    if not cliques and len(live) > 1:
+        out.append(live.astype(np.int64))
+    return out
+
+
+def lifetimes_decide_conflicts(p: TileProblem) -> bool:
+    """True when two variables conflict exactly when their class lifetimes overlap (or one
+    is always-live), so ``AddNoOverlap2D`` over (address, lifetime) is the whole rule."""
+    if p.lifetimes is None or p.n == 0:
+        return False
+    c = p.conflicts
+    al = c.always_live.astype(bool)
+    nc = len(c.classes)
+    start = np.full(nc, -1, np.int64)
+    end = np.full(nc, -1, np.int64)
+    start[c.local_class] = p.lifetimes[:, 0]
+    end[c.local_class] = p.lifetimes[:, 1]
+    used = np.zeros(nc, bool)
+    used[c.local_class[~al]] = True
+    if np.any(end[used] <= start[used]):  # an empty lifetime would let a class share
+        return False
+    overlap = (start[:, None] < end[None, :]) & (start[None, :] < end[:, None])
+    np.fill_diagonal(overlap, False)
+    adj = np.zeros((nc, nc), bool)
+    if c.class_adj.nnz:
+        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
+    mask = used[:, None] & used[None, :]
+    return bool(np.array_equal(overlap & mask, adj & mask))
+
+
+def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: float = 10.0,
+                bound: int | None = None, allow_overflow: bool = True, workers: int = 1,
+                seed: int = 0, deterministic: bool = False, log: bool = False,
+                polish: bool = False) -> CpsatResult:
+    """Pack ``p`` (see the module docstring). ``hint``: a valid allocation to start from.
+
+    ``polish``: with time left after the highest end address, lower the regions'
+    high-water marks too (the objective's last criterion; not part of the proof).
+    """
+    from ortools.sat.python import cp_model
+
+    t0 = time.perf_counter()
+    n = p.n
+    if n == 0:
+        return CpsatResult(np.zeros(0, np.int64), "optimal", 0.0)
+    if hint is not None and not allow_overflow and np.any(hint >= p.capacity):
+        hint = None
+    m = _Model(p, allow_overflow)
+    if m.empty_domain:
+        return CpsatResult(None, "infeasible", time.perf_counter() - t0,
+                           "a variable has no legal address in memory")
+    notes = [m.no_overlap_kind]
+
+    def solver_for(seconds):
+        s = cp_model.CpSolver()
+        prm = s.parameters
+        prm.num_workers = max(1, int(workers))
+        prm.random_seed = int(seed)
+        prm.log_search_progress = bool(log)
+        if deterministic:
+            prm.interleave_search = True
+            prm.max_deterministic_time = max(seconds, 0.01)
+        else:
+            prm.max_time_in_seconds = max(seconds, 0.01)
+        return s
+
+    best = hint
+    proven = True
+    status_names = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
+                    cp_model.INFEASIBLE: "infeasible", cp_model.UNKNOWN: "unknown",
+                    cp_model.MODEL_INVALID: "invalid"}
+
+    def run(seconds):
+        nonlocal best
+        m.model.clear_hints()
+        if best is not None:
+            m.hint(best)
+        s = solver_for(seconds)
+        st = s.solve(m.model)
+        name = status_names.get(st, "unknown")
+        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            best = m.offsets(s)
+        return name, s
+
+    over_fixed = 0
+    if allow_overflow and m.overflow_expr is not None and (hint is None or
+                                                           np.any(hint >= p.capacity)):
+        # phase A: fewest overflowed bytes
+        m.model.minimize(m.overflow_expr)
+        name, s = run(time_limit * 0.5)
+        if name in ("infeasible", "invalid"):
+            return CpsatResult(best, name, time.perf_counter() - t0, ",".join(notes))
+        if best is None:
+            return CpsatResult(None, "unknown", time.perf_counter() - t0, ",".join(notes))
+        over_fixed = objective(p, best)[0]
+        if name == "optimal":
+            m.model.add(m.overflow_expr == over_fixed)
+        else:
+            proven = False
+            m.model.add(m.overflow_expr <= over_fixed)
+        notes.append(f"overflow phase {name}")
+    elif m.overflow_expr is not None:
+        m.model.add(m.overflow_expr == 0)
+    # phase B: lowest highest end address
+    end = m.end_var()
+    if bound is not None and over_fixed == 0:
+        m.model.add(end >= int(bound))
+    m.model.minimize(end)
+    left = time_limit - (time.perf_counter() - t0)
+    name, s = run(max(left, 0.05))
+    notes.append(f"end phase {name}")
+    left = time_limit - (time.perf_counter() - t0)
+    if polish and best is not None and name in ("optimal", "feasible") and left > 0.05:
+        # phase C: region high-water marks, the end address kept
+        top = int((np.asarray(best) + p.size).max())
+        m.model.add(end <= top)
+        m.model.minimize(m.region_marks_expr())
+        before = best
+        name_c, _ = run(left)
+        if name_c not in ("optimal", "feasible"):
+            best = before
+        notes.append(f"region phase {name_c}")
+    seconds = time.perf_counter() - t0
+    if name == "infeasible" and over_fixed == 0 and not allow_overflow:
+        return CpsatResult(None, "infeasible", seconds, ",".join(notes))
+    if best is None:
+        return CpsatResult(None, "unknown", seconds, ",".join(notes))
+    status = "optimal" if proven and name == "optimal" else "feasible"
+    return CpsatResult(np.asarray(best, np.int64), status, seconds, ",".join(notes))
+
+
+def lattice_alignment(p: TileProblem) -> np.ndarray:
+    """Alignments made coarser where that loses no allocation: the lattice step ``G``.
+
+    Without element or region constraints, every allocation can be pushed down, variable by
+    variable in address order, until each address is an aligned-up window start, region
+    start, ``tileMemory`` or end of another variable (nothing gets worse). When all sizes and
+    those boundaries are multiples of ``G`` and each alignment divides ``G`` or is a multiple
+    of it, those addresses are multiples of ``G``: so aligning to ``lcm(align, G)`` keeps an
+    optimal allocation. On MiniMalloc's instances (sizes multiples of 1024) the search space
+    shrinks 256-fold.
+    """
+    import math
+
+    a = p.align.astype(np.int64)
+    if p.n == 0 or len(p.element_pairs) or len(p.region_pairs):
+        return a
+    t = p.target
+    values = np.concatenate([np.maximum(p.size, 1), p.lo, p.hi,
+                             [t.tile_memory, t.interleaved_memory_start]]).astype(np.int64)
+    g = int(np.gcd.reduce(values[values > 0])) if np.any(values > 0) else 1
+    for x in np.unique(a).tolist():
+        if g % x and x % g:
+            g = math.gcd(g, x)
+    return np.lcm(a, g) if g > 1 else a
+
+
+class _Model:
+    """The CP-SAT model of one tile and how to hint it and read its solution."""
+
+    def __init__(self, p: TileProblem, allow_overflow: bool):
+        from ortools.sat.python import cp_model
+
+        self.p = p
+        model = self.model = cp_model.CpModel()
+        n = p.n
+        tm = p.capacity
+        ils = p.target.interleaved_memory_start
+        s = np.maximum(p.size, 1).astype(np.int64)
+        a = lattice_alignment(p)
+        self.s, self.a = s, a
+        overflow_top = tm + int(np.sum(s + a))  # first fit in the zone never goes higher
+        self.empty_domain = False
+        self.k, self.in_mem, self.k_range = [], [], []
+        for i in range(n):
+            lo, hi, si, ai = int(p.lo[i]), int(p.hi[i]), int(s[i]), int(a[i])
+            parts = []
+            if lo + si <= hi:
+                if p.rules.no_region_span and lo < ils < hi:
+                    parts += [(lo, min(hi, ils) - si), (max(lo, ils), hi - si)]
+                else:
+                    parts.append((lo, hi - si))
+            mem_parts = [(-(-x // ai), y // ai) for x, y in parts if x <= y]
+            mem_parts = [(x, y) for x, y in mem_parts if x <= y]
+            zone = [(-(-tm // ai), (overflow_top - si) // ai)] if allow_overflow else []
+            if not mem_parts and not zone:
+                self.empty_domain = True
+                return
+            dom = cp_model.Domain.from_intervals([list(x) for x in mem_parts + zone])
+            k = model.new_int_var_from_domain(dom, f"k{i}")
+            self.k.append(k)
+            self.k_range.append(((mem_parts + zone)[0][0], (mem_parts + zone)[-1][1]))
+            if mem_parts and zone:
+                b = model.new_bool_var(f"mem{i}")
+                model.add(k <= (tm - 1) // ai).only_enforce_if(b)
+                model.add(k * ai >= tm).only_enforce_if(~b)
+                self.in_mem.append(b)
+            else:
+                self.in_mem.append(bool(mem_parts))
+        self.intervals = [model.new_fixed_size_interval_var(self.k[i] * int(a[i]), int(s[i]),
+                                                            f"x{i}") for i in range(n)]
+        self._no_overlap()
+        self.touch: dict[tuple[int, int], object] = {}
+        zones_e = list(zip(p.target.memory_element_offsets.tolist(),
+                           p.target.element_ends.tolist()))
+        zones_r = [(0, ils), (ils, tm)]
+        for pairs, zones, tag in ((p.element_pairs, zones_e, "e"),
+                                  (p.region_pairs, zones_r, "r")):
+            for i, j in np.asarray(pairs, np.int64).reshape(-1, 2).tolist():
+                for z, (zs, ze) in enumerate(zones):
+                    if zs >= ze:
+                        continue
+                    ti = self._touch(i, z, zs, ze, tag)
+                    tj = self._touch(j, z, zs, ze, tag)
+                    if ti is not None and tj is not None:
+                        model.add_bool_or([~ti, ~tj])
+        self.overflow_expr = None
+        if allow_overflow:
+            terms = [int(p.size[i]) * (1 - b) for i, b in enumerate(self.in_mem)
+                     if not isinstance(b, bool)]
+            fixed = sum(int(p.size[i]) for i, b in enumerate(self.in_mem)
+                        if isinstance(b, bool) and not b)
+            self.overflow_expr = sum(terms) + fixed
+        self._end = None
+
+    def _no_overlap(self):
+        p, model = self.p, self.model
+        if lifetimes_decide_conflicts(p):
+            al = p.conflicts.always_live.astype(bool)
+            t0 = int(p.lifetimes[:, 0].min())
+            t1 = int(max(p.lifetimes[:, 1].max(), t0 + 1))
+            ys = []
+            for i in range(p.n):
+                ys0, ys1 = (t0, t1) if al[i] else (int(p.lifetimes[i, 0]),
+                                                   int(p.lifetimes[i, 1]))
+                ys1 = max(ys1, ys0 + 1)  # a lone class with an empty lifetime: any row
+                ys.append(model.new_fixed_size_interval_var(ys0, ys1 - ys0, f"t{i}"))
+            model.add_no_overlap_2d(self.intervals, ys)
+            self.no_overlap_kind = "no-overlap-2d"
+            return
+        cliques = conflict_cliques(p)
+        for cl in cliques:
+            model.add_no_overlap([self.intervals[i] for i in cl.tolist()])
+        self.no_overlap_kind = f"{len(cliques)} no-overlap cliques"
+
+    def _touch(self, i, z, zs, ze, tag):
+        """Boolean: variable ``i`` touches zone ``[zs, ze)`` (None: it never can)."""
+        key = (i, (tag, z))
+        if key in self.touch:
+            return self.touch[key]
+        from ortools.sat.python import cp_model
+
+        si, ai = int(self.s[i]), int(self.a[i])
+        lo_k, hi_k = -(-(zs - si + 1) // ai), (ze - 1) // ai  # k with address in the zone
+        kmin, kmax = self.k_range[i]
+        if hi_k < lo_k or hi_k < kmin or lo_k > kmax:
+            self.touch[key] = None
+            return None
+        t = self.model.new_bool_var(f"touch{tag}{i}_{z}")
+        inside = cp_model.Domain(lo_k, hi_k)
+        self.model.add_linear_expression_in_domain(self.k[i], inside).only_enforce_if(t)
+        self.model.add_linear_expression_in_domain(
+            self.k[i], inside.complement()).only_enforce_if(~t)
+        self.touch[key] = t
+        self._touch_zone = getattr(self, "_touch_zone", {})
+        self._touch_zone[key] = (lo_k, hi_k)
+        return t
+
+    def end_var(self):
+        if self._end is None:
+            # real sizes here: a zero-size variable ends where it starts
+            size = self.p.size
+            ends = [self.k[i] * int(self.a[i]) + int(size[i]) for i in range(self.p.n)]
+            top = max(self.k_range[i][1] * int(self.a[i]) + int(size[i])
+                      for i in range(self.p.n))
+            self._end = self.model.new_int_var(0, top, "end")
+            self.model.add_max_equality(self._end, ends)
+        return self._end
+
+    def region_marks_expr(self):
+        """``hwm0 * (tileMemory + 1) + hwm1``: both regions' high-water marks, region 0
+        first (a variable belongs to the region its offset is in)."""
+        model, p = self.model, self.p
+        tm, ils = p.capacity, p.target.interleaved_memory_start
+        h0 = model.new_int_var(0, tm, "hwm0")
+        h1 = model.new_int_var(0, tm, "hwm1")
+        self.region_bools = []
+        for i in range(p.n):
+            ai, si = int(self.a[i]), int(p.size[i])
+            x = self.k[i] * ai
+            r0 = model.new_bool_var(f"r0_{i}")
+            model.add(x <= ils - 1).only_enforce_if(r0)
+            model.add(x >= ils).only_enforce_if(~r0)
+            model.add(h0 >= x + si).only_enforce_if(r0)
+            b = self.in_mem[i]
+            if isinstance(b, bool):
+                if b:
+                    model.add(h1 >= x + si).only_enforce_if(~r0)
+            else:
+                model.add(h1 >= x + si).only_enforce_if([~r0, b])
+            self.region_bools.append(r0)
+        self.marks = (h0, h1)
+        return h0 * (tm + 1) + h1
+
+    def hint(self, offsets):
+        """A complete hint: every variable of the model from one allocation."""
+        off = np.asarray(offsets, np.int64)
+        tm = self.p.capacity
+        for i, k in enumerate(self.k):
+            self.model.add_hint(k, int(off[i] // self.a[i]))
+            b = self.in_mem[i]
+            if not isinstance(b, bool):
+                self.model.add_hint(b, bool(off[i] < tm))
+        for key, t in self.touch.items():
+            if t is None:
+                continue
+            i = key[0]
+            lo_k, hi_k = self._touch_zone[key]
+            self.model.add_hint(t, bool(lo_k <= off[i] // self.a[i] <= hi_k))
+        if self._end is not None:
+            self.model.add_hint(self._end, int((off + self.p.size).max()))
+        if getattr(self, "marks", None) is not None:
+            ils = self.p.target.interleaved_memory_start
+            end = off + self.p.size
+            r0 = off < ils
+            mem1 = ~r0 & (off < tm)
+            for i, b in enumerate(self.region_bools):
+                self.model.add_hint(b, bool(r0[i]))
+            self.model.add_hint(self.marks[0], int(end[r0].max()) if r0.any() else 0)
+            self.model.add_hint(self.marks[1], int(end[mem1].max()) if mem1.any() else 0)
+
+    def offsets(self, solver) -> np.ndarray:
+        return np.array([solver.value(k) * int(self.a[i]) for i, k in enumerate(self.k)],
+                        np.int64)

@@ -1,0 +1,108 @@
+"""Fast packing heuristic: first fit / best fit over a few well-known orders, keep the best.
+
+The orders are those of the greedy allocators of the ML compilers: decreasing size (XLA's
+GlobalDecreasingSizeBestFit, TFLite's greedy-by-size), decreasing lifetime length (TFLite's
+greedy-by-breadth) when lifetimes are known, decreasing "conflict bytes" (the bytes a variable
+can never share with: its own class, the classes it interferes with, the always-live ones), and
+the most constrained variables first. Each order is placed by the compiled first-fit kernel in
+both first-fit and best-fit mode, so every rule holds by construction; the best result by the
+lexicographic objective (``tilemem.pack.result.objective``) wins. Runs stop early when a result
+meets the lower bound with nothing overflowed: no order can beat it.
+
+>>> from tilemem.model import Report
+>>> from tilemem.pack.problem import TileProblem
+>>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[4, 8, 4],
+...     alignment=[4, 8, 4], offset=[0, 0, 0], category=["variable"] * 3,
+...     eq_class=[0, 0, 0], interference=[[]])
+>>> p = TileProblem.from_report(r, 0)
+>>> off = heuristic(p)
+>>> sorted(off.tolist()), objective(p, off)[1]   # no alignment hole: 16 bytes in 16
+([0, 8, 12], 16)
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .firstfit import complete_order, kernel_args, place
+from .problem import TileProblem
+from .result import objective
+
+
+def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray]]:
+    """The candidate orders (local indices), most promising first."""
+    n = p.n
+    size = p.size.astype(np.int64)
+    align = p.align.astype(np.int64)
+    idx = np.arange(n)
+    orders = [("size", np.lexsort((idx, -align, -size)))]
+    cb = conflict_bytes(p)
+    orders.append(("conflict-bytes", np.lexsort((idx, -size, -cb))))
+    narrow = (p.hi - p.lo) < p.capacity  # interleaved, code or lowest256KB windows
+    constrained = np.zeros(n, bool)
+    for pairs in (p.element_pairs, p.region_pairs):
+        constrained[np.asarray(pairs, np.int64).ravel()] = True
+    rank = -(constrained.astype(np.int64) * 2 + narrow + p.conflicts.always_live)
+    orders.append(("constrained", np.lexsort((idx, -size, rank))))
+    if p.lifetimes is not None:
+        length = (p.lifetimes[:, 1] - p.lifetimes[:, 0]).astype(np.int64)
+        length = np.where(p.conflicts.always_live, np.iinfo(np.int64).max // 4, length)
+        orders.append(("lifetime", np.lexsort((idx, -size, -length))))
+        orders.append(("start", np.lexsort((idx, -size, p.lifetimes[:, 0]))))
+    return orders
+
+
+def conflict_bytes(p: TileProblem) -> np.ndarray:
+    """Per variable: bytes of the variables it conflicts with, itself included."""
+    c = p.conflicts
+    nc = len(c.classes)
+    al = c.always_live.astype(bool)
+    size = p.size.astype(np.int64)
+    live_bytes = int(size[al].sum())
+    cls_bytes = np.bincount(c.local_class[~al], weights=size[~al], minlength=nc)
+    adj = c.class_adj
+    nbr_bytes = np.zeros(nc)
+    if adj.nnz:
+        np.add.at(nbr_bytes, adj.row_ids(), cls_bytes[adj.indices])
+    out = live_bytes + cls_bytes[c.local_class] + nbr_bytes[c.local_class]
+    return np.where(al, int(size.sum()), out).astype(np.int64)
+
+
+def heuristic(p: TileProblem, *, bound: int | None = None,
+              extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
+              random_orders: int = 0) -> np.ndarray:
+    """Best local offsets found over the candidate orders (see the module docstring).
+
+    ``extra_orders`` are tried too (e.g. the report's own allocation order, so the result is
+    never worse than replaying it); ``random_orders`` adds size-decreasing orders with random
+    tie noise, from ``seed``.
+    """
+    return heuristic_runs(p, bound=bound, extra_orders=extra_orders, seed=seed,
+                          random_orders=random_orders)[0]
+
+
+def heuristic_runs(p: TileProblem, *, bound: int | None = None,
+                   extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
+                   random_orders: int = 0) -> tuple[np.ndarray, str]:
+    """``(offsets, name of the winning run)``."""
+    if p.n == 0:
+        return np.zeros(0, np.int64), "empty"
+    args = kernel_args(p)
+    candidates = [(name, o, bf) for name, o in heuristic_orders(p) for bf in (True, False)]
+    candidates += [(f"extra{i}", complete_order(p.n, o), bf)
+                   for i, o in enumerate(extra_orders) for bf in (False, True)]
+    rng = np.random.default_rng(seed)
+    for i in range(random_orders):
+        noisy = p.size * rng.uniform(0.8, 1.25, p.n)
+        candidates.append((f"random{i}", np.argsort(-noisy, kind="stable"), True))
+    best, best_key, best_name = None, None, ""
+    for name, order, bf in candidates:
+        off = place(args, order, bf)
+        key = objective(p, off)
+        if best_key is None or key < best_key:
+            best, best_key = off, key
+            best_name = f"{name}/{'best' if bf else 'first'}-fit"
+        if bound is not None and key[0] == 0 and key[1] <= bound:
+            break
+    return best, best_name

@@ -1,0 +1,104 @@
+"""What packing returns: the per-tile objective, per-tile results and the whole allocation.
+
+Objective of a tile, compared lexicographically (smaller is better):
+``(overflowed bytes, totalIncludingGaps, high-water mark of region 0, of region 1)`` where
+totalIncludingGaps is the highest end address of any variable (past ``tileMemory`` when the
+tile overflows) and a region's high-water mark is the highest end of the variables placed in
+it (0 when none).
+
+>>> from tilemem.model import Report
+>>> from tilemem.pack.problem import TileProblem
+>>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[8, 100], alignment=[4, 4],
+...     offset=[0, 0], category=["variable"] * 2, eq_class=[0, 1], interference=[[], []])
+>>> p = TileProblem.from_report(r, 0)
+>>> objective(p, np.array([0, 131072]))
+(0, 131172, 8, 131172)
+>>> objective(p, np.array([0, 262144]))
+(100, 262244, 8, 0)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .problem import TileProblem
+
+#: Status of a tile's result: proven optimal (on overflow and totalIncludingGaps), a valid
+#: allocation not proven optimal, the heuristic's allocation, or the replayed order.
+STATUSES = ("optimal", "feasible", "heuristic", "replay")
+
+
+def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
+    """The lexicographic objective of local ``offsets`` (see the module docstring)."""
+    off = np.asarray(offsets, np.int64)
+    if p.n == 0:
+        return (0, 0, 0, 0)
+    end = off + p.size
+    tm, ils = p.capacity, p.target.interleaved_memory_start
+    over = off >= tm
+    in0 = ~over & (off < ils)
+    in1 = ~over & (off >= ils)
+    return (int(p.size[over].sum()), int(end.max()),
+            int(end[in0].max()) if in0.any() else 0, int(end[in1].max()) if in1.any() else 0)
+
+
+@dataclass(frozen=True)
+class TileResult:
+    """How one tile was packed.
+
+    ``bound``: a lower bound on totalIncludingGaps of any allocation with nothing overflowed:
+    the tile's maximum live bytes, or a variable's window start plus its size when that is
+    higher (an interleaved variable cannot end below interleavedMemoryStart + its size);
+    ``bound_exact`` says the maximum live bytes are proven (not just a clique found).
+    ``gap = (totalIncludingGaps - bound) / bound``.
+    ``placed_as_report``: for ``replay``, how many variables got the report's own offset.
+    """
+
+    tile: int
+    method: str
+    status: str
+    overflow_bytes: int
+    total_including_gaps: int
+    bound: int
+    bound_exact: bool
+    gap: float
+    seconds: float
+    num_vars: int = 0
+    placed_as_report: int | None = None
+    note: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.overflow_bytes == 0
+
+    def to_dict(self) -> dict:
+        return {"tile": self.tile, "method": self.method, "status": self.status,
+                "overflowBytes": self.overflow_bytes,
+                "totalIncludingGaps": self.total_including_gaps, "bound": self.bound,
+                "boundExact": self.bound_exact, "gap": self.gap,
+                "seconds": round(self.seconds, 4), "variables": self.num_vars,
+                **({"placedAsReport": self.placed_as_report}
+                   if self.placed_as_report is not None else {}),
+                **({"note": self.note} if self.note else {})}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A whole report's new allocation: the full offset column and one result per tile."""
+
+    offsets: np.ndarray
+    tiles: list[TileResult] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        t = self.tiles
+        return {"tiles": len(t), "tilesThatFit": sum(r.fits for r in t),
+                "overflowBytes": sum(r.overflow_bytes for r in t),
+                "optimal": sum(r.status == "optimal" for r in t),
+                "meanGap": float(np.mean([r.gap for r in t])) if t else 0.0,
+                "seconds": round(sum(r.seconds for r in t), 3)}
+
+
+def gap_of(total: int, bound: int) -> float:
+    """Relative distance of ``total`` above ``bound`` (0 when the bound is met)."""
+    return max(total - bound, 0) / bound if bound > 0 else 0.0
