@@ -39,11 +39,13 @@ import zlib
 import numpy as np
 
 from ..model import CATEGORIES, Csr, Report
+from ..summary import highest_end_per_tile
 from ..target import PRESETS, Target
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .program import Program, build_program
-from .tiledata import CODE_CATEGORIES, SUMMARY_STACK_PER_TILE, always_live_items, step_tiles
+from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
+                       SUMMARY_STACK_PER_TILE, Items, always_live_items, step_tiles)
 
 __all__ = ["generate_report", "DEFAULT_STEPS"]
 
@@ -54,7 +56,13 @@ DEFAULT_STEPS = {"mk1": 400, "mk2": 700}
 #: Calibration at pressure 1: the tile at this quantile of estimated demand is filled to
 #: ``FILL`` of its memory (the estimate ignores gaps, which first fit adds).
 CALIBRATION_QUANTILE = 0.95
-FILL = 0.90
+FILL = 0.91
+#: Then refined on first-fit results of a sample of tiles: at pressure 1 this share of tiles
+#: is out of memory (at least one tile of the sample).
+TARGET_OVER = 0.05
+SAMPLE_TILES = 48
+REFINE_STEPS = 8
+CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
@@ -83,7 +91,7 @@ class _Assembler:
     def __init__(self, program: Program, target: Target, rng: np.random.Generator):
         self.p = program
         self.t = target
-        self.rng = rng
+        self.item_seed = int(rng.integers(1 << 62))
         T = target.num_tiles
         ts = program.tensors
         self.bpt = np.array([x.bpt for x in ts])
@@ -103,12 +111,22 @@ class _Assembler:
              for x in ts], np.int64)
         self.seg_ptr, self.seg_start, self.seg_end = self.lt.arrays()
         self.num_steps = S
+        # always-live data: one class per category (as in 004's extract), live throughout
+        self.al_class = {c: self.lt.class_of([(0, S)], key=c) for c in ALWAYS_LIVE_CATEGORIES}
+        self.interference = self.lt.interference()
+        self.class_steps = self.lt.hulls()
+        self.tensor_cat = np.array([CAT_CODE[x.category] for x in ts], np.int16)
+        self.tensor_align = np.array([16 if x.interleaved else x.alignment for x in ts],
+                                     np.int64)
 
     # ---- sizes ----------------------------------------------------------------------------
     def parts(self, scale: float):
         """Tile parts of every tensor at ``scale``: ``(tensor, tile, bytes)``."""
-        per_tile = np.where(self.scaled, self.bpt * scale, self.bpt)
-        elems = np.maximum(1, np.round(per_tile * self.cov_tiles / self.dtype)).astype(np.int64)
+        # model tensors: bpt is the mean over the whole chip, so a tensor mapped to fewer
+        # tiles is denser there; unscaled ones (flags, scalars): bpt bytes on each tile used
+        total = np.where(self.scaled, self.bpt * scale * self.t.num_tiles,
+                         self.bpt * self.cov_tiles)
+        elems = np.maximum(1, np.round(total / self.dtype)).astype(np.int64)
         min_elems = np.maximum(-(-elems // self.cov_tiles.astype(np.int64)),
                                MIN_BYTES_PER_TILE // self.dtype)
         grain = np.array([GRAIN_BY_DTYPE[d] for d in self.dtype.tolist()], np.int64)
@@ -149,69 +167,108 @@ class _Assembler:
             scale /= q
         return scale
 
+    def refine(self, scale: float, items) -> float:
+        """Smallest scale near ``scale`` at which first fit overflows ``TARGET_OVER`` of a
+        sample of tiles (the estimate above ignores gaps, which vary from tile to tile)."""
+        T = self.t.num_tiles
+        owner, tile, size = self.parts(scale)
+        need = self.peak(tile, size, self.tensor_class[owner])
+        ranked = np.argsort(need, kind="stable")
+        sample = np.sort(ranked[np.unique(np.linspace(0, T - 1, min(T, SAMPLE_TILES))
+                                          .round().astype(np.int64))])
+        keep_items = np.isin(items.tile, sample)
+        sub_items = Items(items.tile[keep_items], items.size[keep_items],
+                          [c for c, k in zip(items.category, keep_items) if k],
+                          [lab for lab, k in zip(items.label, keep_items) if k])
+
+        def over_share(s: float) -> float:
+            owner, tile, size = self.parts(s)
+            keep = np.isin(tile, sample)
+            r = self.build(owner[keep], tile[keep], size[keep], sub_items, names=False)
+            ends = highest_end_per_tile(r.with_offsets(first_fit_offsets(r)))
+            return float((ends[sample] > self.t.tile_memory).mean())
+
+        want = max(TARGET_OVER, 1.0 / len(sample))
+        lo, hi = scale * 0.7, scale * 1.4
+        share_lo, share_hi = over_share(lo), over_share(hi)
+        if share_lo >= want or share_hi < want:
+            return lo if share_lo >= want else hi
+        for _ in range(REFINE_STEPS):
+            mid = (lo * hi) ** 0.5
+            share = over_share(mid)
+            if share >= want:
+                hi, share_hi = mid, share
+            else:
+                lo, share_lo = mid, share
+        # a cliff (many tiles alike) above the target: rather just below it, if some overflow
+        return lo if share_hi > 3 * want and share_lo > 0 else hi
+
     # ---- the report -----------------------------------------------------------------------
     def report(self, pressure: float, progress: bool) -> Report:
+        T = self.t.num_tiles
+        owner, tile, size = self.parts(1.0)
+        items = self._items(owner, tile)
+        scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
+        owner, tile, size = self.parts(scale)
+        scale = self.refine(scale, self._items(owner, tile))
+        owner, tile, size = self.parts(scale * pressure)
+        r = self.build(owner, tile, size, self._items(owner, tile), names=True)
+        return r.with_offsets(first_fit_offsets(r, progress))
+
+    def build(self, owner, tile, size, items, names: bool) -> Report:
+        """The report of these tensor parts and always-live items (offsets 0)."""
         p, t = self.p, self.t
         T = t.num_tiles
-        owner, tile, size = self.parts(1.0)
-        al0 = self._items(owner, tile, np.random.default_rng(0))
-        al_per_tile = np.bincount(al0.tile, al0.size, minlength=T)
-        scale = self.calibrate(al_per_tile) * pressure
-        owner, tile, size = self.parts(scale)
-        items = self._items(owner, tile, self.rng)
-
         n_p, n_a = len(owner), len(items.tile)
         n = n_p + n_a
-        cat_code = {c: i for i, c in enumerate(CATEGORIES)}
-        tensor_cat = np.array([cat_code[x.category] for x in p.tensors], np.int16)
-        category = np.concatenate([tensor_cat[owner],
-                                   np.fromiter(map(cat_code.__getitem__, items.category),
+        category = np.concatenate([self.tensor_cat[owner],
+                                   np.fromiter(map(CAT_CODE.__getitem__, items.category),
                                                np.int16, count=n_a)])
-        al_class = {c: self.lt.class_of([(0, self.num_steps)], key=c)
-                    for c in dict.fromkeys(items.category)}
         eq_class = np.concatenate([self.tensor_class[owner],
-                                   np.fromiter(map(al_class.__getitem__, items.category),
+                                   np.fromiter(map(self.al_class.__getitem__, items.category),
                                                np.int64, count=n_a)])
-        align_t = np.array([16 if x.interleaved else x.alignment for x in p.tensors], np.int64)
-        from .tiledata import ALIGNMENT
-        alignment = np.concatenate([align_t[owner],
+        alignment = np.concatenate([self.tensor_align[owner],
                                     np.fromiter((ALIGNMENT.get(c, 4) for c in items.category),
                                                 np.int64, count=n_a)])
-        code = np.isin(category, [cat_code[c] for c in CODE_CATEGORIES])
+        code = np.isin(category, [CAT_CODE[c] for c in CODE_CATEGORIES])
         tile_all = np.concatenate([tile, items.tile])
         size_all = np.concatenate([size, items.size])
         always_live = np.concatenate([np.zeros(n_p, bool), np.ones(n_a, bool)])
         interleaved = np.concatenate([self.interleaved[owner], np.zeros(n_a, bool)])
-        constant = category == cat_code["constant"]
 
-        tnames = [x.name + "#" for x in p.tensors]
-        names = [tnames[o] + str(k) for o, k in zip(owner.tolist(), tile.tolist())]
-        names += [lab + "#" + str(k) for lab, k in zip(items.label, items.tile.tolist())]
+        if names:
+            tnames = [x.name + "#" for x in p.tensors]
+            name_list = [tnames[o] + str(k) for o, k in zip(owner.tolist(), tile.tolist())]
+            name_list += [lab + "#" + str(k) for lab, k in zip(items.label, items.tile.tolist())]
+        else:
+            name_list = [""] * n
 
         part_ptr = np.zeros(len(p.tensors) + 1, np.int64)
         np.cumsum(np.bincount(owner, minlength=len(p.tensors)), out=part_ptr[1:])
         elem = _pair_rows(p.element_pairs, part_ptr, tile, n)
         region = _pair_rows(p.region_pairs, part_ptr, tile, n)
 
+        # Poplar-like allocation order: code, other always-live data, interleaved variables,
+        # then the rest; each group by decreasing size
         group = np.where(code, 0, np.where(always_live, 1, np.where(interleaved, 2, 3)))
         rows = np.arange(n)
         order = np.lexsort((rows, -size_all, group, tile_all))
         allocation_order = Csr.from_lengths(np.bincount(tile_all, minlength=T), order)
 
-        r = Report.from_columns(
+        return Report.from_columns(
             target=t, var_id=rows, tile=tile_all, size=size_all, alignment=alignment,
             offset=np.zeros(n, np.int64), category=category, eq_class=eq_class,
-            interference=self.lt.interference(), names=names, always_live=always_live,
-            executable=code, vertex_code=category == cat_code["vertexCode"],
-            is_constant=constant, in_interleaved_mem=interleaved, element_constraints=elem,
-            region_constraints=region, allocation_order=allocation_order,
-            class_steps=self.lt.hulls())
-        return r.with_offsets(first_fit_offsets(r, progress))
+            interference=self.interference, names=name_list, always_live=always_live,
+            executable=code, vertex_code=category == CAT_CODE["vertexCode"],
+            is_constant=category == CAT_CODE["constant"], in_interleaved_mem=interleaved,
+            element_constraints=elem, region_constraints=region,
+            allocation_order=allocation_order, class_steps=self.class_steps)
 
-    def _items(self, owner, tile, rng):
+    def _items(self, owner, tile):
+        """Always-live items; the same random draws for the same mapping."""
         tiles_of_step = step_tiles(self.p, owner, tile, self.t.num_tiles)
-        return always_live_items(self.p, tiles_of_step, self.t.num_tiles, rng,
-                                 SUMMARY_STACK_PER_TILE)
+        return always_live_items(self.p, tiles_of_step, self.t.num_tiles,
+                                 np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE)
 
 
 def _pair_rows(pairs, part_ptr: np.ndarray, tile: np.ndarray, n: int) -> Csr:

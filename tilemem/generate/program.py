@@ -53,6 +53,10 @@ CODELETS: tuple[tuple[str, int, int], ...] = (
     ("popops::AddToChannel<float>", 520, 16),
     ("poprand::SetSeedSupervisor", 350, 28),
 )
+#: Relative bytes per tile above which a tensor spreads over the whole chip.
+SPREAD_BPT = 0.5
+#: ``coverage=AUTO``: choose the share of tiles from the size (``_Builder.coverage``).
+AUTO = -1.0
 CODELET_INDEX = {name.split("<")[0].split("::")[-1] + ("<half" in name) * "Half": i
                  for i, (name, _, _) in enumerate(CODELETS)}
 
@@ -66,8 +70,8 @@ def codelet(short: str, half: bool = False) -> int:
 class Tensor:
     """A tensor of the program; the generator maps it onto tiles, one variable per tile.
 
-    ``bpt`` is its mean size per tile it covers, in relative bytes; ``coverage`` the share of
-    tiles it wants (``calcLinearTileMapping``'s minElementsPerTile follows from both);
+    ``bpt`` is its size per tile of the chip (total / number of tiles), in relative bytes
+    (for unscaled tensors: bytes on each tile used); ``coverage`` the share of tiles it wants (``calcLinearTileMapping``'s minElementsPerTile follows from both);
     ``scaled`` tensors grow with ``--pressure`` (model data), the others do not (flags,
     scalars). ``define`` is the step that writes it, ``uses`` the steps that read it.
     """
@@ -133,6 +137,8 @@ class _Builder:
 
     # tensors ----------------------------------------------------------------------------
     def tensor(self, name, bpt, define, *, category="variable", dtype=4, **kw) -> int:
+        if kw.get("coverage", 1.0) == AUTO:
+            kw["coverage"] = self.coverage(bpt)
         self.tensors.append(Tensor(name, category, float(bpt), dtype, define, **kw))
         return len(self.tensors) - 1
 
@@ -151,14 +157,14 @@ class _Builder:
     def jitter(self, x: float, spread: float = 0.25) -> float:
         return float(x * np.exp(self.rng.normal(0.0, spread)))
 
-    def coverage(self) -> float:
-        """Share of tiles a layer tensor is spread over: mostly all, some a subset."""
-        u = self.rng.random()
-        if u < 0.6:
-            return 1.0
-        if u < 0.9:
-            return float(self.rng.uniform(0.5, 0.95))
-        return float(self.rng.uniform(0.15, 0.45))
+    def coverage(self, bpt: float) -> float:
+        """Share of tiles a tensor is spread over. With a minimum of elements per tile, a
+        big tensor spreads over the whole chip and a smaller one over fewer tiles; the
+        planner puts some onto a subset."""
+        share = min(1.0, bpt / SPREAD_BPT * float(self.rng.uniform(0.7, 1.4)))
+        if self.rng.random() < 0.3:
+            share *= float(self.rng.uniform(0.5, 0.95))
+        return max(0.02, share)
 
     def build(self) -> Program:
         return Program(self.kind, self.name, self.cl, self.tensors, self.loops, self.branches,
@@ -182,7 +188,7 @@ def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
 def build_program(rng: np.random.Generator, target_steps: int) -> Program:
     """A training program of about ``target_steps`` program steps (at least ~40)."""
     b = _Builder(rng)
-    num_layers = max(3, int(round(target_steps / 11.5)))
+    num_layers = max(3, int(round(target_steps / 9.0)))
     kinds = _layer_kinds(rng, num_layers)
     width = [b.jitter(1.0, 0.35) for _ in kinds]     # relative layer widths
     half = [bool(rng.random() < 0.5) for _ in kinds]  # mixed precision per layer
@@ -197,7 +203,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
         if k in ("matmul", "recurrent"):
             w = b.jitter(1.0) * width[i]
             weights[i] = b.tensor(f"layer{i}/weights", w, init, dtype=2 if half[i] else 4,
-                                  coverage=b.coverage(), interleaved=bool(rng.random() < 0.7),
+                                  coverage=AUTO, interleaved=bool(rng.random() < 0.7),
                                   ascending=bool(rng.random() < 0.7))
             wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
             momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5), init,
@@ -231,13 +237,13 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
             b.use(cs, x, weights[i], rearr)
             partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
-                                coverage=b.coverage(), interleaved=bool(rng.random() < 0.3))
+                                coverage=AUTO, interleaved=bool(rng.random() < 0.3))
             b.element_pairs.append((rearr if rearr is not None else msg, partials))
-            if rearr is not None and rng.random() < 0.25:
-                b.region_pairs.append((weights[i], rearr))
+            if not b.region_pairs or rng.random() < 0.2:  # a few: weights vs its input
+                b.region_pairs.append((weights[i], rearr if rearr is not None else msg))
             red = b.compute(f"{p}/Conv_1/Reduce", "ReduceAdd", hf)
             b.use(red, partials)
-            y = b.tensor(f"{p}/Conv_1/out", act, red, dtype=dt)
+            y = b.tensor(f"{p}/Conv_1/out", act, red, dtype=dt, coverage=AUTO)
             b.element_pairs.append((partials, y))
             ex2 = b.exchange(f"{p}/AddBias/ExchangePre")
             b.use(ex2, biases[i])
@@ -256,7 +262,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             msg = b.message(f"{p}/cell/ExchangePre", ex, 0.3 * act)
             cs = b.compute(f"{p}/cell/Convolve", "ConvPartial1x1Out", hf)
             b.use(cs, weights[i], h, x)
-            partials = b.tensor(f"{p}/cell/partials", 0.5 * act, cs, coverage=b.coverage())
+            partials = b.tensor(f"{p}/cell/partials", 0.5 * act, cs, coverage=AUTO)
             b.element_pairs.append((msg, partials))
             red = b.compute(f"{p}/cell/Reduce", "ReduceAdd", hf)
             b.use(red, partials)
@@ -283,14 +289,14 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             stats = b.tensor(f"{p}/Norm/stats", 0.02 * act, cs2, coverage=0.05, alignment=8)
             cs3 = b.compute(f"{p}/Norm/Normalise", "ScaledAddSupervisor", hf)
             b.use(cs3, x, stats)
-            y = b.tensor(f"{p}/Norm/out", act, cs3, dtype=dt)
+            y = b.tensor(f"{p}/Norm/out", act, cs3, dtype=dt, coverage=AUTO)
             b.element_pairs.append((x, y))
             saved.append(("reduction", x, y, stats))
             x = y
         else:  # elementwise
             cs = b.compute(f"{p}/NonLinearity", "NonLinearitySupervisor", hf)
             b.use(cs, x)
-            y = b.tensor(f"{p}/activations", act, cs, dtype=dt,
+            y = b.tensor(f"{p}/activations", act, cs, dtype=dt, coverage=AUTO,
                          interleaved=bool(rng.random() < 0.2))
             b.element_pairs.append((x, y))
             saved.append(("elementwise", x, y))
@@ -322,11 +328,12 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
                 cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
                 b.use(cs, weights[i], dy)
                 partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
-                                    coverage=b.coverage())
+                                    coverage=AUTO)
                 b.element_pairs.append((msg, partials))
                 red = b.compute(f"{p}/Conv_1/Reduce", "ReduceAdd", hf)
                 b.use(red, partials)
-                dx = b.tensor(f"{p}/gradIn", act, red, dtype=2 if hf else 4)
+                dx = b.tensor(f"{p}/gradIn", act, red, dtype=2 if hf else 4,
+                              coverage=AUTO)
             wp = f"layer{i}/wu"
             ex = b.exchange(f"{wp}/Conv_1/ExchangePre")
             b.use(ex, x_in, dy)
@@ -340,7 +347,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             cs = b.compute(f"{wp}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
             b.use(cs, x_in, dy, tr)
             partials = b.tensor(f"{wp}/Conv_1/partials", 0.6 * b.tensors[weights[i]].bpt, cs,
-                                coverage=b.coverage(), interleaved=bool(rng.random() < 0.3))
+                                coverage=AUTO, interleaved=bool(rng.random() < 0.3))
             red = b.compute(f"{wp}/Conv_1/Reduce", "ReduceAdd")
             b.use(red, partials)
             wt = b.tensors[weights[i]]

@@ -31,10 +31,17 @@ SUMMARY_ALWAYS_LIVE = {
 #: Stack bytes per tile in that summary (3,852,288 / 1,216 tiles).
 SUMMARY_STACK_PER_TILE = 3168
 
+ALWAYS_LIVE_CATEGORIES = ("controlCode", "vertexCode", "internalExchangeCode",
+                          "hostExchangeCode", "stack", "vertexInstanceState", "vertexFieldData",
+                          "vectorListDescriptor", "copyDescriptor", "hostExchangePacketHeader",
+                          "constant", "controlId")
 CODE_CATEGORIES = ("controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode",
                    "globalExchangeCode", "sharedCodeStorage")
 ALIGNMENT = {"stack": 8, "vertexCode": 8, "controlCode": 8, "internalExchangeCode": 8,
              "hostExchangeCode": 8, "constant": 8, "controlId": 4}
+#: Items of a category are merged (consecutive steps on one tile) until they average at least
+#: this many bytes, so that 4-byte rounding does not distort the proportions.
+MIN_ITEM_BYTES = 24
 #: Extra control code on tile 0, as a multiple of a tile's share.
 TILE0_CONTROL = 4.0
 
@@ -146,14 +153,40 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     for c, t, w, lab in parts:
         if len(t) == 0:
             continue
+        lab = [lab] * len(t) if isinstance(lab, str) else list(lab)
+        t, w, lab = _coarsen(np.asarray(t, np.int64), w, lab, target[c] / MIN_ITEM_BYTES,
+                             num_tiles)
         raw = target[c] * w / weight_sum[c]
         sizes.append(np.maximum(4, np.round(raw / 4).astype(np.int64) * 4))
-        tiles.append(np.asarray(t, np.int64))
+        tiles.append(t)
         cats.extend([c] * len(t))
-        labels.extend([lab] * len(t) if isinstance(lab, str) else lab)
+        labels.extend(lab)
     # control ids (program and sync ids): 4 bytes per tile, not in the summary's list
     tiles.append(np.arange(num_tiles))
     sizes.append(np.full(num_tiles, 4))
     cats.extend(["controlId"] * num_tiles)
     labels.extend(["controlId"] * num_tiles)
     return Items(np.concatenate(tiles), np.concatenate(sizes).astype(np.int64), cats, labels)
+
+
+def _coarsen(tile: np.ndarray, weight: np.ndarray, labels: list, max_items: float,
+             num_tiles: int):
+    """Merge items (in their order, per tile) so there are at most about ``max_items``.
+
+    >>> t, w, lab = _coarsen(np.array([0, 0, 0, 1]), np.ones(4), list("abcd"), 2, 2)
+    >>> t.tolist(), w.tolist(), lab
+    ([0, 0, 1], [2.0, 1.0, 1.0], ['a', 'c', 'd'])
+    """
+    n = len(tile)
+    if n <= max_items:
+        return tile, np.asarray(weight, float), labels
+    chunk = int(np.ceil(n / max(max_items, 1)))
+    order = np.argsort(tile, kind="stable")
+    ts = tile[order]
+    start = np.searchsorted(ts, ts, side="left")
+    bucket = (np.arange(n) - start) // chunk
+    key = ts * (n + 1) + bucket
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    w = np.bincount(inv.reshape(-1), np.asarray(weight, float)[order], minlength=len(uniq))
+    lab = [labels[i] for i in order[first].tolist()]
+    return ts[first], w, lab
