@@ -27,7 +27,7 @@ does not interfere with the then-branch's temporaries).
 Deterministic for a seed.
 
 >>> r = generate_report("mk1", tiles=8, steps=60, seed=1)
->>> r.num_tiles, r.num_vars > 8 * 100, r.class_steps.shape == (r.num_classes, 2)
+>>> r.num_tiles, r.num_vars > 8 * 50, r.class_steps.shape == (r.num_classes, 2)
 (8, True, True)
 >>> r.name(0)
 'lossScaling/lossScale#0'
