@@ -29,7 +29,8 @@ an unplaced variable at its ``m``, in non-decreasing (offset, rank) order ("cano
 
 Restarts over static orders (MiniMalloc's WAT, TAW, TWA: width, area, section total) with a
 node limit that doubles each round; a finished round is a proof either way. Without lifetimes
-the sections are a greedy clique cover of the class graph in reverse Cuthill-McKee order.
+the sections are the maximal cliques of an interval model of the class graph when it has one,
+else a greedy clique cover of it in reverse Cuthill-McKee order.
 The search does not depend on magnitudes (it only adds sizes), so there is nothing to gain
 from dividing by a common factor.
 
@@ -151,7 +152,7 @@ class _Model:
     elem_starts: np.ndarray
     ils: int
     nrs: bool
-    sections_from: str  # "lifetimes" or "cliques"
+    sections_from: str  # "lifetimes", "interval" or "cliques"
 
     @property
     def num_sections(self) -> int:
@@ -238,39 +239,83 @@ def build_model(p: TileProblem) -> _Model:
 
 def _sections(p: TileProblem, size: np.ndarray):
     """Ordered cliques of the conflict graph, each an array of variables (every variable in at
-    least one; always-live variables in all), plus each variable's "width" for the static
-    orders and where the sections came from."""
+    least one; always-live variables in all), each variable's "width" for the static orders,
+    and where the sections came from:
+
+    - "lifetimes": maximal cross-sections of the class steps, when every two variables live
+      together conflict (then each cross-section is a clique);
+    - "interval": the same over an interval model of the class graph when it has one
+      (``tilemem.graphalg.interval_order``, verified): exactly its maximal cliques;
+    - "cliques": otherwise a greedy clique cover of the class graph.
+    """
     n = p.n
     tc = p.conflicts
-    live = np.flatnonzero(tc.always_live.astype(bool))
-    rest = np.flatnonzero(~tc.always_live.astype(bool))
+    al = tc.always_live.astype(bool)
+    live = np.flatnonzero(al)
+    rest = np.flatnonzero(~al)
     if n == 0:
         return [], np.zeros(0, np.int64), "none"
-    secs = None
-    if p.lifetimes is not None and len(rest):
-        secs = _time_sections(p, rest)
-    if secs is not None:
-        how = "lifetimes"
+    secs, how, width = None, "cliques", None
+    if len(rest) and p.lifetimes is not None:
         lt = np.asarray(p.lifetimes, np.int64)
-        width = np.maximum(lt[:, 1] - lt[:, 0], 1)
-    else:
-        how = "cliques"
-        secs = _clique_sections(p, rest)
-        width = np.zeros(n, np.int64)
-        for s in secs:
-            width[s] += 1
+        secs = _time_sections(p, rest, lt[rest], verify=True)
+        if secs is not None:
+            how = "lifetimes"
+            width = lt[:, 1] - lt[:, 0]
+    if secs is None and len(rest):
+        model = _class_interval_model(p, rest)
+        if model is not None:
+            lt = model[tc.local_class]
+            secs = _time_sections(p, rest, lt[rest], verify=False)
+            if secs is not None:  # model positions are not times: width counts sections
+                how = "interval"
+    if secs is None:
+        secs = _clique_sections(p, rest) if len(rest) else []
     if not secs:
         secs = [np.zeros(0, np.int64)]
     out = [np.sort(np.concatenate([s, live])).astype(np.int64) for s in secs]
-    if how == "cliques":
-        width = width + (len(out) if len(live) else 0) * np.isin(np.arange(n), live)
-    else:
-        width = np.maximum(width, 1)
+    if width is None or len(live):
+        count = np.zeros(n, np.int64)
+        for s in out:
+            count[s] += 1
+        width = count if width is None else np.where(al, count, width)
     return out, np.maximum(width, 1).astype(np.int64), how
 
 
+def _class_interval_model(p: TileProblem, rest: np.ndarray):
+    """Per local class ``[start, end)`` positions of an interval model of the graph of the
+    classes of ``rest``, or None (not an interval graph, or the model finder is missing)."""
+    try:
+        from ..graphalg import interval_order
+    except ImportError:  # optional: the liveness stage's graph algorithms
+        return None
+    tc = p.conflicts
+    nc = len(tc.classes)
+    used = np.zeros(nc, bool)
+    used[tc.local_class[rest]] = True
+    ids = np.flatnonzero(used)
+    new = np.full(nc, -1, np.int64)
+    new[ids] = np.arange(len(ids))
+    src = tc.class_adj.row_ids()
+    dst = tc.class_adj.indices
+    keep = used[src] & used[dst] & (src != dst)
+    a, b = new[src[keep]], new[dst[keep]]
+    key = np.unique(a * len(ids) + b)
+    a, b = key // len(ids), key % len(ids)
+    indptr = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.bincount(a, minlength=len(ids)), out=indptr[1:])
+    model = interval_order(indptr, b.astype(np.int64))
+    if model is None:
+        return None
+    out = np.zeros((nc, 2), np.int64)
+    out[:, 1] = 1
+    out[ids] = model
+    return out
+
+
 def _class_adjacency(tc):
-    """Dense boolean class adjacency (local classes), or None when too large."""
+    """Dense boolean class adjacency (local classes) with a true diagonal, or None when too
+    large."""
     nc = len(tc.classes)
     if nc > 4096:
         return None
@@ -281,49 +326,53 @@ def _class_adjacency(tc):
     return adj
 
 
-def _time_sections(p: TileProblem, rest: np.ndarray):
-    """Maximal cross-sections of the lifetimes of ``rest`` (the non-always-live variables), or
-    None when lifetimes do not describe cliques of the conflict graph (an empty lifetime, or
-    two variables live together that do not conflict)."""
-    lt = np.asarray(p.lifetimes, np.int64)[rest]
+def _time_sections(p: TileProblem, rest: np.ndarray, lt: np.ndarray, verify: bool):
+    """Maximal cross-sections of the lifetimes ``lt`` of the variables ``rest``, as arrays of
+    variables, or None when a lifetime is empty or (``verify``) a cross-section is not a
+    clique of the conflict graph."""
     start, end = lt[:, 0], lt[:, 1]
     if np.any(end <= start):
         return None
-    adj = _class_adjacency(p.conflicts)
-    if adj is None:
+    adj = _class_adjacency(p.conflicts) if verify else None
+    if verify and adj is None:
         return None
     starts_sorted = np.sort(start)
-    ends = np.unique(end)
     rec = []
-    last = -np.inf
-    # a cross-section is recorded at an end time when something started since the last one
-    for t in ends.tolist():
-        a = np.searchsorted(starts_sorted, last, side="left")
-        b = np.searchsorted(starts_sorted, t, side="left")
-        if b > a:
+    last = None
+    # record the live set at an end time when something started since the last record
+    # (half-open lifetimes: at equal times ends come before starts)
+    for t in np.unique(end).tolist():
+        a = 0 if last is None else np.searchsorted(starts_sorted, last, side="left")
+        if np.searchsorted(starts_sorted, t, side="left") > a:
             rec.append(t)
             last = t
     rec = np.asarray(rec, np.int64)
-    lo_ = np.searchsorted(rec, start, side="right")   # first record time > start
-    hi_ = np.searchsorted(rec, end, side="right")     # records with time <= end
+    first = np.searchsorted(rec, start, side="right")   # first record after the start
+    stop = np.searchsorted(rec, end, side="right")      # records up to the end (inclusive)
+    counts = stop - first
+    var = np.repeat(np.arange(len(rest)), counts)
+    sec = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) \
+        + np.repeat(first, counts)
+    order = np.argsort(sec, kind="stable")
+    var, sec = var[order], sec[order]
+    bounds = np.searchsorted(sec, np.arange(len(rec) + 1))
     cls = p.conflicts.local_class[rest]
     secs = []
-    members = [[] for _ in range(len(rec))]
-    for j in range(len(rest)):
-        for s in range(lo_[j], hi_[j]):
-            members[s].append(j)
     for s in range(len(rec)):
-        mem = np.asarray(members[s], np.int64)
-        c = np.unique(cls[mem])
-        if not adj[np.ix_(c, c)].all():
-            return None
+        mem = var[bounds[s]:bounds[s + 1]]
+        if verify:
+            c = np.unique(cls[mem])
+            if not adj[np.ix_(c, c)].all():
+                return None
         secs.append(rest[mem])
     return secs
 
 
 def _clique_sections(p: TileProblem, rest: np.ndarray):
-    """Greedy cliques of the class graph (of the classes of ``rest``), one grown from each
-    class, in reverse Cuthill-McKee order (which keeps spans short), duplicates dropped."""
+    """A greedy edge clique cover of the class graph (of the classes of ``rest``), in reverse
+    Cuthill-McKee order (which keeps spans short): from each class, cliques are grown until
+    its edges are covered, preferring uncovered edges, then classes close in the order. At
+    most ``4 x classes`` cliques: edges left over are still enforced pairwise."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
@@ -338,24 +387,33 @@ def _clique_sections(p: TileProblem, rest: np.ndarray):
     order = np.asarray(reverse_cuthill_mckee(g, symmetric_mode=True), np.int64)
     pos = np.empty(nc, np.int64)
     pos[order] = np.arange(nc)
-    nbr = [set(ca.row(c).tolist()) for c in range(nc)]
-    seen = set()
-    secs = []
+    nbr = [{x for x in ca.row(c).tolist() if present[x] and x != c} for c in range(nc)]
+    uncovered = [set(x) for x in nbr]
+    in_clique = np.zeros(nc, bool)
+    budget = 4 * int(present.sum())
+    cliques = []
     for c in order.tolist():
         if not present[c]:
             continue
-        clique = [c]
-        cand = sorted((x for x in nbr[c] if present[x]), key=lambda x: abs(pos[x] - pos[c]))
-        for x in cand:
-            if all(x in nbr[y] for y in clique):
-                clique.append(x)
-        key = frozenset(clique)
-        if key in seen:
-            continue
-        seen.add(key)
-        secs.append(np.asarray([i for y in sorted(clique, key=pos.__getitem__)
-                                for i in members[y]], np.int64))
-    return secs
+        while uncovered[c] and len(cliques) < budget:
+            v = min(uncovered[c], key=lambda x: abs(pos[x] - pos[c]))
+            clique = [c, v]
+            cand = nbr[c] & nbr[v]
+            while cand:
+                w = min(cand, key=lambda x: (-sum(x in uncovered[y] for y in clique),
+                                             abs(pos[x] - pos[c])))
+                clique.append(w)
+                cand &= nbr[w]
+            for a in clique:
+                uncovered[a].difference_update(clique)
+            in_clique[clique] = True
+            cliques.append(clique)
+        if not in_clique[c]:
+            in_clique[c] = True
+            cliques.append([c])
+    cliques.sort(key=lambda cl: (min(pos[x] for x in cl), max(pos[x] for x in cl)))
+    return [np.asarray([i for y in sorted(cl, key=pos.__getitem__) for i in members[y]],
+                       np.int64) for cl in cliques]
 
 
 # ---- one capacity: state, reset and resumable runs -----------------------------------------

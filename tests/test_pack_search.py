@@ -1,0 +1,399 @@
+"""Tests of the exact search (``tilemem.pack.search``).
+
+Every placement it returns is checked twice: by ``tilemem.check`` and by ``rule_violations``
+below, written here from the rules (FACTS.md / 004) pair by pair, sharing no code with the
+packers. "infeasible" is compared with a brute force over every aligned offset on tiny
+problems, and problems built around a known packing must always be solved.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tilemem.check import check_allocation
+from tilemem.model import Report
+from tilemem.pack.problem import TileProblem
+from tilemem.pack.search import build_model, solve_search
+from tilemem.rules import Rules
+from tilemem.target import Target
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "benchmarks" / "minimalloc"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+# ---- an independent checker and a brute force ----------------------------------------------
+
+def _touched(starts, tm, o, s):
+    """Indices of the memory elements (starts, ending at tm) touched by [o, o + max(s, 1))."""
+    end = o + max(s, 1)
+    bounds = list(starts) + [tm]
+    return {e for e in range(len(starts)) if bounds[e] < end and o < bounds[e + 1]}
+
+
+class Rulebook:
+    """The placement rules of one tile, read from the report's columns (strict reading: a
+    zero-size variable occupies its first byte)."""
+
+    def __init__(self, r: Report, rules: Rules, capacity: int):
+        t = r.target
+        self.r, self.cap = r, capacity
+        self.tm, self.ils = t.tile_memory, t.interleaved_memory_start
+        self.starts = t.memory_element_offsets.tolist()
+        self.nrs = rules.no_region_span
+        self.lim256 = rules.lowest_256kb_limit
+        n = r.num_vars
+        inter = [set(r.interference.row(c).tolist()) for c in range(r.num_classes)]
+        self.conflict = [[i != j and bool(r.always_live[i] or r.always_live[j]
+                                          or r.eq_class[i] == r.eq_class[j]
+                                          or r.eq_class[j] in inter[r.eq_class[i]])
+                          for j in range(n)] for i in range(n)]
+        self.elem_pair = [[False] * n for _ in range(n)]
+        self.reg_pair = [[False] * n for _ in range(n)]
+        for csr, table in ((r.element_constraints, self.elem_pair),
+                           (r.region_constraints, self.reg_pair)):
+            for i in range(n):
+                for j in csr.row(i).tolist():
+                    table[i][j] = table[j][i] = True
+
+    def unary(self, i: int, o: int) -> list[str]:
+        r = self.r
+        s = max(int(r.size[i]), 1)
+        bad = []
+        if o < 0 or o % max(int(r.alignment[i]), 4):
+            bad.append(f"{i}: offset {o} misaligned")
+        if o + s > self.cap:
+            bad.append(f"{i}: ends past capacity")
+        if r.in_interleaved_mem[i] and o < self.ils:
+            bad.append(f"{i}: interleaved below ils")
+        if (r.executable[i] or r.vertex_code[i]) and o + s > self.ils:
+            bad.append(f"{i}: code above ils")
+        if r.lowest_256kb[i] and o + s > self.lim256:
+            bad.append(f"{i}: lowest256KB")
+        if self.nrs and o < self.ils < o + s:
+            bad.append(f"{i}: spans the region boundary")
+        return bad
+
+    def regions(self, o, s):
+        return {0 if a < self.ils else 1 for a in (o, o + max(s, 1) - 1)}
+
+    def pair(self, i: int, j: int, oi: int, oj: int) -> list[str]:
+        r = self.r
+        si, sj = int(r.size[i]), int(r.size[j])
+        bad = []
+        if self.conflict[i][j] and oi < oj + max(sj, 1) and oj < oi + max(si, 1):
+            bad.append(f"{i},{j}: conflicting overlap")
+        if self.elem_pair[i][j] and (_touched(self.starts, self.tm, oi, si)
+                                     & _touched(self.starts, self.tm, oj, sj)):
+            bad.append(f"{i},{j}: element constraint")
+        if self.reg_pair[i][j] and self.regions(oi, si) & self.regions(oj, sj):
+            bad.append(f"{i},{j}: region constraint")
+        return bad
+
+
+def rule_violations(r: Report, offsets, rules: Rules, capacity: int) -> list[str]:
+    book = Rulebook(r, rules, capacity)
+    off = [int(x) for x in offsets]
+    bad = [v for i in range(len(off)) for v in book.unary(i, off[i])]
+    for i in range(len(off)):
+        for j in range(i + 1, len(off)):
+            bad += book.pair(i, j, off[i], off[j])
+    return bad
+
+
+def brute_force_fits(r: Report, rules: Rules, capacity: int) -> bool:
+    """Is there any placement inside ``capacity``? Depth-first over every aligned offset."""
+    book = Rulebook(r, rules, capacity)
+    n = r.num_vars
+    cands = [[o for o in range(0, capacity, max(int(r.alignment[i]), 4))
+              if not book.unary(i, o)] for i in range(n)]
+    order = sorted(range(n), key=lambda i: len(cands[i]))
+    placed: dict[int, int] = {}
+
+    def dfs(k):
+        if k == n:
+            return True
+        i = order[k]
+        for o in cands[i]:
+            if all(not book.pair(i, j, o, oj) for j, oj in placed.items()):
+                placed[i] = o
+                if dfs(k + 1):
+                    return True
+                del placed[i]
+        return False
+
+    return dfs(0)
+
+
+def assert_valid(r: Report, p: TileProblem, res, capacity: int):
+    assert res.offsets is not None and len(res.offsets) == r.num_vars
+    assert rule_violations(r, res.offsets, p.rules, capacity) == []
+    chk = check_allocation(r, offsets=res.offsets, rules=p.rules)
+    assert chk.ok, [str(v) for v in chk.violations]
+    assert not chk.overflow_bytes.any()
+
+
+# ---- hand-computed cases ---------------------------------------------------------------------
+
+def _report(size, *, tm=32, ils=16, starts=(0, 16), align=None, cls=None, inter=None,
+            steps=None, **flags):
+    n = len(size)
+    t = Target(num_tiles=1, tile_memory=tm, interleaved_memory_start=ils,
+               memory_element_offsets=list(starts))
+    cls = list(range(n)) if cls is None else cls
+    k = max(cls, default=0) + 1
+    return Report.from_columns(
+        target=t, var_id=range(n), tile=[0] * n, size=size,
+        alignment=[4] * n if align is None else align, offset=[0] * n,
+        category=["variable"] * n, eq_class=cls, interference=inter or [[]] * k,
+        class_steps=steps, **flags)
+
+
+# (name, report, capacity that fits, capacity one step lower that does not)
+HAND = [
+    ("two conflicting vars stack", _report([8, 8], cls=[0, 0]), 16, 12),
+    ("alignment leaves a gap", _report([4, 4], align=[16, 16], cls=[0, 0]), 20, 16),
+    ("element partners take two elements", _report([8, 8], element_constraints=[[1], []]),
+     24, 20),
+    ("region partners take both regions", _report([8, 8], region_constraints=[[1], []]),
+     24, 20),
+    ("interleaved var lives above ils", _report([4, 4], in_interleaved_mem=[True, False]),
+     20, 16),
+    ("code and a spanning-free var", _report([12, 8], cls=[0, 0], executable=[True, False]),
+     24, 20),
+    ("always-live conflicts with all", _report([8, 8, 8], always_live=[False, True, False]),
+     16, 12),
+    ("interfering classes over steps",
+     _report([4, 4, 4, 4, 4], tm=12, ils=12, starts=(0,),
+             inter=[[2, 4], [2, 4], [0, 1, 4], [4], [0, 1, 2, 3]],
+             steps=[[0, 3], [3, 9], [0, 9], [9, 21], [0, 21]]), 12, 8),
+]
+
+
+@pytest.mark.parametrize("name,r,fit,nofit", HAND, ids=[h[0] for h in HAND])
+def test_hand_cases(name, r, fit, nofit):
+    p = TileProblem.from_report(r, 0)
+    res = solve_search(p, time_limit=10, capacity=fit)
+    assert res.status == "optimal"
+    assert_valid(r, p, res, fit)
+    assert int((res.offsets + np.maximum(r.size, 1)).max()) <= fit
+    assert solve_search(p, time_limit=10, capacity=nofit).status == "infeasible"
+    assert brute_force_fits(r, p.rules, fit) and not brute_force_fits(r, p.rules, nofit)
+
+
+def test_region_span_rule_switch():
+    # two conflicting 12-byte vars, ils=16: the second at 12 would span the boundary
+    r = _report([12, 12], cls=[0, 0])
+    on = TileProblem.from_report(r, 0, Rules(no_region_span=True))
+    off = TileProblem.from_report(r, 0, Rules(no_region_span=False))
+    assert solve_search(on, 10, capacity=24).status == "infeasible"
+    res = solve_search(on, 10, capacity=28)
+    assert res.status == "optimal"
+    assert_valid(r, on, res, 28)
+    res = solve_search(off, 10, capacity=24)
+    assert res.status == "optimal"
+    assert_valid(r, off, res, 24)
+
+
+def test_sections_come_from_lifetimes_interval_model_or_cliques():
+    steps = [[0, 2], [1, 3], [2, 4]]
+    path = _report([4] * 3, inter=[[1], [0, 2], [1]], steps=steps)
+    assert build_model(TileProblem.from_report(path, 0)).sections_from == "lifetimes"
+    no_steps = _report([4] * 3, inter=[[1], [0, 2], [1]])
+    assert build_model(TileProblem.from_report(no_steps, 0)).sections_from == "interval"
+    c4 = _report([4] * 4, inter=[[1, 3], [0, 2], [1, 3], [0, 2]])   # chordless 4-cycle
+    m = build_model(TileProblem.from_report(c4, 0))
+    assert m.sections_from == "cliques" and m.num_sections == 4
+    # steps that put non-conflicting classes live together are not used as sections
+    lying = _report([4] * 3, inter=[[1], [0, 2], [1]], steps=[[0, 5]] * 3)
+    assert build_model(TileProblem.from_report(lying, 0)).sections_from != "lifetimes"
+
+
+def test_empty_and_impossible_windows():
+    r = _report([], tm=32)
+    p = TileProblem.from_report(r, 0)
+    res = solve_search(p, 1)
+    assert res.status == "optimal" and len(res.offsets) == 0
+    both = _report([4], in_interleaved_mem=[True], executable=[True])  # empty window
+    assert solve_search(TileProblem.from_report(both, 0), 1).status == "infeasible"
+
+
+# ---- property tests --------------------------------------------------------------------------
+
+@st.composite
+def tiny_reports(draw, max_vars=5):
+    """Tiny one-tile reports with every rule; steps consistent, inconsistent or absent."""
+    unit = draw(st.sampled_from([8, 16]))
+    tm = draw(st.sampled_from([32, 48, 64]))
+    ils = unit * draw(st.integers(1, tm // unit))
+    n = draw(st.integers(1, max_vars))
+    k = draw(st.integers(1, 4))
+    size = draw(st.lists(st.sampled_from([0, 4, 8, 12, 16, 20, 24]), min_size=n, max_size=n))
+    align = draw(st.lists(st.sampled_from([1, 4, 8, 16]), min_size=n, max_size=n))
+    cls = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
+    rare = st.lists(st.sampled_from([False] * 5 + [True]), min_size=n, max_size=n)
+    steps_kind = draw(st.sampled_from(["none", "consistent", "random"]))
+    steps = None
+    if steps_kind == "none" or steps_kind == "random":
+        inter = [sorted(draw(st.sets(st.integers(0, k - 1), max_size=k))) for _ in range(k)]
+    if steps_kind != "none":
+        a = draw(st.lists(st.integers(0, 6), min_size=k, max_size=k))
+        w = draw(st.lists(st.integers(1, 4), min_size=k, max_size=k))
+        steps = [[x, x + y] for x, y in zip(a, w)]
+        if steps_kind == "consistent":
+            inter = [[j for j in range(k) if j != i and steps[i][0] < steps[j][1]
+                      and steps[j][0] < steps[i][1]] for i in range(k)]
+    pairs = st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3)
+
+    def cons(ps):
+        out = [[] for _ in range(n)]
+        for a, b in ps:
+            if a != b:
+                out[a].append(b)
+        return out
+
+    r = _report(size, tm=tm, ils=ils, starts=range(0, tm, unit), align=align, cls=cls,
+                inter=inter, steps=steps, always_live=draw(rare),
+                in_interleaved_mem=draw(rare), executable=draw(rare),
+                element_constraints=cons(draw(pairs)), region_constraints=cons(draw(pairs)))
+    rules = Rules(no_region_span=draw(st.booleans()))
+    cap = draw(st.sampled_from([None, tm // 2, 3 * tm // 4]))
+    return r, rules, cap
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_reports())
+def test_agrees_with_brute_force(case):
+    r, rules, cap = case
+    p = TileProblem.from_report(r, 0, rules)
+    capacity = p.capacity if cap is None else cap
+    res = solve_search(p, time_limit=20, capacity=cap)
+    assert res.status in ("optimal", "infeasible")
+    expected = brute_force_fits(r, rules, capacity)
+    assert (res.status == "optimal") == expected
+    if res.status == "optimal":
+        assert_valid(r, p, res, capacity)
+
+
+@st.composite
+def packed_reports(draw, max_vars=14):
+    """A random placement first, then a problem it solves: conflicts, element / region pairs
+    and windows only where the placement respects them; capacity = its highest end. With
+    lifetimes: buffers are placed one by one at random offsets clear of those live at the same
+    time, and conflicts are exactly the overlaps in time."""
+    unit = draw(st.sampled_from([16, 32]))
+    nel = draw(st.integers(2, 8))
+    tm = unit * nel
+    ils = unit * draw(st.integers(1, nel))
+    n = draw(st.integers(1, max_vars))
+    starts = list(range(0, tm, unit))
+    rnd = np.random.default_rng(draw(st.integers(0, 2**31)))
+    with_steps = draw(st.booleans())
+    steps = [[int(a), int(a + rnd.integers(1, 6))] for a in rnd.integers(0, 10, n)]
+    size, align, off = [], [], []
+    for i in range(n):
+        a = draw(st.sampled_from([4, 8, 16]))
+        s = draw(st.integers(1, max(tm // (2 * a), 1))) * a
+        if with_steps:
+            live = [j for j in range(i) if steps[j][0] < steps[i][1] and steps[i][0] < steps[j][1]]
+            free = [o for o in range(0, tm - s + 1, a)
+                    if all(o >= off[j] + size[j] or off[j] >= o + s for j in live)]
+            if not free:  # no room: stack it on top (the memory grows)
+                top = max(off[j] + size[j] for j in live)
+                free = [-(-top // a) * a]
+            o = free[int(rnd.integers(len(free)))]
+        else:
+            o = draw(st.integers(0, (tm - s) // a)) * a
+        size.append(s), align.append(a), off.append(o)
+    end = [o + s for o, s in zip(off, size)]
+    tm_used = max(tm, max(end))
+    starts_used = starts + list(range(tm, tm_used, unit))
+    nrs = not any(o < ils < e for o, e in zip(off, end))
+    elem = [_touched(starts_used, tm_used, o, s) for o, s in zip(off, size)]
+    reg = [{0 if x < ils else 1 for x in (o, e - 1)} for o, e in zip(off, end)]
+    apart = [[off[i] >= end[j] or off[j] >= end[i] for j in range(n)] for i in range(n)]
+    if with_steps:
+        inter = [[j for j in range(n) if j != i and steps[i][0] < steps[j][1]
+                  and steps[j][0] < steps[i][1]] for i in range(n)]
+    else:
+        density = draw(st.floats(0.3, 1.0))
+        inter = [[j for j in range(n) if j != i and apart[i][j] and rnd.random() < density]
+                 for i in range(n)]
+    alone = [all(apart[i][j] for j in range(n) if j != i) for i in range(n)]
+    live = [alone[i] and rnd.random() < 0.3 for i in range(n)]
+    ec = [[j for j in range(n) if j > i and not elem[i] & elem[j] and rnd.random() < 0.2]
+          for i in range(n)]
+    rc = [[j for j in range(n) if j > i and not reg[i] & reg[j] and rnd.random() < 0.2]
+          for i in range(n)]
+    inl = [o >= ils and rnd.random() < 0.3 for o in off]
+    code = [e <= ils and not inl[i] and rnd.random() < 0.3 for i, e in enumerate(end)]
+    r = Report.from_columns(target=Target(1, tm_used, ils, starts_used), var_id=range(n),
+                            tile=[0] * n, size=size, alignment=align, offset=off,
+                            category=["variable"] * n, eq_class=range(n), interference=inter,
+                            class_steps=steps if with_steps else None, element_constraints=ec,
+                            region_constraints=rc, in_interleaved_mem=inl, executable=code,
+                            always_live=live)
+    return r, Rules(no_region_span=nrs), max(end)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports())
+def test_finds_a_packing_that_exists(case):
+    r, rules, capacity = case
+    assert check_allocation(r, rules=rules).ok  # the construction itself is valid
+    p = TileProblem.from_report(r, 0, rules)
+    res = solve_search(p, time_limit=20, capacity=capacity)
+    assert res.status == "optimal"
+    assert_valid(r, p, res, capacity)
+
+
+# ---- the shared MiniMalloc instances ---------------------------------------------------------
+
+needs_shared = pytest.mark.skipif(
+    not SHARED.is_dir(), reason=f"shared MiniMalloc benchmarks not found at {SHARED}")
+
+
+def _csv_problem(name, capacity):
+    from minimalloc import problem_from_csv  # benchmarks/minimalloc.py
+
+    return problem_from_csv(SHARED / name, capacity)
+
+
+@needs_shared
+def test_minimalloc_example_and_its_optimum():
+    p = _csv_problem("input.12.csv", 12)
+    res = solve_search(p, time_limit=10)
+    assert res.status == "optimal"
+    from minimalloc import fits
+
+    assert fits(SHARED / "input.12.csv", 12, res.offsets)
+    assert solve_search(p, time_limit=10, capacity=11).status == "infeasible"
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["C", "D"])
+def test_challenging_instances_fit(name):
+    from minimalloc import fits
+
+    cap = 1048576
+    p = _csv_problem(f"{name}.1048576.csv", cap)
+    res = solve_search(p, time_limit=60)
+    assert res.status == "optimal"
+    assert fits(SHARED / f"{name}.1048576.csv", cap, res.offsets)
+    # the same search without lifetimes (sections from the class graph) also fits it
+    res2 = solve_search(replace(p, lifetimes=None), time_limit=60)
+    assert res2.status == "optimal"
+    assert fits(SHARED / f"{name}.1048576.csv", cap, res2.offsets)
+
+
+@needs_shared
+def test_time_limit_gives_unknown():
+    p = _csv_problem("B.1048576.csv", 1048576)
+    res = solve_search(p, time_limit=0.0)
+    assert res.status == "unknown" and res.offsets is None and res.nodes > 0
