@@ -52,6 +52,9 @@ from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules
 RULE_NAMES = ("overlap", "alignment", "interleaved", "code", "region-span", "element", "region",
               "lowest256KB", "capacity")
 
+#: Up to this many classes, interference is looked up in a dense matrix (16 MB at most).
+DENSE_CLASSES = 4096
+
 #: Rules that no document states (see tilemem/rules.py and FACTS.md).
 INFERRED = frozenset({"region-span", "lowest256KB"})
 
@@ -203,12 +206,19 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
 
     # overlap: sweep each tile's variables by offset
     keys = _interference_keys(r)
+    num_classes = max(r.num_classes, 1)
+    # Class pairs are looked up once per overlapping pair: a dense matrix when it is small,
+    # else a binary search in the sorted pair keys.
+    dense = np.zeros((num_classes, num_classes) if num_classes <= DENSE_CLASSES else (1, 1),
+                     np.bool_)
+    if num_classes <= DENSE_CLASSES:
+        dense[keys // num_classes, keys % num_classes] = True
     nz = np.flatnonzero(size > 0)
     order = nz[np.lexsort((start[nz], r.tile[rows[nz]]))]
     srows = rows[order]
     n_over, pa, pb, why = _overlap_sweep(
         r.tile[srows], start[order], end[order], r.eq_class[srows], r.always_live[srows],
-        keys, max(r.num_classes, 1), limit)
+        keys, num_classes, dense, num_classes <= DENSE_CLASSES, limit)
     counts["overlap"] = int(n_over)
     for i, j, w in zip(pa.tolist(), pb.tolist(), why.tolist()):
         ri, rj = int(srows[i]), int(srows[j])
@@ -269,7 +279,7 @@ def _pairs(csr, pos):
     ok = (a >= 0) & (b >= 0) & (a != b)
     lo, hi = np.minimum(a[ok], b[ok]), np.maximum(a[ok], b[ok])
     n = max(len(pos), 1)
-    key = np.unique(lo * n + hi)
+    key = _unique(lo * n + hi)
     return key // n, key % n
 
 
@@ -279,8 +289,13 @@ def _interference_keys(r: Report) -> np.ndarray:
     inter = r.interference
     c = max(inter.num_rows, 1)
     src, dst = inter.row_ids(), inter.indices
-    keys = np.concatenate([src * c + dst, dst * c + src])
-    return np.unique(keys)
+    return _unique(np.concatenate([src * c + dst, dst * c + src]))
+
+
+def _unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a plain sort: faster here than ``np.unique``)."""
+    x = np.sort(x)
+    return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
 
 
 @njit(cache=True)
@@ -290,7 +305,7 @@ def _listed(keys, key):
 
 
 @njit(cache=True)
-def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, limit):
+def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_dense, limit):
     """Variables sorted by (tile, start), all of positive size: every pair that shares a byte
     is ``i < j`` with ``start[j] < end[i]`` on the same tile. Returns the number of conflicting
     overlapping pairs and the first ``limit`` of them with the reason (0 alwaysLive, 1 same
@@ -308,6 +323,9 @@ def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, limit):
                 w = 0
             elif cls[i] == cls[j]:
                 w = 1
+            elif use_dense:
+                if dense[cls[i], cls[j]]:
+                    w = 2
             elif _listed(keys, cls[i] * num_classes + cls[j]):
                 w = 2
             if w >= 0:

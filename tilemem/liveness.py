@@ -397,9 +397,8 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
     steps_superset = steps_equal = False
     if r.class_steps is not None and len(node_class):
         steps_superset, steps_equal = _steps_consistent(r, inter)
-    if steps_superset:
-        sweep, sweep_members = _steps_sweep(r, tile_ptr, node_class, node_w)
     if steps_equal:  # the steps are the interference: the sweep is exact
+        sweep, sweep_members = _steps_sweep(r, tile_ptr, node_class, node_w)
         best[:] = upper[:] = sweep
         exact[:] = True
         method[:] = "steps"
@@ -415,26 +414,31 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
         todo = np.flatnonzero(~chordal)
         if len(todo):
             _search(r, inter, todo, tile_ptr, node_class, node_w, cand,
-                    sweep if steps_superset else None, time_limit, progress,
+                    r.class_steps if steps_superset else None, time_limit, progress,
                     best, upper, exact, method, members)
-    al = always_live_bytes(r)
     out = []
     for t, tile in enumerate(tiles.tolist()):
         peak = np.sort(node_class[members[t]]) if members[t] is not None else np.zeros(0, np.int64)
         if tile_ptr[t + 1] == tile_ptr[t]:
             method[t] = "empty"
         rows = r.tile_rows(tile)
-        live = r.always_live[rows] | np.isin(r.eq_class[rows], peak)
+        always = r.always_live[rows]
+        al = int(r.size[rows[always]].sum())
+        live = always | np.isin(r.eq_class[rows], peak)
         out.append(MaxLive(
-            tile=tile, always_live_bytes=int(al[tile]), max_live_bytes=int(al[tile] + best[t]),
-            upper_bound_bytes=int(al[tile] + upper[t]), exact=bool(exact[t]),
+            tile=tile, always_live_bytes=al, max_live_bytes=int(al + best[t]),
+            upper_bound_bytes=int(al + upper[t]), exact=bool(exact[t]),
             method=str(method[t]), peak_classes=peak, peak_rows=np.sort(rows[live])))
     return out
 
 
-def _search(r, inter, todo, tile_ptr, node_class, node_w, cand, sweep, time_limit, progress,
+def _search(r, inter, todo, tile_ptr, node_class, node_w, cand, steps, time_limit, progress,
             best, upper, exact, method, members):
-    """Bounds and branch and bound for the tiles whose class graph is not chordal."""
+    """Bounds and branch and bound for the tiles whose class graph is not chordal.
+
+    ``steps``: class steps whose overlaps include every interference edge (else ``None``): the
+    heaviest step of the tile is then an upper bound (e.g. If/Else branches share steps in
+    the linear order but do not interfere)."""
     from contextlib import nullcontext
 
     mark = np.full(max(r.num_classes, 1), -1, np.int64)
@@ -450,13 +454,26 @@ def _search(r, inter, todo, tile_ptr, node_class, node_w, cand, sweep, time_limi
             a, b = tile_ptr[t], tile_ptr[t + 1]
             ip, ix = _local_graph(inter.indptr, inter.indices, node_class[a:b], mark)
             left = max(0.0, deadline - time.monotonic()) / (len(todo) - i)
-            ub = int(cand[t]) if sweep is None else min(int(cand[t]), int(sweep[t]))
+            ub = int(cand[t])
+            if steps is not None:
+                ub = min(ub, _heaviest_step(steps[node_class[a:b]], node_w[a:b]))
             c = max_weight_clique(ip, ix, node_w[a:b], upper=ub,
                                   node_limit=max(1000, int(left * NODES_PER_SECOND)))
             best[t], upper[t], exact[t], method[t] = c.weight, c.upper, c.exact, c.method
             members[t] = c.members + a
             if p:
                 p.advance(task)
+
+
+def _heaviest_step(steps: np.ndarray, w: np.ndarray) -> int:
+    """Largest total weight of intervals live at one step (an empty interval counts alone)."""
+    ne = steps[:, 1] > steps[:, 0]
+    t = np.concatenate([steps[ne, 0], steps[ne, 1]])
+    d = np.concatenate([w[ne], -w[ne]])
+    kind = np.concatenate([np.ones(ne.sum(), np.int8), np.zeros(ne.sum(), np.int8)])
+    o = np.lexsort((kind, t))
+    live = int(np.cumsum(d[o]).max()) if len(o) else 0
+    return max(live, int(w[~ne].max()) if (~ne).any() else 0)
 
 
 def max_live(r: Report, tile: int, time_limit: float = 5.0) -> MaxLive:
