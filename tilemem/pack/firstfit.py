@@ -134,15 +134,19 @@ def _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start, el
 
 
 @njit(cache=True)
-def _sweep(v, s, al, lo, hi, in_memory, ps, pe, pv, m, maxsz, lclass, always, cmark,
-           ils, no_span, forb_e, any_forb_e, elem_start, elem_end, forb_r0, forb_r1,
-           best_fit):
-    """Lowest (or best-fitting) legal address of ``v`` among the ``m`` placed intervals."""
-    conf_all = always[v]
+def _sweep(s, al, lo, hi, in_memory, conf_all, ps, pe, pc, pmax, m, cmark, ils, no_span,
+           forb_e, any_forb_e, elem_start, elem_end, forb_r0, forb_r1, best_fit):
+    """Lowest (or best-fitting) legal address among the ``m`` placed intervals.
+
+    ``ps``/``pe``: starts and ends sorted by start; ``pc``: their class codes (always-live
+    variables have a code whose mark is always set); ``pmax``: prefix maximum of ``pe``, so the
+    sweep starts at the first interval that can still reach past ``lo``.
+    """
     a = _align_up(lo, al)
-    j = np.searchsorted(ps[:m], a - maxsz, side="left")
+    j = np.searchsorted(pmax[:m], a, side="right")
     best = np.int64(-1)
     best_slack = _FAR
+    gap_lo = lo  # where the free gap holding ``a`` begins (for best fit)
     while True:
         if in_memory:
             a = _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start,
@@ -151,14 +155,17 @@ def _sweep(v, s, al, lo, hi, in_memory, ps, pe, pv, m, maxsz, lclass, always, cm
                 break
         elif a + s > hi:
             break
+        # push a past every conflicting interval that overlaps it; the other rules are checked
+        # again only once this settles (checking them after each push costs 3x more)
         moved = False
-        while j < m and ps[j] < a + s:
-            if pe[j] > a:
-                u = pv[j]
-                if conf_all or always[u] or cmark[lclass[u]]:
-                    a = _align_up(pe[j], al)
-                    j += 1
-                    moved = True
+        top = a + s
+        while j < m and ps[j] < top:
+            if pe[j] > a and (conf_all or cmark[pc[j]]):
+                gap_lo = pe[j]
+                a = _align_up(gap_lo, al)
+                top = a + s
+                moved = True
+                if top > hi:
                     break
             j += 1
         if moved:
@@ -169,19 +176,27 @@ def _sweep(v, s, al, lo, hi, in_memory, ps, pe, pv, m, maxsz, lclass, always, cm
         jj = j
         nxt = hi
         while jj < m:
-            u = pv[jj]
-            if conf_all or always[u] or cmark[lclass[u]]:
+            if conf_all or cmark[pc[jj]]:
                 if ps[jj] < nxt:
                     nxt = ps[jj]
                 break
             jj += 1
-        slack = nxt - (a + s)
-        if slack < best_slack:
+        if in_memory and a < ils < nxt:
+            nxt = ils  # the region boundary closes a gap too
+        if in_memory and gap_lo < ils <= a:
+            gap_lo = ils
+        # waste if this gap is used: its whole length (not just above a) minus the size, so
+        # a candidate pushed up inside a wide gap by an element rule does not look tight
+        slack = nxt - gap_lo - s
+        if nxt == hi:
+            slack = _FAR  # the open top of the window: like XLA's unbounded heap, never tight
+        if best < 0 or slack < best_slack:
             best_slack = slack
             best = a
         if jj >= m:
             break
-        a = _align_up(pe[jj], al)
+        gap_lo = pe[jj]
+        a = _align_up(gap_lo, al)
         j = jj + 1
     return best
 
@@ -190,13 +205,15 @@ def _sweep(v, s, al, lo, hi, in_memory, ps, pe, pv, m, maxsz, lclass, always, cm
 def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ridx,
            elem_start, elem_end, tm, ils, no_span, order, best_fit):
     n = len(size)
+    nc = len(cptr) - 1
     off = np.full(n, -1, np.int64)
     ps = np.empty(n, np.int64)
     pe = np.empty(n, np.int64)
-    pv = np.empty(n, np.int64)
+    pc = np.empty(n, np.int64)
+    pmax = np.empty(n, np.int64)
     m = 0
-    maxsz = np.int64(0)
-    cmark = np.zeros(max(len(cptr) - 1, 1), np.bool_)
+    cmark = np.zeros(nc + 1, np.bool_)
+    cmark[nc] = True  # the code of always-live variables: they conflict with everyone
     forb_e = np.zeros(len(elem_start), np.bool_)
     for k in range(len(order)):
         v = order[k]
@@ -227,17 +244,17 @@ def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ri
                     forb_r1 = True
         a = np.int64(-1)
         if lo[v] + s <= hi[v]:
-            a = _sweep(v, s, al, lo[v], hi[v], True, ps, pe, pv, m, maxsz, lclass, always,
-                       cmark, ils, no_span, forb_e, any_forb_e, elem_start, elem_end,
-                       forb_r0, forb_r1, best_fit)
+            a = _sweep(s, al, lo[v], hi[v], True, always[v], ps, pe, pc, pmax, m, cmark, ils,
+                       no_span, forb_e, any_forb_e, elem_start, elem_end, forb_r0, forb_r1,
+                       best_fit)
         if a < 0:  # spill: first fit in the overflow zone, where only no-overlap applies
-            a = _sweep(v, s, al, tm, _FAR, False, ps, pe, pv, m, maxsz, lclass, always,
-                       cmark, ils, no_span, forb_e, False, elem_start, elem_end, False,
-                       False, False)
+            a = _sweep(s, al, tm, _FAR, False, always[v], ps, pe, pc, pmax, m, cmark, ils,
+                       no_span, forb_e, False, elem_start, elem_end, False, False, False)
         # reset the marks
         cmark[c] = False
         for q in range(cptr[c], cptr[c + 1]):
             cmark[cidx[q]] = False
+        cmark[nc] = True
         if any_forb_e:
             forb_e[:] = False
         off[v] = a
@@ -246,11 +263,14 @@ def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ri
         for q in range(m, pos, -1):
             ps[q] = ps[q - 1]
             pe[q] = pe[q - 1]
-            pv[q] = pv[q - 1]
+            pc[q] = pc[q - 1]
         ps[pos] = a
         pe[pos] = a + s
-        pv[pos] = v
+        pc[pos] = nc if always[v] else c
         m += 1
-        if s > maxsz:
-            maxsz = s
+        run = pmax[pos - 1] if pos > 0 else np.int64(-1)
+        for q in range(pos, m):
+            if pe[q] > run:
+                run = pe[q]
+            pmax[q] = run
     return off

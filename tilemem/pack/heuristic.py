@@ -2,11 +2,12 @@
 
 The orders are those of the greedy allocators of the ML compilers: decreasing size (XLA's
 GlobalDecreasingSizeBestFit, TFLite's greedy-by-size), decreasing lifetime length (TFLite's
-greedy-by-breadth) when lifetimes are known, decreasing "conflict bytes" (the bytes a variable
-can never share with: its own class, the classes it interferes with, the always-live ones), and
-the most constrained variables first. Each order is placed by the compiled first-fit kernel in
-both first-fit and best-fit mode, so every rule holds by construction; the best result by the
-lexicographic objective (``tilemem.pack.result.objective``) wins. Runs stop early when a result
+greedy-by-breadth) and start step when lifetimes are known, decreasing "conflict bytes" (the
+bytes a variable can never share with: its own class, the classes it interferes with, the
+always-live ones), and the most constrained variables first. Each is placed by the compiled
+kernel in first-fit or best-fit mode (``heuristic_orders``), so every rule holds by
+construction; the best result by the lexicographic objective
+(``tilemem.pack.result.objective``) wins. Runs stop early when a result
 meets the lower bound with nothing overflowed: no order can beat it.
 
 >>> from tilemem.model import Report
@@ -30,27 +31,39 @@ from .problem import TileProblem
 from .result import objective
 
 
-def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray]]:
-    """The candidate orders (local indices), most promising first."""
+def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray, bool]]:
+    """The candidate runs ``(name, order of local indices, best_fit)``, most promising first.
+
+    Every order places the always-live variables first (they conflict with everyone, so
+    they are fixed reservations; placed last, small code variables found the
+    non-interleaved region full), some also the variables with narrow windows (interleaved,
+    code, lowest256KB). The list and its order were chosen on generated Mk1/Mk2 reports by
+    greedy selection: these six reach within 0.3% of the best of 22 order/fit combinations.
+    """
     n = p.n
     size = p.size.astype(np.int64)
     align = p.align.astype(np.int64)
     idx = np.arange(n)
-    orders = [("size", np.lexsort((idx, -align, -size)))]
-    cb = conflict_bytes(p)
-    orders.append(("conflict-bytes", np.lexsort((idx, -size, -cb))))
-    narrow = (p.hi - p.lo) < p.capacity  # interleaved, code or lowest256KB windows
-    constrained = np.zeros(n, bool)
+    al = p.conflicts.always_live.astype(np.int64)
+    narrow = ((p.hi - p.lo) < p.capacity).astype(np.int64)
+    first_al = -al
+    first_alw = -(2 * al + narrow)
+    constrained = np.zeros(n, np.int64)
     for pairs in (p.element_pairs, p.region_pairs):
-        constrained[np.asarray(pairs, np.int64).ravel()] = True
-    rank = -(constrained.astype(np.int64) * 2 + narrow + p.conflicts.always_live)
-    orders.append(("constrained", np.lexsort((idx, -size, rank))))
+        constrained[np.asarray(pairs, np.int64).ravel()] = 1
+    rank = -(constrained * 2 + narrow + al)
+    cb = conflict_bytes(p)
+    runs = [("constrained", np.lexsort((idx, -size, rank, first_al)), False),
+            ("conflict-bytes", np.lexsort((idx, -size, -cb, first_alw)), True)]
+    if p.lifetimes is not None:
+        start = p.lifetimes[:, 0].astype(np.int64)
+        runs.append(("start", np.lexsort((idx, -size, start, first_alw)), True))
+    runs.append(("size", np.lexsort((idx, -align, -size, first_al)), False))
     if p.lifetimes is not None:
         length = (p.lifetimes[:, 1] - p.lifetimes[:, 0]).astype(np.int64)
-        length = np.where(p.conflicts.always_live, np.iinfo(np.int64).max // 4, length)
-        orders.append(("lifetime", np.lexsort((idx, -size, -length))))
-        orders.append(("start", np.lexsort((idx, -size, p.lifetimes[:, 0]))))
-    return orders
+        runs.append(("lifetime", np.lexsort((idx, -size, -length, first_al)), True))
+    runs.append(("conflict-bytes", np.lexsort((idx, -size, -cb, first_alw)), False))
+    return runs
 
 
 def conflict_bytes(p: TileProblem) -> np.ndarray:
@@ -74,9 +87,9 @@ def heuristic(p: TileProblem, *, bound: int | None = None,
               random_orders: int = 0) -> np.ndarray:
     """Best local offsets found over the candidate orders (see the module docstring).
 
-    ``extra_orders`` are tried too (e.g. the report's own allocation order, so the result is
-    never worse than replaying it); ``random_orders`` adds size-decreasing orders with random
-    tie noise, from ``seed``.
+    ``extra_orders`` are tried first, with first fit (e.g. the report's own allocation order,
+    so the result is never worse than replaying it); ``random_orders`` adds size-decreasing
+    orders with random noise on the sizes, from ``seed``.
     """
     return heuristic_runs(p, bound=bound, extra_orders=extra_orders, seed=seed,
                           random_orders=random_orders)[0]
@@ -89,13 +102,14 @@ def heuristic_runs(p: TileProblem, *, bound: int | None = None,
     if p.n == 0:
         return np.zeros(0, np.int64), "empty"
     args = kernel_args(p)
-    candidates = [(name, o, bf) for name, o in heuristic_orders(p) for bf in (True, False)]
-    candidates += [(f"extra{i}", complete_order(p.n, o), bf)
-                   for i, o in enumerate(extra_orders) for bf in (False, True)]
+    candidates = [(f"extra{i}", complete_order(p.n, o), False)
+                  for i, o in enumerate(extra_orders)]
+    candidates += heuristic_orders(p)
     rng = np.random.default_rng(seed)
     for i in range(random_orders):
         noisy = p.size * rng.uniform(0.8, 1.25, p.n)
-        candidates.append((f"random{i}", np.argsort(-noisy, kind="stable"), True))
+        order = np.lexsort((np.argsort(-noisy, kind="stable"), -p.conflicts.always_live))
+        candidates.append((f"random{i}", order, bool(i % 2)))
     best, best_key, best_name = None, None, ""
     for name, order, bf in candidates:
         off = place(args, order, bf)
