@@ -128,6 +128,9 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
     tiles = json.loads(res.output)["tiles"]
     assert {t["tile"] for t in tiles} == oom
     tm = r.target.tile_memory
+    codes = {t["verdictCode"] for t in tiles}
+    assert "reduceData" in codes and codes & {"repackFits", "repackOverflows"}, \
+        f"this generated report no longer has both kinds of verdict: {codes}"
     excess = [t["excess"] for t in tiles]
     assert excess == sorted(excess, reverse=True)
     for t in tiles:

@@ -342,3 +342,16 @@ def test_histogram_bins():
     assert edges[0] == 0 and counts.sum() == 4 and len(counts) <= 20
     assert (edges[1] - edges[0]) == 4 * 1024      # 41 KiB of range -> 4 KiB bins
     assert counts[0] == 3 and counts[-1] == 1
+
+
+def test_unplaced_variable_is_a_clear_error():
+    from tilemem.errors import ReportError
+    r = small_report()
+    off = r.offset.copy()
+    off[6] = -1
+    with pytest.raises(ReportError, match="unplaced") as e:
+        memory_figures(r, off)
+    assert e.value.var == 6 and e.value.tile == 1
+    # limited to other tiles, the figures do not need that variable
+    f = memory_figures(r, off, tiles=[0, 2])
+    assert f.highest_end.tolist() == [1124, 0, 560]

@@ -4,7 +4,9 @@ For every tile whose allocation passes tileMemory (worst first):
 
 - ``excess``: the highest end address minus tileMemory;
 - the bound: the tile's maximum live bytes, always-live bytes included
-  (``tilemem.liveness.max_live``): no allocation can use less memory than that;
+  (``tilemem.liveness``): no allocation can use less memory than that. When the search for it
+  runs out of time, ``maxLiveBytes`` is the best found (still a valid lower bound) and
+  ``maxLiveUpperBytes`` an upper bound;
 - the verdict (``VERDICTS``): the live data alone does not fit -> the program must hold less
   data on the tile; otherwise the packer (``tilemem.pack.alloc.allocate``) re-packs the tile,
   and either fits or still overflows, the difference between its highest end and the bound
@@ -42,6 +44,7 @@ class TileDiagnosis:
     highest_end: int
     excess: int
     max_live_bytes: int
+    max_live_upper_bytes: int
     always_live_bytes: int
     bound_exact: bool
     verdict_code: str
@@ -59,7 +62,8 @@ class TileDiagnosis:
     def to_json(self) -> dict:
         d = asdict(self)
         keys = {"tile_memory": "tileMemory", "highest_end": "highestEnd",
-                "max_live_bytes": "maxLiveBytes", "always_live_bytes": "alwaysLiveBytes",
+                "max_live_bytes": "maxLiveBytes", "max_live_upper_bytes": "maxLiveUpperBytes",
+                "always_live_bytes": "alwaysLiveBytes",
                 "bound_exact": "boundExact", "verdict_code": "verdictCode",
                 "peak_vars": "peakVars", "peak_classes": "peakClasses",
                 "peak_by_category": "peakByCategory", "gap_bytes": "gapBytes",
@@ -69,6 +73,7 @@ class TileDiagnosis:
 
 def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
              time_limit: float = 10.0, top: int = 10, repack: bool = True,
+             method: str = "auto",
              figures: MemoryFigures | None = None, progress=None) -> list[TileDiagnosis]:
     """Diagnose the out-of-memory tiles of ``offsets`` (default: the report's allocation),
     worst first; ``tiles`` restricts the search. ``progress(tile)`` is called per tile."""
@@ -77,13 +82,7 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
     if tiles is not None:
         oom = oom[np.isin(oom, np.asarray(tiles, np.int64))]
     tm = r.target.tile_memory
-    bounds = {}
-    if len(oom):
-        from .liveness import max_live
-    for t in oom.tolist():
-        bounds[t] = max_live(r, t, time_limit=time_limit)
-        if progress is not None:
-            progress(t)
+    bounds = _bounds(r, oom, time_limit, progress)
     # re-pack every tile whose live data fits, in one packer call
     fits = [t for t in oom.tolist() if bounds[t].max_live_bytes <= tm]
     packed, pack_fig, why = {}, None, None
@@ -93,7 +92,7 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
         except ImportError:
             why = "no packer in this installation"
         else:
-            a = allocate(r, tiles=fits, time_limit=time_limit)
+            a = allocate(r, method=method, tiles=fits, time_limit=time_limit)
             packed = {int(res.tile): res for res in a.tiles}
             pack_fig = memory_figures(r, np.asarray(a.offsets, np.int64), tiles=fits)
     elif fits:
@@ -104,6 +103,27 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
     return out
 
 
+def _bounds(r: Report, tiles: np.ndarray, time_limit: float, progress) -> dict:
+    """``MaxLive`` of every tile: all at once when the liveness stage offers it (its time
+    limit is shared by all tiles, so it gets ``time_limit`` per tile)."""
+    if not len(tiles):
+        return {}
+    from . import liveness
+
+    if hasattr(liveness, "max_live_all"):
+        found = liveness.max_live_all(r, tiles, time_limit=time_limit * len(tiles))
+        if progress is not None:
+            for t in tiles.tolist():
+                progress(t)
+        return {int(m.tile): m for m in found}
+    out = {}
+    for t in tiles.tolist():
+        out[t] = liveness.max_live(r, t, time_limit=time_limit)
+        if progress is not None:
+            progress(t)
+    return out
+
+
 def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why,
                    top) -> TileDiagnosis:
     tm = r.target.tile_memory
@@ -111,9 +131,10 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
     bound = int(ml.max_live_bytes)
     repack = None
     notes = []
+    upper = int(getattr(ml, "upper_bound_bytes", bound))
     if not ml.exact:
-        notes.append("the maximum live bytes are the best found within the time limit, "
-                     "not proven")
+        notes.append(f"maximum live bytes not proven within the time limit: between "
+                     f"{bound:,} and {upper:,}")
     if bound > tm:
         code = "reduceData"
         verdict = VERDICTS[code].format(over=bound - tm)
@@ -168,6 +189,7 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
     }
     return TileDiagnosis(
         tile=t, tile_memory=tm, highest_end=high, excess=high - tm, max_live_bytes=bound,
+        max_live_upper_bytes=upper,
         always_live_bytes=int(ml.always_live_bytes), bound_exact=bool(ml.exact),
         verdict_code=code, verdict=verdict, repack=repack, peak_vars=peak_vars,
         peak_classes=peak_classes, peak_by_category=peak_by_category, regions=regions,
@@ -229,16 +251,17 @@ def render(d: TileDiagnosis, console) -> None:
                               "incl. gaps", "capacity"):
                 col.justify = "right"
 
-    def side_by_side(a, b):
-        g = Table.grid(padding=(0, 4))
-        g.add_row(a, b)
-        return g
-
     body = Table.grid(padding=(1, 0))
     body.add_row(head)
     body.add_row(pv)
-    body.add_row(side_by_side(pc, cat))
-    body.add_row(side_by_side(gaps, reg))
+    if console.width >= 120:     # two tables a row on a wide terminal, else one
+        for a, b in ((pc, cat), (gaps, reg)):
+            g = Table.grid(padding=(0, 4))
+            g.add_row(a, b)
+            body.add_row(g)
+    else:
+        for table in (pc, cat, gaps, reg):
+            body.add_row(table)
     console.print(Panel(body, title=f"[bold]tile {d.tile}[/bold]: out of memory by "
                         f"{d.excess:,} B", title_align="left"))
 

@@ -110,7 +110,7 @@ def tile_map(r: Report, tile: int, offsets: np.ndarray | None = None, *,
         y1 = y0 + LANE_HEIGHT
         kind = "lanes"
     if figures is None:
-        figures = memory_figures(r, off)
+        figures = memory_figures(r, off, tiles=[tile])
     return TileMap(tile=int(tile), rows=rows, x0=x0, x1=x1, y0=y0, y1=y1,
                    category=r.category[rows].astype(np.int64), y_kind=kind, figures=figures,
                    label=label)

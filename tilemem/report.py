@@ -234,6 +234,14 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     else:
         rows = np.concatenate([r.tile_rows(int(k)) for k in tiles] + [np.zeros(0, np.int64)])
         rows = np.sort(rows[r.size[rows] > 0])
+    unplaced = rows[off[rows] < 0]
+    if len(unplaced):
+        from .errors import ReportError
+
+        i = int(unplaced[0])
+        raise ReportError(f"the allocation leaves {len(unplaced):,} variable(s) unplaced "
+                          f"(negative offset)", field="offset", var=int(r.var_id[i]),
+                          tile=int(r.tile[i]))
     align = effective_alignment(r.alignment[rows]).astype(np.int64)
     # (tile, start), largest alignment first among equal starts (for the alignment cause)
     order = np.lexsort((-align, off[rows], r.tile[rows]))

@@ -15,9 +15,11 @@ from ..output import report_path_argument
               help="Seconds per tile for the maximum live bytes and for the re-pack.")
 @click.option("--top", default=10, show_default=True,
               help="How many peak variables and classes to list.")
+@click.option("--method", default="auto", show_default=True,
+              help="Packing method of the re-pack (see `tilemem alloc`; heuristic is fastest).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one screen per tile.")
-def oom(report, tiles_spec, allocation, time_limit, top, no_repack, as_json):
+def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_json):
     """Diagnose the out-of-memory tiles of REPORT, worst first.
 
     For each tile whose allocation passes tileMemory: the excess, the maximum live bytes (no
@@ -43,14 +45,14 @@ def oom(report, tiles_spec, allocation, time_limit, top, no_repack, as_json):
     c = console()
     if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
         found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
-                         repack=not no_repack, figures=fig)
+                         repack=not no_repack, method=method, figures=fig)
     else:
         from rich.progress import Progress
 
         with Progress(console=c, transient=True) as p:
             task = p.add_task("maximum live bytes", total=len(oom_tiles))
             found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
-                             repack=not no_repack, figures=fig,
+                             repack=not no_repack, method=method, figures=fig,
                              progress=lambda t: p.advance(task))
     if as_json:
         echo_json({"tiles": [d.to_json() for d in found]})
