@@ -59,8 +59,14 @@ def category_colour(name: str):
 
 
 GAP_COLOURS = {"alignment": "#f4a582", "elementConstraint": "#d6604d",
-               "regionConstraint": "#b2182b", "interleavedBoundary": "#bababa",
-               "memoryEnd": "#878787", "fragmentation": "#fddbc7"}
+               "regionConstraint": "#b2182b", "interleavedBoundary": "#c7c7c7",
+               "memoryEnd": "#8073ac", "fragmentation": "#fee090"}
+
+
+def _darker(colour, factor: float = 0.65):
+    from matplotlib.colors import to_rgb
+
+    return tuple(c * factor for c in to_rgb(colour))
 
 
 @dataclass(frozen=True)
@@ -211,9 +217,9 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
                           np.stack([x1, y1], 1), np.stack([x0, y1], 1)], 1).astype(float)
         name = categories[c] if c < len(categories) else f"category {c}"
         colour = category_colour(name)
-        # an edge in the face colour keeps sub-pixel variables visible
-        pc = PolyCollection(verts, facecolors=[colour], edgecolors=[colour], linewidths=0.3,
-                            gid=f"vars:{name}", zorder=2)
+        # a thin darker edge separates neighbours and keeps sub-pixel variables visible
+        pc = PolyCollection(verts, facecolors=[colour], edgecolors=[_darker(colour)],
+                            linewidths=0.25, gid=f"vars:{name}", zorder=2)
         ax.add_collection(pc)
         artists["vars"][name] = pc
         handles.append(Patch(color=colour, label=f"{name} ({bytes_of[c]:,} B)"))
