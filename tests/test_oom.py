@@ -145,3 +145,28 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
             used = t["repack"]["totalIncludingGaps"]
             assert used >= bound.max_live_bytes   # no allocation beats the bound
             assert (t["verdictCode"] == "repackFits") == (used <= tm)
+
+
+def test_a_repack_that_breaks_a_rule_is_not_trusted(monkeypatch):
+    needs("tilemem.liveness", "max_live")
+    needs("tilemem.check", "check_allocation")
+    alloc = pytest.importorskip("tilemem.pack.alloc")
+    from tilemem.oom import diagnose
+    from tilemem.pack.result import Allocation, TileResult
+
+    r = hand_report()
+
+    def broken(report, *, tiles, **kw):   # every variable at 0: conflicting ones overlap
+        off = report.offset.copy()
+        results = []
+        for t in tiles:
+            off[report.tile_rows(t)] = 0
+            results.append(TileResult(tile=t, method="broken", status="heuristic",
+                                      overflow_bytes=0, total_including_gaps=300, bound=600,
+                                      bound_exact=True, gap=0.0, seconds=0.0))
+        return Allocation(off, results)
+
+    monkeypatch.setattr(alloc, "allocate", broken)
+    d = {x.tile: x for x in diagnose(r, tiles=[1], time_limit=1)}[1]
+    assert d.verdict_code == "notRepacked" and d.repack is None
+    assert "failed the checker" in d.verdict and "overlap" in d.verdict

@@ -231,3 +231,23 @@ def test_cli_compare_uses_the_packer(tmp_path):
                                    "--time-limit", "2", "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert out.read_bytes().startswith(MAGIC["png"])
+
+
+def test_generated_example_maps(tmp_path):
+    example = Path(__file__).parents[1] / "examples" / "mk1-small.capnp"
+    if not example.exists():
+        pytest.skip("examples/mk1-small.capnp not present")
+    r = load_report(example)
+    f = memory_figures(r)
+    tile = int(f.out_of_memory()[0])
+    fig, (m,) = plot_tile(r, tile)
+    ys = {int(row): (y0, y1) for row, y0, y1 in zip(m.rows, m.y0, m.y1)}
+    assert m.y_kind == "steps"                  # the example carries equivalenceClassSteps
+    assert drawn_rectangles(fig.axes[0]) == expected_rectangles(r, tile, ys=ys)
+    assert fig.axes[0].get_xlim()[1] > r.target.tile_memory
+    fig2, data = plot_tiles(f)
+    assert set(data["outOfMemory"].tolist()) == set(f.out_of_memory().tolist())
+    for fig_, name in ((fig, "map.png"), (fig2, "tiles.png")):
+        save_figure(fig_, tmp_path / name)
+        assert (tmp_path / name).read_bytes().startswith(MAGIC["png"])
+        assert (tmp_path / name).stat().st_size > 20000

@@ -85,7 +85,7 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
     bounds = _bounds(r, oom, time_limit, progress)
     # re-pack every tile whose live data fits, in one packer call
     fits = [t for t in oom.tolist() if bounds[t].max_live_bytes <= tm]
-    packed, pack_fig, why = {}, None, None
+    packed, pack_fig, why, why_not = {}, None, None, {}
     if fits and repack:
         try:
             from .pack.alloc import allocate
@@ -93,13 +93,35 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
             why = "no packer in this installation"
         else:
             a = allocate(r, method=method, tiles=fits, time_limit=time_limit)
-            packed = {int(res.tile): res for res in a.tiles}
-            pack_fig = memory_figures(r, np.asarray(a.offsets, np.int64), tiles=fits)
+            offsets_new = np.asarray(a.offsets, np.int64)
+            rejected = _rejected_by_checker(r, offsets_new, fits)
+            packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
+            why_not = {t: f"the re-pack failed the checker: {v}" for t, v in rejected.items()}
+            pack_fig = memory_figures(r, offsets_new, tiles=fits)
     elif fits:
         why = "re-packing turned off"
     out = []
     for t in oom.tolist():
-        out.append(_diagnose_tile(r, t, fig, bounds[t], packed.get(t), pack_fig, why, top))
+        out.append(_diagnose_tile(r, t, fig, bounds[t], packed.get(t), pack_fig,
+                                  why_not.get(t, why), top))
+    return out
+
+
+def _rejected_by_checker(r: Report, offsets: np.ndarray, tiles) -> dict[int, str]:
+    """Tiles whose re-pack breaks a placement rule (``tilemem.check``, which shares no code
+    with the packers), with the first violation: their re-pack is not trusted."""
+    from dataclasses import replace
+
+    try:
+        from .check import check_allocation
+    except ImportError:
+        return {}
+    # only the re-packed tiles: the others keep the report's offsets, which are not on trial
+    sub = replace(r, allocated=r.allocated & np.isin(r.tile, tiles), _tile_index=None)
+    res = check_allocation(sub, offsets, limit=1 << 20)
+    out: dict[int, str] = {}
+    for v in res.violations:
+        out.setdefault(int(v.tile), str(v))
     return out
 
 

@@ -509,24 +509,9 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
 
 def offsets_from_file(r: Report, path) -> np.ndarray:
     """The offset column of an allocation file: a report (.json/.capnp) of the same variables,
-    such as ``tilemem alloc`` writes. Variables are matched by var id; raises ``ReportError``
-    when the two reports do not hold the same allocated variables."""
-    from .errors import ReportError
+    such as ``tilemem alloc`` writes (matched by var id; ``ReportError`` when they differ).
+    One loader for every command: ``tilemem.check.offsets_from_allocation``."""
+    from .check import offsets_from_allocation
     from .files import load_report
 
-    other = load_report(path)
-    rows = other.rows_of_vars(r.var_id)
-    missing = np.flatnonzero(r.allocated & (rows < 0))
-    if len(missing):
-        i = int(missing[0])
-        raise ReportError("the allocation has no variable with this id", path=str(path),
-                          field="vars[].var", var=int(r.var_id[i]), tile=int(r.tile[i]))
-    off = np.where(rows >= 0, other.offset[np.maximum(rows, 0)], -1)
-    bad = np.flatnonzero(r.allocated & ((off < 0) | ~other.allocated[np.maximum(rows, 0)]
-                                        | (other.tile[np.maximum(rows, 0)] != r.tile)))
-    if len(bad):
-        i = int(bad[0])
-        raise ReportError("the allocation does not place this variable on its tile",
-                          path=str(path), field="vars[].info.offset", var=int(r.var_id[i]),
-                          tile=int(r.tile[i]))
-    return off
+    return offsets_from_allocation(r, load_report(path), path)
