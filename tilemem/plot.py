@@ -11,10 +11,13 @@
 >>> from tilemem.model import Report
 >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[64, 32, 32],
 ...     alignment=[4] * 3, offset=[0, 64, 64], category=["variable", "stack", "message"],
-...     eq_class=[0, 1, 2], interference=[[], [], []])
+...     eq_class=[0, 1, 2], interference=[[1, 2], [], []],
+...     class_steps=[[0, 4], [0, 2], [2, 4]])
 >>> m = tile_map(r, 0)
->>> m.y_kind, m.x0.tolist(), m.y0.tolist()    # the two sharing [64, 96) get separate lanes
-('lanes', [0, 64, 64], [0.0, 0.0, 1.0])
+>>> m.y_kind, m.x0.tolist(), m.x1.tolist(), m.y0.tolist(), m.y1.tolist()
+('steps', [0, 64, 64], [64, 96, 96], [0.0, 0.0, 2.0], [4.0, 2.0, 4.0])
+>>> _lanes(m.x0, m.x1).tolist()     # without a timeline: the two sharing [64, 96) get lanes
+[0, 0, 1]
 """
 from __future__ import annotations
 
