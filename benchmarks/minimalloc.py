@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,54 +27,28 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tilemem.model import Report  # noqa: E402
+from tilemem.check import check_allocation  # noqa: E402
+from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc  # noqa: E402
 from tilemem.pack.problem import TileProblem  # noqa: E402
 from tilemem.pack.search import solve_search  # noqa: E402
-from tilemem.target import Target  # noqa: E402
 
 DEFAULT_DIR = ROOT.parent / "shared" / "benchmarks" / "minimalloc"
 
 
-def read_csv(path: Path):
-    """``(lower, upper, size)`` columns of a MiniMalloc CSV (id,lower,upper,size)."""
-    rows = [line.split(",") for line in path.read_text().splitlines()[1:] if line.strip()]
-    lower = np.array([int(r[1]) for r in rows], np.int64)
-    upper = np.array([int(r[2]) for r in rows], np.int64)
-    size = np.array([int(r[3]) for r in rows], np.int64)
-    return lower, upper, size
+def load(path: Path, capacity: int, lifetimes: bool = True):
+    """The report of a MiniMalloc CSV (``tilemem.minimalloc``) and its one tile's problem;
+    without ``lifetimes`` the search sees only the interference (as for most real reports)."""
+    r = report_from_minimalloc(read_minimalloc_csv(path), capacity)
+    p = TileProblem.from_report(r, 0)
+    return r, (p if lifetimes else replace(p, lifetimes=None))
 
 
-def problem_from_csv(path: Path, capacity: int) -> TileProblem:
-    """One tile holding every buffer: one class per distinct lifetime, classes interfere when
-    their lifetimes overlap, the lifetimes as class steps."""
-    lower, upper, size = read_csv(path)
-    life, cls = np.unique(np.stack([lower, upper], 1), axis=0, return_inverse=True)
-    cls = cls.reshape(-1)
-    over = (life[:, None, 0] < life[None, :, 1]) & (life[None, :, 0] < life[:, None, 1])
-    np.fill_diagonal(over, False)
-    target = Target(num_tiles=1, tile_memory=capacity, interleaved_memory_start=capacity,
-                    memory_element_offsets=[0])
-    n = len(size)
-    r = Report.from_columns(target=target, var_id=range(n), tile=[0] * n, size=size,
-                            alignment=[4] * n, offset=[0] * n, category=["variable"] * n,
-                            eq_class=cls, interference=[np.flatnonzero(o).tolist() for o in over],
-                            class_steps=life)
-    return TileProblem.from_report(r, 0)
-
-
-def fits(path: Path, capacity: int, offsets) -> bool:
-    """Independent check: inside [0, capacity), no two buffers live together overlap."""
+def fits(r, offsets) -> bool:
+    """Checked by ``tilemem.check`` (independent of the packers): valid, nothing overflowed."""
     if offsets is None:
         return False
-    lower, upper, size = read_csv(path)
-    off = np.asarray(offsets, np.int64)
-    end = off + size
-    if np.any(off < 0) or np.any(end > capacity):
-        return False
-    live = (lower[:, None] < upper[None, :]) & (lower[None, :] < upper[:, None])
-    space = (off[:, None] < end[None, :]) & (off[None, :] < end[:, None])
-    np.fill_diagonal(live, False)
-    return not np.any(live & space)
+    res = check_allocation(r, offsets=np.asarray(offsets, np.int64))
+    return res.ok and not res.overflow_bytes.any()
 
 
 def run_minimalloc(binary: str, path: Path, capacity: int, timeout: float):
@@ -99,11 +74,13 @@ def main(argv=None):
     ap.add_argument("--instances", default="A,B,C,D,E,F")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--minimalloc", default=None, help="path to a MiniMalloc binary")
+    ap.add_argument("--no-lifetimes", action="store_true",
+                    help="hide the lifetimes: sections come from the interference graph")
     args = ap.parse_args(argv)
     if not args.dir.is_dir():
         sys.exit(f"no benchmark data at {args.dir}")
     # compile (or load from the numba cache) outside the timings
-    solve_search(problem_from_csv(args.dir / "input.12.csv", 12), time_limit=10)
+    solve_search(load(args.dir / "input.12.csv", 12)[1], time_limit=10)
     head = f"{'inst':5} {'n':>4} {'ours s':>8} {'fit':>4} {'nodes':>9}"
     if args.minimalloc:
         head += f" {'minimalloc s':>13} {'fit':>4} {'ratio':>6}"
@@ -113,11 +90,11 @@ def main(argv=None):
     for name in args.instances.split(","):
         path = args.dir / f"{name}.1048576.csv"
         cap = 1048576
-        p = problem_from_csv(path, cap)
+        r, p = load(path, cap, lifetimes=not args.no_lifetimes)
         t0 = time.perf_counter()
         res = solve_search(p, time_limit=args.time_limit)
         secs = time.perf_counter() - t0
-        ok = res.status == "optimal" and fits(path, cap, res.offsets)
+        ok = res.status == "optimal" and fits(r, res.offsets)
         all_fit &= ok
         tot_ours += secs
         line = f"{name:5} {p.n:4d} {secs:8.2f} {'yes' if ok else 'NO':>4} {res.nodes:9d}"

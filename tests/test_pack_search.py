@@ -7,7 +7,6 @@ problems, and problems built around a known packing must always be solved.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilemem.check import check_allocation
+from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc
 from tilemem.model import Report
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.search import build_model, solve_search
@@ -25,7 +25,6 @@ from tilemem.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "benchmarks" / "minimalloc"
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 # ---- an independent checker and a brute force ----------------------------------------------
@@ -359,41 +358,39 @@ needs_shared = pytest.mark.skipif(
     not SHARED.is_dir(), reason=f"shared MiniMalloc benchmarks not found at {SHARED}")
 
 
-def _csv_problem(name, capacity):
-    from minimalloc import problem_from_csv  # benchmarks/minimalloc.py
+def _csv(name, capacity):
+    """The report of a shared MiniMalloc instance and its one tile's problem."""
+    r = report_from_minimalloc(read_minimalloc_csv(SHARED / name), capacity)
+    return r, TileProblem.from_report(r, 0)
 
-    return problem_from_csv(SHARED / name, capacity)
+
+def _fits(r, offsets) -> bool:
+    chk = check_allocation(r, offsets=offsets)
+    return chk.ok and not chk.overflow_bytes.any()
 
 
 @needs_shared
 def test_minimalloc_example_and_its_optimum():
-    p = _csv_problem("input.12.csv", 12)
+    r, p = _csv("input.12.csv", 12)
     res = solve_search(p, time_limit=10)
-    assert res.status == "optimal"
-    from minimalloc import fits
-
-    assert fits(SHARED / "input.12.csv", 12, res.offsets)
+    assert res.status == "optimal" and _fits(r, res.offsets)
+    assert int((res.offsets + r.size).max()) == 12
     assert solve_search(p, time_limit=10, capacity=11).status == "infeasible"
 
 
 @needs_shared
 @pytest.mark.parametrize("name", ["C", "D"])
 def test_challenging_instances_fit(name):
-    from minimalloc import fits
-
-    cap = 1048576
-    p = _csv_problem(f"{name}.1048576.csv", cap)
+    r, p = _csv(f"{name}.1048576.csv", 1048576)
     res = solve_search(p, time_limit=60)
-    assert res.status == "optimal"
-    assert fits(SHARED / f"{name}.1048576.csv", cap, res.offsets)
+    assert res.status == "optimal" and _fits(r, res.offsets)
     # the same search without lifetimes (sections from the class graph) also fits it
     res2 = solve_search(replace(p, lifetimes=None), time_limit=60)
-    assert res2.status == "optimal"
-    assert fits(SHARED / f"{name}.1048576.csv", cap, res2.offsets)
+    assert res2.status == "optimal" and _fits(r, res2.offsets)
 
 
 @needs_shared
 def test_time_limit_gives_unknown():
-    p = _csv_problem("B.1048576.csv", 1048576)
+    _, p = _csv("B.1048576.csv", 1048576)
     res = solve_search(p, time_limit=0.0)
     assert res.status == "unknown" and res.offsets is None and res.nodes > 0

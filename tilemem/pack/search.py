@@ -60,9 +60,10 @@ import numpy as np
 from . import search_kernel as K
 from .problem import TileProblem
 
-#: Static orders tried in turn each round (MiniMalloc's defaults).
-DEFAULT_ORDERINGS = ("WAT", "TAW", "TWA")
-_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "H": K.KEY_H}
+#: Static orders tried in turn each round: MiniMalloc's three, then section total and width
+#: with ties broken at random ("R", reseeded every round; the hint's order in the first round).
+DEFAULT_ORDERINGS = ("WAT", "TAW", "TWA", "TWR")
+_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R}
 
 
 @dataclass(frozen=True)
@@ -78,26 +79,32 @@ class SearchResult:
 
 def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | None = None,
                  capacity: int | None = None, *,
-                 orderings: tuple[str, ...] = DEFAULT_ORDERINGS) -> SearchResult:
+                 orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds.
 
-    ``hint`` (local offsets, e.g. the heuristic's) adds its order (by offset) as the first
-    static ordering. Repeated calls on the same problem object reuse its compiled arrays.
+    ``orderings``: the static orders of each round, as letters (descending keys; W lifetime
+    width, A area, T largest section total; R random, or ``hint``'s order by offset in the
+    first round). ``seed`` makes the random orders repeatable. Repeated calls on the same
+    problem object reuse its arrays (numba compiles once and caches).
     """
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
     cap = problem.capacity if capacity is None else int(capacity)
     sm = _model_of(problem)
-    if hint is not None and sm.n:
-        orderings = ("H",) + tuple(orderings)
-    run = _Run(sm, cap, hint)
+    run = _Run(sm, cap)
     if run.verdict is not None:
         return _result(sm, run, run.verdict, 0, t0)
+    rng = np.random.default_rng(seed)
     nodes = 0
     limit = max(sm.n, 1)
+    first = True
     while True:
         limit *= 2
+        run.random_key[:] = rng.permutation(sm.n)
+        if first and hint is not None:  # descending keys: the lowest offset first
+            run.random_key[:] = -np.asarray(hint, np.int64)
+        first = False
         for name in orderings:
             heur = np.array([_CODES[ch] for ch in name], np.int64)
             run.reset()
@@ -423,7 +430,7 @@ class _Run:
 
     SLICE = 4096  # nodes between clock checks (grows to keep a slice near 20 ms)
 
-    def __init__(self, sm: _Model, cap: int, hint):
+    def __init__(self, sm: _Model, cap: int):
         self.sm = sm
         self.cap = cap
         n, S = sm.n, sm.num_sections
@@ -455,13 +462,11 @@ class _Run:
         bounds = np.flatnonzero(self.cuts0 == 0) + 1
         edges = np.concatenate([[0], bounds, [S]])
         self.parts0 = np.stack([edges[:-1], edges[1:]], axis=1).astype(np.int64)
-        hint_key = np.zeros(n, np.int64)
-        if hint is not None:
-            hint_key = -np.asarray(hint, np.int64)  # orders descending: lowest offset first
+        self.random_key = np.zeros(n, np.int64)  # the "R" key, set before each round
         self.model = (sm.size, sm.align, sm.lo, hi, sm.adj_ptr, sm.adj_idx, sm.adj_kind,
                       sm.sec_ptr, sm.sec_vars, self.sec_cap, sm.vsec_ptr, sm.vsecs, sm.span_lo,
                       sm.span_hi, sm.by_lo, sm.lo_idx, sm.width, sm.area, sm.has_elem,
-                      sm.has_reg, sm.need, sm.elem_starts, hint_key,
+                      sm.has_reg, sm.need, sm.elem_starts, self.random_key,
                       np.array([sm.ils, int(sm.nrs)], np.int64))
         depth = 2 * n + 8
         trail_cap = int(max(4096, 4 * sm.need.sum(), 4 * n))

@@ -50,8 +50,8 @@ T_OFF, T_M, T_TOTAL, T_FLOOR, T_CUT, T_PRE = range(6)
 # interaction kinds (bits of adj_kind)
 K_CONFLICT, K_ELEMENT, K_REGION = 1, 2, 4
 
-# static preordering keys (descending), as in MiniMalloc: W(idth), A(rea), T(otal), H(int)
-KEY_W, KEY_A, KEY_T, KEY_H = 0, 1, 2, 3
+# static preordering keys (descending), as in MiniMalloc: W(idth), A(rea), T(otal); R: a given random (or hint) key
+KEY_W, KEY_A, KEY_T, KEY_R = 0, 1, 2, 3
 
 
 @njit(cache=True, inline="always")
@@ -142,7 +142,7 @@ def run(model, state, heur, limit, budget):
     """
     (size, align, lo, hi, adj_ptr, adj_idx, adj_kind, sec_ptr, sec_vars, sec_cap,
      vsec_ptr, vsecs, span_lo, span_hi, by_lo, lo_idx, width, area, has_elem, has_reg,
-     need, elem_starts, hint_key, params) = model
+     need, elem_starts, rand_key, params) = model
     (off, m, pre, total, floor, cuts, sol, trail, frames, pieces, stamp, aff, reg,
      tmp_vars, tmp_key) = state
     ils = params[0]
@@ -175,7 +175,7 @@ def run(model, state, heur, limit, budget):
             a = pieces[p, 0]
             b = pieces[p, 1]
             _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width,
-                      area, hint_key, trail, reg, tmp_vars, tmp_key)
+                      area, rand_key, trail, reg, tmp_vars, tmp_key)
             q = sp + 1
             frames[q, F_KIND] = NODE
             frames[q, F_A] = a
@@ -418,7 +418,7 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
 
 @njit(cache=True)
 def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width, area,
-              hint_key, trail, reg, tmp_vars, tmp_key):
+              rand_key, trail, reg, tmp_vars, tmp_key):
     """Rank the unplaced variables of part ``[a, b)`` by the static ordering ``heur`` (keys
     descending, then variable index): the tie-break of the dynamic order and of canonicity."""
     n = 0
@@ -437,8 +437,8 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
                 key[j] = -width[k]
             elif code == KEY_A:
                 key[j] = -area[k]
-            elif code == KEY_H:
-                key[j] = -hint_key[k]
+            elif code == KEY_R:
+                key[j] = -rand_key[k]
             else:
                 tt = 0
                 for e in range(vsec_ptr[k], vsec_ptr[k + 1]):
