@@ -8,7 +8,8 @@ Prints seconds for: ``max_live_all`` over every tile (with the report's class st
 them, i.e. the chordal pass), ``check_allocation``; and ratios against baselines measured in the
 same run on a subset of tiles:
 - the checker's sort-by-offset sweep vs an all-pairs overlap check (numpy, per tile);
-- the chordal maximum-weight clique vs networkx's exact ``max_weight_clique``.
+- the chordal maximum-weight clique vs networkx's exact ``max_weight_clique`` (on the two
+  tiles of the subset with the fewest classes: networkx needs ~15 s for a full tile).
 With ``--cli``: ``tilemem liveness`` and ``tilemem check`` end to end (load included) on the
 report written as JSON; the target is under a minute each for a 1216-tile Mk1 report.
 """
@@ -116,7 +117,10 @@ def main() -> None:
     assert res_sub.counts["overlap"] == n_pairs, (res_sub.counts["overlap"], n_pairs)
     print(f"overlap on {len(tiles)} tiles: all-pairs {t_pairs:.3f} s, whole checker (sweep + "
           f"every rule) {t_sweep:.3f} s: all-pairs / checker = {t_pairs / t_sweep:.1f}x")
-    nx_tiles = tiles[:max(1, min(4, len(tiles)))]
+    # networkx's exact search takes ~15 s per full tile here: use the 2 tiles of the subset
+    # with the fewest classes
+    k = np.array([len(np.unique(r.eq_class[r.tile_rows(t)])) for t in tiles])
+    nx_tiles = np.sort(tiles[np.argsort(k, kind="stable")[:2]])
     t_nx, nx_vals = seconds(lambda: [networkx_max_live(r, int(t)) for t in nx_tiles])
     t_ours, ours = seconds(max_live_all, replace(r, class_steps=None), nx_tiles)
     assert nx_vals == [m.max_live_bytes for m in ours], (nx_vals, ours)

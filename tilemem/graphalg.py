@@ -163,10 +163,9 @@ def _chordal_pass(indptr, indices, w):
     for i in range(n):
         pos[order[i]] = i
     cand = w.copy()
-    chordal = True
+    parent = np.full(n, -1, np.int64)
     for v in range(n):
         pv = pos[v]
-        parent = -1
         ppos = -1
         for k in range(indptr[v], indptr[v + 1]):
             u = indices[k]
@@ -174,14 +173,40 @@ def _chordal_pass(indptr, indices, w):
                 cand[v] += w[u]
                 if pos[u] > ppos:
                     ppos = pos[u]
-                    parent = u
-        if chordal and parent >= 0:
-            # Every other earlier neighbour must be adjacent to the latest one (PEO test).
+                    parent[v] = u
+    # PEO test: every other earlier neighbour of v is adjacent to its latest one, parent[v].
+    # Children grouped by parent, so each parent's row is marked once: O(n + m) in all.
+    counts = np.zeros(n + 1, np.int64)
+    for v in range(n):
+        if parent[v] >= 0:
+            counts[parent[v] + 1] += 1
+    for p in range(n):
+        counts[p + 1] += counts[p]
+    children = np.empty(counts[n], np.int64)
+    fill = counts[:n].copy()
+    for v in range(n):
+        if parent[v] >= 0:
+            children[fill[parent[v]]] = v
+            fill[parent[v]] += 1
+    stamp = np.full(n, -1, np.int64)
+    chordal = True
+    for p in range(n):
+        if counts[p + 1] == counts[p]:
+            continue
+        for k in range(indptr[p], indptr[p + 1]):
+            stamp[indices[k]] = p
+        for c in range(counts[p], counts[p + 1]):
+            v = children[c]
+            pv = pos[v]
             for k in range(indptr[v], indptr[v + 1]):
                 u = indices[k]
-                if pos[u] < pv and u != parent and not _has_edge(indptr, indices, parent, u):
+                if pos[u] < pv and u != p and stamp[u] != p:
                     chordal = False
                     break
+            if not chordal:
+                break
+        if not chordal:
+            break
     return pos, cand, chordal
 
 
