@@ -55,6 +55,10 @@ CODELETS: tuple[tuple[str, int, int], ...] = (
 )
 #: Relative bytes per tile above which a tensor spreads over the whole chip.
 SPREAD_BPT = 0.5
+#: Share of partly spread tensors mapped from tile 0 (offset 0, mapTensorLinearly's default);
+#: the others start at a tile chosen from a hash (chooseMappingOffset, 003). Low tiles are
+#: therefore heavier, as in real programs.
+FROM_TILE0 = 0.5
 #: ``coverage=AUTO``: choose the share of tiles from the size (``_Builder.coverage``).
 AUTO = -1.0
 CODELET_INDEX = {name.split("<")[0].split("::")[-1] + ("<half" in name) * "Half": i
@@ -139,6 +143,8 @@ class _Builder:
     def tensor(self, name, bpt, define, *, category="variable", dtype=4, **kw) -> int:
         if kw.get("coverage", 1.0) == AUTO:
             kw["coverage"] = self.coverage(bpt)
+            if kw["coverage"] < 1.0 and "offset" not in kw and self.rng.random() < FROM_TILE0:
+                kw["offset"] = 0  # mapTensorLinearly's default: start at tile 0
         self.tensors.append(Tensor(name, category, float(bpt), dtype, define, **kw))
         return len(self.tensors) - 1
 
@@ -208,7 +214,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
             momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5), init,
                                    coverage=wt.coverage, ascending=wt.ascending,
-                                   place=wt.name)
+                                   place=wt.name, offset=wt.offset)
             biases[i] = b.tensor(f"layer{i}/biases", 0.02 * width[i], init,
                                  coverage=0.05, offset=0 if rng.random() < 0.5 else -1)
 
@@ -352,7 +358,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             b.use(red, partials)
             wt = b.tensors[weights[i]]
             dw = b.tensor(f"{wp}/weightsGrad", wt.bpt, red, coverage=wt.coverage,
-                          ascending=wt.ascending, place=wt.name)
+                          ascending=wt.ascending, place=wt.name, offset=wt.offset)
             b.element_pairs.append((partials, dw))
             cs = b.compute(f"{wp}/ReduceBias", "ScaledReduce")
             b.use(cs, dy)
