@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     from .errors import ReportError
 
     try:
-        cli.main(args=argv, prog_name="tilemem", standalone_mode=False)
+        rc = cli.main(args=argv, prog_name="tilemem", standalone_mode=False)
     except ReportError as e:
         click.echo(f"tilemem: error: {e}", err=True)
         return 2
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":
