@@ -271,3 +271,15 @@ def test_cli_generate_refuses_unknown_extension(tmp_path):
 
     assert main(["generate", "--tiles", "4", "-o", str(tmp_path / "g.txt")]) == 2
     assert not (tmp_path / "g.txt").exists()
+
+
+def test_the_example_report_is_valid_and_mid_size():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "mk1-small.json"
+    r = load_report(path)
+    assert r == load_report(path.with_suffix(".capnp"))
+    assert violations(r) == [] and check_allocation(r).ok
+    assert r.num_tiles == 32 and r.num_vars / r.num_tiles > 300
+    assert 1 <= len(tiles_over_memory(r)) <= 5
+    assert path.stat().st_size < 10_000_000
