@@ -175,6 +175,8 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
             code = "repackOverflows"
             verdict = VERDICTS[code].format(over=max(used - tm, int(res.overflow_bytes)),
                                             cost=used - bound)
+            if str(res.status) != "optimal":
+                verdict += f" - {res.status}, not proven optimal: a better packing may fit"
     rows = np.asarray(ml.peak_rows, np.int64)
     order = rows[np.argsort(-r.size[rows], kind="stable")]
     peak_vars = [{"var": int(r.var_id[i]), "name": r.name(int(i)), "size": int(r.size[i]),
