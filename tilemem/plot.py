@@ -75,8 +75,9 @@ def _darker(colour, factor: float = 0.65):
 @dataclass(frozen=True)
 class TileMap:
     """The rectangles of one tile: variable ``rows[i]`` covers addresses ``[x0, x1)`` and
-    ``[y0, y1)`` on the y axis (program steps for ``y_kind == "steps"``, lane bands for
-    ``"lanes"``). ``figures`` are the tile's memory figures for this allocation."""
+    ``[y0, y1)`` on the y axis (program steps for ``y_kind == "steps"``; for ``"points"``,
+    positions of an interval model of the interference found by ``tilemem.liveness.timeline``
+    when the report has no steps; lane bands for ``"lanes"``). ``figures`` are the tile's memory figures for this allocation."""
 
     tile: int
     rows: np.ndarray
@@ -112,7 +113,9 @@ def tile_map(r: Report, tile: int, offsets: np.ndarray | None = None, *,
         whole = r.always_live[rows] | ~known
         y0 = np.where(whole, first, life[:, 0])
         y1 = np.where(whole, last, life[:, 1])
-        kind = "steps"
+        # without equivalenceClassSteps the liveness stage orders classes from the
+        # interference alone: positions, not the program's own steps
+        kind = "steps" if r.class_steps is not None else "points"
     else:
         lane = _lanes(x0, x1)
         y0 = lane.astype(float)
@@ -227,9 +230,10 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
         artists["vars"][name] = pc
         handles.append(Patch(color=colour, label=f"{name} ({bytes_of[c]:,} B)"))
     ax.set_xlim(0, xmax)
-    if m.y_kind == "steps":
+    if m.y_kind in ("steps", "points"):
         ax.set_ylim(ytop, ybottom)     # time runs downwards, like an execution trace
-        ax.set_ylabel("program step")
+        ax.set_ylabel("program step" if m.y_kind == "steps"
+                      else "program point (from interference)")
     else:
         ax.set_ylim(ytop + (1 - LANE_HEIGHT), ybottom - (1 - LANE_HEIGHT))
         ax.set_ylabel("lane (variables sharing bytes)")
