@@ -206,13 +206,15 @@ class _Assembler:
     # ---- the report -----------------------------------------------------------------------
     def report(self, pressure: float, progress: bool) -> Report:
         T = self.t.num_tiles
-        owner, tile, size = self.parts(1.0)
-        items = self._items(owner, tile)
-        scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
-        owner, tile, size = self.parts(scale)
-        scale = self.refine(scale, self._items(owner, tile))
-        owner, tile, size = self.parts(scale * pressure)
-        r = self.build(owner, tile, size, self._items(owner, tile), names=True)
+        with _phase(progress, "calibrating tensor sizes to the tile memory"):
+            owner, tile, size = self.parts(1.0)
+            items = self._items(owner, tile)
+            scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
+            owner, tile, size = self.parts(scale)
+            scale = self.refine(scale, self._items(owner, tile))
+        with _phase(progress, "mapping tensors, naming variables, constraints"):
+            owner, tile, size = self.parts(scale * pressure)
+            r = self.build(owner, tile, size, self._items(owner, tile), names=True)
         return r.with_offsets(first_fit_offsets(r, progress))
 
     def build(self, owner, tile, size, items, names: bool) -> Report:
@@ -271,6 +273,17 @@ class _Assembler:
                                  np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE)
 
 
+def _phase(progress: bool, text: str):
+    """A spinner on stderr while a phase runs (when ``progress``)."""
+    import contextlib
+
+    if not progress:
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(text)
+
+
 def _pair_rows(pairs, part_ptr: np.ndarray, tile: np.ndarray, n: int) -> Csr:
     """Constraint lists (both directions) between the parts of two tensors on common tiles."""
     src, dst = [], []
@@ -298,9 +311,10 @@ def first_fit_offsets(r: Report, progress: bool = False) -> np.ndarray:
     tiles = r.tiles_in_use()
     bar = None
     if progress:
+        from rich.console import Console
         from rich.progress import Progress
 
-        bar = Progress(transient=True)
+        bar = Progress(transient=True, console=Console(stderr=True))
         bar.start()
         task = bar.add_task("allocating tiles (first fit)", total=len(tiles))
     try:
