@@ -211,3 +211,13 @@ def test_random_reports_roundtrip(tmp_path, rc):
         assert r1.class_steps is None
     else:
         assert np.array_equal(r1.class_steps, r.class_steps)
+
+
+def test_saved_files_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    save_report(load_report(SEED), tmp_path / "x.json")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(tmp_path / "x.json").st_mode) == 0o666 & ~mask

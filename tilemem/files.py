@@ -58,11 +58,18 @@ def atomic_write(path, mode: str = "wb") -> Iterator[BinaryIO]:
     try:
         with os.fdopen(fd, mode) as f:
             yield f
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def save_report(report: Report, path) -> None:
