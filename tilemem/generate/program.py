@@ -54,7 +54,7 @@ CODELETS: tuple[tuple[str, int, int], ...] = (
     ("poprand::SetSeedSupervisor", 350, 28),
 )
 #: Relative bytes per tile above which a tensor spreads over the whole chip.
-SPREAD_BPT = 0.5
+SPREAD_BPT = 1.5
 #: Share of partly spread tensors mapped from tile 0 (offset 0, mapTensorLinearly's default);
 #: the others start at a tile chosen from a hash (chooseMappingOffset, 003). Low tiles are
 #: therefore heavier, as in real programs.
