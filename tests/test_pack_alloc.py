@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from pack_oracle import objective as oracle_objective
 from pack_oracle import small_reports, violations
+from tilemem.check import check_allocation
 from tilemem.model import Report
 from tilemem.pack import alloc as alloc_mod
+from tilemem.pack import heuristic as heuristic_mod
 from tilemem.pack.alloc import allocate, self_check, simple_bound, solve_tile
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.problem import TileProblem
@@ -29,6 +31,13 @@ def examples(n):
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+def passes_both_checkers(r, off):
+    """The test's own checker and ``tilemem.check`` (written apart from the packers)."""
+    assert violations(r, off) == []
+    res = check_allocation(r, off)
+    assert res.ok, [v.to_json() for v in res.violations][:3]
+
+
 def keys(r, off):
     return [oracle_objective(r, off, t) for t in range(r.num_tiles)]
 
@@ -38,8 +47,8 @@ def keys(r, off):
 def test_replay_and_heuristic_pass_the_checker(r):
     rep = allocate(r, method="replay", workers=1)
     heu = allocate(r, method="heuristic", workers=1)
-    assert violations(r, rep.offsets) == []
-    assert violations(r, heu.offsets) == []
+    passes_both_checkers(r, rep.offsets)
+    passes_both_checkers(r, heu.offsets)
     for k_rep, k_heu in zip(keys(r, rep.offsets), keys(r, heu.offsets)):
         assert k_heu <= k_rep  # replay's order is one of the heuristic's candidates
     for res in heu.tiles:
@@ -54,7 +63,7 @@ def test_replay_and_heuristic_pass_the_checker(r):
 def test_exact_passes_the_checker_and_beats_the_heuristic(r, method):
     heu = allocate(r, method="heuristic", workers=1)
     ex = allocate(r, method=method, workers=1, time_limit=5, deterministic=True)
-    assert violations(r, ex.offsets) == []
+    passes_both_checkers(r, ex.offsets)
     for k_heu, k_ex in zip(keys(r, heu.offsets), keys(r, ex.offsets)):
         assert k_ex <= k_heu
 
@@ -136,7 +145,7 @@ TINY_GEOMETRY = Target(1, 48, 32, np.array([0, 16, 32]))
 @given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
 def test_exact_matches_brute_force(r):
     ex = allocate(r, method="exact", workers=1, time_limit=20, deterministic=True)
-    assert violations(r, ex.offsets) == []
+    passes_both_checkers(r, ex.offsets)
     assert ex.tiles[0].status == "optimal", ex.tiles[0].note
     assert oracle_objective(r, ex.offsets, 0) == brute_force(r)
 
@@ -186,6 +195,8 @@ def test_bad_solver_results_are_rejected(monkeypatch):
         return SimpleNamespace(offsets=np.zeros(problem.n, np.int64), status="optimal")
 
     monkeypatch.setattr(alloc_mod, "_search_function", lambda: bad_search)
+    # no local search: the search's answer (then CP-SAT's) is what this test is about
+    monkeypatch.setattr(heuristic_mod, "improve", lambda p, start, **kw: (start, 0))
     hint = np.array([0, 100, 200])  # valid, but 100 bytes above the bound
     assert self_check(p, hint)
     res, off = solve_tile(p, "auto", hint=hint, time_limit=5, bound=(200, True))
