@@ -9,7 +9,7 @@ import click
 @click.option("--tiles", type=click.IntRange(min=1), default=None,
               help="Number of tiles (default: the whole IPU).")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="Approximate number of program steps (default: 2000 mk1, 4000 mk2).")
+              help="Approximate number of program steps (default: 2000 mk1, 4400 mk2).")
 @click.option("--pressure", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True,
               help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.5 none.")

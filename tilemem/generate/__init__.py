@@ -51,7 +51,7 @@ __all__ = ["generate_report", "DEFAULT_STEPS"]
 
 #: Program steps by preset when ``steps`` is not given (a full-size report: a Mk2 report of
 #: 1472 tiles is then over 1 GB of JSON).
-DEFAULT_STEPS = {"mk1": 2000, "mk2": 4000}
+DEFAULT_STEPS = {"mk1": 2000, "mk2": 4400}
 
 #: Calibration at pressure 1: the tile at this quantile of estimated demand is filled to
 #: ``FILL`` of its memory (the estimate ignores gaps, which first fit adds).
