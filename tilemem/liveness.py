@@ -125,17 +125,49 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     """The conflict structure of the allocated variables of ``tile``."""
     rows = r.tile_rows(tile)
     classes, local = np.unique(r.eq_class[rows], return_inverse=True)
-    inter = r.interference
-    lengths = inter.indptr[classes + 1] - inter.indptr[classes]
-    nbrs = (np.concatenate([inter.row(c) for c in classes]) if len(classes)
-            else np.zeros(0, np.int64))
-    src = np.repeat(np.arange(len(classes)), lengths)
-    pos = np.searchsorted(classes, nbrs)
-    pos_c = np.minimum(pos, max(len(classes) - 1, 0))
-    present = (pos < len(classes)) & (classes[pos_c] == nbrs) if len(classes) else pos < 0
-    adj = Csr.from_pairs(len(classes), src[present], pos_c[present])
+    k = len(classes)
+    dense = _dense_interference(r)
+    if dense is not None:  # few classes: one fancy-indexed block instead of neighbour scans
+        src, dst = np.nonzero(dense[np.ix_(classes, classes)])
+    else:
+        inter = r.interference
+        starts = inter.indptr[classes]
+        lengths = inter.indptr[classes + 1] - starts
+        # gather the neighbour lists of all the tile's classes in one vectorised step
+        first = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        nbrs = inter.indices[first + np.arange(int(lengths.sum()))]
+        src = np.repeat(np.arange(k), lengths)
+        pos = np.searchsorted(classes, nbrs)
+        pos_c = np.minimum(pos, max(k - 1, 0))
+        present = (pos < k) & (classes[pos_c] == nbrs) if k else pos < 0
+        src, dst = src[present], pos_c[present]
+    adj = Csr.from_pairs(k, src, dst)
     return TileConflicts(tile=int(tile), rows=rows, local_class=local.astype(np.int64),
                          classes=classes, class_adj=adj, always_live=r.always_live[rows].copy())
+
+
+#: Up to this many classes the interference is also kept as a dense boolean matrix (16 MiB).
+DENSE_CLASSES = 4096
+_DENSE: dict = {}
+
+
+def _dense_interference(r: Report) -> np.ndarray | None:
+    """Dense symmetric class x class interference (no self entries), cached per report."""
+    inter = r.interference
+    if inter.num_rows > DENSE_CLASSES:
+        return None
+    hit = _DENSE.get(id(inter))
+    if hit is not None and hit[0]() is inter:
+        return hit[1]
+    c = inter.num_rows
+    m = np.zeros((c, c), bool)
+    src, dst = inter.row_ids(), inter.indices
+    m[src, dst] = True
+    m[dst, src] = True
+    np.fill_diagonal(m, False)
+    key = id(inter)
+    _DENSE[key] = (weakref.ref(inter, lambda _, k=key, d=_DENSE: d.pop(k, None)), m)
+    return m
 
 
 # ---- maximum live bytes ------------------------------------------------------------------------
