@@ -61,9 +61,11 @@ from . import search_kernel as K
 from .problem import TileProblem
 
 #: Static orders tried in turn each round: MiniMalloc's three, then section total and width
-#: with ties broken at random ("R", reseeded every round; the hint's order in the first round).
-DEFAULT_ORDERINGS = ("WAT", "TAW", "TWA", "TWR")
-_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R}
+#: with ties broken at random ("R", reseeded every round; the hint's order in the first round);
+#: all after the deadline ("D": variables whose window closes first), which only matters when
+#: windows differ.
+DEFAULT_ORDERINGS = ("DWAT", "DTAW", "DTWA", "DTWR")
+_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R, "D": K.KEY_D, "Z": K.KEY_Z}
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds.
 
-    ``orderings``: the static orders of each round, as letters (descending keys; W lifetime
-    width, A area, T largest section total; R random, or ``hint``'s order by offset in the
-    first round). ``seed`` makes the random orders repeatable. Repeated calls on the same
+    ``orderings``: the static orders of each round, as letters (D end of the window
+    ascending, then descending keys: W lifetime width, A area, T largest section total; R
+    random, or ``hint``'s order by offset in the first round). ``seed`` makes the random orders repeatable. Repeated calls on the same
     problem object reuse its arrays (numba compiles once and caches).
     """
     t0 = time.perf_counter()
@@ -109,7 +111,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             heur = np.array([_CODES[ch] for ch in name], np.int64)
             run.reset()
             status = run.go(heur, limit, deadline)
-            nodes += int(run.state[12][K.R_NODES])
+            nodes += int(run.state[10][K.R_NODES])
             if status == K.FOUND:
                 return _result(sm, run, "optimal", nodes, t0)
             if status == K.INFEASIBLE:
@@ -157,6 +159,9 @@ class _Model:
     has_reg: np.ndarray
     need: np.ndarray
     elem_starts: np.ndarray
+    pair_i: np.ndarray  # element / region partners i < k, with all their interaction bits
+    pair_k: np.ndarray
+    pair_kind: np.ndarray
     ils: int
     nrs: bool
     sections_from: str  # "lifetimes", "interval" or "cliques"
@@ -202,6 +207,7 @@ def build_model(p: TileProblem) -> _Model:
     np.cumsum(np.bincount(usrc, minlength=n), out=adj_ptr[1:])
 
     sections, width, how = _sections(p, size)
+    sections = _with_window_groups(sections, p.lo.astype(np.int64), p.hi.astype(np.int64))
     # spans: interval of the sections each variable is in, grown so interacting spans meet
     S = len(sections)
     sec_ptr = np.zeros(S + 1, np.int64)
@@ -219,6 +225,7 @@ def build_model(p: TileProblem) -> _Model:
     if n and np.any(span_hi <= span_lo):
         raise AssertionError("a variable is in no section")
     half = usrc < udst
+    pairs_ = half & ((ukind & (K.K_ELEMENT | K.K_REGION)) != 0)
     K.extend_spans(span_lo, span_hi, usrc[half], udst[half])
     by_lo = np.argsort(span_lo, kind="stable").astype(np.int64)
     lo_idx = np.searchsorted(span_lo[by_lo], np.arange(S + 1)).astype(np.int64)
@@ -229,8 +236,7 @@ def build_model(p: TileProblem) -> _Model:
     has_reg[usrc[(ukind & K.K_REGION) != 0]] = 1
     nsec = np.diff(vsec_ptr)
     deg = np.diff(adj_ptr)
-    nb_secs = np.bincount(usrc, weights=nsec[udst], minlength=n).astype(np.int64)
-    need = 2 + deg + nsec + np.minimum(nsec + nb_secs, S) + (span_hi - span_lo)
+    need = 2 + deg + nsec + (span_hi - span_lo)  # trail records one placement may write
     t = p.target
     elem_starts = np.append(t.memory_element_offsets.astype(np.int64), t.tile_memory)
     return _Model(
@@ -240,6 +246,8 @@ def build_model(p: TileProblem) -> _Model:
         vsec_ptr=vsec_ptr, vsecs=vsecs.astype(np.int64), span_lo=span_lo, span_hi=span_hi,
         by_lo=by_lo, lo_idx=lo_idx, width=width, area=width * size, has_elem=has_elem,
         has_reg=has_reg, need=need.astype(np.int64), elem_starts=elem_starts,
+        pair_i=usrc[pairs_].astype(np.int64), pair_k=udst[pairs_].astype(np.int64),
+        pair_kind=ukind[pairs_].astype(np.int64),
         ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
         sections_from=how)
 
@@ -287,6 +295,26 @@ def _sections(p: TileProblem, size: np.ndarray):
             count[s] += 1
         width = count if width is None else np.where(al, count, width)
     return out, np.maximum(width, 1).astype(np.int64), how
+
+
+def _with_window_groups(sections, lo, hi):
+    """Each section followed by its members that must end by an earlier window end, or start
+    at or after a later window start, than the others (e.g. code below the interleaved
+    region, interleaved variables above it): sub-cliques with their own capacity check."""
+    out = []
+    for sec in sections:
+        out.append(sec)
+        h = hi[sec]
+        for d in np.unique(h)[:-1]:
+            grp = sec[h <= d]
+            if len(grp) > 1:
+                out.append(grp)
+        lw = lo[sec]
+        for r in np.unique(lw)[1:]:
+            grp = sec[lw >= r]
+            if len(grp) > 1:
+                out.append(grp)
+    return out
 
 
 def _class_interval_model(p: TileProblem, rest: np.ndarray):
@@ -449,9 +477,10 @@ class _Run:
         sv = sm.sec_vars
         starts = sm.sec_ptr[:-1]
         self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
-        self.floor0 = np.minimum.reduceat(m0[sv], starts)
+        floor0 = np.minimum.reduceat(m0[sv], starts)
+        self.wit0 = sv[starts].astype(np.int64)
         self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap).astype(np.int64)
-        if np.any(self.floor0 + self.total0 > self.sec_cap):
+        if np.any(floor0 + self.total0 > self.sec_cap):
             self.verdict = "infeasible"
             return
         cnt = np.zeros(S + 1, np.int64)
@@ -466,18 +495,17 @@ class _Run:
         self.model = (sm.size, sm.align, sm.lo, hi, sm.adj_ptr, sm.adj_idx, sm.adj_kind,
                       sm.sec_ptr, sm.sec_vars, self.sec_cap, sm.vsec_ptr, sm.vsecs, sm.span_lo,
                       sm.span_hi, sm.by_lo, sm.lo_idx, sm.width, sm.area, sm.has_elem,
-                      sm.has_reg, sm.need, sm.elem_starts, self.random_key,
-                      np.array([sm.ils, int(sm.nrs)], np.int64))
+                      sm.has_reg, sm.need, sm.elem_starts, self.random_key, sm.pair_i,
+                      sm.pair_k, sm.pair_kind, np.array([sm.ils, int(sm.nrs)], np.int64))
         depth = 2 * n + 8
-        trail_cap = int(max(4096, 4 * sm.need.sum(), 4 * n))
+        trail_cap = int(max(4096, 4 * sm.need.max() + 16 * n))  # grows on demand
         self.state = [
             np.full(n, -1, np.int64), m0.copy(), np.zeros(n, np.int64),  # off, m, pre
-            self.total0.copy(), self.floor0.copy(), self.cuts0.copy(),  # total, floor, cuts
+            self.total0.copy(), self.wit0.copy(), self.cuts0.copy(),  # total, witness, cuts
             np.full(n, -1, np.int64),  # sol
             np.zeros((trail_cap, 3), np.int64),  # trail
             np.zeros((depth, K.NUM_FIELDS), np.int64),  # frames
             np.zeros((S + 2 * n + 8, 2), np.int64),  # pieces
-            np.zeros(S, np.int64), np.zeros(S, np.int64),  # stamp, aff
             np.zeros(K.NUM_REGS, np.int64),  # registers
             np.zeros(n, np.int64), np.zeros(n, np.int64),  # scratch
         ]
@@ -488,11 +516,10 @@ class _Run:
         st[1][:] = self.m0
         st[2][:] = 0
         st[3][:] = self.total0
-        st[4][:] = self.floor0
+        st[4][:] = self.wit0
         st[5][:] = self.cuts0
         st[6][:] = -1
-        st[10][:] = 0
-        reg = st[12]
+        reg = st[10]
         reg[:] = 0
         np_ = len(self.parts0)
         st[9][:np_] = self.parts0

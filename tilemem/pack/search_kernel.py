@@ -15,7 +15,7 @@ Terms (see ``tilemem.pack.search`` for the argument that the pruning is sound):
   boundary and inside its window. ``INF`` when no such offset exists.
 - A *section* is a clique of the conflict graph (a cross-section of time when lifetimes are
   known). Its unplaced variables must stack above ``max(current offset, min m)``: the capacity
-  check. Sections have a linear order; every variable has a *span* (an interval of sections)
+  check (with a cached *witness* per section: an unplaced member low enough to pass it). Sections have a linear order; every variable has a *span* (an interval of sections)
   such that interacting variables have intersecting spans, so when no unplaced variable spans
   two adjacent sections the rest splits into independent parts (dynamic decomposition).
 - A *frame* is a search node (``NODE``: place one more variable of a part) or a decomposition
@@ -41,17 +41,18 @@ F_P0, F_PN, F_PI = 11, 12, 13
 NUM_FIELDS = 14
 
 # registers
-R_SP, R_MODE, R_NODES, R_TL, R_PT, R_STAMP, R_TRIES, R_PARTS = range(8)
-NUM_REGS = 8
+R_SP, R_MODE, R_NODES, R_TL, R_PT, R_TRIES, R_PARTS = range(7)
+NUM_REGS = 7
 
 # trail record kinds
-T_OFF, T_M, T_TOTAL, T_FLOOR, T_CUT, T_PRE = range(6)
+T_OFF, T_M, T_TOTAL, T_CUT, T_PRE = range(5)
 
 # interaction kinds (bits of adj_kind)
 K_CONFLICT, K_ELEMENT, K_REGION = 1, 2, 4
 
-# static preordering keys (descending), as in MiniMalloc: W(idth), A(rea), T(otal); R: a given random (or hint) key
-KEY_W, KEY_A, KEY_T, KEY_R = 0, 1, 2, 3
+# static order keys: W(idth), A(rea), T(otal of the sections) and R (a given random or hint
+# key) descending as in MiniMalloc; D(eadline: the end of the window) ascending
+KEY_W, KEY_A, KEY_T, KEY_R, KEY_D, KEY_Z = 0, 1, 2, 3, 4, 5
 
 
 @njit(cache=True, inline="always")
@@ -92,8 +93,24 @@ def _after_region(addr, ils):
     return ils if addr < ils else INF
 
 
+@njit(cache=True, inline="always")
+def _bound(kind, top, elem_starts, ils):
+    """Lower bound on a variable's offset placed after one ending at ``top`` that it
+    interacts with (``kind`` bits: conflict, element partner, region partner)."""
+    bnd = top if kind & K_CONFLICT else 0
+    if kind & K_ELEMENT:
+        x = _next_element_start(top - 1, elem_starts)
+        if x > bnd:
+            bnd = x
+    if kind & K_REGION:
+        x = _after_region(top - 1, ils)
+        if x > bnd:
+            bnd = x
+    return bnd
+
+
 @njit(cache=True)
-def _undo(mark, trail, reg, off, m, total, floor, cuts, pre):
+def _undo(mark, trail, reg, off, m, total, cuts, pre):
     tl = reg[R_TL]
     while tl > mark:
         tl -= 1
@@ -102,8 +119,6 @@ def _undo(mark, trail, reg, off, m, total, floor, cuts, pre):
         v = trail[tl, 2]
         if kind == T_M:
             m[i] = v
-        elif kind == T_FLOOR:
-            floor[i] = v
         elif kind == T_TOTAL:
             total[i] = v
         elif kind == T_CUT:
@@ -142,8 +157,8 @@ def run(model, state, heur, limit, budget):
     """
     (size, align, lo, hi, adj_ptr, adj_idx, adj_kind, sec_ptr, sec_vars, sec_cap,
      vsec_ptr, vsecs, span_lo, span_hi, by_lo, lo_idx, width, area, has_elem, has_reg,
-     need, elem_starts, rand_key, params) = model
-    (off, m, pre, total, floor, cuts, sol, trail, frames, pieces, stamp, aff, reg,
+     need, elem_starts, rand_key, pair_i, pair_k, pair_kind, params) = model
+    (off, m, pre, total, wit, cuts, sol, trail, frames, pieces, reg,
      tmp_vars, tmp_key) = state
     ils = params[0]
     nrs = params[1] != 0
@@ -155,27 +170,27 @@ def run(model, state, heur, limit, budget):
             return FOUND if mode == SUCC else INFEASIBLE
         if frames[sp, F_KIND] == DECOMP:
             if mode == FAIL:
-                _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 continue
             # ENTER or SUCC: start the next part from the state at decomposition time
             if frames[sp, F_PI] == frames[sp, F_PN]:
-                _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
             if reg[R_TL] + len(off) + 1 > trail.shape[0]:
                 return NEED_TRAIL
-            _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
             p = frames[sp, F_P0] + frames[sp, F_PI]
             frames[sp, F_PI] += 1
             reg[R_PARTS] += 1
             a = pieces[p, 0]
             b = pieces[p, 1]
             _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width,
-                      area, rand_key, trail, reg, tmp_vars, tmp_key)
+                      area, rand_key, hi, size, trail, reg, tmp_vars, tmp_key)
             q = sp + 1
             frames[q, F_KIND] = NODE
             frames[q, F_A] = a
@@ -217,7 +232,7 @@ def run(model, state, heur, limit, budget):
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
-            # any placement at o raises every section's floor to o: o + total <= capacity
+            # every later placement is at or above o: o + total <= capacity in each section
             for s in range(a, b):
                 t = total[s]
                 if t > 0 and sec_cap[s] - t + 1 < mh:
@@ -228,7 +243,7 @@ def run(model, state, heur, limit, budget):
         # NEXT or FAIL: undo the last candidate (if any), then try the next one
         c = frames[sp, F_CUR]
         if c >= 0:
-            _undo(frames[sp, F_MARK], trail, reg, off, m, total, floor, cuts, pre)
+            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
             frames[sp, F_CUR] = -1
             if frames[sp, F_HAT] == 0:
                 # nothing unplaced interacts with c: every solution here places c there
@@ -274,7 +289,8 @@ def run(model, state, heur, limit, budget):
         o = best_m
         status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind,
                         elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
-                        span_hi, off, m, total, floor, cuts, trail, reg, stamp, aff)
+                        span_hi, off, m, total, wit, cuts, trail, reg, pair_i, pair_k,
+                        pair_kind)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
             reg[R_MODE] = FAIL
@@ -317,7 +333,7 @@ def run(model, state, heur, limit, budget):
 @njit(cache=True)
 def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind, elem_starts,
            sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
-           floor, cuts, trail, reg, stamp, aff):
+           wit, cuts, trail, reg, pair_i, pair_k, pair_kind):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
@@ -327,10 +343,6 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
     tl += 1
     off[c] = o
     top = o + size[c]
-    st = reg[R_STAMP] + 1
-    reg[R_STAMP] = st
-    naff = 0
-    mc = m[c]
     for e in range(vsec_ptr[c], vsec_ptr[c + 1]):
         s = vsecs[e]
         trail[tl, 0] = T_TOTAL
@@ -338,10 +350,6 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
         trail[tl, 2] = total[s]
         tl += 1
         total[s] -= size[c]
-        if floor[s] == mc and stamp[s] != st:
-            stamp[s] = st
-            aff[naff] = s
-            naff += 1
     hat = False
     ok = True
     for e in range(adj_ptr[c], adj_ptr[c + 1]):
@@ -349,59 +357,67 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
         if off[i] >= 0:
             continue
         hat = True
-        kd = adj_kind[e]
-        bnd = top if kd & K_CONFLICT else 0
-        if kd & K_ELEMENT:
-            x = _next_element_start(top - 1, elem_starts)
-            if x > bnd:
-                bnd = x
-        if kd & K_REGION:
-            x = _after_region(top - 1, ils)
-            if x > bnd:
-                bnd = x
-        old = m[i]
-        if bnd <= old:
+        bnd = _bound(adj_kind[e], top, elem_starts, ils)
+        if bnd <= m[i]:
             continue
         nm = _norm(i, bnd, size, align, lo, hi, ils, nrs)
         trail[tl, 0] = T_M
         trail[tl, 1] = i
-        trail[tl, 2] = old
+        trail[tl, 2] = m[i]
         tl += 1
         m[i] = nm
         if nm >= INF:
             ok = False
             break
-        for e2 in range(vsec_ptr[i], vsec_ptr[i + 1]):
-            s = vsecs[e2]
-            if floor[s] == old and stamp[s] != st:
-                stamp[s] = st
-                aff[naff] = s
-                naff += 1
     if ok:
-        # the floor of a section is the least lower bound of its unplaced variables
-        for j in range(naff):
-            s = aff[j]
-            mn = INF
-            for e in range(sec_ptr[s], sec_ptr[s + 1]):
-                k = sec_vars[e]
-                if off[k] < 0 and m[k] < mn:
-                    mn = m[k]
-            if mn != floor[s]:
-                trail[tl, 0] = T_FLOOR
-                trail[tl, 1] = s
-                trail[tl, 2] = floor[s]
-                tl += 1
-                floor[s] = mn
-        # every later placement is at or above o: each section's rest must fit above it
+        # Every later placement is at or above o, and the unplaced members of a section
+        # stack above the least of their lower bounds: max(o, min m) + total <= capacity.
+        # Since o + total <= capacity already holds (see ENTER), the section fails exactly
+        # when no unplaced member has m <= capacity - total. A member that does is cached
+        # as the section's witness (a hint only: it is re-checked on every use).
         for s in range(a, b):
             t = total[s]
             if t > 0:
-                f = floor[s]
-                if f < o:
-                    f = o
-                if f + t > sec_cap[s]:
+                slack = sec_cap[s] - t
+                if o > slack:
                     ok = False
                     break
+                w = wit[s]
+                if off[w] < 0 and m[w] <= slack:
+                    continue
+                found = False
+                for e in range(sec_ptr[s], sec_ptr[s + 1]):
+                    k = sec_vars[e]
+                    if off[k] < 0 and m[k] <= slack:
+                        wit[s] = k
+                        found = True
+                        break
+                if not found:
+                    ok = False
+                    break
+    if ok:
+        # element / region partners both unplaced in this part: one goes first, at or above
+        # o, and the other wholly past its last element (region); dead if neither order fits
+        for e in range(len(pair_i)):
+            i = pair_i[e]
+            k = pair_k[e]
+            if off[i] >= 0 or off[k] >= 0:
+                continue
+            if span_lo[i] < a or span_lo[i] >= b:
+                continue
+            kd = pair_kind[e]
+            xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, ils, nrs)
+            if xi < INF:
+                bk = _bound(kd, xi + size[i], elem_starts, ils)
+                if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, ils, nrs) < INF:
+                    continue
+            xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, ils, nrs)
+            if xk < INF:
+                bi = _bound(kd, xk + size[k], elem_starts, ils)
+                if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, ils, nrs) < INF:
+                    continue
+            ok = False
+            break
     split = False
     if ok:
         for s in range(span_lo[c], span_hi[c] - 1):
@@ -418,7 +434,7 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
 
 @njit(cache=True)
 def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width, area,
-              rand_key, trail, reg, tmp_vars, tmp_key):
+              rand_key, hi, size, trail, reg, tmp_vars, tmp_key):
     """Rank the unplaced variables of part ``[a, b)`` by the static ordering ``heur`` (keys
     descending, then variable index): the tie-break of the dynamic order and of canonicity."""
     n = 0
@@ -439,6 +455,10 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
                 key[j] = -area[k]
             elif code == KEY_R:
                 key[j] = -rand_key[k]
+            elif code == KEY_D:
+                key[j] = hi[k]
+            elif code == KEY_Z:
+                key[j] = -size[k]
             else:
                 tt = 0
                 for e in range(vsec_ptr[k], vsec_ptr[k + 1]):
