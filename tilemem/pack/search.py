@@ -189,22 +189,27 @@ def build_model(p: TileProblem) -> _Model:
     n = p.n
     size = np.maximum(p.size.astype(np.int64), 1)
     tc = p.conflicts
-    ci, ck = tc.conflict_pairs()
-    pairs = [(np.asarray(ci, np.int64), np.asarray(ck, np.int64), K.K_CONFLICT),
-             (p.element_pairs[:, 0], p.element_pairs[:, 1], K.K_ELEMENT),
-             (p.region_pairs[:, 0], p.region_pairs[:, 1], K.K_REGION)]
-    src = np.concatenate([a for a, _, _ in pairs] + [b for _, b, _ in pairs])
-    dst = np.concatenate([b for _, b, _ in pairs] + [a for a, _, _ in pairs])
-    kind = np.concatenate([np.full(len(a), k, np.int64) for a, _, k in pairs] * 2)
-    key = src * max(n, 1) + dst
-    order = np.argsort(key, kind="stable")
-    key, kind = key[order], kind[order]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
-    ukey = key[first]
-    ukind = np.bitwise_or.reduceat(kind, first) if len(key) else kind
-    usrc, udst = ukey // max(n, 1), ukey % max(n, 1)
-    adj_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(usrc, minlength=n), out=adj_ptr[1:])
+    nc = len(tc.classes)
+    al = tc.always_live.astype(bool)
+    by_class = np.argsort(tc.local_class, kind="stable").astype(np.int64)
+    class_ptr = np.zeros(nc + 1, np.int64)
+    np.cumsum(np.bincount(tc.local_class, minlength=nc), out=class_ptr[1:])
+
+    def sym(pairs):
+        a = np.concatenate([pairs[:, 0], pairs[:, 1]]).astype(np.int64)
+        b = np.concatenate([pairs[:, 1], pairs[:, 0]]).astype(np.int64)
+        order = np.argsort(a, kind="stable")
+        ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(a, minlength=n), out=ptr[1:])
+        return ptr, b[order]
+
+    ep_ptr, ep_idx = sym(p.element_pairs.reshape(-1, 2))
+    rp_ptr, rp_idx = sym(p.region_pairs.reshape(-1, 2))
+    adj_ptr, udst, ukind = K.interaction_csr(
+        n, tc.local_class.astype(np.int64), by_class, class_ptr,
+        tc.class_adj.indptr.astype(np.int64), tc.class_adj.indices.astype(np.int64),
+        al.astype(np.int64), np.flatnonzero(al).astype(np.int64), ep_ptr, ep_idx, rp_ptr, rp_idx)
+    usrc = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj_ptr))
 
     sections, width, how = _sections(p, size)
     sections = _with_window_groups(sections, p.lo.astype(np.int64), p.hi.astype(np.int64))

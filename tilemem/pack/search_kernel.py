@@ -479,6 +479,76 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
 
 
 @njit(cache=True)
+def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, always, live,
+                    ep_ptr, ep_idx, rp_ptr, rp_idx):
+    """Every variable's interacting variables with the kinds as bits (conflict: either
+    always-live, same class or interfering classes; element / region partners), as CSR
+    ``(ptr, idx, kind)``; two passes (count, fill), each row deduplicated with a mark."""
+    mark = np.full(n, -1, np.int64)
+    bits = np.zeros(n, np.int64)
+    row = np.zeros(n, np.int64)
+    ptr = np.zeros(n + 1, np.int64)
+    idx = np.zeros(0, np.int64)
+    kind = np.zeros(0, np.int64)
+    for phase in range(2):
+        if phase == 1:
+            idx = np.zeros(ptr[n], np.int64)
+            kind = np.zeros(ptr[n], np.int64)
+        mark[:] = -1
+        for i in range(n):
+            cnt = 0
+            if always[i]:
+                for j in range(n):
+                    if j != i:
+                        mark[j] = i
+                        bits[j] = K_CONFLICT
+                        row[cnt] = j
+                        cnt += 1
+            else:
+                ci = local_class[i]
+                for q in range(-1, cadj_ptr[ci + 1] - cadj_ptr[ci]):
+                    cl = ci if q < 0 else cadj_idx[cadj_ptr[ci] + q]
+                    for t in range(class_ptr[cl], class_ptr[cl + 1]):
+                        j = by_class[t]
+                        if j != i and mark[j] != i:
+                            mark[j] = i
+                            bits[j] = K_CONFLICT
+                            row[cnt] = j
+                            cnt += 1
+                for t in range(len(live)):
+                    j = live[t]
+                    if j != i and mark[j] != i:
+                        mark[j] = i
+                        bits[j] = K_CONFLICT
+                        row[cnt] = j
+                        cnt += 1
+            for t in range(ep_ptr[i], ep_ptr[i + 1]):
+                j = ep_idx[t]
+                if mark[j] != i:
+                    mark[j] = i
+                    bits[j] = 0
+                    row[cnt] = j
+                    cnt += 1
+                bits[j] |= K_ELEMENT
+            for t in range(rp_ptr[i], rp_ptr[i + 1]):
+                j = rp_idx[t]
+                if mark[j] != i:
+                    mark[j] = i
+                    bits[j] = 0
+                    row[cnt] = j
+                    cnt += 1
+                bits[j] |= K_REGION
+            if phase == 0:
+                ptr[i + 1] = ptr[i] + cnt
+            else:
+                base = ptr[i]
+                for t in range(cnt):
+                    idx[base + t] = row[t]
+                    kind[base + t] = bits[row[t]]
+    return ptr, idx, kind
+
+
+@njit(cache=True)
 def extend_spans(span_lo, span_hi, src, dst):
     """Grow spans so that every pair ``(src[e], dst[e])`` has intersecting spans (the left one
     reaches into the right one); spans only grow, so one pass suffices."""
