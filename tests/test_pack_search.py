@@ -280,6 +280,34 @@ def test_agrees_with_brute_force(case):
         assert_valid(r, p, res, capacity)
 
 
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_reports(max_vars=6), st.data())
+def test_rule_model_matches_the_rules(case, data):
+    """The search's own reading of the rules (``placement_ok`` over its model) agrees with
+    the independent rulebook on random placements."""
+    from tilemem.pack import search_kernel as K
+
+    r, rules, cap = case
+    p = TileProblem.from_report(r, 0, rules)
+    capacity = p.capacity if cap is None else cap
+    sm = build_model(p)
+    off = np.array([data.draw(st.integers(0, p.capacity // 4)) * 4 for _ in range(r.num_vars)],
+                   np.int64)
+    ok = K.placement_ok(off, sm.size, sm.align, sm.lo, np.minimum(sm.hi, capacity), sm.ils,
+                        sm.nrs, sm.adj_ptr, sm.adj_idx, sm.adj_kind, sm.elem_starts)
+    assert ok == (rule_violations(r, off, rules, capacity) == [])
+
+
+def test_a_hint_that_fits_is_returned_as_it_is():
+    r = _report([8, 8, 4], cls=[0, 0, 1])
+    p = TileProblem.from_report(r, 0)
+    res = solve_search(p, 10, hint=np.array([8, 0, 0]), capacity=16)
+    assert res.status == "optimal" and res.nodes == 0 and res.offsets.tolist() == [8, 0, 0]
+    bad = solve_search(p, 10, hint=np.array([0, 0, 0]), capacity=16)  # overlapping: searched
+    assert bad.status == "optimal" and bad.nodes > 0
+    assert_valid(r, p, bad, 16)
+
+
 @st.composite
 def packed_reports(draw, max_vars=14):
     """A random placement first, then a problem it solves: conflicts, element / region pairs

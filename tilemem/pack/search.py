@@ -88,7 +88,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     ``orderings``: the static orders of each round, as letters (D end of the window
     ascending, then descending keys: W lifetime width, A area, T largest section total; R
     random, or ``hint``'s order by offset in the first round). ``seed`` makes the random orders repeatable. Repeated calls on the same
-    problem object reuse its arrays (numba compiles once and caches).
+    problem object reuse its arrays (numba compiles once and caches). A ``hint`` that already
+    places everything below ``capacity`` is returned as it is.
     """
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
@@ -97,6 +98,12 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     run = _Run(sm, cap)
     if run.verdict is not None:
         return _result(sm, run, run.verdict, 0, t0)
+    if hint is not None and len(hint) == sm.n:
+        h = np.asarray(hint, np.int64)
+        if K.placement_ok(h, sm.size, sm.align, sm.lo, run.hi, sm.ils, sm.nrs, sm.adj_ptr,
+                          sm.adj_idx, sm.adj_kind, sm.elem_starts):
+            return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
+                                seconds=time.perf_counter() - t0)
     rng = np.random.default_rng(seed)
     nodes = 0
     limit = max(sm.n, 1)

@@ -549,6 +549,28 @@ def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, alw
 
 
 @njit(cache=True)
+def placement_ok(off, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind, elem_starts):
+    """Does ``off`` respect every rule the search enforces (windows ``lo``/``hi``, alignment,
+    region span, conflicts, element and region partners)? Used to accept a hint as is."""
+    n = len(off)
+    for i in range(n):
+        o = off[i]
+        if o < lo[i] or o % align[i] != 0 or o + size[i] > hi[i]:
+            return False
+        if nrs and o < ils < o + size[i]:
+            return False
+    for i in range(n):
+        for e in range(adj_ptr[i], adj_ptr[i + 1]):
+            j = adj_idx[e]
+            if j <= i:
+                continue
+            a, b = (i, j) if off[i] <= off[j] else (j, i)  # a starts first
+            if off[b] < _bound(adj_kind[e], off[a] + size[a], elem_starts, ils):
+                return False
+    return True
+
+
+@njit(cache=True)
 def extend_spans(span_lo, span_hi, src, dst):
     """Grow spans so that every pair ``(src[e], dst[e])`` has intersecting spans (the left one
     reaches into the right one); spans only grow, so one pass suffices."""
