@@ -22,17 +22,21 @@ an unplaced variable at its ``m``, in non-decreasing (offset, rank) order ("cano
   placement from this node has it there, so its failure fails the node;
 - *section inference*: the unplaced variables of a clique of the conflict graph ("section": a
   cross-section of time when lifetimes are known) must stack above
-  ``max(current offset, least m)`` within the clique's capacity;
+  ``max(current offset, least m)`` within the clique's capacity; sub-cliques of the members
+  with an earlier window end (code) or a later window start (interleaved) get their own check;
+- *partner look-ahead*: two unplaced element (region) partners need an order in which the
+  first, at or above the current offset, leaves a later element (region) for the second;
 - *dynamic decomposition*: sections are ordered and each variable spans an interval of them
   (interacting variables' spans intersect); when no unplaced variable spans two adjacent
   sections the rest splits into independent parts, each searched on its own.
 
-Restarts over static orders (MiniMalloc's WAT, TAW, TWA: width, area, section total) with a
-node limit that doubles each round; a finished round is a proof either way. Without lifetimes
-the sections are the maximal cliques of an interval model of the class graph when it has one,
-else a greedy clique cover of it in reverse Cuthill-McKee order.
-The search does not depend on magnitudes (it only adds sizes), so there is nothing to gain
-from dividing by a common factor.
+Restarts over static orders (MiniMalloc's WAT, TAW, TWA -- width, area, largest section total
+-- and TWR, random ties), each after D (the window's end, so code below the interleaved region
+comes early when ranks tie), with a node limit that doubles each round; a finished round is a
+proof either way. Without lifetimes the sections are the maximal cliques of an interval model
+of the class graph when it has one, else a greedy clique cover of it in reverse Cuthill-McKee
+order. The search does not depend on magnitudes (it only adds sizes), so there is nothing to
+gain from dividing by a common factor.
 
 >>> from tilemem.model import Report
 >>> from tilemem.target import Target
@@ -468,7 +472,7 @@ def _clique_sections(p: TileProblem, rest: np.ndarray):
 class _Run:
     """State of the search for one capacity; ``reset`` starts a new restart."""
 
-    SLICE = 4096  # nodes between clock checks (grows to keep a slice near 20 ms)
+    SLICE = 256  # nodes between clock checks (adapts to keep a slice between 10 and 40 ms)
 
     def __init__(self, sm: _Model, cap: int):
         self.sm = sm
