@@ -133,6 +133,21 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             return _result(sm, run, "unknown", nodes, t0)
 
 
+def warm_up() -> None:
+    """Compile the search's kernels (or load them from numba's cache) on a tiny problem, e.g.
+    before forking workers or timing."""
+    from ..model import Report
+    from ..target import Target
+
+    r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 16, 32, 48])),
+                            var_id=[0, 1, 2], tile=[0] * 3, size=[8, 8, 4], alignment=[4] * 3,
+                            offset=[0] * 3, category=["variable"] * 3, eq_class=[0, 0, 1],
+                            interference=[[], []], element_constraints=[[2], [], []],
+                            region_constraints=[[], [2], []], executable=[True, False, False])
+    p = TileProblem.from_report(r, 0)
+    solve_search(p, time_limit=60, hint=np.zeros(3, np.int64))
+
+
 def _result(sm, run, status, nodes, t0) -> SearchResult:
     offsets = None
     if status == "optimal":

@@ -232,6 +232,12 @@ def run(model, state, heur, limit, budget):
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
+            if len(pair_i) and not _partners_ok(frames[sp, F_THR_M], a, b, size, align, lo, hi,
+                                                ils, nrs, elem_starts, span_lo, off, m, pair_i,
+                                                pair_k, pair_kind):
+                reg[R_SP] = sp - 1
+                reg[R_MODE] = FAIL
+                continue
             # every later placement is at or above o: o + total <= capacity in each section
             for s in range(a, b):
                 t = total[s]
@@ -289,8 +295,7 @@ def run(model, state, heur, limit, budget):
         o = best_m
         status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind,
                         elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
-                        span_hi, off, m, total, wit, cuts, trail, reg, pair_i, pair_k,
-                        pair_kind)
+                        span_hi, off, m, total, wit, cuts, trail, reg)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
             reg[R_MODE] = FAIL
@@ -331,9 +336,37 @@ def run(model, state, heur, limit, budget):
 
 
 @njit(cache=True)
+def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, elem_starts, span_lo, off, m, pair_i,
+                 pair_k, pair_kind):
+    """Two element (region) partners both unplaced in part ``[a, b)``: one goes first, at or
+    above ``o``, and the other wholly past its last element (region). False if neither order
+    fits for some pair."""
+    for e in range(len(pair_i)):
+        i = pair_i[e]
+        k = pair_k[e]
+        if off[i] >= 0 or off[k] >= 0:
+            continue
+        if span_lo[i] < a or span_lo[i] >= b:
+            continue
+        kd = pair_kind[e]
+        xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, ils, nrs)
+        if xi < INF:
+            bk = _bound(kd, xi + size[i], elem_starts, ils)
+            if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, ils, nrs) < INF:
+                continue
+        xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, ils, nrs)
+        if xk < INF:
+            bi = _bound(kd, xk + size[k], elem_starts, ils)
+            if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, ils, nrs) < INF:
+                continue
+        return False
+    return True
+
+
+@njit(cache=True)
 def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind, elem_starts,
            sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
-           wit, cuts, trail, reg, pair_i, pair_k, pair_kind):
+           wit, cuts, trail, reg):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
@@ -395,29 +428,6 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
                 if not found:
                     ok = False
                     break
-    if ok:
-        # element / region partners both unplaced in this part: one goes first, at or above
-        # o, and the other wholly past its last element (region); dead if neither order fits
-        for e in range(len(pair_i)):
-            i = pair_i[e]
-            k = pair_k[e]
-            if off[i] >= 0 or off[k] >= 0:
-                continue
-            if span_lo[i] < a or span_lo[i] >= b:
-                continue
-            kd = pair_kind[e]
-            xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, ils, nrs)
-            if xi < INF:
-                bk = _bound(kd, xi + size[i], elem_starts, ils)
-                if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, ils, nrs) < INF:
-                    continue
-            xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, ils, nrs)
-            if xk < INF:
-                bi = _bound(kd, xk + size[k], elem_starts, ils)
-                if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, ils, nrs) < INF:
-                    continue
-            ok = False
-            break
     split = False
     if ok:
         for s in range(span_lo[c], span_hi[c] - 1):
