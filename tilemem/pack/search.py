@@ -90,10 +90,11 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     rule respected, or prove it impossible, within ``time_limit`` seconds.
 
     ``orderings``: the static orders of each round, as letters (D end of the window
-    ascending, then descending keys: W lifetime width, A area, T largest section total; R
-    random, or ``hint``'s order by offset in the first round). ``seed`` makes the random orders repeatable. Repeated calls on the same
-    problem object reuse its arrays (numba compiles once and caches). A ``hint`` that already
-    places everything below ``capacity`` is returned as it is.
+    ascending, then descending keys: W lifetime width, A area, T largest section total, Z
+    size; R random, or ``hint``'s order by offset in the first round). ``seed`` makes the
+    random orders repeatable. Repeated calls on the same problem object reuse its arrays
+    (numba compiles once and caches). A ``hint`` (local offsets) that already places
+    everything below ``capacity`` is returned as it is.
     """
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
@@ -115,7 +116,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     while True:
         limit *= 2
         run.random_key[:] = rng.permutation(sm.n)
-        if first and hint is not None:  # descending keys: the lowest offset first
+        if first and hint is not None and len(hint) == sm.n:  # descending: lowest offset first
             run.random_key[:] = -np.asarray(hint, np.int64)
         first = False
         for name in orderings:
