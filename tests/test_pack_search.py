@@ -380,6 +380,16 @@ def test_finds_a_packing_that_exists(case):
     assert_valid(r, p, res, capacity)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(max_vars=40))
+def test_finds_larger_packings_that_exist(case):
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    res = solve_search(p, time_limit=30, capacity=capacity)
+    assert res.status == "optimal"
+    assert_valid(r, p, res, capacity)
+
+
 # ---- the shared MiniMalloc instances ---------------------------------------------------------
 
 needs_shared = pytest.mark.skipif(
