@@ -77,8 +77,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     _warm_up()
     groups = _group_identical(report, tiles, rules)
     reps = list(groups)
-    bounds = tile_bounds(report, reps, time_limit=time_limit)
     with _Runner(workers, len(reps), progress) as run:
+        # pass 0: maximum live bytes, in chunks of tiles (one compiled pass per chunk)
+        bounds = run.bounds(reps, time_limit=min(time_limit, 10.0))
         # pass 1: replay or heuristic on every distinct problem
         first_pass = "replay" if method == "replay" else "heuristic"
         done = run([(t, first_pass, None, bounds[t], time_limit, seed, 1, deterministic)
@@ -281,6 +282,16 @@ def tile_bounds(report: Report, tiles, time_limit: float = 10.0) -> dict[int, tu
             for m in max_live_all(report, tiles, time_limit=time_limit)}
 
 
+def tile_bound(report: Report, tile: int, time_limit: float = 1.0) -> tuple[int, bool]:
+    """Maximum live bytes of ``tile``, ``(bytes, exact)``, from
+    ``tilemem.liveness.max_live`` (``time_limit``: its search budget when the class graph is
+    not chordal; past it the figure is a clique found, a valid lower bound)."""
+    from ..liveness import max_live
+
+    m = max_live(report, int(tile), time_limit=time_limit)
+    return int(m.max_live_bytes), bool(m.exact)
+
+
 def window_bound(p: TileProblem) -> int:
     """The highest window start plus size: no allocation with nothing overflowed ends lower."""
     fits = p.lo + p.size <= p.hi
@@ -396,13 +407,43 @@ def _replay_order(report: Report, tile: int, rows: np.ndarray) -> np.ndarray:
 
 
 def _group_identical(report: Report, tiles: np.ndarray, rules: Rules) -> dict[int, list[int]]:
-    """Representative tile -> the tiles with the same problem and the same replay order."""
+    """Representative tile -> the tiles with the same problem and the same replay order.
+
+    The key is a digest of the tile's own columns with the *global* class ids, its
+    constraint pairs and replay order in local indices: tiles with equal keys have equal
+    ``TileProblem`` s (same classes, so the same interference) without building them (which
+    costs ~10x more on a big report). Tiles equal only up to a renaming of classes are
+    solved separately, which is merely slower.
+    """
+    import hashlib
+
+    r = report
     groups: dict[bytes, list[int]] = {}
+    flags = np.stack([r.always_live, r.executable, r.vertex_code, r.lowest_256kb,
+                      r.in_interleaved_mem], axis=1).astype(np.uint8)
     for t in tiles.tolist():
-        p = TileProblem.from_report(report, t, rules)
-        key = p.key() + _replay_order(report, t, p.rows).tobytes()
-        groups.setdefault(key, []).append(t)
+        rows = r.tile_rows(t)
+        h = hashlib.blake2b(digest_size=16)
+        for a in (r.size[rows], r.alignment[rows], r.eq_class[rows], flags[rows],
+                  _local_pair_key(r.element_constraints, rows),
+                  _local_pair_key(r.region_constraints, rows), _replay_order(r, t, rows)):
+            a = np.ascontiguousarray(a)
+            h.update(str(a.shape).encode())
+            h.update(a.tobytes())
+        groups.setdefault(h.digest(), []).append(t)
     return {members[0]: members for members in groups.values()}
+
+
+def _local_pair_key(csr, rows: np.ndarray) -> np.ndarray:
+    """The constraint lists of ``rows`` with entries as local indices (order kept)."""
+    starts, ends = csr.indptr[rows], csr.indptr[rows + 1]
+    lengths = ends - starts
+    if lengths.sum() == 0:
+        return np.zeros(0, np.int64)
+    first = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    entries = csr.indices[first + np.arange(int(lengths.sum()))]
+    local = np.searchsorted(rows, entries)
+    return np.concatenate([lengths, local]).astype(np.int64)
 
 
 def _work(task):
@@ -410,6 +451,8 @@ def _work(task):
     tile, method, hint, bound, time_limit, seed, cp_workers, deterministic = task
     report, rules = _STATE
     p = TileProblem.from_report(report, tile, rules)
+    if bound is None:
+        bound = tile_bound(report, tile, time_limit=min(1.0, time_limit))
     return tile, solve_tile(p, method, hint=hint,
                             replay_order=_replay_order(report, tile, p.rows),
                             time_limit=time_limit, seed=seed, cp_workers=cp_workers,
@@ -439,12 +482,8 @@ class _Runner:
 
     def __call__(self, tasks, label) -> dict:
         out = {}
-        if self.workers > 1 and len(tasks) > 1 and self.pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self.pool = ProcessPoolExecutor(self.workers,
-                                            mp_context=multiprocessing.get_context("fork"))
+        if self.workers > 1 and len(tasks) > 1:
+            self._start_pool()
         if self.progress is not None and not self.progress.live.is_started:
             # fork the workers before the progress thread starts
             if self.pool is not None:
@@ -465,11 +504,36 @@ class _Runner:
                 self.progress.advance(bar)
         return out
 
+    def bounds(self, tiles: list[int], time_limit: float) -> dict[int, tuple[int, bool]]:
+        """``tile_bounds`` of ``tiles``, in parallel chunks when there is a pool."""
+        if self.workers == 1 or len(tiles) < 64:
+            return tile_bounds(_STATE[0], tiles, time_limit)
+        self._start_pool()
+        k = self.workers * 4
+        chunks = [tiles[i::k] for i in range(k) if tiles[i::k]]
+        out = {}
+        for part in self.pool.map(_bounds_work, [(c, time_limit / len(chunks)) for c in chunks]):
+            out.update(part)
+        return out
+
+    def _start_pool(self):
+        if self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(self.workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+
     def __exit__(self, *exc):
         if self.progress is not None and self.progress.live.is_started:
             self.progress.stop()
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
+
+
+def _bounds_work(task):
+    tiles, time_limit = task
+    return tile_bounds(_STATE[0], tiles, time_limit)
 
 
 def _noop(_):
