@@ -19,7 +19,7 @@ from tilemem.check import check_allocation
 from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc
 from tilemem.model import Report
 from tilemem.pack.problem import TileProblem
-from tilemem.pack.search import build_model, solve_search
+from tilemem.pack.search import build_model, end_granularity, solve_search
 from tilemem.rules import Rules
 from tilemem.target import Target
 
@@ -67,7 +67,7 @@ class Rulebook:
         bad = []
         if o < 0 or o % max(int(r.alignment[i]), 4):
             bad.append(f"{i}: offset {o} misaligned")
-        if o + s > self.cap:
+        if o + s > min(self.cap, self.tm):
             bad.append(f"{i}: ends past capacity")
         if r.in_interleaved_mem[i] and o < self.ils:
             bad.append(f"{i}: interleaved below ils")
@@ -306,6 +306,18 @@ def test_a_hint_that_fits_is_returned_as_it_is():
     bad = solve_search(p, 10, hint=np.array([0, 0, 0]), capacity=16)  # overlapping: searched
     assert bad.status == "optimal" and bad.nodes > 0
     assert_valid(r, p, bad, 16)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_reports(max_vars=4), st.integers(1, 64))
+def test_capacity_granularity(case, capacity):
+    """Whatever fits below C fits below C rounded down to a multiple of end_granularity."""
+    r, rules, _ = case
+    p = TileProblem.from_report(r, 0, rules)
+    g = end_granularity(p)
+    capacity = min(capacity, p.capacity)
+    assert brute_force_fits(r, rules, capacity) == brute_force_fits(r, rules,
+                                                                    capacity // g * g)
 
 
 @st.composite

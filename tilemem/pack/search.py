@@ -134,6 +134,31 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             return _result(sm, run, "unknown", nodes, t0)
 
 
+def end_granularity(problem: TileProblem) -> int:
+    """A step ``g`` such that if anything fits below a capacity ``C``, something fits below
+    ``C // g * g``: a left-justified placement (what the search looks for) has offsets built
+    from sizes, window starts, element / region boundaries and alignment only, so its end is
+    a multiple of their gcd (an alignment that neither divides nor is a multiple of ``g``
+    brings ``g`` down to their gcd). Useful to step a bisection over capacities.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[2048, 1024], alignment=[4, 4],
+    ...     offset=[0, 0], category=["variable"] * 2, eq_class=[0, 1], interference=[[], []])
+    >>> end_granularity(TileProblem.from_report(r, 0))
+    1024
+    """
+    sm = _model_of(problem)
+    if sm.n == 0:
+        return 1
+    vals = [sm.size, sm.lo, np.array([sm.ils]), sm.elem_starts[1:-1]]
+    g = int(np.gcd.reduce(np.concatenate(vals).astype(np.int64)))
+    g = max(g, 1)
+    for a in np.unique(sm.align).tolist():
+        if g % a and a % g:
+            g = int(np.gcd(g, a))
+    return g
+
+
 def warm_up() -> None:
     """Compile the search's kernels (or load them from numba's cache) on a tiny problem, e.g.
     before forking workers or timing."""
