@@ -165,9 +165,10 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
        fits in memory (up to half the time);
     2. local search over placement orders (``heuristic.improve``; 40% of what is left): on big
        tiles it is what lowers the end address, where the exact methods rarely can in seconds;
-    3. the search again, now minimising the end address: C = the lower bound, then a
-       bisection between the bound and the best end; an infeasible C raises the bound, a found
-       allocation lowers the best; when the two meet the tile is proven optimal;
+    3. the search again, now minimising the end address: briefly C = the lower bound (before
+       the local search: on exact fits this is the proof), then a bisection between the
+       bound and the best end; an infeasible C raises the bound, a found allocation lowers
+       the best; when the two meet the tile is proven optimal;
     4. CP-SAT for the rest, with the best allocation as its complete hint and the raised bound
        (always run with ``polish``, to lower the regions' high-water marks).
     """
@@ -207,10 +208,18 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
         return _meets(p, best, lower) and not polish
 
     overflow_needed = False
-    if search is not None and np.any(best >= tm) and not done():
+    if search is not None and np.any(best >= tm) and lower <= tm and not done():
         verdict = probe(tm, t0 + 0.5 * time_limit)
         notes.append(f"search fit {verdict}")
         overflow_needed = verdict == "infeasible"
+    if search is not None and not np.any(best >= tm) and not done():
+        # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
+        # the proof, and on the rest a short "unknown"
+        verdict = probe(lower, time.perf_counter() + 0.2 * (time_limit -
+                                                           (time.perf_counter() - t0)))
+        if verdict == "infeasible":
+            lower += 1
+        notes.append(f"search at bound {verdict}")
     if not _meets(p, best, lower) and p.n > 1:
         share = 0.4 * (time_limit - (time.perf_counter() - t0))
         start = HeuristicResult(best, "hint", np.argsort(best, kind="stable"), False)
@@ -222,7 +231,7 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
         notes.append(f"local search {it} moves")
     if search is not None and not np.any(best >= tm) and not done():
         lo, hi = lower, objective(p, best)[1] - 1
-        first = True
+        first = "search at bound unknown" not in notes  # do not repeat a probe that stalled
         while lo <= hi:
             cap = lo if first else (lo + hi) // 2
             left = t0 + 0.8 * time_limit - time.perf_counter()
