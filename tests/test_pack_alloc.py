@@ -305,3 +305,21 @@ def test_process_pool_gives_the_same_offsets(method):
     assert violations(r, two.offsets) == []
     if method != "auto":  # the exact part may stop at different points under load
         assert one.offsets.tolist() == two.offsets.tolist()
+
+
+def test_generated_report_heuristic_never_overflows_more_than_replay():
+    """A generated Mk1 report with tiles out of memory: per tile, the heuristic (and auto)
+    overflows no more than replaying the report's own order, and everything checks."""
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=1.3, seed=1)
+    rep = allocate(r, method="replay", workers=1)
+    heu = allocate(r, method="heuristic", workers=2, verify=True)
+    auto = allocate(r, method="auto", workers=2, time_limit=1, verify=True)
+    assert rep.summary()["tilesThatFit"] < len(rep.tiles)  # some tiles really are full
+    assert check_allocation(r, rep.offsets).ok
+    for a, b, c in zip(rep.tiles, heu.tiles, auto.tiles):
+        assert a.tile == b.tile == c.tile
+        assert c.overflow_bytes <= b.overflow_bytes <= a.overflow_bytes
+        assert (c.overflow_bytes, c.total_including_gaps) <= (b.overflow_bytes,
+                                                             b.total_including_gaps)

@@ -472,12 +472,20 @@ class _Runner:
     """Runs tile tasks in-process (one worker) or in a forked process pool, with progress."""
 
     def __init__(self, workers: int, num_tasks: int, progress: bool):
-        self.workers = workers
+        self.workers = workers if num_tasks > 1 else 1
         self.pool = None
         self.progress = None
         self.show = progress
 
     def __enter__(self):
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(self.workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+            # fork every worker now, before the progress bar's thread exists
+            list(self.pool.map(_noop, range(self.workers)))
         if self.show:
             from rich.console import Console
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -487,54 +495,40 @@ class _Runner:
                                      MofNCompleteColumn(), TimeElapsedColumn(),
                                      TimeRemainingColumn(), console=Console(stderr=True),
                                      transient=True)
+            self.progress.start()
         return self
 
-    def __call__(self, tasks, label) -> dict:
-        out = {}
-        if self.workers > 1 and len(tasks) > 1:
-            self._start_pool()
-        if self.progress is not None and not self.progress.live.is_started:
-            # fork the workers before the progress thread starts
-            if self.pool is not None:
-                list(self.pool.map(_noop, range(self.workers)))
-            self.progress.start()
+    def _map(self, fn, tasks, label):
+        """Results of ``fn`` over ``tasks`` as they complete, advancing a progress bar."""
         bar = (self.progress.add_task(label, total=len(tasks))
                if self.progress is not None else None)
         if self.pool is None or len(tasks) <= 1:
-            results = map(_work, tasks)
+            results = map(fn, tasks)
         else:
             from concurrent.futures import as_completed
 
-            futures = [self.pool.submit(_work, t) for t in tasks]
+            futures = [self.pool.submit(fn, t) for t in tasks]
             results = (f.result() for f in as_completed(futures))
-        for tile, res in results:
-            out[tile] = res
+        for res in results:
             if bar is not None:
                 self.progress.advance(bar)
-        return out
+            yield res
+
+    def __call__(self, tasks, label) -> dict:
+        return dict(self._map(_work, tasks, label))
 
     def bounds(self, tiles: list[int], time_limit: float) -> dict[int, tuple[int, bool]]:
-        """``tile_bounds`` of ``tiles``, in parallel chunks when there is a pool."""
-        if self.workers == 1 or len(tiles) < 64:
-            return tile_bounds(_STATE[0], tiles, time_limit)
-        self._start_pool()
-        k = self.workers * 4
+        """``tile_bounds`` of ``tiles`` (one compiled pass per chunk of tiles), in parallel."""
+        k = 1 if self.pool is None or len(tiles) < 64 else self.workers * 4
         chunks = [tiles[i::k] for i in range(k) if tiles[i::k]]
         out = {}
-        for part in self.pool.map(_bounds_work, [(c, time_limit / len(chunks)) for c in chunks]):
+        for part in self._map(_bounds_work, [(c, time_limit / len(chunks)) for c in chunks],
+                              "maximum live bytes"):
             out.update(part)
         return out
 
-    def _start_pool(self):
-        if self.pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self.pool = ProcessPoolExecutor(self.workers,
-                                            mp_context=multiprocessing.get_context("fork"))
-
     def __exit__(self, *exc):
-        if self.progress is not None and self.progress.live.is_started:
+        if self.progress is not None:
             self.progress.stop()
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
