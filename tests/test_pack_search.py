@@ -440,6 +440,22 @@ def test_challenging_instances_fit(name):
 
 
 @needs_shared
+def test_same_seed_same_search_and_decreasing_capacities():
+    r, p = _csv("C.1048576.csv", 1048576)
+    a = solve_search(p, time_limit=60, seed=3)
+    b = solve_search(p, time_limit=60, seed=3)
+    assert a.status == b.status == "optimal" and a.nodes == b.nodes
+    assert np.array_equal(a.offsets, b.offsets)
+    # C's maximum live bytes is 1039360: the search reaches it and proves nothing lower fits
+    g = end_granularity(p)
+    assert g == 1024
+    low = solve_search(p, time_limit=60, capacity=1039360)
+    assert low.status == "optimal" and _fits(r, low.offsets)
+    assert int((low.offsets + r.size).max()) == 1039360
+    assert solve_search(p, time_limit=60, capacity=1039360 - g).status == "infeasible"
+
+
+@needs_shared
 def test_time_limit_gives_unknown():
     _, p = _csv("B.1048576.csv", 1048576)
     res = solve_search(p, time_limit=0.0)
