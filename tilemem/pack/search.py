@@ -100,15 +100,15 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     deadline = t0 + max(float(time_limit), 0.0)
     cap = problem.capacity if capacity is None else int(capacity)
     sm = _model_of(problem)
+    if hint is not None and len(hint) == sm.n:
+        h = np.asarray(hint, np.int64)
+        if K.placement_ok(h, sm.size, sm.align, sm.lo, np.minimum(sm.hi, cap), sm.ils, sm.nrs,
+                          sm.adj_ptr, sm.adj_idx, sm.adj_kind, sm.elem_starts):
+            return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
+                                seconds=time.perf_counter() - t0)
     run = _Run(sm, cap)
     if run.verdict is not None:
         return _result(sm, run, run.verdict, 0, t0)
-    if hint is not None and len(hint) == sm.n:
-        h = np.asarray(hint, np.int64)
-        if K.placement_ok(h, sm.size, sm.align, sm.lo, run.hi, sm.ils, sm.nrs, sm.adj_ptr,
-                          sm.adj_idx, sm.adj_kind, sm.elem_starts):
-            return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
-                                seconds=time.perf_counter() - t0)
     rng = np.random.default_rng(seed)
     nodes = 0
     limit = max(sm.n, 1)
@@ -139,7 +139,8 @@ def end_granularity(problem: TileProblem) -> int:
     ``C // g * g``: a left-justified placement (what the search looks for) has offsets built
     from sizes, window starts, element / region boundaries and alignment only, so its end is
     a multiple of their gcd (an alignment that neither divides nor is a multiple of ``g``
-    brings ``g`` down to their gcd). Useful to step a bisection over capacities.
+    brings ``g`` down to their gcd). The search rounds capacities and window ends down to it;
+    a bisection over capacities can step by it.
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[2048, 1024], alignment=[4, 4],
@@ -147,13 +148,15 @@ def end_granularity(problem: TileProblem) -> int:
     >>> end_granularity(TileProblem.from_report(r, 0))
     1024
     """
-    sm = _model_of(problem)
-    if sm.n == 0:
+    return _model_of(problem).grain
+
+
+def _grain(size, lo, align, ils, elem_starts) -> int:
+    if len(size) == 0:
         return 1
-    vals = [sm.size, sm.lo, np.array([sm.ils]), sm.elem_starts[1:-1]]
-    g = int(np.gcd.reduce(np.concatenate(vals).astype(np.int64)))
-    g = max(g, 1)
-    for a in np.unique(sm.align).tolist():
+    vals = np.concatenate([size, lo, [ils], elem_starts[1:-1]]).astype(np.int64)
+    g = max(int(np.gcd.reduce(vals)), 1)
+    for a in np.unique(align).tolist():
         if g % a and a % g:
             g = int(np.gcd(g, a))
     return g
@@ -217,6 +220,7 @@ class _Model:
     ils: int
     nrs: bool
     sections_from: str  # "lifetimes", "interval" or "cliques"
+    grain: int  # see end_granularity
 
     @property
     def num_sections(self) -> int:
@@ -306,7 +310,9 @@ def build_model(p: TileProblem) -> _Model:
         pair_i=usrc[pairs_].astype(np.int64), pair_k=udst[pairs_].astype(np.int64),
         pair_kind=ukind[pairs_].astype(np.int64),
         ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
-        sections_from=how)
+        sections_from=how,
+        grain=_grain(size, p.lo.astype(np.int64), p.align.astype(np.int64),
+                     int(t.interleaved_memory_start), elem_starts))
 
 
 def _sections(p: TileProblem, size: np.ndarray):
@@ -558,7 +564,8 @@ class _Run:
         self.cap = cap
         n, S = sm.n, sm.num_sections
         self.verdict = None
-        hi = np.minimum(sm.hi, cap)
+        g = sm.grain  # ends of left-justified placements are multiples of it
+        hi = np.minimum(sm.hi, cap) // g * g
         m0 = _norm0(sm, hi)
         if n and np.any(m0 >= K.INF):
             self.verdict = "infeasible"
@@ -574,7 +581,7 @@ class _Run:
         self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
         floor0 = np.minimum.reduceat(m0[sv], starts)
         self.wit0 = sv[starts].astype(np.int64)
-        self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap).astype(np.int64)
+        self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap // g * g)
         if np.any(floor0 + self.total0 > self.sec_cap):
             self.verdict = "infeasible"
             return
