@@ -15,9 +15,11 @@ Terms (see ``tilemem.pack.search`` for the argument that the pruning is sound):
   boundary and inside its window. ``INF`` when no such offset exists.
 - A *section* is a clique of the conflict graph (a cross-section of time when lifetimes are
   known). Its unplaced variables must stack above ``max(current offset, min m)``: the capacity
-  check (with a cached *witness* per section: an unplaced member low enough to pass it). Sections have a linear order; every variable has a *span* (an interval of sections)
-  such that interacting variables have intersecting spans, so when no unplaced variable spans
-  two adjacent sections the rest splits into independent parts (dynamic decomposition).
+  check, decided with a cached *witness* per section (an unplaced member low enough to pass
+  it) instead of maintaining ``min m``. Sections have a linear order; every variable has a
+  *span* (an interval of sections) such that interacting variables have intersecting spans,
+  so when no unplaced variable spans two adjacent sections the rest splits into independent
+  parts (dynamic decomposition).
 - A *frame* is a search node (``NODE``: place one more variable of a part) or a decomposition
   (``DECOMP``: solve its parts one after the other, each from the same state).
 """
