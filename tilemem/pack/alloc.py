@@ -12,17 +12,19 @@
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
-The exact portfolio: the compiled search (``tilemem.pack.search.solve_search``, which decides
-whether everything fits in memory) when it is installed, then CP-SAT (``tilemem.pack.cpsat``)
-with the best allocation so far as its complete hint, both within the per-tile time limit.
-A tile's result is "optimal" when proven (CP-SAT proof, or the lower bound met with nothing
-overflowed), "feasible" when the time limit stopped the proof.
+The exact portfolio (``_exact``), within the per-tile time limit: the compiled search
+(``tilemem.pack.search.solve_search``, which decides whether everything fits below a given
+address) when it is installed, to settle whether the tile fits and then to bisect on the end
+address; a local search over placement orders (``heuristic.improve``); CP-SAT
+(``tilemem.pack.cpsat``) with the best allocation so far as its complete hint. A tile's result
+is "optimal" when proven (CP-SAT's proof, the search's bisection closed, or the lower bound
+met with nothing overflowed), "feasible" when the time limit stopped the proof.
 
 Every allocation a solver returns is re-checked here (``self_check``) before it is accepted;
 a rejected one falls back to the heuristic's, which is valid by construction.
 
 Tiles run in parallel in a process pool (forked, so workers share the report without
-copying it); identical tile problems (``TileProblem.key`` plus the replay order) are solved
+copying it); identical tiles (same columns, classes, constraints and replay order) are solved
 once.
 
 >>> from tilemem.model import Report
@@ -560,6 +562,11 @@ def _warm_up() -> None:
                             element_constraints=[[1], []], region_constraints=[[1], []])
     p = TileProblem.from_report(r, 0)
     self_check(p, first_fit(p))
+    try:
+        from .search import warm_up
+    except ImportError:
+        return
+    warm_up()
 
 
 def _verify(report: Report, alloc: Allocation, tiles, rules: Rules) -> None:
