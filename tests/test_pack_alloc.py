@@ -323,3 +323,20 @@ def test_generated_report_heuristic_never_overflows_more_than_replay():
         assert c.overflow_bytes <= b.overflow_bytes <= a.overflow_bytes
         assert (c.overflow_bytes, c.total_including_gaps) <= (b.overflow_bytes,
                                                              b.total_including_gaps)
+
+
+def test_cpsat_skipped_when_too_large_keeps_a_valid_allocation(monkeypatch):
+    from tilemem.pack import cpsat as cpsat_mod
+
+    monkeypatch.setattr(cpsat_mod, "MAX_CLIQUE_ENTRIES", 0)
+    monkeypatch.setattr(alloc_mod, "_search_function", lambda: None)
+    r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[40, 30, 20, 10],
+                            alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+                            eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 3], [0], [1]])
+    p = TileProblem.from_report(r, 0)
+    res = solve_cpsat(p, hint=np.array([0, 40, 40, 0]), time_limit=5)
+    assert res.status == "unknown" and "too large" in res.note
+    assert res.offsets.tolist() == [0, 40, 40, 0]
+    out = allocate(r, method="exact", workers=1, time_limit=2)
+    passes_both_checkers(r, out.offsets)
+    assert "skipped" in out.tiles[0].note or out.tiles[0].status == "optimal"
