@@ -10,17 +10,19 @@ from ..output import report_path_argument
 @click.option("--method", type=click.Choice(["auto", "exact", "heuristic", "replay"]),
               default="auto", show_default=True,
               help="replay: first fit in allocationOrderByTile order; heuristic: best of a few "
-                   "greedy orders; auto: heuristic, then exact where it misses the bound; "
-                   "exact: exact search on every tile.")
+                   "greedy orders; auto: heuristic, then the exact portfolio where it overflows "
+                   "or misses the bound; exact: the exact portfolio on every tile (also lowers "
+                   "each region's high-water mark).")
 @click.option("--time-limit", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
-              help="Seconds per tile for the exact search.")
+              help="Seconds per tile for the exact portfolio (auto, exact).")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes (default: all cores).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
-              help="Repeatable exact search (deterministic time limit).")
+              help="CP-SAT and the local search stop on work done, not on the clock, so "
+                   "they repeat exactly (the compiled search stays clock-bounded).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the report with the new offsets (.json or .capnp).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")

@@ -66,7 +66,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
     ``time_limit``: seconds per tile for the exact part. ``workers``: processes (default all
-    cores). ``deterministic``: CP-SAT in deterministic mode (repeatable whatever the load).
+    cores). ``deterministic``: CP-SAT and the local search stop on work done rather than on
+    the clock (repeatable whatever the load; the compiled search stays clock-bounded).
     ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
     """
     if method not in METHODS:
