@@ -226,7 +226,8 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
     if not _meets(p, best, lower) and p.n > 1:
         share = 0.4 * (time_limit - (time.perf_counter() - t0))
         start = HeuristicResult(best, "hint", np.argsort(best, kind="stable"), False)
-        its = max(10, int(100 * share)) if deterministic else None
+        # deterministic: a budget of moves from the configured limit, not the clock
+        its = max(10, int(40 * time_limit)) if deterministic else None
         res, it = improve(p, start, time_limit=share * (3 if deterministic else 1),
                           bound=lower, seed=seed, max_iterations=its)
         if objective(p, res.offsets) < objective(p, best):
