@@ -33,7 +33,6 @@ allocator can fit the tile in fewer bytes (alignment gaps aside).
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,25 +147,22 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
 
 #: Up to this many classes the interference is also kept as a dense boolean matrix (16 MiB).
 DENSE_CLASSES = 4096
-_DENSE: dict = {}
 
 
 def _dense_interference(r: Report) -> np.ndarray | None:
     """Dense symmetric class x class interference (no self entries), cached per report."""
-    inter = r.interference
-    if inter.num_rows > DENSE_CLASSES:
+    if r.interference.num_rows > DENSE_CLASSES:
         return None
-    hit = _DENSE.get(id(inter))
-    if hit is not None and hit[0]() is inter:
-        return hit[1]
+    return r.cached("dense_interference", lambda: _dense(r.interference))
+
+
+def _dense(inter: Csr) -> np.ndarray:
     c = inter.num_rows
     m = np.zeros((c, c), bool)
     src, dst = inter.row_ids(), inter.indices
     m[src, dst] = True
     m[dst, src] = True
     np.fill_diagonal(m, False)
-    key = id(inter)
-    _DENSE[key] = (weakref.ref(inter, lambda _, k=key, d=_DENSE: d.pop(k, None)), m)
     return m
 
 
@@ -227,17 +223,7 @@ def sorted_interference(r: Report) -> Csr:
     tilemem's readers already give that; a ``Csr`` passed to ``Report.from_columns`` may not
     be. Cached per report (the check sorts once), so per-tile calls stay cheap.
     """
-    inter = r.interference
-    hit = _NORMALISED.get(id(inter))
-    if hit is not None and hit[0]() is inter:
-        return hit[1]
-    out = _normalise(inter)
-    key = id(inter)
-    _NORMALISED[key] = (weakref.ref(inter, lambda _, k=key, d=_NORMALISED: d.pop(k, None)), out)
-    return out
-
-
-_NORMALISED: dict = {}
+    return r.cached("sorted_interference", lambda: _normalise(r.interference))
 
 
 def _normalise(inter: Csr) -> Csr:

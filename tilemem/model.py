@@ -179,6 +179,7 @@ class Report:
     allocation_order: Csr
     class_steps: np.ndarray | None = None
     _tile_index: tuple = field(default=None, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod
@@ -299,6 +300,15 @@ class Report:
         indptr, rows = self._tiles()
         return rows[indptr[tile]:indptr[tile + 1]]
 
+    def cached(self, name: str, make):
+        """``make()``, computed once per report (derived structures such as sorted CSRs).
+
+        Only for values derived from columns that ``with_offsets`` keeps (not offsets).
+        """
+        if name not in self._cache:
+            self._cache[name] = make()
+        return self._cache[name]
+
     def tiles_in_use(self) -> np.ndarray:
         """Tiles with at least one allocated variable."""
         indptr, _ = self._tiles()
@@ -315,7 +325,7 @@ class Report:
         if not isinstance(other, Report):
             return NotImplemented
         for f in self.__dataclass_fields__:
-            if f == "_tile_index":
+            if f in ("_tile_index", "_cache"):
                 continue
             a, b = getattr(self, f), getattr(other, f)
             if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
