@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 CHILD = """
-import resource, sys, time
+import sys, time
 t = time.perf_counter()
 if sys.argv[2] == "stdlib":
     import json
@@ -28,7 +28,9 @@ if sys.argv[2] == "stdlib":
 else:
     from tilemem.files import load_report
     load_report(sys.argv[1])
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec from the parent
+hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM'))
+print(time.perf_counter() - t, int(hwm.split()[1]) * 1024)
 """
 
 

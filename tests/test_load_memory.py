@@ -12,11 +12,12 @@ from synthetic import synthetic_report  # noqa: E402
 from tilemem.files import save_report  # noqa: E402
 
 MEASURE = """
-import resource, sys
+import sys
 from tilemem.files import load_report
 r = load_report(sys.argv[1])
 assert r.num_vars > 0
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec from the parent
+print(int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) * 1024)
 """
 
 
