@@ -19,17 +19,24 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, os, resource, sys, time
+import json, os, sys, time
 import numpy as np
 from tilemem.generate import generate_report
 from tilemem.files import save_report
 from tilemem.summary import highest_end_per_tile
 
 preset, tiles, steps, seed, out, capnp = sys.argv[1:7]
+
+
+def peak_rss():  # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec
+    hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    return int(hwm.split()[1]) * 1024
+
+
 t0 = time.perf_counter()
 r = generate_report(preset, tiles=int(tiles) or None, steps=int(steps) or None, seed=int(seed))
 gen = time.perf_counter() - t0
-rss_gen = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rss_gen = peak_rss()
 cols = sum(getattr(r, f).nbytes for f in r.__dataclass_fields__
            if isinstance(getattr(r, f), np.ndarray)) + len(r.name_blob)
 cols += sum(c.indptr.nbytes + c.indices.nbytes for c in (r.interference, r.element_constraints,
@@ -49,7 +56,7 @@ if capnp == "1":
     res["capnp_write"] = time.perf_counter() - t0
     res["capnp"] = os.path.getsize(out + ".capnp")
     os.unlink(out + ".capnp")
-res["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+res["rss"] = peak_rss()
 print(json.dumps(res))
 """
 
