@@ -235,18 +235,21 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
         notes.append(f"local search {it} moves")
     if search is not None and not np.any(best >= tm) and not done():
         lo, hi = lower, objective(p, best)[1] - 1
+        probe_lo = lo  # an "unknown" moves the probes up without proving anything
         first = "search at bound unknown" not in notes  # do not repeat a probe that stalled
-        while lo <= hi:
-            cap = lo if first else (lo + hi) // 2
+        while probe_lo <= hi:
+            cap = probe_lo if first else (probe_lo + hi) // 2
             left = t0 + 0.8 * time_limit - time.perf_counter()
-            verdict = probe(cap, time.perf_counter() + (0.5 if first else 1.0) * left)
+            if left <= 0.01:
+                break
+            verdict = probe(cap, time.perf_counter() + (0.5 if first else 0.35) * left)
             first = False
             if verdict == "found":
                 hi = objective(p, best)[1] - 1
             elif verdict == "infeasible":
-                lo = cap + 1
-            else:
-                break
+                lo = probe_lo = cap + 1
+            else:  # unknown at cap: look for a better allocation above it instead of stopping
+                probe_lo = cap + 1
         lower = max(lower, lo)
         proven = lo > hi
         notes.append(f"search end {'proven' if proven else 'open'} "
