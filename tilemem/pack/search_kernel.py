@@ -491,6 +491,20 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
 
 
 @njit(cache=True)
+def _add_partners(ptr, idx, i, mark, bits, row, cnt, kind):
+    """Add the constraint partners of ``i`` to its interaction row with ``kind``; new count."""
+    for t in range(ptr[i], ptr[i + 1]):
+        j = idx[t]
+        if mark[j] != i:
+            mark[j] = i
+            bits[j] = 0
+            row[cnt] = j
+            cnt += 1
+        bits[j] |= kind
+    return cnt
+
+
+@njit(cache=True)
 def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, always, live,
                     ep_ptr, ep_idx, rp_ptr, rp_idx):
     """Every variable's interacting variables with the kinds as bits (conflict: either
@@ -534,22 +548,8 @@ def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, alw
                         bits[j] = K_CONFLICT
                         row[cnt] = j
                         cnt += 1
-            for t in range(ep_ptr[i], ep_ptr[i + 1]):
-                j = ep_idx[t]
-                if mark[j] != i:
-                    mark[j] = i
-                    bits[j] = 0
-                    row[cnt] = j
-                    cnt += 1
-                bits[j] |= K_ELEMENT
-            for t in range(rp_ptr[i], rp_ptr[i + 1]):
-                j = rp_idx[t]
-                if mark[j] != i:
-                    mark[j] = i
-                    bits[j] = 0
-                    row[cnt] = j
-                    cnt += 1
-                bits[j] |= K_REGION
+            cnt = _add_partners(ep_ptr, ep_idx, i, mark, bits, row, cnt, K_ELEMENT)
+            cnt = _add_partners(rp_ptr, rp_idx, i, mark, bits, row, cnt, K_REGION)
             if phase == 0:
                 ptr[i + 1] = ptr[i] + cnt
             else:
