@@ -19,7 +19,7 @@ from tilemem.check import check_allocation
 from tilemem.model import Report
 from tilemem.pack import alloc as alloc_mod
 from tilemem.pack import heuristic as heuristic_mod
-from tilemem.pack.alloc import allocate, self_check, simple_bound, solve_tile
+from tilemem.pack.alloc import allocate, region_bound, self_check, simple_bound, solve_tile
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.problem import TileProblem
 from tilemem.target import Target
@@ -148,6 +148,29 @@ def test_exact_matches_brute_force(r):
     passes_both_checkers(r, ex.offsets)
     assert ex.tiles[0].status == "optimal", ex.tiles[0].note
     assert oracle_objective(r, ex.offsets, 0) == brute_force(r)
+
+
+@examples(150)
+@given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
+def test_region_bound_never_exceeds_the_brute_force_optimum(r):
+    over, end = brute_force(r)
+    if over == 0:  # the bound speaks of allocations with nothing overflowed
+        assert region_bound(TileProblem.from_report(r, 0)) <= end
+
+
+def test_region_bound_by_hand():
+    # two conflicting interleaved 8-byte vars (region [32, 48)) and one of another class that
+    # conflicts with neither: the bound is 32 + 16; without conflict it is 32 + 8
+    kw = dict(target=TINY_GEOMETRY, var_id=[0, 1, 2], tile=[0] * 3, size=[8, 8, 12],
+              alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+              in_interleaved_mem=[1, 1, 1])
+    r = Report.from_columns(eq_class=[0, 1, 2], interference=[[1], [], []], **kw)
+    assert region_bound(TileProblem.from_report(r, 0)) == 32 + 16
+    r = Report.from_columns(eq_class=[0, 1, 2], interference=[[], [], []], **kw)
+    assert region_bound(TileProblem.from_report(r, 0)) == 32 + 12
+    r = Report.from_columns(eq_class=[0, 1, 2], interference=[[], [], []],
+                            always_live=[0, 1, 0], **kw)
+    assert region_bound(TileProblem.from_report(r, 0)) == 32 + 20
 
 
 def test_brute_force_on_a_hand_computed_case():

@@ -31,8 +31,9 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
 
     Prints per tile the method, status (optimal: proven; feasible: time limit hit, not
     proven; heuristic; replay), overflowed bytes, totalIncludingGaps (highest end address),
-    the lower bound (maximum live bytes) and the gap to it; then how many tiles fit with the
-    report's own offsets and with the new ones.
+    the lower bound (maximum live bytes, or where higher, interleavedMemoryStart plus the
+    heaviest clique of the variables confined to the interleaved region) and the gap to it;
+    then how many tiles fit with the report's own offsets and with the new ones.
     """
     import sys
 
@@ -82,7 +83,8 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
             f"{summary['tilesThatFitAfter']:,} after; overflowed bytes "
             f"{summary['overflowBytes']:,}; proven optimal {summary['optimal']:,}; mean gap "
             f"{100 * summary['meanGap']:.2f}%")
-    c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes"
+    c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
+            "or interleaved start + heaviest interleaved-only clique where higher"
             + (" (* a lower bound, not proven maximum)" if inexact else "")
             + "; feasible = time limit hit, not proven optimal")
     if output:
