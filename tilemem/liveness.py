@@ -129,12 +129,7 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     if dense is not None:  # few classes: one fancy-indexed block instead of neighbour scans
         src, dst = np.nonzero(dense[np.ix_(classes, classes)])
     else:
-        inter = r.interference
-        starts = inter.indptr[classes]
-        lengths = inter.indptr[classes + 1] - starts
-        # gather the neighbour lists of all the tile's classes in one vectorised step
-        first = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-        nbrs = inter.indices[first + np.arange(int(lengths.sum()))]
+        lengths, nbrs = r.interference.gather(classes)
         src = np.repeat(np.arange(k), lengths)
         pos = np.searchsorted(classes, nbrs)
         pos_c = np.minimum(pos, max(k - 1, 0))

@@ -100,6 +100,18 @@ class Csr:
     def lengths(self) -> np.ndarray:
         return np.diff(self.indptr)
 
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows ``rows`` concatenated, in one vectorised step: ``(lengths, entries)``.
+
+        >>> Csr.from_lists([[3, 1], [], [2]]).gather(np.array([2, 0]))
+        (array([1, 2]), array([2, 3, 1]))
+        """
+        starts = self.indptr[rows]
+        lengths = self.indptr[np.asarray(rows) + 1] - starts
+        total = int(lengths.sum())
+        first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return lengths, self.indices[first + np.arange(total)]
+
     def row_ids(self) -> np.ndarray:
         """The row of every stored entry (same length as ``indices``)."""
         return np.repeat(np.arange(self.num_rows, dtype=np.int64), self.lengths())

@@ -211,11 +211,9 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
     def done():
         return _meets(p, best, lower) and not polish
 
-    overflow_needed = False
     if search is not None and np.any(best >= tm) and lower <= tm and not done():
         verdict = probe(tm, t0 + 0.5 * time_limit)
         notes.append(f"search fit {verdict}")
-        overflow_needed = verdict == "infeasible"
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
@@ -271,7 +269,6 @@ def _exact(p, hint, bound, time_limit, seed, cp_workers, deterministic, polish):
                     proven |= res.status == "optimal"
             else:
                 notes.append("cp-sat result rejected by self-check")
-    del overflow_needed  # CP-SAT proves the least overflow itself
     status = "optimal" if proven or _meets(p, best, lower) else "feasible"
     return best, status, ",".join(notes)
 
@@ -491,12 +488,9 @@ def _group_identical(report: Report, tiles: np.ndarray, rules: Rules) -> dict[in
 
 def _local_pair_key(csr, rows: np.ndarray) -> np.ndarray:
     """The constraint lists of ``rows`` with entries as local indices (order kept)."""
-    starts, ends = csr.indptr[rows], csr.indptr[rows + 1]
-    lengths = ends - starts
-    if lengths.sum() == 0:
+    lengths, entries = csr.gather(rows)
+    if len(entries) == 0:
         return np.zeros(0, np.int64)
-    first = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    entries = csr.indices[first + np.arange(int(lengths.sum()))]
     local = np.searchsorted(rows, entries)
     return np.concatenate([lengths, local]).astype(np.int64)
 

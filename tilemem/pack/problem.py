@@ -8,7 +8,6 @@ there is overflowed; only alignment and no-overlap apply there (``tilemem.rules`
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,32 +85,15 @@ class TileProblem:
             region_pairs=_local_pairs(r.region_constraints, rows), target=t, rules=rules,
             lifetimes=lifetimes)
 
-    def key(self) -> bytes:
-        """Digest of everything that decides the answer: identical tiles are solved once."""
-        h = hashlib.blake2b(digest_size=16)
-        c = self.conflicts
-        for a in (self.size, self.align, self.lo, self.hi, c.local_class, c.class_adj.indptr,
-                  c.class_adj.indices, c.always_live, self.element_pairs, self.region_pairs,
-                  self.target.memory_element_offsets,
-                  self.lifetimes if self.lifetimes is not None else np.zeros(0)):
-            a = np.ascontiguousarray(a)
-            h.update(str(a.shape).encode())
-            h.update(a.tobytes())
-        h.update(repr((self.target.tile_memory, self.target.interleaved_memory_start,
-                       self.rules)).encode())
-        return h.digest()
-
 
 def _local_pairs(csr, rows: np.ndarray) -> np.ndarray:
     """Constraint pairs among ``rows`` as unique local pairs ``i < j``."""
     if csr.nnz == 0 or len(rows) == 0:
         return np.zeros((0, 2), np.int64)
-    starts, ends = csr.indptr[rows], csr.indptr[rows + 1]
-    lengths = ends - starts
-    if lengths.sum() == 0:
+    lengths, idx = csr.gather(rows)
+    if len(idx) == 0:
         return np.zeros((0, 2), np.int64)
     src_local = np.repeat(np.arange(len(rows)), lengths)
-    idx = np.concatenate([csr.indices[s:e] for s, e in zip(starts, ends)])
     order = np.argsort(rows)
     pos = np.searchsorted(rows[order], idx)
     pos_c = np.minimum(pos, len(rows) - 1)
