@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilemem.model import CATEGORIES, Csr, Report, symmetric_closure
-from tilemem.target import MK1
+from tilemem.model.target import MK1
 
 
 def synthetic_report(num_vars: int, num_tiles: int = 1216, num_classes: int = 2000,

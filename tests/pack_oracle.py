@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from tilemem.model import Report
-from tilemem.target import Target
+from tilemem.model.target import Target
 
 OVERFLOW_HINT = "offset at or past tileMemory"
 

@@ -16,8 +16,8 @@ from tilemem.cli import cli, main
 from tilemem.errors import ReportError
 from tilemem.files import save_report
 from tilemem.model import Report
+from tilemem.model.target import Target
 from tilemem.rules import Rules
-from tilemem.target import Target
 
 # 4 elements of 256 bytes; interleaved from 512; tileMemory 1024
 SMALL = Target(num_tiles=2, tile_memory=1024, interleaved_memory_start=512,

@@ -1,10 +1,11 @@
 """Parts of the generator against hand-computed cases and brute force: the linear tile mapping
-of 003, lifetimes along control flow, and the interference of segment lifetimes."""
+of 003, lifetimes along control flow, and the interference of segment lifetimes (whose
+overlap relation is tested in test_model_overlap.py)."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilemem.generate.lifetimes import Lifetimes, live_segments, merge, overlap_relation
+from tilemem.generate.lifetimes import Lifetimes, live_segments, merge
 from tilemem.generate.mapping import linear_tile_mapping, map_tensors
 
 
@@ -101,18 +102,3 @@ def test_interference_is_brute_force_step_sharing(lifetimes):
     hull = lt.hulls()
     for c, s in steps.items():
         assert hull[c].tolist() == [min(s), max(s) + 1]
-
-
-def test_overlap_relation_needs_no_pair_loop():
-    # 20,000 classes of short lifetimes: linear in the overlapping pairs, fast
-    rng = np.random.default_rng(0)
-    start = rng.integers(0, 100_000, 20_000)
-    end = start + rng.integers(1, 20, 20_000)
-    rel = overlap_relation(20_000, np.arange(20_000), start, end)
-    i, j = rel.row_ids(), rel.indices
-    assert np.all(np.maximum(start[i], start[j]) < np.minimum(end[i], end[j]))
-    order = np.argsort(start)
-    for k in range(0, 20_000, 997):
-        c = order[k]
-        brute = np.flatnonzero((np.maximum(start, start[c]) < np.minimum(end, end[c])))
-        assert rel.row(c).tolist() == [b for b in brute.tolist() if b != c]

@@ -21,7 +21,7 @@ from tilemem.graphalg import csr_from_edges, interval_order, max_weight_clique
 from tilemem.liveness import (always_live_bytes, class_graph, max_live, max_live_all,
                               timeline)
 from tilemem.model import Csr, Report
-from tilemem.target import MK1
+from tilemem.model.target import MK1
 
 
 def make(size, eq_class, interference, tile=None, always_live=None, steps=None, tiles=1):

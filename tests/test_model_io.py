@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tilemem import capnpio
 from tilemem.files import load_report, save_report
 from tilemem.model import CATEGORIES, Report
+from tilemem.model.target import MK1, MK2, Target
 from tilemem.summary import info
-from tilemem.target import MK1, MK2, Target
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 SEED = EXAMPLES / "seed.json"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tilemem.cli import cli
 from tilemem.files import save_report
 from tilemem.model import Report
-from tilemem.target import Target
+from tilemem.model.target import Target
 
 SEED = Path(__file__).parents[1] / "examples" / "seed.json"
 # elements of 256 bytes; interleaved from 512; tileMemory 1024

@@ -17,12 +17,12 @@ from pack_oracle import objective as oracle_objective
 from pack_oracle import small_reports, violations
 from tilemem.check import check_allocation
 from tilemem.model import Report
+from tilemem.model.target import Target
 from tilemem.pack import alloc as alloc_mod
 from tilemem.pack import heuristic as heuristic_mod
 from tilemem.pack.alloc import allocate, region_bound, self_check, simple_bound, solve_tile
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.problem import TileProblem
-from tilemem.target import Target
 
 
 

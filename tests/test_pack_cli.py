@@ -8,7 +8,7 @@ from pack_oracle import violations
 from tilemem.cli import main
 from tilemem.files import load_report, save_report
 from tilemem.model import Report
-from tilemem.target import Target
+from tilemem.model.target import Target
 
 
 @pytest.fixture()

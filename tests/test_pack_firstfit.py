@@ -5,10 +5,10 @@ from hypothesis import strategies as st
 
 from pack_oracle import small_reports, violations
 from tilemem.model import Report
+from tilemem.model.target import Target
 from tilemem.pack.firstfit import complete_order, first_fit
 from tilemem.pack.problem import TileProblem
 from tilemem.rules import Rules
-from tilemem.target import Target
 
 # 64 bytes: non-interleaved elements [0,16) [16,32), interleaved elements [32,48) [48,64)
 TINY = Target(1, 64, 32, np.array([0, 16, 32, 48]))

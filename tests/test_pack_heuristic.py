@@ -5,11 +5,11 @@ from hypothesis import HealthCheck, given, settings
 from pack_oracle import objective as oracle_objective
 from pack_oracle import small_reports, violations
 from tilemem.model import Report
+from tilemem.model.target import Target
 from tilemem.pack.firstfit import first_fit
 from tilemem.pack.heuristic import heuristic_orders, heuristic_runs, improve
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.result import objective
-from tilemem.target import Target
 
 
 def placed(r, p, off):

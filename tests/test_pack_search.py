@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from tilemem.check import check_allocation
 from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc
 from tilemem.model import Report
+from tilemem.model.target import Target
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.search import build_model, end_granularity, solve_search
 from tilemem.rules import Rules
-from tilemem.target import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "benchmarks" / "minimalloc"

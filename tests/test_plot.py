@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from tilemem.cli import cli, main
 from tilemem.files import load_report, save_report
 from tilemem.model import Report
+from tilemem.model.target import Target
 from tilemem.plot import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
                           _lanes)
 from tilemem.report import memory_figures
-from tilemem.target import Target
 
 SEED = Path(__file__).parents[1] / "examples" / "seed.json"
 SMALL = Target(num_tiles=2, tile_memory=1024, interleaved_memory_start=512,

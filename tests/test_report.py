@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from tilemem.cli import cli
 from tilemem.files import load_report, save_report
 from tilemem.model import CATEGORIES, Report
+from tilemem.model.target import Target
 from tilemem.report import (BY_TILE_KEYS, GAP_CAUSES, REGIONS, memory_figures,
                             offsets_from_file, summary_text, tile_histogram)
-from tilemem.target import Target
 
 SEED = Path(__file__).parents[1] / "examples" / "seed.json"
 # 4 elements of 256 bytes; interleaved from 512; tileMemory 1024

@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import ReportError
 from .model import FLAG_FIELDS, Csr, Report
-from .target import Target
+from .model.target import Target
 
 FORMAT_VERSION = 1
 CHUNK_BYTES = 1 << 28  # below Cap'n Proto's 2^29-element list limit

@@ -201,7 +201,7 @@ def always_live_bytes(r: Report) -> np.ndarray:
     """Bytes of allocated alwaysLive variables on every tile (int64, length ``num_tiles``).
 
     >>> from tilemem.model import Report
-    >>> from tilemem.target import MK1
+    >>> from tilemem.model.target import MK1
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 1, 1], size=[8, 4, 12],
     ...     alignment=[4] * 3, offset=[0] * 3, category=["stack"] * 3, eq_class=[0] * 3,
     ...     interference=[[]], always_live=[1, 1, 0], target=MK1.with_tiles(3))

@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import ReportError
 from .model import CATEGORIES, Csr, Report
-from .target import Target
+from .model.target import Target
 
 #: Column aliases MiniMalloc accepts, mapped to the canonical names.
 ALIASES = {"buffer": "id", "buffer_id": "id", "start": "lower", "begin": "lower",
@@ -213,7 +213,7 @@ def format_minimalloc_csv(b: Buffers, offsets: bool = True) -> str:
 # ---- report <-> buffers ------------------------------------------------------------------
 def report_from_minimalloc(b: Buffers, capacity: int) -> Report:
     """A one-tile report of ``capacity`` bytes holding the buffers (see the module doc)."""
-    from .generate.lifetimes import overlap_relation
+    from .model.overlap import overlap_relation
 
     capacity = int(capacity)
     if capacity <= 0:

@@ -32,7 +32,7 @@ Everything is column arithmetic over all tiles at once: rows sorted by (tile, of
 sweep with a running maximum of end addresses gives coverage, holes and overlap.
 
 >>> from tilemem.model import Report
->>> from tilemem.target import MK1
+>>> from tilemem.model.target import MK1
 >>> r = Report.from_columns(target=MK1.with_tiles(1), var_id=[0, 1, 2, 3],
 ...     tile=[0, 0, 0, 0], size=[100, 64, 32, 256], alignment=[4, 64, 4, 4],
 ...     offset=[0, 128, 160, 131072], category=["variable", "stack", "message", "variable"],
@@ -56,7 +56,7 @@ import numpy as np
 
 from .model import Report
 from .rules import effective_alignment
-from .target import Target
+from .model.target import Target
 
 #: Regions in the order of the figures' arrays (the target's numbering, plus the overflow zone).
 REGIONS = ("nonInterleaved", "interleaved", "overflowed")

@@ -27,7 +27,7 @@ Inferred rules (named, switchable where it makes sense):
     tileMemory. A variable lies wholly inside memory or wholly in the overflow zone; in the zone
     only no-overlap and alignment apply (it is in no region or element), and its bytes are
     overflowed bytes.
-  - Mk2 geometry split (see ``tilemem.target.MK2``).
+  - Mk2 geometry split (see ``tilemem.model.target.MK2``).
 """
 from __future__ import annotations
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import Csr, symmetric_closure
+from ..model import Csr
+from ..model.overlap import overlap_relation
 
 
 def live_segments(define: int, uses, loops, branches) -> list[tuple[int, int]]:
@@ -126,26 +127,3 @@ class Lifetimes:
         ptr, start, end = self.arrays()
         cls = np.repeat(np.arange(self.num_classes), np.diff(ptr))
         return overlap_relation(self.num_classes, cls, start, end)
-
-
-def overlap_relation(num_classes: int, cls: np.ndarray, start: np.ndarray,
-                     end: np.ndarray) -> Csr:
-    """Symmetric relation "some segment of a overlaps some segment of b", ``a != b``.
-
-    Segments sorted by start: segment ``i`` overlaps exactly the later-sorted segments that
-    start before it ends, a contiguous run found by one ``searchsorted``; the pairs are
-    expanded with ``np.repeat`` (cost proportional to the number of overlapping pairs).
-
-    >>> overlap_relation(3, np.array([0, 1, 2, 0]), np.array([0, 2, 5, 8]),
-    ...                  np.array([3, 6, 7, 9])).to_lists()
-    [[1], [0, 2], [1]]
-    """
-    order = np.argsort(start, kind="stable")
-    s, e, c = start[order], end[order], cls[order]
-    hi = np.searchsorted(s, e, side="left")
-    count = np.maximum(hi - np.arange(len(s)) - 1, 0)
-    src = np.repeat(np.arange(len(s)), count)
-    first = np.zeros(len(s) + 1, np.int64)
-    np.cumsum(count, out=first[1:])
-    dst = src + 1 + (np.arange(len(src)) - first[src])
-    return symmetric_closure(num_classes, c[src], c[dst])

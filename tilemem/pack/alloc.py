@@ -592,7 +592,7 @@ def _cores() -> int:
 
 def _warm_up() -> None:
     """Compile the numba kernels once in the parent, so forked workers inherit them."""
-    from ..target import Target
+    from ..model.target import Target
 
     r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
                             tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],

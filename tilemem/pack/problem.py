@@ -15,7 +15,7 @@ import numpy as np
 from ..liveness import TileConflicts, tile_conflicts
 from ..model import Report
 from ..rules import DEFAULT_RULES, Rules, effective_alignment
-from ..target import Target
+from ..model.target import Target
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ order. The search does not depend on magnitudes (it only adds sizes), so there i
 gain from dividing by a common factor.
 
 >>> from tilemem.model import Report
->>> from tilemem.target import Target
+>>> from tilemem.model.target import Target
 >>> from tilemem.pack.problem import TileProblem
 >>> t = Target(num_tiles=1, tile_memory=12, interleaved_memory_start=12,
 ...            memory_element_offsets=[0])
@@ -166,7 +166,7 @@ def warm_up() -> None:
     """Compile the search's kernels (or load them from numba's cache) on a tiny problem, e.g.
     before forking workers or timing."""
     from ..model import Report
-    from ..target import Target
+    from ..model.target import Target
 
     r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 16, 32, 48])),
                             var_id=[0, 1, 2], tile=[0] * 3, size=[8, 8, 4], alignment=[4] * 3,
