@@ -327,7 +327,7 @@ def region_bound(p: TileProblem, node_limit: int = 20_000) -> int:
     >>> region_bound(TileProblem.from_report(r, 0))
     131272
     """
-    from ..graphalg import max_weight_clique
+    from ..liveness.graphalg import max_weight_clique
 
     ils = p.target.interleaved_memory_start
     sub = np.flatnonzero((p.lo >= ils) & (p.lo + p.size <= p.hi))

@@ -384,7 +384,7 @@ def _class_interval_model(p: TileProblem, rest: np.ndarray):
     """Per local class ``[start, end)`` positions of an interval model of the graph of the
     classes of ``rest``, or None (not an interval graph, or the model finder is missing)."""
     try:
-        from ..graphalg import interval_order
+        from ..liveness.graphalg import interval_order
     except ImportError:  # optional: the liveness stage's graph algorithms
         return None
     tc = p.conflicts

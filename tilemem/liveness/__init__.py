@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from .graphalg import DENSE_MAX, _chordal_pass, _earlier_neighbours, interval_order, max_weight_clique
-from .model import Csr, Report
+from ..model import Csr, Report
 
 #: Search nodes per second of the exact branch and bound (measured here: ~1e7 on a dense
 #: 400-vertex graph); turns a time limit into a deterministic node budget.
