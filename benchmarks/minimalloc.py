@@ -10,7 +10,7 @@ faster).
                                     [--minimalloc /path/to/minimalloc] [--no-lifetimes]
 
 Instances ``<name>.1048576.csv`` are read from ../shared/benchmarks/minimalloc (relative to
-the repo root) or ``--dir`` with ``tilemem.minimalloc``. ``--no-lifetimes`` hides the lifetimes
+the repo root) or ``--dir`` with ``tilemem.interop.minimalloc``. ``--no-lifetimes`` hides the lifetimes
 from the search (sections then come from the interference graph, as for most real reports).
 The kernels are compiled (or loaded from numba's cache) before the timings.
 """
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tilemem.check import check_allocation  # noqa: E402
-from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc  # noqa: E402
+from tilemem.interop.minimalloc import read_minimalloc_csv, report_from_minimalloc  # noqa: E402
 from tilemem.pack.problem import TileProblem  # noqa: E402
 from tilemem.pack.search import solve_search, warm_up  # noqa: E402
 
@@ -39,7 +39,7 @@ DEFAULT_DIR = ROOT.parent / "shared" / "benchmarks" / "minimalloc"
 
 
 def load(path: Path, capacity: int, lifetimes: bool = True):
-    """The report of a MiniMalloc CSV (``tilemem.minimalloc``) and its one tile's problem;
+    """The report of a MiniMalloc CSV (``tilemem.interop.minimalloc``) and its one tile's problem;
     without ``lifetimes`` the search sees only the interference (as for most real reports)."""
     r = report_from_minimalloc(read_minimalloc_csv(path), capacity)
     p = TileProblem.from_report(r, 0)

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilemem.check import RULE_NAMES, check_allocation, offsets_from_allocation
+from tilemem.check import RULE_NAMES, check_allocation
 from tilemem.cli import cli, main
 from tilemem.errors import ReportError
 from tilemem.files import save_report
+from tilemem.generate import generate_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.rules import Rules
@@ -249,14 +250,12 @@ def test_counts_equal_all_pairs_oracle(r):
 
 @pytest.fixture(scope="module")
 def generated():
-    gen = pytest.importorskip("tilemem.generate")
-    return gen.generate_report("mk1", tiles=12, steps=120, seed=5)
+    return generate_report("mk1", tiles=12, steps=120, seed=5)
 
 
 @pytest.mark.parametrize("preset,seed", [("mk1", 1), ("mk2", 2)])
 def test_generated_reports_pass(preset, seed):
-    gen = pytest.importorskip("tilemem.generate")
-    r = gen.generate_report(preset, tiles=8, steps=100, seed=seed, pressure=1.3)
+    r = generate_report(preset, tiles=8, steps=100, seed=seed, pressure=1.3)
     res = check_allocation(r)
     assert res.ok, [str(v) for v in res.violations[:5]]
     assert res.overflow_bytes.sum() > 0                  # pressure 1.3 overflows some tiles
@@ -272,19 +271,6 @@ def test_breaking_a_generated_allocation(generated):
     assert not res.ok
     assert any(v.rule in ("overlap", "alignment") and r.var_id[b] in v.var_ids
                for v in res.violations)
-
-
-def test_offsets_from_allocation(generated):
-    r = generated
-    other = r.with_offsets(r.offset + 4)
-    assert np.array_equal(offsets_from_allocation(r, other)[r.allocated], r.offset[r.allocated] + 4)
-    small = rep([16], [0], first_id=10**9)
-    with pytest.raises(ReportError, match="no variable with this id"):
-        offsets_from_allocation(small, r)
-    with pytest.raises(ReportError, match="does not allocate"):
-        offsets_from_allocation(rep([16], [0]), rep([16, 16], [0, 16]))
-    with pytest.raises(ReportError, match="another tile"):
-        offsets_from_allocation(rep([16], [0]), rep([16], [0], tile=[1]))
 
 
 def test_check_command(tmp_path, generated):

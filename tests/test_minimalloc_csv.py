@@ -8,10 +8,11 @@ from click.testing import CliRunner
 from tilemem.check import check_allocation
 from tilemem.cli import cli, main
 from tilemem.errors import ReportError
-from tilemem.files import load_report
-from tilemem.minimalloc import (Buffers, format_minimalloc_csv, minimalloc_from_report,
-                                parse_minimalloc_csv, read_minimalloc_csv,
-                                report_from_minimalloc, write_minimalloc_csv)
+from tilemem.files import load_report, save_report
+from tilemem.interop.minimalloc import (Buffers, format_minimalloc_csv, minimalloc_from_report,
+                                        parse_minimalloc_csv, read_minimalloc_csv,
+                                        report_from_minimalloc, write_minimalloc_csv)
+from tilemem.liveness import timeline
 from tilemem.model import Report
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "benchmarks" / "minimalloc"
@@ -46,12 +47,22 @@ def test_import_hand_computed():
     assert check_allocation(r).ok
 
 
-def test_import_without_offsets_packs_a_valid_allocation():
+def test_import_without_offsets_packs_a_valid_allocation(tmp_path):
     text = "\n".join(SMALL.replace(",offset", "").splitlines()[i].rsplit(",", 1)[0]
                      if i else "id,lower,upper,size" for i in range(5)) + "\n"
     b = parse_minimalloc_csv(text)
     assert b.offset is None
-    r = report_from_minimalloc(b, capacity=64)
+    unplaced = report_from_minimalloc(b, capacity=64)
+    assert (unplaced.offset == -1).all()      # the importer does not pack
+    with pytest.raises(ReportError, match="negative offset"):
+        check_allocation(unplaced)
+    # `tilemem import-minimalloc` does: first fit in the allocation order
+    (tmp_path / "small.csv").write_text(text)
+    res = CliRunner().invoke(cli, ["import-minimalloc", str(tmp_path / "small.csv"),
+                                   "--capacity", "64", "-o", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert "offsets by first fit" in res.output
+    r = load_report(tmp_path / "r.json")
     assert check_allocation(r).ok
     assert int((r.offset + r.size).max()) <= 64
     # largest first, earliest first among equals: the order written to allocationOrderByTile
@@ -145,15 +156,24 @@ def test_export_without_lifetimes_is_a_clear_error():
         minimalloc_from_report(r, 5000)
 
 
-def test_export_recovers_lifetimes_of_an_interval_report():
+def test_export_recovers_lifetimes_of_an_interval_report(tmp_path):
     # no class steps, but a path of classes 0-1-2 is an interval graph
     r = Report.from_columns(var_id=[0, 1, 2], tile=[0] * 3, size=[4] * 3, alignment=[4] * 3,
                             offset=[0, 4, 0], category=["variable"] * 3, eq_class=[0, 1, 2],
                             interference=[[1], [2], []])
-    b = minimalloc_from_report(r, 0)
+    with pytest.raises(ReportError, match="equivalenceClassSteps"):
+        minimalloc_from_report(r, 0)            # the export itself recovers no lifetimes
+    b = minimalloc_from_report(r, 0, lifetimes=timeline(r, 0))
     over = np.maximum(b.lower[:, None], b.lower) < np.minimum(b.upper[:, None], b.upper)
     np.fill_diagonal(over, False)
     assert over.tolist() == [[False, True, False], [True, False, True], [False, True, False]]
+    # `tilemem export-minimalloc` recovers them the same way
+    save_report(r, tmp_path / "r.json")
+    res = CliRunner().invoke(cli, ["export-minimalloc", str(tmp_path / "r.json"), "--tile", "0",
+                                   "-o", str(tmp_path / "r.csv")])
+    assert res.exit_code == 0, res.output
+    back = read_minimalloc_csv(tmp_path / "r.csv")
+    assert back.lower.tolist() == b.lower.tolist() and back.upper.tolist() == b.upper.tolist()
 
 
 def test_write_is_atomic_and_round_trips(tmp_path):

@@ -1,18 +1,18 @@
 """The model, the JSON and capnp readers/writers: hand-made cases and round trips."""
-import io
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilemem import capnpio
+from tilemem.figures.summary import info
 from tilemem.files import load_report, save_report
 from tilemem.model import CATEGORIES, Report
 from tilemem.model.target import MK1, MK2, Target
-from tilemem.summary import info
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 SEED = EXAMPLES / "seed.json"
@@ -129,7 +129,7 @@ def test_info_on_tile_over_capacity():
                             size=[16, 200000, 100000], alignment=[4, 4, 4],
                             offset=[0, 0, 200000], category=["variable", "stack", "variable"],
                             eq_class=[0, 0, 0], interference=[[]])
-    d = info(r)
+    d = msgspec.to_builtins(info(r))      # as in the JSON of `tilemem info`
     assert d["tilesOverMemory"] == 1
     assert d["topTiles"][0] == {"tile": 2, "bytes": 300000, "highestEnd": 300000,
                                 "outOfMemory": True}

@@ -1,15 +1,17 @@
-"""Out-of-memory diagnosis (tilemem.oom, `tilemem oom`)."""
+"""Out-of-memory diagnosis (tilemem.figures.oom, `tilemem oom`)."""
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from tilemem.cli import cli
+from tilemem.figures.oom import diagnose
 from tilemem.files import save_report
+from tilemem.generate import generate_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 
@@ -17,13 +19,6 @@ SEED = Path(__file__).parents[1] / "examples" / "seed.json"
 # elements of 256 bytes; interleaved from 512; tileMemory 1024
 SMALL = Target(num_tiles=4, tile_memory=1024, interleaved_memory_start=512,
                memory_element_offsets=np.array([0, 256, 512, 768]))
-
-
-def needs(module: str, name: str):
-    m = pytest.importorskip(module, reason=f"{module} not landed yet")
-    if not hasattr(m, name):
-        pytest.skip(f"{module}.{name} not landed yet")
-    return getattr(m, name)
 
 
 def hand_report():
@@ -60,10 +55,6 @@ def hand_report():
 
 
 def test_hand_verdicts():
-    needs("tilemem.liveness", "max_live")
-    needs("tilemem.pack.alloc", "allocate")
-    from tilemem.oom import diagnose
-
     found = diagnose(hand_report(), time_limit=5)
     assert [d.tile for d in found] == [0, 2, 1]          # worst first: 400, 200, 176 over
     by = {d.tile: d for d in found}
@@ -75,7 +66,7 @@ def test_hand_verdicts():
     assert d0.repack is None
     d1 = by[1]
     assert (d1.excess, d1.max_live_bytes, d1.verdict_code) == (176, 600, "repackFits")
-    assert d1.repack["overflowBytes"] == 0 and d1.repack["totalIncludingGaps"] <= 1024
+    assert d1.repack.overflow_bytes == 0 and d1.repack.total_including_gaps <= 1024
     d2 = by[2]
     assert (d2.excess, d2.max_live_bytes, d2.verdict_code) == (176 + 24, 600, "repackOverflows")
     assert d2.verdict == ("live data fits: re-packing still overflows by 200 bytes "
@@ -85,8 +76,6 @@ def test_hand_verdicts():
 
 
 def test_cli_json_lists_only_oom_tiles(tmp_path):
-    needs("tilemem.liveness", "max_live")
-    needs("tilemem.pack.alloc", "allocate")
     path = tmp_path / "hand.json"
     save_report(hand_report(), path)
     res = CliRunner().invoke(cli, ["oom", str(path), "--json", "--time-limit", "5"])
@@ -110,12 +99,79 @@ def test_no_oom_tile_says_so():
     assert json.loads(res.output) == {"tiles": []}
 
 
+def clique_max_live(r, tile: int, heaviest_clique) -> int:
+    """Maximum live bytes of ``tile`` from the columns alone, not tilemem.liveness: the
+    always-live bytes plus ``heaviest_clique(weights, edges)`` over the tile's classes
+    (weight: bytes of their variables that are not always-live; edge: interference)."""
+    rows = np.flatnonzero(r.allocated & (r.tile == tile))
+    live = r.always_live[rows]
+    weight: dict[int, int] = {}
+    for i in rows[~live].tolist():
+        weight[int(r.eq_class[i])] = weight.get(int(r.eq_class[i]), 0) + int(r.size[i])
+    edges = {(a, b) for a in weight for b in r.interference.row(a).tolist()
+             if b in weight and a < b}
+    edges |= {(b, a) for a, b in edges}
+    return int(r.size[rows[live]].sum()) + heaviest_clique(weight, edges)
+
+
+def brute_force_clique(weight: dict[int, int], edges: set) -> int:
+    """The heaviest set of pairwise interfering classes, by trying every subset."""
+    classes = sorted(weight)
+    best = 0
+    for k in range(1, len(classes) + 1):
+        for subset in itertools.combinations(classes, k):
+            if all((a, b) in edges for a, b in itertools.combinations(subset, 2)):
+                best = max(best, sum(weight[c] for c in subset))
+    return best
+
+
+def networkx_clique(weight: dict[int, int], edges: set) -> int:
+    """The heaviest clique by networkx's exact branch and bound (no code shared with ours)."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from((c, {"w": w}) for c, w in weight.items())
+    g.add_edges_from(edges)
+    return nx.max_weight_clique(g, weight="w")[1]
+
+
+def test_max_live_is_brute_force_on_small_reports():
+    # random reports of 2 tiles, up to 7 classes a tile and some always-live bytes, every
+    # variable stacked so both tiles are out of memory: the figure oom reports is the heaviest
+    # set of pairwise interfering classes found by trying every subset
+    rng = np.random.default_rng(7)
+    target = Target(num_tiles=2, tile_memory=64, interleaved_memory_start=64,
+                    memory_element_offsets=np.array([0]))
+    checked = 0
+    for _ in range(40):
+        n = int(rng.integers(6, 14))
+        tile = np.sort(rng.integers(0, 2, n))
+        tile[0], tile[-1] = 0, 1
+        eq_class = rng.integers(0, 7, n) + 7 * tile          # classes of one tile only
+        size = rng.integers(1, 9, n) * 4
+        offset = np.zeros(n, np.int64)
+        for t in (0, 1):
+            rows = np.flatnonzero(tile == t)
+            offset[rows] = np.concatenate([[0], np.cumsum(size[rows])[:-1]])
+            size[rows[-1]] += 64                             # past tileMemory
+        inter = [[b for b in range(14) if b != a and b // 7 == a // 7 and rng.random() < 0.5]
+                 for a in range(14)]
+        r = Report.from_columns(target=target, var_id=list(range(n)), tile=tile, size=size,
+                                alignment=[4] * n, offset=offset, category=["variable"] * n,
+                                eq_class=eq_class, interference=inter,
+                                always_live=rng.random(n) < 0.15)
+        found = diagnose(r, repack=False, time_limit=1)
+        assert sorted(d.tile for d in found) == [0, 1]
+        for d in found:
+            assert d.bound_exact
+            assert d.max_live_bytes == clique_max_live(r, d.tile, brute_force_clique)
+            checked += 1
+    assert checked == 80
+
+
 def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
-    generate_report = needs("tilemem.generate", "generate_report")
-    max_live = needs("tilemem.liveness", "max_live")
-    needs("tilemem.pack.alloc", "allocate")
     r = generate_report(preset="mk1", tiles=16, steps=40, pressure=1.25, seed=5)
-    # independently of tilemem.report: highest end per tile from the columns
+    # independently of tilemem.figures: highest end per tile from the columns
     a = r.allocated
     high = np.zeros(r.num_tiles, np.int64)
     np.maximum.at(high, r.tile[a], r.offset[a] + r.size[a])
@@ -135,23 +191,20 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
     assert excess == sorted(excess, reverse=True)
     for t in tiles:
         assert t["excess"] == high[t["tile"]] - tm
-        bound = max_live(r, t["tile"], time_limit=2)
-        assert t["maxLiveBytes"] == bound.max_live_bytes
-        if bound.max_live_bytes > tm:
+        bound = clique_max_live(r, t["tile"], networkx_clique)
+        assert t["boundExact"] and t["maxLiveBytes"] == bound
+        if bound > tm:
             assert t["verdictCode"] == "reduceData"
-            assert f"exceeds memory by {bound.max_live_bytes - tm:,} bytes" in t["verdict"]
+            assert f"exceeds memory by {bound - tm:,} bytes" in t["verdict"]
         else:
             assert t["verdictCode"] in ("repackFits", "repackOverflows")
             used = t["repack"]["totalIncludingGaps"]
-            assert used >= bound.max_live_bytes   # no allocation beats the bound
+            assert used >= bound   # no allocation beats the bound
             assert (t["verdictCode"] == "repackFits") == (used <= tm)
 
 
 def test_a_repack_that_breaks_a_rule_is_not_trusted(monkeypatch):
-    needs("tilemem.liveness", "max_live")
-    needs("tilemem.check", "check_allocation")
-    alloc = pytest.importorskip("tilemem.pack.alloc")
-    from tilemem.oom import diagnose
+    from tilemem.pack import alloc
     from tilemem.pack.result import Allocation, TileResult
 
     r = hand_report()

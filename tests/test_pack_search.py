@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilemem.check import check_allocation
-from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc
+from tilemem.interop.minimalloc import read_minimalloc_csv, report_from_minimalloc
 from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.pack.problem import TileProblem

@@ -8,12 +8,12 @@ import pytest
 from click.testing import CliRunner
 
 from tilemem.cli import cli, main
+from tilemem.figures.memory import memory_figures
 from tilemem.files import load_report, save_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.plot import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
                           _lanes)
-from tilemem.report import memory_figures
 
 SEED = Path(__file__).parents[1] / "examples" / "seed.json"
 SMALL = Target(num_tiles=2, tile_memory=1024, interleaved_memory_start=512,
@@ -227,7 +227,6 @@ def test_cli_plot_other_allocation(tmp_path):
 
 
 def test_cli_compare_uses_the_packer(tmp_path):
-    pytest.importorskip("tilemem.pack.alloc", reason="packer (tilemem.pack.alloc) not landed")
     out = tmp_path / "cmp.png"
     res = CliRunner().invoke(cli, ["plot", str(SEED), "--tile", "0", "--compare",
                                    "--time-limit", "2", "-o", str(out)])

@@ -1,4 +1,4 @@
-"""Memory figures (tilemem.report): hand-computed cases, a byte-painting oracle, JSON shape, CLI."""
+"""Memory figures (tilemem.figures.memory): hand-computed cases, a byte-painting oracle, JSON shape, CLI."""
 from __future__ import annotations
 
 import json
@@ -12,11 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilemem.cli import cli
+from tilemem.figures.memory import GAP_CAUSES, REGIONS, memory_figures, tile_histogram
 from tilemem.files import load_report, save_report
+from tilemem.generate import generate_report
+from tilemem.load.allocation import offsets_from_file
 from tilemem.model import CATEGORIES, Report
 from tilemem.model.target import Target
-from tilemem.report import (BY_TILE_KEYS, GAP_CAUSES, REGIONS, memory_figures,
-                            offsets_from_file, summary_text, tile_histogram)
+from tilemem.text import summary_text
 
 SEED = Path(__file__).parents[1] / "examples" / "seed.json"
 # 4 elements of 256 bytes; interleaved from 512; tileMemory 1024
@@ -211,10 +213,7 @@ def test_figures_match_painted_bytes(r):
 
 
 def test_invariants_on_generated_report():
-    generate = pytest.importorskip("tilemem.generate", reason="generator not landed yet")
-    if not hasattr(generate, "generate_report"):
-        pytest.skip("tilemem.generate.generate_report not landed yet")
-    r = generate.generate_report(preset="mk1", tiles=24, steps=40, pressure=1.1, seed=3)
+    r = generate_report(preset="mk1", tiles=24, steps=40, pressure=1.1, seed=3)
     f = memory_figures(r)
     assert (f.non_overlapped_bytes() + f.after_overlapping == f.region_bytes).all()
     assert (f.gaps.bytes_by_region(r.num_tiles).sum(axis=0) == f.highest_end - f.total).all()
@@ -224,6 +223,12 @@ def test_invariants_on_generated_report():
 
 
 # ---- the JSON shape ------------------------------------------------------------------------
+#: 000's byTile arrays
+BY_TILE_KEYS = ("interleaved", "interleavedIncludingGaps", "nonInterleaved",
+                "nonInterleavedIncludingGaps", "overflowed", "overflowedIncludingGaps", "total",
+                "totalIncludingGaps")
+
+
 class Pair(msgspec.Struct, forbid_unknown_fields=True):
     nonOverlapped: list[int]
     overlapped: list[int]

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 from numba import njit
 
@@ -79,10 +80,9 @@ class Violation:
                           in zip(self.var_ids, self.names, self.addresses))
         return f"{self.rule}: tile {self.tile}: {vs}: {self.detail}"
 
-    def to_json(self) -> dict:
-        return {"rule": self.rule, "tile": self.tile, "vars": list(self.var_ids),
-                "names": list(self.names), "addresses": [list(a) for a in self.addresses],
-                "inferred": self.inferred, "message": self.detail}
+    def to_json(self) -> "ViolationJson":
+        return ViolationJson(self.rule, self.tile, self.var_ids, self.names, self.addresses,
+                             self.inferred, self.detail)
 
 
 @dataclass(frozen=True)
@@ -114,20 +114,56 @@ class CheckResult:
     def overflowed_tiles(self) -> np.ndarray:
         return np.flatnonzero(self.overflow_bytes)
 
-    def to_json(self) -> dict:
+    def to_json(self, report: str | None = None, allocation: str | None = None) -> "CheckJson":
+        """The JSON of ``tilemem check --json`` (``report`` / ``allocation``: the files)."""
         tiles = self.overflowed_tiles()
-        return {
-            "ok": self.ok,
-            "counts": dict(self.counts),
-            "violations": [v.to_json() for v in self.violations],
-            "waivedCounts": dict(self.waived_counts),
-            "waived": [v.to_json() for v in self.waived],
-            "overflow": {"totalBytes": int(self.overflow_bytes.sum()),
-                         "tiles": [{"tile": int(t), "bytes": int(self.overflow_bytes[t])}
-                                   for t in tiles]},
-            "rules": {"noRegionSpan": self.rules.no_region_span,
-                      "lowest256KBLimit": self.rules.lowest_256kb_limit},
-        }
+        overflow = OverflowJson(int(self.overflow_bytes.sum()),
+                                [TileBytes(int(t), int(self.overflow_bytes[t])) for t in tiles])
+        return CheckJson(
+            ok=self.ok, counts=dict(self.counts),
+            violations=[v.to_json() for v in self.violations],
+            waived_counts=dict(self.waived_counts), waived=[v.to_json() for v in self.waived],
+            overflow=overflow,
+            rules=RulesJson(self.rules.no_region_span, self.rules.lowest_256kb_limit),
+            report=report, allocation=allocation)
+
+
+# ---- the JSON of a check: typed, keys in camel case -------------------------------------------
+class ViolationJson(msgspec.Struct):
+    rule: str
+    tile: int
+    vars: tuple[int, ...]
+    names: tuple[str, ...]
+    addresses: tuple[tuple[int, int], ...]
+    inferred: bool
+    message: str
+
+
+class TileBytes(msgspec.Struct):
+    tile: int
+    bytes: int
+
+
+class OverflowJson(msgspec.Struct, rename="camel"):
+    total_bytes: int
+    tiles: list[TileBytes]
+
+
+class RulesJson(msgspec.Struct, rename="camel"):
+    no_region_span: bool
+    lowest_256kb_limit: int = msgspec.field(name="lowest256KBLimit")
+
+
+class CheckJson(msgspec.Struct, rename="camel"):
+    ok: bool
+    counts: dict[str, int]
+    violations: list[ViolationJson]
+    waived_counts: dict[str, int]
+    waived: list[ViolationJson]
+    overflow: OverflowJson
+    rules: RulesJson
+    report: str | None = None
+    allocation: str | None = None
 
 
 def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
@@ -337,36 +373,3 @@ def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_
             j += 1
     k = min(count, limit)
     return count, pa[:k], pb[:k], why[:k]
-
-
-def offsets_from_allocation(r: Report, other: Report, path=None) -> np.ndarray:
-    """The offset column (rows of ``r``) of ``other``, a report of the same variables.
-
-    Both must allocate exactly the same var ids, each on the same tile with the same size;
-    otherwise ``ReportError`` names the first variable that differs.
-    """
-    def fail(message, row, rep):
-        raise ReportError(message, path=None if path is None else str(path),
-                          field="vars[].var", var=int(rep.var_id[row]),
-                          tile=int(rep.tile[row]) if rep.allocated[row] else None)
-
-    orow = other.rows_of_vars(r.var_id)
-    mine = np.flatnonzero(r.allocated)
-    missing = mine[(orow[mine] < 0)]
-    if len(missing):
-        fail("the allocation has no variable with this id", int(missing[0]), r)
-    o = orow[mine]
-    bad = mine[~other.allocated[o]]
-    if len(bad):
-        fail("the allocation leaves this variable unallocated", int(bad[0]), r)
-    bad = mine[(other.tile[o] != r.tile[mine]) | (other.size[o] != r.size[mine])]
-    if len(bad):
-        fail("the allocation has this variable on another tile or with another size",
-             int(bad[0]), r)
-    extra = np.setdiff1d(other.var_id[other.allocated], r.var_id[mine])
-    if len(extra):
-        fail("the allocation has a variable the report does not allocate",
-             int(other.rows_of_vars([extra[0]])[0]), other)
-    out = np.full(r.num_vars, -1, np.int64)
-    out[mine] = other.offset[o]
-    return out

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .model import CATEGORIES, Report
-from .report import GAP_CAUSES, MemoryFigures, memory_figures, tile_histogram
+from .figures.memory import GAP_CAUSES, MemoryFigures, memory_figures, tile_histogram
 
 FORMATS = ("png", "svg", "pdf")
 LANE_HEIGHT = 0.8
@@ -130,10 +130,8 @@ def tile_map(r: Report, tile: int, offsets: np.ndarray | None = None, *,
 
 def _class_steps(r: Report, tile: int):
     """``(num_classes, 2)`` [start, end) steps of every class, or ``None``."""
-    try:
-        from .liveness import timeline
-    except ImportError:
-        return r.class_steps
+    from .liveness import timeline
+
     return timeline(r, tile)
 
 
@@ -186,7 +184,6 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
     """Draw ``m`` on ``ax`` (and its gaps on ``strip_ax``); returns the artists by role."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter
 
     f = m.figures
     t = f.target
@@ -322,8 +319,6 @@ def plot_tile(r: Report, tile: int, offsets: np.ndarray | None = None, *,
               label: str | None = None):
     """The memory map of ``tile``: ``(figure, [TileMap, ...])``. With ``compare`` (another
     offset column) the two allocations are drawn one above the other on the same scales."""
-    from matplotlib.ticker import FuncFormatter
-
     maps = [tile_map(r, tile, offsets, label=label if label is not None
                      else ("report's allocation" if compare is not None else ""))]
     if compare is not None:

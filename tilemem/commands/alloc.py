@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..output import report_path_argument
+from .options import report_path_argument
 
 
 @click.command()
@@ -39,9 +39,11 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
 
     import numpy as np
 
+    from ..figures.summary import tiles_fitting
     from ..files import load_report, save_report
-    from ..output import console, echo_json, parse_tiles
     from ..pack.alloc import allocate
+    from ..text import alloc_json, alloc_view
+    from .options import console, echo_json, parse_tiles
 
     r = load_report(report)
     chosen = parse_tiles(tiles, r.num_tiles)
@@ -50,52 +52,9 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
                       progress=not as_json and sys.stderr.isatty())
     if output:
         save_report(r.with_offsets(result.offsets), output)
-    tiles_done = np.array([t.tile for t in result.tiles], np.int64)
-    before = _tiles_fitting(r, r.offset, tiles_done)
-    summary = {"method": method, **result.summary(), "tilesThatFitBefore": before,
-               "tilesThatFitAfter": sum(t.fits for t in result.tiles)}
-    if output:
-        summary["output"] = str(output)
+    done = np.array([t.tile for t in result.tiles], np.int64)
+    doc = alloc_json(method, result, tiles_fitting(r, done), output)
     if as_json:
-        echo_json({"tiles": [t.to_dict() for t in result.tiles], "summary": summary})
-        return
-    from rich import box
-    from rich.table import Table
-
-    c = console()
-    table = Table("tile", "vars", "method", "status", "overflow", "total", "bound", "gap",
-                  "secs", title=f"{report}: allocation ({method})", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in table.columns:
-        col.no_wrap = True
-    for col in table.columns[4:]:
-        col.justify = "right"
-    table.columns[1].justify = "right"
-    inexact = False
-    for t in result.tiles:
-        inexact |= not t.bound_exact
-        table.add_row(str(t.tile), f"{t.num_vars:,}", t.method, t.status,
-                      f"{t.overflow_bytes:,}", f"{t.total_including_gaps:,}",
-                      f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
-                      f"{t.seconds:.2f}")
-    c.print(table)
-    c.print(f"tiles that fit: {before:,} of {len(result.tiles):,} with the report's offsets, "
-            f"{summary['tilesThatFitAfter']:,} after; overflowed bytes "
-            f"{summary['overflowBytes']:,}; proven optimal {summary['optimal']:,}; mean gap "
-            f"{100 * summary['meanGap']:.2f}%")
-    c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
-            "or interleaved start + heaviest interleaved-only clique where higher"
-            + (" (* a lower bound, not proven maximum)" if inexact else "")
-            + "; feasible = time limit hit, not proven optimal")
-    if output:
-        c.print(f"wrote {output}")
-
-
-def _tiles_fitting(r, offsets, tiles) -> int:
-    """How many of ``tiles`` have every variable inside tileMemory at ``offsets``."""
-    import numpy as np
-
-    a = r.allocated
-    end = np.zeros(r.num_tiles, np.int64)
-    np.maximum.at(end, r.tile[a], offsets[a] + r.size[a])
-    return int(np.sum(end[tiles] <= r.target.tile_memory))
+        echo_json(doc)
+    else:
+        alloc_view(console(), report, doc)

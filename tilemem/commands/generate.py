@@ -27,10 +27,11 @@ def generate(preset, tiles, steps, pressure, seed, out):
     from pathlib import Path
 
     from ..errors import ReportError
+    from ..figures.summary import highest_end_per_tile
     from ..files import FORMATS, save_report
     from ..generate import generate_report
-    from ..output import console, human_bytes
-    from ..summary import highest_end_per_tile
+    from ..text import human_bytes
+    from .options import console
 
     if Path(out).suffix.lower() not in FORMATS:
         raise ReportError(f"unknown output format {Path(out).suffix!r}: use .json or .capnp",

@@ -17,11 +17,17 @@ def import_minimalloc(csv_path, capacity, out):
     offset column; without one, tilemem's first fit places the buffers (largest first).
     """
     from ..files import save_report
-    from ..minimalloc import read_minimalloc_csv, report_from_minimalloc
-    from ..output import console, human_bytes
+    from ..interop.minimalloc import read_minimalloc_csv, report_from_minimalloc
+    from ..text import human_bytes
+    from .options import console
 
     b = read_minimalloc_csv(csv_path)
     r = report_from_minimalloc(b, capacity)
+    if b.offset is None and r.num_vars:
+        from ..pack.alloc import allocate
+
+        # replay: first fit in the report's allocation order (largest first)
+        r = r.with_offsets(allocate(r, method="replay", workers=1).offsets)
     save_report(r, out)
     end = int((r.offset + r.size).max()) if r.num_vars else 0
     how = "offsets from the CSV" if b.offset is not None else "offsets by first fit"
@@ -46,15 +52,19 @@ def export_minimalloc(report, tile, out, offsets, ids):
     (always-live variables: the whole program). MiniMalloc knows only lifetime overlap:
     element/region constraints and the interleaved region are not exported.
     """
-    from ..files import load_report
-    from ..minimalloc import minimalloc_from_report, write_minimalloc_csv
-    from ..output import console, human_bytes
-
     from ..errors import ReportError
+    from ..files import load_report
+    from ..interop.minimalloc import minimalloc_from_report, write_minimalloc_csv
+    from ..liveness import timeline
+    from ..text import human_bytes
+    from .options import console
 
     r = load_report(report)
+    # the class steps, else an interval model of the interference (a tile out of range is
+    # named by minimalloc_from_report)
+    lifetimes = timeline(r, tile) if 0 <= tile < r.num_tiles else None
     try:
-        b = minimalloc_from_report(r, tile, ids)
+        b = minimalloc_from_report(r, tile, ids, lifetimes)
     except ReportError as e:
         raise e.with_path(report) from None
     write_minimalloc_csv(b, out, offsets=offsets)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..output import report_path_argument
+from .options import report_path_argument
 
 
 @click.command()
@@ -28,10 +28,12 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
 
     Example: tilemem oom report.json --tiles 0-99 --time-limit 5
     """
+    from ..figures.memory import memory_figures
+    from ..figures.oom import diagnose
     from ..files import load_report
-    from ..oom import diagnose, render
-    from ..output import console, echo_json, parse_tiles
-    from ..report import memory_figures, offsets_from_file
+    from ..load.allocation import offsets_from_file
+    from ..text import oom_view
+    from .options import console, echo_json, parse_tiles
 
     r = load_report(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
@@ -55,14 +57,6 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
                              repack=not no_repack, method=method, figures=fig,
                              progress=lambda t: p.advance(task))
     if as_json:
-        echo_json({"tiles": [d.to_json() for d in found]})
-        return
-    if not found:
-        where = "" if tiles is None else " among the tiles asked for"
-        i = int(fig.highest_end.argmax()) if r.num_tiles else 0
-        c.print(f"No tile is out of memory{where}: the fullest tile is {i} with "
-                f"{int(fig.highest_end[i]):,} B including gaps of {r.target.tile_memory:,} B.")
-        return
-    c.print(f"[bold]{len(found):,} tile(s) out of memory[/bold] in {report}, worst first")
-    for d in found:
-        render(d, c)
+        echo_json({"tiles": found})
+    else:
+        oom_view(c, report, found, fig, asked_for_tiles=tiles is not None)

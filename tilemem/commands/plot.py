@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..output import report_path_argument
+from .options import report_path_argument
 
 
 def _output_option(default):
@@ -37,8 +37,8 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
     """
     from ..errors import ReportError
     from ..files import load_report
+    from ..load.allocation import offsets_from_file
     from ..plot import picture_format, plot_tile, save_figure
-    from ..report import offsets_from_file
 
     picture_format(output)
     r = load_report(report)
@@ -60,11 +60,8 @@ def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
     """The packer's allocation of ``tile`` (offset column) and a label saying how it was made."""
     import numpy as np
 
-    try:
-        from ..pack.alloc import allocate
-    except ImportError:
-        raise click.ClickException("--compare needs the packer (tilemem.pack.alloc), "
-                                   "which this installation does not have") from None
+    from ..pack.alloc import allocate
+
     a = allocate(r, method=method, tiles=[tile], time_limit=time_limit)
     offsets = np.asarray(a.offsets, np.int64).copy()
     res = next((t for t in a.tiles if int(t.tile) == tile), None)
@@ -85,10 +82,11 @@ def plot_tiles(report, allocation, output):
 
     Example: tilemem plot-tiles report.json -o tiles.png
     """
+    from ..figures.memory import memory_figures
     from ..files import load_report
+    from ..load.allocation import offsets_from_file
     from ..plot import picture_format, save_figure
     from ..plot import plot_tiles as draw
-    from ..report import memory_figures, offsets_from_file
 
     picture_format(output)
     r = load_report(report)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..output import report_path_argument
+from .options import report_path_argument
 
 
 @click.command()
@@ -25,22 +25,24 @@ def report(report, allocation, as_json, output, no_holes):
     tiles out of memory. --json / -o give {"memory": {"byTile", "byCategory",
     "afterOverlapping", "gaps"}}.
     """
+    from ..figures.memory import memory_figures
     from ..files import atomic_write, load_report
-    from ..output import echo_json
-    from ..report import memory_figures, offsets_from_file, summary_text
+    from ..load.allocation import offsets_from_file
+    from ..text import summary_text
+    from .options import echo_json
 
     r = load_report(report)
     offsets = offsets_from_file(r, allocation) if allocation else None
     fig = memory_figures(r, offsets)
     if output or as_json:
-        d = fig.to_json(holes=not no_holes)
+        doc = fig.to_json(holes=not no_holes)
     if output:
         import msgspec
 
         with atomic_write(output) as f:
-            f.write(msgspec.json.encode(d))
+            f.write(msgspec.json.encode(doc))
     if as_json:
-        echo_json(d)
+        echo_json(doc)
     elif not output:
         click.echo(f"{report}" + (f" (allocation {allocation})" if allocation else ""))
         click.echo(summary_text(fig))

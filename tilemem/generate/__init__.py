@@ -39,7 +39,7 @@ import zlib
 import numpy as np
 
 from ..model import CATEGORIES, Csr, Report
-from ..summary import highest_end_per_tile
+from ..figures.summary import highest_end_per_tile
 from ..model.target import PRESETS, Target
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors

@@ -62,13 +62,16 @@ _STATE: tuple | None = None
 def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: float = 10.0,
              workers: int | None = None, seed: int = 0, rules: Rules = DEFAULT_RULES,
              progress: bool = False, deterministic: bool = False,
-             verify: bool = False) -> Allocation:
+             verify: bool = False,
+             bounds: dict[int, tuple[int, bool]] | None = None) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
     ``time_limit``: seconds per tile for the exact part. ``workers``: processes (default all
     cores). ``deterministic``: CP-SAT and the local search stop on work done rather than on
     the clock (repeatable whatever the load; the compiled search stays clock-bounded).
     ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
+    ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` of the tiles (e.g. by
+    ``tilemem.figures.oom``), used instead of computing them again.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -82,7 +85,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     reps = list(groups)
     with _Runner(workers, len(reps), progress) as run:
         # pass 0: maximum live bytes, in chunks of tiles (one compiled pass per chunk)
-        bounds = run.bounds(reps, time_limit=min(time_limit, 10.0))
+        if bounds is None:
+            bounds = run.bounds(reps, time_limit=min(time_limit, 10.0))
         # pass 1: replay or heuristic on every distinct problem
         first_pass = "replay" if method == "replay" else "heuristic"
         done = run([(t, first_pass, None, bounds[t], time_limit, seed, 1, deterministic)

@@ -72,16 +72,6 @@ class TileResult:
     def fits(self) -> bool:
         return self.overflow_bytes == 0
 
-    def to_dict(self) -> dict:
-        return {"tile": self.tile, "method": self.method, "status": self.status,
-                "overflowBytes": self.overflow_bytes,
-                "totalIncludingGaps": self.total_including_gaps, "bound": self.bound,
-                "boundExact": self.bound_exact, "gap": self.gap,
-                "seconds": round(self.seconds, 4), "variables": self.num_vars,
-                **({"placedAsReport": self.placed_as_report}
-                   if self.placed_as_report is not None else {}),
-                **({"note": self.note} if self.note else {})}
-
 
 @dataclass(frozen=True)
 class Allocation:

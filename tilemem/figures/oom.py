@@ -13,16 +13,19 @@ For every tile whose allocation passes tileMemory (worst first):
   being what gaps and placement rules cost;
 - the peak live set: its largest variables and classes, and its bytes by category;
 - the bytes lost in gaps by likely cause (alignment, element and region constraints, the
-  interleaved split, ...) in the report's allocation and in the re-pack (``tilemem.report``).
+  interleaved split, ...) in the report's allocation and in the re-pack
+  (``tilemem.figures.memory``).
+
+``TileDiagnosis`` is also the JSON of ``tilemem oom --json`` (keys in camel case); its text
+view is ``tilemem.text.oom_panel``.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
+import msgspec
 import numpy as np
 
-from .model import Report
-from .report import GAP_CAUSES, INTERLEAVED, NON_INTERLEAVED, MemoryFigures, memory_figures
+from ..model import Report
+from .memory import GAP_CAUSES, INTERLEAVED, NON_INTERLEAVED, MemoryFigures, memory_figures
 
 #: verdict code -> template of the sentence shown to users
 VERDICTS = {
@@ -35,9 +38,19 @@ VERDICTS = {
 }
 
 
-@dataclass
-class TileDiagnosis:
-    """What ``tilemem oom`` says about one out-of-memory tile (JSON: ``to_json``)."""
+class Repack(msgspec.Struct, rename="camel"):
+    """The packer's result on a tile whose live data fits."""
+
+    method: str
+    status: str
+    overflow_bytes: int
+    total_including_gaps: int
+    cost_over_bound: int
+
+
+class TileDiagnosis(msgspec.Struct, rename="camel"):
+    """What ``tilemem oom`` says about one out-of-memory tile (and its JSON, keys in camel
+    case: ``tileMemory``, ``maxLiveBytes``, ...)."""
 
     tile: int
     tile_memory: int
@@ -49,7 +62,7 @@ class TileDiagnosis:
     bound_exact: bool
     verdict_code: str
     verdict: str
-    repack: dict | None
+    repack: Repack | None
     peak_vars: list[dict]
     peak_classes: list[dict]
     peak_by_category: dict[str, int]
@@ -57,18 +70,7 @@ class TileDiagnosis:
     gap_bytes: dict[str, int]
     repack_gap_bytes: dict[str, int] | None = None
     peak_var_count: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        keys = {"tile_memory": "tileMemory", "highest_end": "highestEnd",
-                "max_live_bytes": "maxLiveBytes", "max_live_upper_bytes": "maxLiveUpperBytes",
-                "always_live_bytes": "alwaysLiveBytes",
-                "bound_exact": "boundExact", "verdict_code": "verdictCode",
-                "peak_vars": "peakVars", "peak_classes": "peakClasses",
-                "peak_by_category": "peakByCategory", "gap_bytes": "gapBytes",
-                "repack_gap_bytes": "repackGapBytes", "peak_var_count": "peakVarCount"}
-        return {keys.get(k, k): v for k, v in d.items()}
+    notes: list[str] = []
 
 
 def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
@@ -83,21 +85,19 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
         oom = oom[np.isin(oom, np.asarray(tiles, np.int64))]
     tm = r.target.tile_memory
     bounds = _bounds(r, oom, time_limit, progress)
-    # re-pack every tile whose live data fits, in one packer call
+    # re-pack every tile whose live data fits, in one packer call that reuses the bounds
     fits = [t for t in oom.tolist() if bounds[t].max_live_bytes <= tm]
     packed, pack_fig, why, why_not = {}, None, None, {}
     if fits and repack:
-        try:
-            from .pack.alloc import allocate
-        except ImportError:
-            why = "no packer in this installation"
-        else:
-            a = allocate(r, method=method, tiles=fits, time_limit=time_limit)
-            offsets_new = np.asarray(a.offsets, np.int64)
-            rejected = _rejected_by_checker(r, offsets_new, fits)
-            packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
-            why_not = {t: f"the re-pack failed the checker: {v}" for t, v in rejected.items()}
-            pack_fig = memory_figures(r, offsets_new, tiles=fits)
+        from ..pack.alloc import allocate
+
+        known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in fits}
+        a = allocate(r, method=method, tiles=fits, time_limit=time_limit, bounds=known)
+        offsets_new = np.asarray(a.offsets, np.int64)
+        rejected = _rejected_by_checker(r, offsets_new, fits)
+        packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
+        why_not = {t: f"the re-pack failed the checker: {v}" for t, v in rejected.items()}
+        pack_fig = memory_figures(r, offsets_new, tiles=fits)
     elif fits:
         why = "re-packing turned off"
     out = []
@@ -112,10 +112,8 @@ def _rejected_by_checker(r: Report, offsets: np.ndarray, tiles) -> dict[int, str
     with the packers), with the first violation: their re-pack is not trusted."""
     from dataclasses import replace
 
-    try:
-        from .check import check_allocation
-    except ImportError:
-        return {}
+    from ..check import check_allocation
+
     # only the re-packed tiles: the others keep the report's offsets, which are not on trial
     sub = replace(r, allocated=r.allocated & np.isin(r.tile, tiles), _tile_index=None)
     res = check_allocation(sub, offsets, limit=1 << 20)
@@ -126,24 +124,17 @@ def _rejected_by_checker(r: Report, offsets: np.ndarray, tiles) -> dict[int, str
 
 
 def _bounds(r: Report, tiles: np.ndarray, time_limit: float, progress) -> dict:
-    """``MaxLive`` of every tile: all at once when the liveness stage offers it (its time
-    limit is shared by all tiles, so it gets ``time_limit`` per tile)."""
+    """``MaxLive`` of every tile, all at once (the time limit of ``max_live_all`` is shared by
+    all tiles, so it gets ``time_limit`` per tile)."""
     if not len(tiles):
         return {}
-    from . import liveness
+    from ..liveness import max_live_all
 
-    if hasattr(liveness, "max_live_all"):
-        found = liveness.max_live_all(r, tiles, time_limit=time_limit * len(tiles))
-        if progress is not None:
-            for t in tiles.tolist():
-                progress(t)
-        return {int(m.tile): m for m in found}
-    out = {}
-    for t in tiles.tolist():
-        out[t] = liveness.max_live(r, t, time_limit=time_limit)
-        if progress is not None:
+    found = max_live_all(r, tiles, time_limit=time_limit * len(tiles))
+    if progress is not None:
+        for t in tiles.tolist():
             progress(t)
-    return out
+    return {int(m.tile): m for m in found}
 
 
 def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why,
@@ -153,7 +144,7 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
     bound = int(ml.max_live_bytes)
     repack = None
     notes = []
-    upper = int(getattr(ml, "upper_bound_bytes", bound))
+    upper = int(ml.upper_bound_bytes)
     if not ml.exact:
         notes.append(f"maximum live bytes not proven within the time limit: between "
                      f"{bound:,} and {upper:,}")
@@ -165,9 +156,9 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         verdict = VERDICTS[code].format(free=tm - bound, why=why or "no result")
     else:
         used = int(res.total_including_gaps)
-        repack = {"method": str(res.method), "status": str(res.status),
-                  "overflowBytes": int(res.overflow_bytes), "totalIncludingGaps": used,
-                  "costOverBound": used - bound}
+        repack = Repack(method=str(res.method), status=str(res.status),
+                        overflow_bytes=int(res.overflow_bytes), total_including_gaps=used,
+                        cost_over_bound=used - bound)
         if int(res.overflow_bytes) == 0 and used <= tm:
             code = "repackFits"
             verdict = VERDICTS[code].format(free=tm - used)
@@ -220,75 +211,3 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         gap_bytes=gap_bytes(fig),
         repack_gap_bytes=gap_bytes(pack_fig) if (pack_fig is not None and res is not None)
         else None, peak_var_count=len(rows), notes=notes)
-
-
-def render(d: TileDiagnosis, console) -> None:
-    """One screen about one tile (rich)."""
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-
-    tm = d.tile_memory
-    head = Text()
-    head.append(f"highest end {d.highest_end:,} B of tileMemory {tm:,} B: ")
-    head.append(f"{d.excess:,} B over\n", style="bold red")
-    head.append(f"maximum live bytes {d.max_live_bytes:,} B "
-                f"({'exact' if d.bound_exact else 'best found, not proven'}; always-live "
-                f"{d.always_live_bytes:,} B, {d.peak_var_count:,} variables live at the peak)\n")
-    style = {"reduceData": "bold red", "repackFits": "bold green",
-             "repackOverflows": "bold yellow"}.get(d.verdict_code, "bold")
-    head.append(d.verdict, style=style)
-    if d.repack:
-        head.append(f"\nre-pack: {d.repack['method']} ({d.repack['status']}), highest end "
-                    f"{d.repack['totalIncludingGaps']:,} B")
-    for n in d.notes:
-        head.append(f"\nnote: {n}", style="dim")
-
-    pv = Table("var", "name", "category", "class", "bytes", title="Largest live at the peak",
-               title_justify="left", box=None, pad_edge=False)
-    for v in d.peak_vars:
-        pv.add_row(str(v["var"]), _short(v["name"], 36) + (" *" if v["alwaysLive"] else ""),
-                   v["category"], str(v["class"]), f"{v['size']:,}")
-    pc = Table("class", "vars", "bytes", "largest", title="Largest classes at the peak",
-               title_justify="left", box=None, pad_edge=False)
-    for c in d.peak_classes[:6]:
-        pc.add_row(str(c["class"]), str(c["vars"]), f"{c['bytes']:,}", _short(c["largest"], 28))
-    cat = Table("category", "bytes", title="Peak by category", title_justify="left", box=None,
-                pad_edge=False, min_width=30)
-    for name, b in list(d.peak_by_category.items())[:8]:
-        cat.add_row(name, f"{b:,}")
-    gaps = Table("gap cause", "report", *(["re-pack"] if d.repack_gap_bytes else []),
-                 title="Bytes lost in gaps", title_justify="left", box=None, pad_edge=False)
-    for name in GAP_CAUSES:
-        a = d.gap_bytes[name]
-        b = d.repack_gap_bytes[name] if d.repack_gap_bytes else None
-        if a or b:
-            gaps.add_row(name, f"{a:,}", *([f"{b:,}"] if d.repack_gap_bytes else []))
-    reg = Table("region", "used", "incl. gaps", "capacity", title="Regions (report)",
-                title_justify="left", box=None, pad_edge=False)
-    for name, v in d.regions.items():
-        reg.add_row(name, f"{v['used']:,}", f"{v['includingGaps']:,}",
-                    f"{v['capacity']:,}" if "capacity" in v else "")
-    for table in (pv, pc, cat, gaps, reg):    # numbers right-aligned
-        for col in table.columns:
-            if col.header in ("bytes", "vars", "class", "var", "report", "re-pack", "used",
-                              "incl. gaps", "capacity"):
-                col.justify = "right"
-
-    body = Table.grid(padding=(1, 0))
-    body.add_row(head)
-    body.add_row(pv)
-    if console.width >= 120:     # two tables a row on a wide terminal, else one
-        for a, b in ((pc, cat), (gaps, reg)):
-            g = Table.grid(padding=(0, 4))
-            g.add_row(a, b)
-            body.add_row(g)
-    else:
-        for table in (pc, cat, gaps, reg):
-            body.add_row(table)
-    console.print(Panel(body, title=f"[bold]tile {d.tile}[/bold]: out of memory by "
-                        f"{d.excess:,} B", title_align="left"))
-
-
-def _short(s: str, n: int) -> str:
-    return s if len(s) <= n else "…" + s[-(n - 1):]

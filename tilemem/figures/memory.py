@@ -52,11 +52,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import msgspec
 import numpy as np
 
-from .model import Report
-from .rules import effective_alignment
-from .model.target import Target
+from ..model import Report
+from ..model.target import Target
+from ..rules import effective_alignment
 
 #: Regions in the order of the figures' arrays (the target's numbering, plus the overflow zone).
 REGIONS = ("nonInterleaved", "interleaved", "overflowed")
@@ -78,11 +79,6 @@ GAP_CAUSES = (
 
 #: The causes of boundary gaps (holes above their region's highest end).
 BOUNDARY_CAUSES = (REGION_CONSTRAINT, INTERLEAVED_BOUNDARY, MEMORY_END)
-
-BY_TILE_KEYS = ("interleaved", "interleavedIncludingGaps", "nonInterleaved",
-                "nonInterleavedIncludingGaps", "overflowed", "overflowedIncludingGaps", "total",
-                "totalIncludingGaps")
-
 
 class Gap(NamedTuple):
     tile: int
@@ -191,34 +187,88 @@ class MemoryFigures:
                     GAP_CAUSES[g.cause[i]]) for i in idx]
 
     # ---- output -----------------------------------------------------------------------------
-    def to_json(self, holes: bool = True) -> dict:
+    def to_json(self, holes: bool = True) -> "MemoryDocument":
         """``{"memory": {"byTile", "byCategory", "afterOverlapping", "gaps"}}``.
 
         ``byTile`` and ``byCategory`` have exactly the shape of the graph profile's (000);
         ``afterOverlapping`` and ``gaps`` are tilemem's additions.
         """
-        by_category = {}
-        for c, name in enumerate(self.categories):
-            entry = {REGIONS[k]: {"nonOverlapped": self.non_overlapped[c, k].tolist(),
-                                  "overlapped": self.overlapped[c, k].tolist()}
-                     for k in (INTERLEAVED, NON_INTERLEAVED, OVERFLOWED)}
-            entry["total"] = self.category_totals()[c].tolist()
-            by_category[name] = entry
-        after = {REGIONS[k]: self.after_overlapping[k].tolist()
-                 for k in (INTERLEAVED, NON_INTERLEAVED, OVERFLOWED)}
-        after["total"] = self.after_overlapping.sum(axis=0).tolist()
+        def pair(c, k):
+            return RegionPair(self.non_overlapped[c, k].tolist(), self.overlapped[c, k].tolist())
+
+        totals = self.category_totals()
+        by_category = {name: CategoryJson(pair(c, INTERLEAVED), pair(c, NON_INTERLEAVED),
+                                          pair(c, OVERFLOWED), totals[c].tolist())
+                       for c, name in enumerate(self.categories)}
+        a = self.after_overlapping
+        after = ByRegionJson(a[INTERLEAVED].tolist(), a[NON_INTERLEAVED].tolist(),
+                             a[OVERFLOWED].tolist(), a.sum(axis=0).tolist())
         by_cause = self.gaps.bytes_by_cause(self.num_tiles)
-        gaps: dict = {"byCause": {name: by_cause[i].tolist() for i, name in
-                                  enumerate(GAP_CAUSES)}}
+        gaps = GapsJson({name: by_cause[i].tolist() for i, name in enumerate(GAP_CAUSES)})
         if holes:
             g = self.gaps
-            gaps["holes"] = {"tile": g.tile.tolist(),
-                             "region": [REGIONS[k] for k in g.region.tolist()],
-                             "start": g.start.tolist(), "end": g.end.tolist(),
-                             "cause": [GAP_CAUSES[k] for k in g.cause.tolist()]}
-        return {"memory": {"byTile": {k: v.tolist() for k, v in self.by_tile.items()},
-                           "byCategory": by_category, "afterOverlapping": after,
-                           "gaps": gaps}}
+            gaps.holes = HolesJson(g.tile.tolist(), [REGIONS[k] for k in g.region.tolist()],
+                                   g.start.tolist(), g.end.tolist(),
+                                   [GAP_CAUSES[k] for k in g.cause.tolist()])
+        by_tile = msgspec.convert({k: v.tolist() for k, v in self.by_tile.items()}, ByTileJson)
+        return MemoryDocument(MemoryJson(by_tile, by_category, after, gaps))
+
+
+# ---- the JSON document: typed, keys in camel case ---------------------------------------------
+class RegionPair(msgspec.Struct, rename="camel"):
+    non_overlapped: list[int]
+    overlapped: list[int]
+
+
+class CategoryJson(msgspec.Struct, rename="camel"):
+    interleaved: RegionPair
+    non_interleaved: RegionPair
+    overflowed: RegionPair
+    total: list[int]
+
+
+class ByRegionJson(msgspec.Struct, rename="camel"):
+    interleaved: list[int]
+    non_interleaved: list[int]
+    overflowed: list[int]
+    total: list[int]
+
+
+class ByTileJson(msgspec.Struct, rename="camel"):
+    """000's ``byTile``: the 8 arrays of ``MemoryFigures.by_tile``."""
+
+    interleaved: list[int]
+    interleaved_including_gaps: list[int]
+    non_interleaved: list[int]
+    non_interleaved_including_gaps: list[int]
+    overflowed: list[int]
+    overflowed_including_gaps: list[int]
+    total: list[int]
+    total_including_gaps: list[int]
+
+
+class HolesJson(msgspec.Struct):
+    tile: list[int]
+    region: list[str]
+    start: list[int]
+    end: list[int]
+    cause: list[str]
+
+
+class GapsJson(msgspec.Struct, rename="camel", omit_defaults=True):
+    by_cause: dict[str, list[int]]
+    holes: HolesJson | None = None     # left out of the JSON when not asked for
+
+
+class MemoryJson(msgspec.Struct, rename="camel"):
+    by_tile: ByTileJson
+    by_category: dict[str, CategoryJson]
+    after_overlapping: ByRegionJson
+    gaps: GapsJson
+
+
+class MemoryDocument(msgspec.Struct):
+    memory: MemoryJson
 
 
 # ---- computation ------------------------------------------------------------------------------
@@ -236,7 +286,7 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
         rows = np.sort(rows[r.size[rows] > 0])
     unplaced = rows[off[rows] < 0]
     if len(unplaced):
-        from .errors import ReportError
+        from ..errors import ReportError
 
         i = int(unplaced[0])
         raise ReportError(f"the allocation leaves {len(unplaced):,} variable(s) unplaced "
@@ -393,33 +443,6 @@ def _element_blocked(r: Report, off, vrow, cand) -> np.ndarray:
     return out
 
 
-# ---- the text summary ---------------------------------------------------------------------------
-#: Names of the categories in the profile summary (002 prints the ones it shows this way;
-#: the rest follow the same style).
-DISPLAY_NAMES = {
-    "constant": "Constants", "controlCode": "Control Code", "controlId": "Control IDs",
-    "controlTable": "Control Table", "copyDescriptor": "Copy Descriptors",
-    "globalExchangeCode": "Global Exchange Code",
-    "globalExchangePacketHeader": "Global Exchange Packet Headers",
-    "globalMessage": "Global Exchange Message Buffers", "hostExchangeCode": "Host Exchange Code",
-    "hostExchangePacketHeader": "Host Exchange Packet Headers",
-    "hostMessage": "Host Exchange Message Buffers",
-    "instrumentationResults": "Instrumentation Results",
-    "internalExchangeCode": "Internal Exchange Code",
-    "message": "Internal Exchange Message Buffers", "multiple": "Multiple Categories",
-    "outputEdge": "Output Edges", "rearrangement": "Data Rearrangement Buffers",
-    "sharedCodeStorage": "Shared Code Storage", "sharedDataStorage": "Shared Data Storage",
-    "stack": "Stack", "variable": "Variables", "vectorListDescriptor": "VectorList Descriptors",
-    "vertexCode": "Vertex Code", "vertexFieldData": "Vertex Field Data",
-    "vertexInstanceState": "Vertex Instances",
-}
-GAP_DISPLAY_NAMES = {
-    "alignment": "Alignment", "elementConstraint": "Element Constraints",
-    "regionConstraint": "Region Constraints", "interleavedBoundary": "Interleaved Boundary",
-    "memoryEnd": "End Of Memory", "fragmentation": "Fragmentation",
-}
-
-
 def tile_histogram(values: np.ndarray, max_bins: int = 20,
                    span: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bins of whole KiB (1, 2, 4, ... KiB wide, at most ``max_bins``) over ``values`` (bytes):
@@ -442,76 +465,3 @@ def tile_histogram(values: np.ndarray, max_bins: int = 20,
     edges = (lo + width * np.arange(nbins + 1)) * 1024
     counts = np.bincount((values - edges[0]) // (width * 1024), minlength=nbins)[:nbins]
     return edges, counts
-
-
-def summary_text(fig: MemoryFigures, top: int = 5) -> str:
-    """The memory part of Poplar's profile summary (002) for this allocation, plus gaps."""
-    def b(n) -> str:
-        return f"{int(n):,} B"
-
-    def row(label, value, indent, width=46):
-        return f"{' ' * indent}{label:<{width - indent}}{b(value):>16}"
-
-    rb = fig.region_bytes.sum(axis=1)
-    lines = ["Memory Usage:",
-             row("Including Gaps:", fig.highest_end.sum(), 4),
-             "    Excluding Gaps:",
-             "      By Memory Region:",
-             row("Non-interleaved:", rb[NON_INTERLEAVED], 8),
-             row("Interleaved:", rb[INTERLEAVED], 8),
-             row("Overflowed:", rb[OVERFLOWED], 8),
-             row("Total:", rb.sum(), 6),
-             "      By Data Type:"]
-    for title, arr in (("Not Overlapped", fig.non_overlapped), ("Overlapped", fig.overlapped)):
-        per_cat = arr.sum(axis=(1, 2))
-        lines.append(f"        {title}")
-        for c in np.argsort(-per_cat, kind="stable"):
-            if per_cat[c]:
-                name = fig.categories[c]
-                lines.append(row(DISPLAY_NAMES.get(name, name) + ":", per_cat[c], 12))
-        lines.append(row("Total:", per_cat.sum(), 10))
-    lines.append(row("Total After Overlapping:", fig.after_overlapping.sum(), 10))
-    by_cause = fig.gaps.bytes_by_cause(fig.num_tiles).sum(axis=1)
-    lines.append("      Gaps By Likely Cause:")
-    for i, name in enumerate(GAP_CAUSES):
-        if by_cause[i]:
-            lines.append(row(GAP_DISPLAY_NAMES[name] + ":", by_cause[i], 8))
-    lines.append(row("Total:", by_cause.sum(), 6))
-
-    used = np.flatnonzero(fig.highest_end > 0)
-    total = fig.total
-    lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of {fig.num_tiles:,}"]
-    if len(used):
-        edges, counts = tile_histogram(total[used])
-        lines.append(f"    {'Range (KB) Histogram (Excluding Gaps)':<52}Count (tiles)")
-        peak = max(int(counts.max()), 1)
-        for lo, hi, n in zip(edges[:-1] // 1024, edges[1:] // 1024, counts):
-            bar = "*" * (-(-40 * int(n) // peak))
-            lines.append(f"    {lo:>5} - {hi:>4} {bar:<40}{int(n):>7}")
-        lines.append("")
-        ti = int(np.argmax(fig.highest_end))
-        te = int(np.argmax(total))
-        from .output import human_bytes
-        lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
-                     f"on tile {ti}")
-        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on tile {te}")
-    oom = fig.out_of_memory()
-    lines.append(f"    {len(oom):,} tile(s) out of memory")
-    if len(oom):
-        tm = fig.target.tile_memory
-        lines.append(f"    Largest out of memory (tileMemory {tm:,} B):")
-        for t in oom[:top]:
-            lines.append(f"      tile {int(t):>5}: {int(fig.highest_end[t]):>12,} B including "
-                         f"gaps ({int(fig.highest_end[t]) - tm:,} B over), "
-                         f"{int(total[t]):,} B excluding gaps")
-    return "\n".join(lines)
-
-
-def offsets_from_file(r: Report, path) -> np.ndarray:
-    """The offset column of an allocation file: a report (.json/.capnp) of the same variables,
-    such as ``tilemem alloc`` writes (matched by var id; ``ReportError`` when they differ).
-    One loader for every command: ``tilemem.check.offsets_from_allocation``."""
-    from .check import offsets_from_allocation
-    from .files import load_report
-
-    return offsets_from_allocation(r, load_report(path), path)

@@ -1,4 +1,6 @@
-"""Printing for commands: JSON to stdout, or rich tables on a terminal."""
+"""What every command shares: the REPORT argument, ``--tiles`` parsing, JSON on stdout and the
+rich console the text views (``tilemem.text``) print to. The only module besides the commands
+and ``tilemem.cli`` that imports click."""
 from __future__ import annotations
 
 import sys
@@ -19,20 +21,6 @@ def console():
     return Console(highlight=False)
 
 
-def human_bytes(n: int) -> str:
-    """``1,234,567 (1.2 M)``-style bytes, as in Poplar's profile summary.
-
-    >>> human_bytes(131608)
-    '131,608 (128.5 K)'
-    """
-    value = float(n)
-    for unit in ("", "K", "M", "G", "T"):
-        if abs(value) < 1024 or unit == "T":
-            break
-        value /= 1024
-    return f"{n:,}" if unit == "" else f"{n:,} ({value:.1f} {unit})"
-
-
 def report_path_argument(f):
     return click.argument("report", type=click.Path(dir_okay=False))(f)
 
@@ -45,7 +33,7 @@ def parse_tiles(spec: str | None, num_tiles: int):
     """
     import numpy as np
 
-    from .errors import ReportError
+    from ..errors import ReportError
 
     if spec is None:
         return None

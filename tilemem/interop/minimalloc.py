@@ -11,20 +11,22 @@ Import (``report_from_minimalloc``): one tile of ``capacity`` bytes, all of it o
 non-interleaved memory element; every buffer a ``variable``; one equivalence class per
 distinct ``[lower, upper)``; classes interfere when their lifetimes overlap; the tilemem
 extension ``equivalenceClassSteps`` holds the lifetimes. Offsets come from the CSV's
-``offset`` column; without one, the buffers are placed by tilemem's first fit (largest first)
-so that the report's own allocation is valid (it may overflow the capacity). Ids that are
-non-negative integers become var ids; otherwise var ids are row numbers and ids are names.
+``offset`` column; without one the buffers are unplaced, in ``allocationOrderByTile`` largest
+first: placing them is a packer's job (``tilemem import-minimalloc`` runs first fit in that
+order, so that the report's own allocation is valid; it may overflow the capacity). Ids that
+are non-negative integers become var ids; otherwise var ids are row numbers and ids are names.
 
 Export (``minimalloc_from_report``): the allocated variables of one tile, with each
-variable's class lifetime from ``tilemem.liveness.timeline``: ``equivalenceClassSteps`` when
-present, else an interval model recovered from the interference when it is an interval graph
-(always-live variables: the tile's whole timeline). Otherwise the tile cannot be exported: the
-lowered-variables report itself only says which classes interfere, not when they are live. MiniMalloc's model knows
+variable's class lifetime: ``equivalenceClassSteps``, or lifetimes the caller passes (such as
+the interval model ``tilemem.liveness.timeline`` recovers from the interference when it is an
+interval graph; ``tilemem export-minimalloc`` passes those); always-live variables live over
+the tile's whole timeline. Otherwise the tile cannot be exported: the lowered-variables report
+itself only says which classes interfere, not when they are live. MiniMalloc's model knows
 only lifetime overlap: element/region constraints, the interleaved region and interference
 finer than lifetime overlap (If/Else branches) are lost.
 
 >>> b = Buffers.from_columns(ids=["0", "1", "2"], lower=[0, 1, 3], upper=[2, 4, 5],
-...                         size=[8, 4, 4])
+...                         size=[8, 4, 4], offset=[0, 8, 0])
 >>> r = report_from_minimalloc(b, capacity=16)
 >>> r.num_classes, r.interference.to_lists(), r.offset.tolist()
 (3, [[1], [0, 2], [1]], [0, 8, 0])
@@ -41,9 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ReportError
-from .model import CATEGORIES, Csr, Report
-from .model.target import Target
+from ..errors import ReportError
+from ..model import CATEGORIES, Csr, Report
+from ..model.overlap import overlap_relation
+from ..model.target import Target
 
 #: Column aliases MiniMalloc accepts, mapped to the canonical names.
 ALIASES = {"buffer": "id", "buffer_id": "id", "start": "lower", "begin": "lower",
@@ -184,7 +187,7 @@ def _validate(b: Buffers, path: str) -> None:
 def write_minimalloc_csv(b: Buffers, path, offsets: bool = True) -> None:
     """Write ``b`` as MiniMalloc CSV, atomically. The alignment column is written when an
     alignment is not 1 (as MiniMalloc does), the offset column when ``offsets`` and known."""
-    from .files import atomic_write
+    from ..files import atomic_write
 
     with atomic_write(path, "w") as f:
         f.write(format_minimalloc_csv(b, offsets))
@@ -212,9 +215,12 @@ def format_minimalloc_csv(b: Buffers, offsets: bool = True) -> str:
 
 # ---- report <-> buffers ------------------------------------------------------------------
 def report_from_minimalloc(b: Buffers, capacity: int) -> Report:
-    """A one-tile report of ``capacity`` bytes holding the buffers (see the module doc)."""
-    from .model.overlap import overlap_relation
+    """A one-tile report of ``capacity`` bytes holding the buffers (see the module doc).
 
+    Offsets from the CSV's offset column; without one they are -1 (unplaced: the checker and
+    the figures refuse them) until a packer places the buffers in ``allocationOrderByTile``
+    order, largest first (``tilemem import-minimalloc`` does, by first fit).
+    """
     capacity = int(capacity)
     if capacity <= 0:
         raise ReportError(f"capacity must be positive, got {capacity}", field="--capacity")
@@ -227,26 +233,16 @@ def report_from_minimalloc(b: Buffers, capacity: int) -> Report:
     inter = overlap_relation(len(steps), np.arange(len(steps)), steps[:, 0], steps[:, 1])
     var_id = _integer_ids(b.ids)
     alignment = b.alignment if b.alignment is not None else np.ones(n, np.int64)
-    packed = b.offset is None
-    if packed:  # largest first, then earliest
+    if b.offset is None:  # to be placed largest first, then earliest
         order = np.lexsort((np.arange(n), b.lower, -b.size))
     else:
         order = np.arange(n)
-    r = Report.from_columns(
+    return Report.from_columns(
         target=target, var_id=var_id, tile=np.zeros(n, np.int64), size=b.size,
-        alignment=alignment, offset=np.zeros(n, np.int64) if packed else b.offset,
+        alignment=alignment, offset=np.full(n, -1, np.int64) if b.offset is None else b.offset,
         category=np.full(n, CATEGORIES.index("variable"), np.int16), eq_class=eq_class,
         interference=inter, names=b.ids,
         allocation_order=Csr.from_lengths(np.array([n]), order), class_steps=steps)
-    if packed and n:
-        from .pack.firstfit import first_fit
-        from .pack.problem import TileProblem
-
-        prob = TileProblem.from_report(r, 0)
-        off = np.zeros(n, np.int64)
-        off[prob.rows] = first_fit(prob, np.searchsorted(prob.rows, order))
-        r = r.with_offsets(off)
-    return r
 
 
 def _integer_ids(ids: list[str]) -> np.ndarray:
@@ -260,22 +256,25 @@ def _integer_ids(ids: list[str]) -> np.ndarray:
     return np.arange(len(ids), dtype=np.int64)
 
 
-def minimalloc_from_report(r: Report, tile: int, ids: str = "var") -> Buffers:
+def minimalloc_from_report(r: Report, tile: int, ids: str = "var",
+                           lifetimes: np.ndarray | None = None) -> Buffers:
     """The allocated variables of ``tile`` as MiniMalloc buffers, offsets included.
 
     ``ids``: ``"var"`` (the var ids) or ``"name"`` (the variable names, which must then be
     unique on the tile and free of commas, quotes and line breaks: e.g. a report imported
     from a CSV with non-integer ids).
 
-    Lifetimes from ``tilemem.liveness.timeline``; always-live variables live over the tile's
-    whole timeline. Raises ``ReportError`` when no lifetimes are known or recoverable.
+    ``lifetimes``: ``(num_classes, 2)`` class lifetimes ``[start, end)``; default the report's
+    ``equivalenceClassSteps`` (``tilemem export-minimalloc`` passes
+    ``tilemem.liveness.timeline``, which also recovers them from an interval graph).
+    Always-live variables live over the tile's whole timeline. Raises ``ReportError`` when
+    there are no lifetimes.
     """
     if not 0 <= tile < r.num_tiles:
         raise ReportError(f"tile {tile} is outside [0, {r.num_tiles})", field="--tile",
                           tile=tile)
-    from .liveness import timeline
-
-    lifetimes = timeline(r, tile)  # the extension field, else an interval model if any
+    if lifetimes is None:
+        lifetimes = r.class_steps
     if lifetimes is None:
         raise ReportError(
             "the report has no class lifetimes (the tilemem extension equivalenceClassSteps) "

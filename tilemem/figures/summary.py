@@ -1,0 +1,113 @@
+"""Whole-report figures for ``tilemem info`` (column arithmetic only).
+
+``Info`` is also the JSON of ``tilemem info --json`` (keys in camel case); its text view is
+``tilemem.text.info_view``.
+"""
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from ..model import Report
+
+
+def bytes_per_tile(r: Report) -> np.ndarray:
+    """Sum of variable sizes on every tile (no overlap, no gaps)."""
+    a = r.allocated
+    return np.bincount(r.tile[a], weights=r.size[a], minlength=r.num_tiles).astype(np.int64)
+
+
+def highest_end_per_tile(r: Report) -> np.ndarray:
+    """Highest end address (offset + size) of the report's own allocation on every tile."""
+    a = r.allocated
+    out = np.zeros(r.num_tiles, np.int64)
+    np.maximum.at(out, r.tile[a], r.offset[a] + r.size[a])
+    return out
+
+
+def tiles_fitting(r: Report, tiles) -> int:
+    """How many of ``tiles`` have every variable inside tileMemory with the report's offsets."""
+    return int(np.sum(highest_end_per_tile(r)[tiles] <= r.target.tile_memory))
+
+
+def bytes_by_category(r: Report) -> dict[str, int]:
+    a = r.allocated
+    sums = np.bincount(r.category[a], weights=r.size[a], minlength=len(r.categories))
+    return {r.categories[i]: int(s) for i, s in enumerate(sums) if s}
+
+
+class TargetInfo(msgspec.Struct, rename="camel"):
+    num_tiles: int
+    tile_memory: int
+    interleaved_memory_start: int
+    memory_elements: int
+    memory_element_offsets: list[int]
+    supervisor_instr_fetch_delay: int
+
+
+class TopTile(msgspec.Struct, rename="camel"):
+    tile: int
+    bytes: int
+    highest_end: int
+    out_of_memory: bool
+
+
+class Info(msgspec.Struct, rename="camel"):
+    """Everything ``tilemem info`` shows."""
+
+    target: TargetInfo
+    tiles_in_use: int
+    variables: int
+    unallocated_variables: int
+    equivalence_classes: int
+    interference_edges: int
+    element_constraints: int
+    region_constraints: int
+    interleaved_variables: int
+    always_live_bytes: int
+    total_bytes: int
+    class_steps: bool
+    tiles_over_memory: int
+    bytes_by_category: dict[str, int]
+    top_tiles: list[TopTile]
+
+
+def info(r: Report, top: int = 5) -> Info:
+    """Everything ``tilemem info`` shows.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[16, 300000],
+    ...     alignment=[4, 4], offset=[0, 16], category=["variable", "stack"], eq_class=[0, 0],
+    ...     interference=[[]])
+    >>> d = info(r)
+    >>> d.variables, d.tiles_over_memory, d.top_tiles[0].highest_end
+    (2, 1, 300016)
+    """
+    t = r.target
+    per_tile = bytes_per_tile(r)
+    ends = highest_end_per_tile(r)
+    k = min(top, r.num_tiles)
+    top_tiles = np.argsort(-per_tile, kind="stable")[:k]
+    a = r.allocated
+    return Info(
+        target=TargetInfo(
+            num_tiles=t.num_tiles, tile_memory=t.tile_memory,
+            interleaved_memory_start=t.interleaved_memory_start, memory_elements=t.num_elements,
+            memory_element_offsets=t.memory_element_offsets.tolist(),
+            supervisor_instr_fetch_delay=t.supervisor_instr_fetch_delay),
+        tiles_in_use=int(len(r.tiles_in_use())),
+        variables=int(a.sum()),
+        unallocated_variables=int((~a).sum()),
+        equivalence_classes=r.num_classes,
+        interference_edges=r.num_interference_edges,
+        element_constraints=int(r.element_constraints.nnz),
+        region_constraints=int(r.region_constraints.nnz),
+        interleaved_variables=int((a & r.in_interleaved_mem).sum()),
+        always_live_bytes=int(r.size[a & r.always_live].sum()),
+        total_bytes=int(r.size[a].sum()),
+        class_steps=r.class_steps is not None,
+        tiles_over_memory=int((ends > t.tile_memory).sum()),
+        bytes_by_category=dict(sorted(bytes_by_category(r).items(), key=lambda kv: -kv[1])),
+        top_tiles=[TopTile(tile=int(i), bytes=int(per_tile[i]), highest_end=int(ends[i]),
+                           out_of_memory=bool(ends[i] > t.tile_memory)) for i in top_tiles],
+    )

@@ -1,0 +1,497 @@
+"""Every text view of tilemem: what the commands print for people, and ``human_bytes``.
+
+The stages return data (``Info``, ``MemoryFigures``, ``MaxLive``, ``Allocation``,
+``CheckResult``, ``TileDiagnosis``); the views here turn it into text, or into rich tables
+printed on the console the caller passes (the commands make it: ``tilemem.commands.options``).
+Here too are the JSON documents of ``tilemem liveness`` and ``tilemem alloc`` (typed msgspec
+structs, keys in camel case), whose stages return plain results; the other stages' results are
+their own JSON. Nothing here imports click: the CLI is the only layer that does.
+"""
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from .figures.memory import (GAP_CAUSES, INTERLEAVED, NON_INTERLEAVED, OVERFLOWED,
+                             MemoryFigures, tile_histogram)
+from .figures.oom import TileDiagnosis
+from .figures.summary import Info
+
+
+def human_bytes(n: int) -> str:
+    """``1,234,567 (1.2 M)``-style bytes, as in Poplar's profile summary.
+
+    >>> human_bytes(131608)
+    '131,608 (128.5 K)'
+    """
+    value = float(n)
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(value) < 1024 or unit == "T":
+            break
+        value /= 1024
+    return f"{n:,}" if unit == "" else f"{n:,} ({value:.1f} {unit})"
+
+
+# ---- tilemem info --------------------------------------------------------------------------
+def info_view(c, name: str, d: Info) -> None:
+    """The summary of a report: geometry, tiles, variables, bytes by category, fullest tiles."""
+    from rich.table import Column, Table
+
+    t = d.target
+    c.print(f"[bold]{name}[/bold]")
+    c.print(f"  tiles: {t.num_tiles:,} ({d.tiles_in_use:,} in use), "
+            f"tileMemory {human_bytes(t.tile_memory)}, interleaved from "
+            f"{t.interleaved_memory_start:,}, {t.memory_elements} memory elements")
+    c.print(f"  variables: {d.variables:,} allocated"
+            + (f" (+{d.unallocated_variables:,} unallocated)" if d.unallocated_variables else "")
+            + f", {d.interleaved_variables:,} interleaved; classes: "
+            f"{d.equivalence_classes:,}; interference edges: {d.interference_edges:,}")
+    c.print(f"  constraints: {d.element_constraints:,} element, {d.region_constraints:,} "
+            f"region; class steps: {'yes' if d.class_steps else 'no'}")
+    c.print(f"  bytes: {human_bytes(d.total_bytes)} in all, always-live "
+            f"{human_bytes(d.always_live_bytes)}; tiles over memory (report's offsets): "
+            f"{d.tiles_over_memory:,}")
+    cats = Table("category", Column("bytes", justify="right"), title="Bytes by category",
+                 title_justify="left")
+    for cat, b in d.bytes_by_category.items():
+        cats.add_row(cat, f"{b:,}")
+    c.print(cats)
+    tiles = Table(Column("tile", justify="right"), Column("bytes", justify="right"),
+                  Column("highest end", justify="right"), "out of memory",
+                  title=f"The {len(d.top_tiles)} tiles with most bytes", title_justify="left")
+    for row in d.top_tiles:
+        tiles.add_row(str(row.tile), f"{row.bytes:,}", f"{row.highest_end:,}",
+                      "yes" if row.out_of_memory else "")
+    c.print(tiles)
+
+
+# ---- tilemem report: the memory part of the profile summary --------------------------------
+#: Names of the categories in the profile summary (002 prints the ones it shows this way;
+#: the rest follow the same style).
+DISPLAY_NAMES = {
+    "constant": "Constants", "controlCode": "Control Code", "controlId": "Control IDs",
+    "controlTable": "Control Table", "copyDescriptor": "Copy Descriptors",
+    "globalExchangeCode": "Global Exchange Code",
+    "globalExchangePacketHeader": "Global Exchange Packet Headers",
+    "globalMessage": "Global Exchange Message Buffers", "hostExchangeCode": "Host Exchange Code",
+    "hostExchangePacketHeader": "Host Exchange Packet Headers",
+    "hostMessage": "Host Exchange Message Buffers",
+    "instrumentationResults": "Instrumentation Results",
+    "internalExchangeCode": "Internal Exchange Code",
+    "message": "Internal Exchange Message Buffers", "multiple": "Multiple Categories",
+    "outputEdge": "Output Edges", "rearrangement": "Data Rearrangement Buffers",
+    "sharedCodeStorage": "Shared Code Storage", "sharedDataStorage": "Shared Data Storage",
+    "stack": "Stack", "variable": "Variables", "vectorListDescriptor": "VectorList Descriptors",
+    "vertexCode": "Vertex Code", "vertexFieldData": "Vertex Field Data",
+    "vertexInstanceState": "Vertex Instances",
+}
+GAP_DISPLAY_NAMES = {
+    "alignment": "Alignment", "elementConstraint": "Element Constraints",
+    "regionConstraint": "Region Constraints", "interleavedBoundary": "Interleaved Boundary",
+    "memoryEnd": "End Of Memory", "fragmentation": "Fragmentation",
+}
+
+
+
+
+def summary_text(fig: MemoryFigures, top: int = 5) -> str:
+    """The memory part of Poplar's profile summary (002) for this allocation, plus gaps."""
+    def b(n) -> str:
+        return f"{int(n):,} B"
+
+    def row(label, value, indent, width=46):
+        return f"{' ' * indent}{label:<{width - indent}}{b(value):>16}"
+
+    rb = fig.region_bytes.sum(axis=1)
+    lines = ["Memory Usage:",
+             row("Including Gaps:", fig.highest_end.sum(), 4),
+             "    Excluding Gaps:",
+             "      By Memory Region:",
+             row("Non-interleaved:", rb[NON_INTERLEAVED], 8),
+             row("Interleaved:", rb[INTERLEAVED], 8),
+             row("Overflowed:", rb[OVERFLOWED], 8),
+             row("Total:", rb.sum(), 6),
+             "      By Data Type:"]
+    for title, arr in (("Not Overlapped", fig.non_overlapped), ("Overlapped", fig.overlapped)):
+        per_cat = arr.sum(axis=(1, 2))
+        lines.append(f"        {title}")
+        for c in np.argsort(-per_cat, kind="stable"):
+            if per_cat[c]:
+                name = fig.categories[c]
+                lines.append(row(DISPLAY_NAMES.get(name, name) + ":", per_cat[c], 12))
+        lines.append(row("Total:", per_cat.sum(), 10))
+    lines.append(row("Total After Overlapping:", fig.after_overlapping.sum(), 10))
+    by_cause = fig.gaps.bytes_by_cause(fig.num_tiles).sum(axis=1)
+    lines.append("      Gaps By Likely Cause:")
+    for i, name in enumerate(GAP_CAUSES):
+        if by_cause[i]:
+            lines.append(row(GAP_DISPLAY_NAMES[name] + ":", by_cause[i], 8))
+    lines.append(row("Total:", by_cause.sum(), 6))
+
+    used = np.flatnonzero(fig.highest_end > 0)
+    total = fig.total
+    lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of {fig.num_tiles:,}"]
+    if len(used):
+        edges, counts = tile_histogram(total[used])
+        lines.append(f"    {'Range (KB) Histogram (Excluding Gaps)':<52}Count (tiles)")
+        peak = max(int(counts.max()), 1)
+        for lo, hi, n in zip(edges[:-1] // 1024, edges[1:] // 1024, counts):
+            bar = "*" * (-(-40 * int(n) // peak))
+            lines.append(f"    {lo:>5} - {hi:>4} {bar:<40}{int(n):>7}")
+        lines.append("")
+        ti = int(np.argmax(fig.highest_end))
+        te = int(np.argmax(total))
+        lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
+                     f"on tile {ti}")
+        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on tile {te}")
+    oom = fig.out_of_memory()
+    lines.append(f"    {len(oom):,} tile(s) out of memory")
+    if len(oom):
+        tm = fig.target.tile_memory
+        lines.append(f"    Largest out of memory (tileMemory {tm:,} B):")
+        for t in oom[:top]:
+            lines.append(f"      tile {int(t):>5}: {int(fig.highest_end[t]):>12,} B including "
+                         f"gaps ({int(fig.highest_end[t]) - tm:,} B over), "
+                         f"{int(total[t]):,} B excluding gaps")
+    return "\n".join(lines)
+
+
+# ---- tilemem liveness ----------------------------------------------------------------------
+class PeakVar(msgspec.Struct):
+    var: int
+    name: str
+    bytes: int
+    cls: int = msgspec.field(name="class")
+
+
+class TileLiveness(msgspec.Struct, rename="camel"):
+    """One tile of ``tilemem liveness --json`` (a ``MaxLive`` with the names of its peak)."""
+
+    tile: int
+    always_live_bytes: int
+    max_live_bytes: int
+    exact: bool
+    upper_bound_bytes: int
+    method: str
+    always_live_vars: int
+    peak_vars: list[PeakVar]
+
+
+class LivenessDocument(msgspec.Struct):
+    tiles: list[TileLiveness]
+
+
+def liveness_json(r, found) -> LivenessDocument:
+    """The JSON of ``tilemem liveness``: per ``MaxLive`` its figures and the variables live at
+    the peak (always-live ones only counted)."""
+    tiles = []
+    for m in found:
+        al = r.always_live[m.peak_rows]
+        rows = m.peak_rows[~al]
+        tiles.append(TileLiveness(
+            tile=m.tile, always_live_bytes=m.always_live_bytes, max_live_bytes=m.max_live_bytes,
+            exact=m.exact, upper_bound_bytes=m.upper_bound_bytes, method=m.method,
+            always_live_vars=int(al.sum()),
+            peak_vars=[PeakVar(int(r.var_id[x]), r.name(x), int(r.size[x]), int(r.eq_class[x]))
+                       for x in rows.tolist()]))
+    return LivenessDocument(tiles)
+
+
+def base_name(name: str) -> str:
+    """A variable's name without Poplar's ``#tile`` suffix (004: "may have a suffix of the
+    form #n").
+
+    >>> base_name("layer1/weights#12"), base_name("a#b")
+    ('layer1/weights', 'a#b')
+    """
+    head, sep, tail = name.rpartition("#")
+    return head if sep and tail.isdigit() else name
+
+
+def _by_name(r, rows):
+    """``{name without #tile: bytes}`` of the rows, heaviest first."""
+    names = [base_name(r.name(x)) for x in rows.tolist()]
+    uniq, inv = np.unique(np.asarray(names, dtype=object), return_inverse=True) if names else ([], [])
+    sums = np.bincount(inv, weights=r.size[rows], minlength=len(uniq)) if names else []
+    return sorted(zip(list(uniq), (int(s) for s in sums)), key=lambda kv: (-kv[1], kv[0]))
+
+
+def liveness_view(c, r, name: str, tiles, found, top: int, all_tiles: bool) -> None:
+    """The "Variable Storage Liveness" part of Poplar's profile summary, for ``tiles``."""
+    from rich.padding import Padding
+    from rich.table import Column, Table
+
+    def indented(table, left=6):
+        c.print(Padding(table, (0, 0, 0, left), expand=False))
+
+    tm = r.target.tile_memory
+    c.print(f"[bold]{name}[/bold]")
+    if all_tiles:
+        where = "All tiles"
+    elif len(tiles) == 1:
+        where = f"Tile {tiles[0]}"
+    else:
+        where = f"{len(tiles)} tiles"
+    c.print(f"  Variable Storage Liveness: {where}")
+    if not found:
+        c.print("    no allocated variables")
+        return
+    sel = np.zeros(r.num_tiles, bool)
+    sel[tiles] = True
+    al_rows = np.flatnonzero(r.allocated & r.always_live & sel[np.where(r.allocated, r.tile, 0)])
+    c.print(f"    Always-live bytes: {int(r.size[al_rows].sum()):,}")
+    named = _by_name(r, al_rows)
+    t = Table(Column("Always-live variables", style=None), Column("bytes", justify="right"),
+              box=None, padding=(0, 2), pad_edge=False)
+    for var, b in named[:top]:
+        t.add_row(var, f"{b:,}")
+    if len(named) > top:
+        t.add_row(f"... {len(named) - top:,} more names", "")
+    indented(t)
+    peak = max(found, key=lambda m: (m.max_live_bytes, -m.tile))
+    c.print(f"    Maximum live bytes (including always-live): {human_bytes(peak.max_live_bytes)}"
+            f" on tile {peak.tile}" + ("" if peak.exact else
+                                       f" (not proven: at most {peak.upper_bound_bytes:,})"))
+    inexact = [m for m in found if not m.exact]
+    if len(found) > 1:
+        tab = Table(Column("tile", justify="right"), Column("always-live", justify="right"),
+                    Column("max live", justify="right"), Column("of tileMemory", justify="right"),
+                    Column("exact"), box=None, padding=(0, 2), pad_edge=False)
+        for m in sorted(found, key=lambda m: (-m.max_live_bytes, m.tile))[:top]:
+            tab.add_row(str(m.tile), f"{m.always_live_bytes:,}", f"{m.max_live_bytes:,}",
+                        f"{100 * m.max_live_bytes / tm:.1f} %",
+                        "yes" if m.exact else f"no (<= {m.upper_bound_bytes:,})")
+        c.print(f"    The {min(top, len(found))} tiles with the highest maximum live bytes:")
+        indented(tab)
+        over = sum(m.max_live_bytes > tm for m in found)
+        c.print(f"    Tiles whose maximum live bytes exceed tileMemory ({tm:,}): {over:,}"
+                + (" (no allocation can fit them)" if over else ""))
+    c.print(f"    Peak on tile {peak.tile} ({peak.method}):")
+    rows = peak.peak_rows[~r.always_live[peak.peak_rows]]
+    c.print(f"      Live Bytes (excluding always-live): {peak.peak_bytes:,}")
+    live = _by_name(r, rows)
+    t = Table(Column("Live Vars (excluding always-live)"), Column("bytes", justify="right"),
+              box=None, padding=(0, 2), pad_edge=False)
+    for var, b in live[:top]:
+        t.add_row(var, f"{b:,}")
+    if len(live) > top:
+        t.add_row(f"... {len(live) - top:,} more names", "")
+    indented(t, 8)
+    if inexact:
+        c.print(f"    Not proven within the time limit on {len(inexact):,} tile(s): their figure "
+                "is the heaviest live set found (a valid lower bound); see the upper bounds.")
+
+
+# ---- tilemem alloc -------------------------------------------------------------------------
+class TileAllocation(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One tile of ``tilemem alloc --json``: a ``TileResult`` (``placedAsReport`` only for
+    replay, ``note`` only when there is one)."""
+
+    tile: int
+    method: str
+    status: str
+    overflow_bytes: int
+    total_including_gaps: int
+    bound: int
+    bound_exact: bool
+    gap: float
+    seconds: float
+    num_vars: int = msgspec.field(name="variables")
+    placed_as_report: int | None = None
+    note: str = ""
+
+    def __post_init__(self):
+        self.seconds = round(self.seconds, 4)
+
+
+class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
+    method: str
+    tiles: int
+    tiles_that_fit: int
+    overflow_bytes: int
+    optimal: int
+    mean_gap: float
+    seconds: float
+    tiles_that_fit_before: int
+    tiles_that_fit_after: int
+    output: str | None = None
+
+
+class AllocationDocument(msgspec.Struct):
+    tiles: list[TileAllocation]
+    summary: AllocationSummary
+
+
+def alloc_json(method: str, result, fit_before: int, output=None) -> AllocationDocument:
+    """The JSON of ``tilemem alloc``: every ``TileResult`` of ``result`` (an ``Allocation``)
+    and its summary, with how many tiles fit with the report's offsets (``fit_before``) and
+    with the new ones."""
+    summary = {**result.summary(), "method": method, "tilesThatFitBefore": fit_before,
+               "tilesThatFitAfter": sum(t.fits for t in result.tiles),
+               "output": None if output is None else str(output)}
+    return AllocationDocument(
+        tiles=[msgspec.convert(t, TileAllocation, from_attributes=True) for t in result.tiles],
+        summary=msgspec.convert(summary, AllocationSummary))
+
+
+def alloc_view(c, name: str, doc: AllocationDocument) -> None:
+    """One row per tile (method, status, overflow, totalIncludingGaps, bound, gap), then how
+    many tiles fit before and after."""
+    from rich import box
+    from rich.table import Table
+
+    s = doc.summary
+    table = Table("tile", "vars", "method", "status", "overflow", "total", "bound", "gap",
+                  "secs", title=f"{name}: allocation ({s.method})", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in table.columns:
+        col.no_wrap = True
+    for col in table.columns[4:]:
+        col.justify = "right"
+    table.columns[1].justify = "right"
+    for t in doc.tiles:
+        table.add_row(str(t.tile), f"{t.num_vars:,}", t.method, t.status,
+                      f"{t.overflow_bytes:,}", f"{t.total_including_gaps:,}",
+                      f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
+                      f"{t.seconds:.2f}")
+    c.print(table)
+    c.print(f"tiles that fit: {s.tiles_that_fit_before:,} of {len(doc.tiles):,} with the "
+            f"report's offsets, {s.tiles_that_fit_after:,} after; overflowed bytes "
+            f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; mean gap "
+            f"{100 * s.mean_gap:.2f}%")
+    c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
+            "or interleaved start + heaviest interleaved-only clique where higher"
+            + (" (* a lower bound, not proven maximum)"
+               if not all(t.bound_exact for t in doc.tiles) else "")
+            + "; feasible = time limit hit, not proven optimal")
+    if s.output is not None:
+        c.print(f"wrote {s.output}")
+
+
+# ---- tilemem check -------------------------------------------------------------------------
+def check_text(r, name: str, allocation, res) -> str:
+    """The checker's verdict: violations by rule (documented, then inferred), waived findings,
+    overflow per tile, and one closing line."""
+    from .check import INFERRED
+
+    lines = []
+    what = f"{name}" + (f" (allocation {allocation})" if allocation else "")
+    n = int(r.allocated.sum())
+    tiles = len(r.tiles_in_use())
+    documented = [k for k in res.counts if k not in INFERRED]
+    for title, names in (("rules", documented),
+                         ("inferred rules", [k for k in res.counts if k in INFERRED])):
+        bad = [k for k in names if res.counts[k]]
+        if not bad:
+            continue
+        lines.append(f"{title}:")
+        for k in bad:
+            lines.append(f"  {k}: {res.counts[k]:,} violation(s)")
+            shown = [v for v in res.violations if v.rule == k]
+            for v in shown:
+                lines.append(f"    {v}")
+            if res.counts[k] > len(shown):
+                lines.append(f"    ... {res.counts[k] - len(shown):,} more")
+    for k, count in res.waived_counts.items():
+        if count:
+            lines.append(f"waived (inferred rule switched off): {k}: {count:,} finding(s)")
+            for v in [v for v in res.waived if v.rule == k]:
+                lines.append(f"    {v}")
+    over = res.overflowed_tiles()
+    if len(over):
+        worst = over[res.overflow_bytes[over].argsort()[::-1][:5]]
+        lines.append(f"overflow: {int(res.overflow_bytes.sum()):,} bytes past tileMemory on "
+                     f"{len(over):,} tile(s) (reported, not a rule violation); most on tile(s) "
+                     + ", ".join(f"{t} ({res.overflow_bytes[t]:,} B)" for t in worst.tolist()))
+    if res.ok:
+        lines.append(f"{what}: valid allocation ({n:,} variables on {tiles:,} tiles)")
+    else:
+        lines.append(f"{what}: INVALID: {res.num_violations:,} violation(s)")
+    return "\n".join(lines)
+
+
+# ---- tilemem oom ---------------------------------------------------------------------------
+def oom_view(c, name: str, found: list[TileDiagnosis], fig: MemoryFigures,
+             asked_for_tiles: bool) -> None:
+    """One screen per out-of-memory tile, worst first; or where the fullest tile stands."""
+    if not found:
+        where = " among the tiles asked for" if asked_for_tiles else ""
+        i = int(fig.highest_end.argmax()) if fig.num_tiles else 0
+        c.print(f"No tile is out of memory{where}: the fullest tile is {i} with "
+                f"{int(fig.highest_end[i]):,} B including gaps of {fig.target.tile_memory:,} B.")
+        return
+    c.print(f"[bold]{len(found):,} tile(s) out of memory[/bold] in {name}, worst first")
+    for d in found:
+        oom_panel(d, c)
+
+
+def oom_panel(d: TileDiagnosis, console) -> None:
+    """One screen about one tile (rich)."""
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    tm = d.tile_memory
+    head = Text()
+    head.append(f"highest end {d.highest_end:,} B of tileMemory {tm:,} B: ")
+    head.append(f"{d.excess:,} B over\n", style="bold red")
+    head.append(f"maximum live bytes {d.max_live_bytes:,} B "
+                f"({'exact' if d.bound_exact else 'best found, not proven'}; always-live "
+                f"{d.always_live_bytes:,} B, {d.peak_var_count:,} variables live at the peak)\n")
+    style = {"reduceData": "bold red", "repackFits": "bold green",
+             "repackOverflows": "bold yellow"}.get(d.verdict_code, "bold")
+    head.append(d.verdict, style=style)
+    if d.repack:
+        head.append(f"\nre-pack: {d.repack.method} ({d.repack.status}), highest end "
+                    f"{d.repack.total_including_gaps:,} B")
+    for n in d.notes:
+        head.append(f"\nnote: {n}", style="dim")
+
+    pv = Table("var", "name", "category", "class", "bytes", title="Largest live at the peak",
+               title_justify="left", box=None, pad_edge=False)
+    for v in d.peak_vars:
+        pv.add_row(str(v["var"]), _short(v["name"], 36) + (" *" if v["alwaysLive"] else ""),
+                   v["category"], str(v["class"]), f"{v['size']:,}")
+    pc = Table("class", "vars", "bytes", "largest", title="Largest classes at the peak",
+               title_justify="left", box=None, pad_edge=False)
+    for c in d.peak_classes[:6]:
+        pc.add_row(str(c["class"]), str(c["vars"]), f"{c['bytes']:,}", _short(c["largest"], 28))
+    cat = Table("category", "bytes", title="Peak by category", title_justify="left", box=None,
+                pad_edge=False, min_width=30)
+    for name, b in list(d.peak_by_category.items())[:8]:
+        cat.add_row(name, f"{b:,}")
+    gaps = Table("gap cause", "report", *(["re-pack"] if d.repack_gap_bytes else []),
+                 title="Bytes lost in gaps", title_justify="left", box=None, pad_edge=False)
+    for name in GAP_CAUSES:
+        a = d.gap_bytes[name]
+        b = d.repack_gap_bytes[name] if d.repack_gap_bytes else None
+        if a or b:
+            gaps.add_row(name, f"{a:,}", *([f"{b:,}"] if d.repack_gap_bytes else []))
+    reg = Table("region", "used", "incl. gaps", "capacity", title="Regions (report)",
+                title_justify="left", box=None, pad_edge=False)
+    for name, v in d.regions.items():
+        reg.add_row(name, f"{v['used']:,}", f"{v['includingGaps']:,}",
+                    f"{v['capacity']:,}" if "capacity" in v else "")
+    for table in (pv, pc, cat, gaps, reg):    # numbers right-aligned
+        for col in table.columns:
+            if col.header in ("bytes", "vars", "class", "var", "report", "re-pack", "used",
+                              "incl. gaps", "capacity"):
+                col.justify = "right"
+
+    body = Table.grid(padding=(1, 0))
+    body.add_row(head)
+    body.add_row(pv)
+    if console.width >= 120:     # two tables a row on a wide terminal, else one
+        for a, b in ((pc, cat), (gaps, reg)):
+            g = Table.grid(padding=(0, 4))
+            g.add_row(a, b)
+            body.add_row(g)
+    else:
+        for table in (pc, cat, gaps, reg):
+            body.add_row(table)
+    console.print(Panel(body, title=f"[bold]tile {d.tile}[/bold]: out of memory by "
+                        f"{d.excess:,} B", title_align="left"))
+
+
+def _short(s: str, n: int) -> str:
+    return s if len(s) <= n else "…" + s[-(n - 1):]
