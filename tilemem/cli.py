@@ -32,22 +32,17 @@ COMMANDS = {
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
-        return [name for name, (target, _) in COMMANDS.items() if _available(target)]
+        return list(COMMANDS)
 
     def get_command(self, ctx, name):
-        if name not in COMMANDS or not _available(COMMANDS[name][0]):
+        if name not in COMMANDS:
             return None
         module, func = COMMANDS[name][0].split(":")
         return getattr(importlib.import_module(module), func)
 
     def format_commands(self, ctx, formatter):  # help text without importing the commands
-        rows = [(n, h) for n, (t, h) in COMMANDS.items() if _available(t)]
         with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-def _available(target: str) -> bool:
-    return importlib.util.find_spec(target.split(":")[0]) is not None
+            formatter.write_dl([(n, h) for n, (_, h) in COMMANDS.items()])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
