@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilemem import liveness
 from tilemem.cli import cli
 from tilemem.files import save_report
 from tilemem.liveness import (always_live_bytes, class_graph, max_live, max_live_all,
@@ -310,8 +309,9 @@ def minimalloc_dir():
 
 @pytest.fixture(scope="module")
 def generated():
-    gen = pytest.importorskip("tilemem.generate")
-    return gen.generate_report("mk1", tiles=12, steps=120, seed=3)
+    from tilemem.generate import generate_report
+
+    return generate_report("mk1", tiles=12, steps=120, seed=3)
 
 
 def test_generated_report(generated):

@@ -1,7 +1,6 @@
 """Every bad-input rule of the loader: the message names the field and the record."""
 import copy
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path

@@ -68,7 +68,6 @@ class _Var(msgspec.Struct, gc=False):
 
 
 _INT_FIELDS = ("tile", "sizeBytes", "alignment", "offset", "equivalenceClass")
-_REQUIRED = _INT_FIELDS + ("category",)
 _PATH = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$", re.S)
 
 

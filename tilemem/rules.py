@@ -21,8 +21,9 @@ Inferred rules (named, switchable where it makes sense):
     non-interleaved and interleaved regions (interleaved addressing differs).
   - ``INFERRED_LOWEST_256KB_LIMIT``: a lowest256KB variable ends at or below 262144 (pointer
     formats such as SCALED_PTR32 reach only the first 256 KiB; the doc says "Not used").
-  - ``INFERRED_INTERFERENCE_SYMMETRIC``: class a conflicts with b if either list says so; self
-    entries carry no information (the doc's own extract is asymmetric and has a self entry).
+  - Symmetric interference: class a conflicts with b if either list says so; self entries
+    carry no information (the doc's own extract is asymmetric and has a self entry). Not a
+    switch: the readers store the symmetric closure (``tilemem.model.symmetric_closure``).
   - Overflow zone (tilemem's definition of Poplar's "overflowed"): addresses at or beyond
     tileMemory. A variable lies wholly inside memory or wholly in the overflow zone; in the zone
     only no-overlap and alignment apply (it is in no region or element), and its bytes are
@@ -41,9 +42,6 @@ INFERRED_LOWEST_256KB_LIMIT = 262144
 
 #: Inferred (FACTS.md): variables do not span the region boundary. Default of ``Rules``.
 INFERRED_NO_REGION_SPAN = True
-
-#: Inferred (FACTS.md): the interference relation is the symmetric closure of the lists.
-INFERRED_INTERFERENCE_SYMMETRIC = True
 
 
 @dataclass(frozen=True)

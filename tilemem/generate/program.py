@@ -253,7 +253,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             b.element_pairs.append((partials, y))
             ex2 = b.exchange(f"{p}/AddBias/ExchangePre")
             b.use(ex2, biases[i])
-            bmsg = b.message(f"{p}/AddBias/ExchangePre", ex2, 0.03 * width[i])
+            b.message(f"{p}/AddBias/ExchangePre", ex2, 0.03 * width[i])
             cs2 = b.compute(f"{p}/AddBias", "AddToChannel")
             b.use(cs2, y)
             saved.append(("matmul", x, y))

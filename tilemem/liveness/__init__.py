@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .graphalg import DENSE_MAX, _chordal_pass, _earlier_neighbours, interval_order, max_weight_clique
+from .graphalg import _chordal_pass, _earlier_neighbours, interval_order, max_weight_clique
 from ..model import Csr, Report
 
 #: Search nodes per second of the exact branch and bound (measured here: ~1e7 on a dense

@@ -131,8 +131,8 @@ class Csr:
 def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     """Symmetric relation of the pairs, self pairs dropped, each row sorted and unique.
 
-    INFERRED (``tilemem.rules.INFERRED_INTERFERENCE_SYMMETRIC``): a conflicts with b if either
-    list says so.
+    INFERRED (``tilemem.rules``, symmetric interference): a conflicts with b if either list
+    says so.
 
     >>> symmetric_closure(3, np.array([0, 0, 1]), np.array([0, 2, 2])).to_lists()
     [[2], [2], [0, 1]]

@@ -8,10 +8,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-NON_INTERLEAVED = 0
-INTERLEAVED = 1
-REGION_NAMES = ("nonInterleaved", "interleaved")
-
 
 @dataclass(frozen=True)
 class Target:
