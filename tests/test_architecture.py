@@ -1,0 +1,163 @@
+"""The import arrows of tilemem/ (docs/architecture.md): a stage imports only the stages before
+it, and no stage imports the CLI or click. Every import is read with ast (function-level ones
+too, relative ones resolved), so nothing is imported to check it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tilemem"
+
+#: Module -> stage, by the longest matching prefix: a new module joins the stage of its folder
+#: (tilemem/load/*.py, tilemem/pack/driver.py, tilemem/plot/html.py, ...). The flat load
+#: modules belong to the load stage until they move into tilemem/load/.
+STAGES = {
+    "tilemem": "package",
+    "tilemem.errors": "base", "tilemem.rules": "base",
+    "tilemem.model": "model",
+    "tilemem.load": "load", "tilemem.files": "load", "tilemem.jsonio": "load",
+    "tilemem.capnpio": "load", "tilemem.validate": "load",
+    "tilemem.interop": "interop",
+    "tilemem.liveness": "liveness",
+    "tilemem.pack": "pack",
+    "tilemem.check": "check",
+    "tilemem.figures": "figures",
+    "tilemem.text": "text",
+    "tilemem.plot": "plot",
+    "tilemem.generate": "generate",
+    "tilemem.cli": "cli", "tilemem.commands": "cli", "tilemem.__main__": "cli",
+}
+
+#: Stage -> the stages it may import (besides itself and the base: errors, rules).
+ALLOWED = {
+    "package": set(),
+    "base": set(),
+    "model": set(),
+    "load": {"model"},
+    "interop": {"model", "load"},
+    "liveness": {"model"},
+    "check": {"model"},
+    "pack": {"model", "liveness", "check"},
+    "figures": {"model", "load", "liveness", "pack", "check"},
+    "text": {"model", "load", "liveness", "pack", "check", "figures"},
+    "plot": {"model", "load", "liveness", "figures"},
+    "generate": {"model", "liveness", "pack", "figures"},
+    "cli": set(STAGES.values()),
+}
+
+#: Libraries only the CLI may import.
+CLI_ONLY = ("click",)
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def stage_of(module: str) -> str | None:
+    """The stage of ``module``: its longest prefix in ``STAGES`` (``tilemem`` alone is only
+    the package's ``__init__``)."""
+    best = None
+    for prefix in STAGES:
+        inside = module == prefix or (module.startswith(prefix + ".") and prefix != "tilemem")
+        if inside and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return None if best is None else STAGES[best]
+
+
+def imports(source: str, module: str, is_package: bool):
+    """``(line, imported module, statement text)`` of every import in ``source``, relative
+    imports resolved against ``module`` (``is_package``: the file is its ``__init__.py``).
+    ``from tilemem import x`` imports the module ``tilemem.x``."""
+    tree = ast.parse(source)
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name, ast.unparse(node)
+        elif isinstance(node, ast.ImportFrom):
+            target = node.module or ""
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            if target == "tilemem":
+                for a in node.names:
+                    yield node.lineno, f"tilemem.{a.name}", ast.unparse(node)
+            else:
+                yield node.lineno, target, ast.unparse(node)
+
+
+def forbidden(path: Path, source: str, root: Path = PACKAGE) -> list[str]:
+    """Every import of the file at ``path`` (text ``source``) that breaks an arrow."""
+    module = module_name(path, root)
+    where = path.relative_to(root.parent)
+    mine = stage_of(module)
+    if mine is None:
+        return [f"{where}: module {module} is in no stage: add its folder to STAGES in "
+                f"tests/test_architecture.py and to docs/architecture.md"]
+    out = []
+    for line, target, text in imports(source, module, path.name == "__init__.py"):
+        top = target.split(".")[0]
+        if top in CLI_ONLY and mine != "cli":
+            out.append(f"{where}:{line}: `{text}`: only the CLI imports {top}")
+        if top != "tilemem":
+            continue
+        theirs = stage_of(target)
+        if theirs is None:
+            out.append(f"{where}:{line}: `{text}`: {target} is in no stage")
+        elif theirs not in ({mine, "base"} | ALLOWED[mine]):
+            out.append(f"{where}:{line}: `{text}`: {mine} -> {theirs} is a forbidden arrow "
+                       f"({mine} may import {sorted(ALLOWED[mine]) or 'nothing of ours'})")
+    return out
+
+
+def test_no_forbidden_arrow_in_tilemem():
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 30
+    problems = [p for f in files for p in forbidden(f, f.read_text())]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("file,source,message", [
+    # model -> anything of ours, even inside a function
+    ("model/__init__.py", "def f():\n    from ..pack.alloc import allocate\n",
+     "tilemem/model/__init__.py:2: `from ..pack.alloc import allocate`: model -> pack"),
+    ("model/target.py", "from tilemem import liveness\n",
+     "tilemem/model/target.py:1: `from tilemem import liveness`: model -> liveness"),
+    # check -> pack, and check -> liveness (the checker shares no code with the packers)
+    ("check.py", "from .pack.problem import TileProblem\n", "check -> pack"),
+    ("check.py", "import tilemem.liveness\n", "check -> liveness"),
+    # pack -> figures / text / plot, from a module that does not exist yet
+    ("pack/driver.py", "from ..figures.memory import memory_figures\n", "pack -> figures"),
+    ("pack/driver.py", "from .. import text\n", "pack -> text"),
+    ("pack/driver.py", "from ..plot.maps import plot_tile\n", "pack -> plot"),
+    # any stage -> the CLI or click
+    ("figures/oom.py", "from ..commands.options import console\n", "figures -> cli"),
+    ("load/allocation.py", "from ..cli import main\n", "load -> cli"),
+    ("plot/html.py", "import click\n", "tilemem/plot/html.py:1: `import click`: only the CLI"),
+    ("text.py", "def f():\n    import click.testing\n", "only the CLI imports click"),
+    # a stage looking forward
+    ("liveness/__init__.py", "from ..pack.problem import TileProblem\n", "liveness -> pack"),
+    ("interop/minimalloc.py", "from ..liveness import timeline\n", "interop -> liveness"),
+    # a module outside every stage
+    ("report.py", "import numpy\n", "tilemem/report.py: module tilemem.report is in no stage"),
+])
+def test_a_forbidden_arrow_is_named(file, source, message):
+    found = forbidden(PACKAGE / file, source)
+    assert len(found) == 1 and message in found[0], found
+
+
+@pytest.mark.parametrize("file,source", [
+    ("figures/oom.py", "def f():\n    from ..pack.alloc import allocate\n"),
+    ("pack/driver.py", "from ..check import check_allocation\nfrom .guard import self_check\n"),
+    ("load/__init__.py", "from .jsonio import read_json_file\nfrom ..model import Report\n"),
+    ("plot/maps.py", "from ..figures.memory import memory_figures\nfrom ..liveness import timeline\n"),
+    ("commands/plot.py", "import click\nfrom ..pack.alloc import allocate\n"),
+    ("model/overlap.py", "from . import Csr\nfrom ..errors import ReportError\n"),
+])
+def test_allowed_arrows_pass(file, source):
+    assert forbidden(PACKAGE / file, source) == []
