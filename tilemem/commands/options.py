@@ -1,6 +1,6 @@
 """What every command shares: the REPORT argument, ``--tiles`` parsing, JSON on stdout and the
-rich console the text views (``tilemem.text``) print to. The only module besides the commands
-and ``tilemem.cli`` that imports click."""
+rich console the text views (``tilemem.text``) print to. Part of the CLI: no stage imports
+click."""
 from __future__ import annotations
 
 import sys

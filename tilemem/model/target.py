@@ -20,10 +20,6 @@ class Target:
     >>> t = MK1
     >>> int(t.element_of(16384)), int(t.element_of(131071)), int(t.element_of(131072))
     (1, 7, 8)
-    >>> t.element_span(16380, 16390)
-    (0, 1)
-    >>> int(t.region_of(131072))
-    1
     """
 
     num_tiles: int
@@ -58,27 +54,9 @@ class Target:
         """End address (exclusive) of every element."""
         return np.append(self.memory_element_offsets[1:], self.tile_memory)
 
-    @property
-    def regions(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """``((0, ils), (ils, tile_memory))``: non-interleaved then interleaved."""
-        ils = self.interleaved_memory_start
-        return (0, ils), (ils, self.tile_memory)
-
     def element_of(self, address):
         """Element index of an address (scalar or array), by bisection."""
         return np.searchsorted(self.memory_element_offsets, address, side="right") - 1
-
-    def element_span(self, start, end):
-        """First and last element touched by the byte range ``[start, end)`` (``end > start``)."""
-        first = self.element_of(start)
-        last = self.element_of(np.asarray(end) - 1)
-        if np.ndim(first) == 0:
-            return int(first), int(last)
-        return first, last
-
-    def region_of(self, address):
-        """0 for the non-interleaved region, 1 for the interleaved one."""
-        return (np.asarray(address) >= self.interleaved_memory_start).astype(np.int8)
 
     def with_tiles(self, num_tiles: int) -> "Target":
         return Target(num_tiles, self.tile_memory, self.interleaved_memory_start,
