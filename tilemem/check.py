@@ -60,29 +60,23 @@ DENSE_CLASSES = 4096
 INFERRED = frozenset({"region-span", "lowest256KB"})
 
 
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule: the variables involved (ids, names, ``[start, end)`` addresses)."""
+class Violation(msgspec.Struct, frozen=True):
+    """One broken rule: the variables involved (ids, names, ``[start, end)`` addresses);
+    ``inferred``: the rule is one no document states. Its JSON: ``var_ids`` as ``vars``,
+    ``detail`` as ``message``."""
 
     rule: str
     tile: int
-    var_ids: tuple[int, ...]
+    var_ids: tuple[int, ...] = msgspec.field(name="vars")
     names: tuple[str, ...]
     addresses: tuple[tuple[int, int], ...]
-    detail: str
-
-    @property
-    def inferred(self) -> bool:
-        return self.rule in INFERRED
+    inferred: bool
+    detail: str = msgspec.field(name="message")
 
     def __str__(self) -> str:
         vs = " and ".join(f"var {v} {n!r} [{a}, {b})" for v, n, (a, b)
                           in zip(self.var_ids, self.names, self.addresses))
         return f"{self.rule}: tile {self.tile}: {vs}: {self.detail}"
-
-    def to_json(self) -> "ViolationJson":
-        return ViolationJson(self.rule, self.tile, self.var_ids, self.names, self.addresses,
-                             self.inferred, self.detail)
 
 
 @dataclass(frozen=True)
@@ -121,24 +115,14 @@ class CheckResult:
                                 [TileBytes(int(t), int(self.overflow_bytes[t])) for t in tiles])
         return CheckJson(
             ok=self.ok, counts=dict(self.counts),
-            violations=[v.to_json() for v in self.violations],
-            waived_counts=dict(self.waived_counts), waived=[v.to_json() for v in self.waived],
+            violations=list(self.violations), waived_counts=dict(self.waived_counts),
+            waived=list(self.waived),
             overflow=overflow,
             rules=RulesJson(self.rules.no_region_span, self.rules.lowest_256kb_limit),
             report=report, allocation=allocation)
 
 
 # ---- the JSON of a check: typed, keys in camel case -------------------------------------------
-class ViolationJson(msgspec.Struct):
-    rule: str
-    tile: int
-    vars: tuple[int, ...]
-    names: tuple[str, ...]
-    addresses: tuple[tuple[int, int], ...]
-    inferred: bool
-    message: str
-
-
 class TileBytes(msgspec.Struct):
     tile: int
     bytes: int
@@ -157,9 +141,9 @@ class RulesJson(msgspec.Struct, rename="camel"):
 class CheckJson(msgspec.Struct, rename="camel"):
     ok: bool
     counts: dict[str, int]
-    violations: list[ViolationJson]
+    violations: list[Violation]
     waived_counts: dict[str, int]
-    waived: list[ViolationJson]
+    waived: list[Violation]
     overflow: OverflowJson
     rules: RulesJson
     report: str | None = None
@@ -302,7 +286,7 @@ def _describer(r: Report, off: np.ndarray):
                          var_ids=tuple(int(r.var_id[x]) for x in rws),
                          names=tuple(r.name(x) for x in rws),
                          addresses=tuple((int(off[x]), int(off[x] + r.size[x])) for x in rws),
-                         detail=detail)
+                         inferred=rule in INFERRED, detail=detail)
     return describe
 
 
