@@ -210,10 +210,12 @@ def base_name(name: str) -> str:
 
 def _by_name(r, rows):
     """``{name without #tile: bytes}`` of the rows, heaviest first."""
-    names = [base_name(r.name(x)) for x in rows.tolist()]
-    uniq, inv = np.unique(np.asarray(names, dtype=object), return_inverse=True) if names else ([], [])
-    sums = np.bincount(inv, weights=r.size[rows], minlength=len(uniq)) if names else []
-    return sorted(zip(list(uniq), (int(s) for s in sums)), key=lambda kv: (-kv[1], kv[0]))
+    if not len(rows):
+        return []
+    names = np.asarray([base_name(r.name(x)) for x in rows.tolist()], dtype=object)
+    uniq, inv = np.unique(names, return_inverse=True)
+    sums = np.bincount(inv, weights=r.size[rows], minlength=len(uniq))
+    return sorted(zip(uniq.tolist(), (int(s) for s in sums)), key=lambda kv: (-kv[1], kv[0]))
 
 
 def liveness_view(c, r, name: str, tiles, found, top: int, all_tiles: bool) -> None:
