@@ -58,6 +58,8 @@ class TileDiagnosis:
     repack_gap_bytes: dict[str, int] | None = None
     peak_var_count: int = 0
     notes: list[str] = field(default_factory=list)
+    #: ``tile // tilesPerIPU``; None on a one-IPU report
+    ipu: int | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -212,6 +214,7 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
                        "includingGaps": int(fig.region_including_gaps[2, t])},
     }
     return TileDiagnosis(
+        ipu=int(r.target.ipu_of(t)) if r.target.num_ipus > 1 else None,
         tile=t, tile_memory=tm, highest_end=high, excess=high - tm, max_live_bytes=bound,
         max_live_upper_bytes=upper,
         always_live_bytes=int(ml.always_live_bytes), bound_exact=bool(ml.exact),
@@ -286,7 +289,8 @@ def render(d: TileDiagnosis, console) -> None:
     else:
         for table in (pc, cat, gaps, reg):
             body.add_row(table)
-    console.print(Panel(body, title=f"[bold]tile {d.tile}[/bold]: out of memory by "
+    where = f"tile {d.tile}" + (f" (IPU {d.ipu})" if d.ipu is not None else "")
+    console.print(Panel(body, title=f"[bold]{where}[/bold]: out of memory by "
                         f"{d.excess:,} B", title_align="left"))
 
 

@@ -493,15 +493,17 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
         te = int(np.argmax(total))
         from .output import human_bytes
         lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
-                     f"on tile {ti}")
-        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on tile {te}")
+                     f"on {fig.target.tile_label(ti)}")
+        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on "
+                     f"{fig.target.tile_label(te)}")
     oom = fig.out_of_memory()
     lines.append(f"    {len(oom):,} tile(s) out of memory")
     if len(oom):
         tm = fig.target.tile_memory
         lines.append(f"    Largest out of memory (tileMemory {tm:,} B):")
         for t in oom[:top]:
-            lines.append(f"      tile {int(t):>5}: {int(fig.highest_end[t]):>12,} B including "
+            ipu = f" (IPU {int(t) // fig.target.ipu_tiles})" if fig.target.num_ipus > 1 else ""
+            lines.append(f"      tile {int(t):>5}{ipu}: {int(fig.highest_end[t]):>12,} B including "
                          f"gaps ({int(fig.highest_end[t]) - tm:,} B over), "
                          f"{int(total[t]):,} B excluding gaps")
     return "\n".join(lines)

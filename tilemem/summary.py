@@ -50,6 +50,7 @@ def info(r: Report, top: int = 5) -> dict:
             "memoryElements": t.num_elements,
             "memoryElementOffsets": t.memory_element_offsets.tolist(),
             "supervisorInstrFetchDelay": t.supervisor_instr_fetch_delay,
+            "tilesPerIPU": t.ipu_tiles, "numIPUs": t.num_ipus,
         },
         "tilesInUse": int(len(r.tiles_in_use())),
         "variables": int(a.sum()),
@@ -65,5 +66,7 @@ def info(r: Report, top: int = 5) -> dict:
         "tilesOverMemory": int((ends > t.tile_memory).sum()),
         "bytesByCategory": dict(sorted(bytes_by_category(r).items(), key=lambda kv: -kv[1])),
         "topTiles": [{"tile": int(i), "bytes": int(per_tile[i]), "highestEnd": int(ends[i]),
-                      "outOfMemory": bool(ends[i] > t.tile_memory)} for i in top_tiles],
+                      "outOfMemory": bool(ends[i] > t.tile_memory),
+                      **({"ipu": int(t.ipu_of(i))} if t.num_ipus > 1 else {})}
+                     for i in top_tiles],
     }

@@ -24,7 +24,8 @@ def info(report, as_json, top):
     c = console()
     t = d["target"]
     c.print(f"[bold]{report}[/bold]")
-    c.print(f"  tiles: {t['numTiles']:,} ({d['tilesInUse']:,} in use), "
+    ipus = (f" on {t['numIPUs']} IPUs of {t['tilesPerIPU']:,}" if t["numIPUs"] > 1 else "")
+    c.print(f"  tiles: {t['numTiles']:,}{ipus} ({d['tilesInUse']:,} in use), "
             f"tileMemory {human_bytes(t['tileMemory'])}, interleaved from "
             f"{t['interleavedMemoryStart']:,}, {t['memoryElements']} memory elements")
     c.print(f"  variables: {d['variables']:,} allocated"
@@ -43,10 +44,14 @@ def info(report, as_json, top):
     for name, b in d["bytesByCategory"].items():
         cats.add_row(name, f"{b:,}")
     c.print(cats)
-    tiles = Table(Column("tile", justify="right"), Column("bytes", justify="right"),
+    multi = t["numIPUs"] > 1
+    tiles = Table(Column("tile", justify="right"),
+                  *([Column("IPU", justify="right")] if multi else []),
+                  Column("bytes", justify="right"),
                   Column("highest end", justify="right"), "out of memory",
                   title=f"The {len(d['topTiles'])} tiles with most bytes", title_justify="left")
     for row in d["topTiles"]:
-        tiles.add_row(str(row["tile"]), f"{row['bytes']:,}", f"{row['highestEnd']:,}",
+        tiles.add_row(str(row["tile"]), *([str(row["ipu"])] if multi else []),
+                      f"{row['bytes']:,}", f"{row['highestEnd']:,}",
                       "yes" if row["outOfMemory"] else "")
     c.print(tiles)
