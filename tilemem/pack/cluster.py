@@ -12,7 +12,12 @@ never once per task:
   broadcast=True)``) and each task names it, so a worker deserialises it once; or ``state`` is a
   ``ReportFile`` (a path on a file system every worker sees), which each worker process opens
   once and keeps (a capnp report is memory-mapped: a worker touches only its tiles' pages).
-  Results come back through ``distributed.as_completed``. A worker that dies (killed, out of
+  Results come back through ``distributed.as_completed``. The scheduler's active memory
+  manager would drop the broadcast copies (its ReduceReplicas policy keeps one when few tasks
+  wait) and workers would fetch the state again: the ``LocalCluster`` is started without it,
+  and an external scheduler should be too
+  (``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False``); ``describe()`` says
+  when it is running. A worker that dies (killed, out of
   memory, machine lost) does not lose its tasks: the scheduler gives them to other workers
   (up to its ``distributed.scheduler.allowed-failures`` deaths per task, 3 by default), and
   a task that raises is retried ``retries`` times before the error reaches the caller.
@@ -211,10 +216,16 @@ class DaskExecutor:
                               "pip install 'tilemem[cluster]'", field="--scheduler") from None
         try:
             if self.scheduler == "local":
-                self.cluster = LocalCluster(
-                    n_workers=self.workers or cores(), threads_per_worker=1, processes=True,
-                    host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                    silence_logs=40)  # logging.ERROR: worker chatter off the terminal
+                import dask
+
+                with dask.config.set({"distributed.scheduler.active-memory-manager.start":
+                                      False}):
+                    self.cluster = LocalCluster(
+                        n_workers=self.workers or cores(), threads_per_worker=1,
+                        processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                        # logging.CRITICAL: no worker chatter on the terminal (not even the
+                        # heartbeat errors of shutdown); task errors still reach the caller
+                        silence_logs=50)
                 self.client = Client(self.cluster, timeout=self.connect_timeout)
             else:
                 self.client = Client(self.scheduler, timeout=self.connect_timeout)
@@ -244,7 +255,14 @@ class DaskExecutor:
         n = len(self.client.scheduler_info().get("workers", {})) if self.client else 0
         where = "LocalCluster" if self.cluster is not None else f"scheduler {self.scheduler}"
         dash = f", dashboard {self.dashboard}" if self.dashboard else ""
-        return f"Dask {where} with {n} worker(s){dash}"
+        amm = ""
+        try:
+            if self.client is not None and self.client.amm.running():
+                amm = ("; its active memory manager is on, so workers may fetch the report "
+                       "again between passes")
+        except Exception:  # noqa: BLE001 - an older scheduler without the AMM API
+            pass
+        return f"Dask {where} with {n} worker(s){dash}{amm}"
 
     def run(self, fn: TaskFn, tasks: Sequence, *, deadline: float | None = None
             ) -> Iterator[tuple[int, Any]]:
@@ -254,22 +272,24 @@ class DaskExecutor:
         if not tasks:
             return
         batch = uuid.uuid4().hex[:8]
-        index = {}
-        futures = []
+        pending = {}     # key -> (index, future): the futures not yet received
         for i, t in enumerate(tasks):
             f = self.client.submit(_dask_call, fn, self._state_ref, t, deadline,
                                    key=f"tilemem-{self._run_id}-{batch}-{i}", pure=False,
                                    retries=self.retries)
-            index[f.key] = i
-            futures.append(f)
+            pending[f.key] = (i, f)
+        # results are fetched in the background as tasks finish; a task that raised (after
+        # its retries) raises here
+        done = as_completed([f for _, f in pending.values()], with_results=True)
         try:
-            for f in as_completed(futures):
-                res = f.result()   # raises the task's error after its retries
-                i = index[f.key]
-                f.release()        # the result is here now: let the cluster forget it
+            for f, res in done:
+                i, _ = pending.pop(f.key)
+                del f      # the last reference: the cluster forgets the result
                 yield i, res
         finally:
-            self.client.cancel([f for f in futures if not f.done()])
+            done.clear()
+            if pending:
+                self.client.cancel([f for _, f in pending.values()])
 
     def close(self) -> None:
         if self.client is not None:
@@ -296,7 +316,10 @@ def make_executor(scheduler: str | None, state: Any, *, workers: int | None = No
                   setup: Callable[[], Any] | None = None,
                   echo: Callable[[str], Any] | None = None):
     """The executor for ``--scheduler`` (``None``: the local process pool). Use it as a
-    context manager; ``run(fn, tasks, deadline=...)`` streams ``(index, result)``."""
+    context manager; ``run(fn, tasks, deadline=...)`` streams ``(index, result)``.
+
+    ``setup`` runs on every Dask worker at the start; the pool ignores it (its workers are
+    forked from this process, which should warm up before entering the pool)."""
     if scheduler is None:
         return LocalPool(state, workers)
     scheduler = str(scheduler).strip()
