@@ -37,7 +37,7 @@ A journal written for another report or other settings is refused with one line
 >>> open_journal(out, "other", {"method": "auto"})
 Traceback (most recent call last):
 ...
-tilemem.errors.ReportError: .../alloc.json.journal: was written for another report (content digest other than this report's): delete it or run without --resume
+tilemem.errors.ReportError: .../alloc.json.journal: was written for another report (...): ...
 """
 from __future__ import annotations
 
