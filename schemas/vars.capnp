@@ -63,4 +63,7 @@ struct Report {
   # tilemem extension (optional): per class [start, end) program steps, int64 pairs.
   hasEquivalenceClassSteps @24 :Bool;
   equivalenceClassSteps @25 :Column;
+
+  # tilemem extension (optional): tiles per IPU (the graph profile's tilesPerIPU); 0 = absent.
+  tilesPerIPU @26 :UInt32;
 }

@@ -39,7 +39,9 @@ ALLOWED = {
     "interop": {"model", "load"},
     "liveness": {"model"},
     "check": {"model"},
-    "pack": {"model", "liveness", "check"},     # check: the driver's verify, independent
+    # check: the driver's verify, independent; load: a cluster worker opens the shared report
+    # file and reads its tiles, the journal hashes the report it resumes
+    "pack": {"model", "load", "liveness", "check"},
     "figures": {"model", "load", "liveness", "pack", "check"},
     "text": {"model", "load", "liveness", "pack", "check", "figures"},
     "plot": {"model", "load", "liveness", "figures"},

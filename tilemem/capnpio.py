@@ -73,6 +73,8 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
     if r.target.supervisor_instr_fetch_delay is not None:
         t.supervisorInstrFetchDelay = r.target.supervisor_instr_fetch_delay
         t.hasSupervisorInstrFetchDelay = True
+    if r.target.tiles_per_ipu is not None:
+        m.tilesPerIPU = r.target.tiles_per_ipu
     for field, (attr, _) in _COLUMNS.items():
         _set_column(m.init(field), getattr(r, attr))
     m.categoryNames = list(r.categories)
@@ -151,9 +153,11 @@ def read_capnp(buf) -> Report:
     try:
         ti = m.targetMemoryInfo
         offsets = np.asarray(list(ti.memoryElementOffsets), np.int64)
-        validate_target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets)
+        tpi = m.tilesPerIPU or None
+        validate_target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets, tpi)
         target = Target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets,
-                        ti.supervisorInstrFetchDelay if ti.hasSupervisorInstrFetchDelay else None)
+                        ti.supervisorInstrFetchDelay if ti.hasSupervisorInstrFetchDelay else None,
+                        tpi)
         rd = _Reader(buf)
         cols = {attr: rd.column(getattr(m, field), field, dt)
                 for field, (attr, dt) in _COLUMNS.items()}

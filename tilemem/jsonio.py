@@ -41,6 +41,7 @@ class _Top(msgspec.Struct, gc=False):
     allocationOrderByTile: list[msgspec.Raw] = []
     equalAddressConstraints: msgspec.Raw = msgspec.Raw(b"null")  # obsolete (004): accepted, ignored
     equivalenceClassSteps: list[msgspec.Raw] | None = None  # tilemem extension, optional
+    tilesPerIPU: Int | None = None  # tilemem extension (the graph profile's name), optional
 
 
 class _Info(msgspec.Struct, gc=False):
@@ -133,9 +134,10 @@ def read_json(buf) -> Report:
         raise ReportError(f"not a valid JSON report: {e}") from None
     ti = top.targetMemoryInfo
     validate_target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
-                    ti.memoryElementOffsets)
+                    ti.memoryElementOffsets, top.tilesPerIPU)
     target = Target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
-                    np.asarray(ti.memoryElementOffsets, np.int64), ti.supervisorInstrFetchDelay)
+                    np.asarray(ti.memoryElementOffsets, np.int64), ti.supervisorInstrFetchDelay,
+                    top.tilesPerIPU)
 
     n = len(top.vars)
     var_id = np.empty(n, np.int64)
@@ -338,7 +340,8 @@ def write_json(r: Report, f: BinaryIO) -> None:
            "memoryElementOffsets": t.memory_element_offsets.tolist()}
     if t.supervisor_instr_fetch_delay is not None:
         tmi["supervisorInstrFetchDelay"] = t.supervisor_instr_fetch_delay
-    f.write(b'{"numTiles":' + enc(t.num_tiles) + b',"targetMemoryInfo":' + enc(tmi)
+    ipu = b',"tilesPerIPU":' + enc(t.tiles_per_ipu) if t.tiles_per_ipu is not None else b""
+    f.write(b'{"numTiles":' + enc(t.num_tiles) + ipu + b',"targetMemoryInfo":' + enc(tmi)
             + b',"vars":[')
     for start in range(0, r.num_vars, BATCH):
         stop = min(start + BATCH, r.num_vars)

@@ -29,6 +29,9 @@ Inferred rules (named, switchable where it makes sense):
     only no-overlap and alignment apply (it is in no region or element), and its bytes are
     overflowed bytes.
   - Mk2 geometry split (see ``tilemem.model.target.MK2``).
+  - ``INFERRED_TILES_PER_IPU``: tiles per IPU of a report that does not record ``tilesPerIPU``
+    (004 has only ``numTiles``), from its tile memory (FACTS.md: Mk1 1216 tiles of 262144
+    bytes; Mk2/Bow 1472 tiles of 638976 bytes).
 """
 from __future__ import annotations
 
@@ -42,6 +45,25 @@ INFERRED_LOWEST_256KB_LIMIT = 262144
 
 #: Inferred (FACTS.md): variables do not span the region boundary. Default of ``Rules``.
 INFERRED_NO_REGION_SPAN = True
+
+
+#: Inferred (FACTS.md): tiles per IPU by tile memory, for reports without ``tilesPerIPU``.
+INFERRED_TILES_PER_IPU = {262144: 1216, 638976: 1472}
+
+
+def inferred_tiles_per_ipu(num_tiles: int, tile_memory: int) -> int:
+    """Tiles per IPU of a report that does not say: a whole multiple of the known IPU size of
+    its tile memory is that many IPUs; anything else is taken as one IPU.
+
+    >>> inferred_tiles_per_ipu(4 * 1472, 638976), inferred_tiles_per_ipu(1216, 262144)
+    (1472, 1216)
+    >>> inferred_tiles_per_ipu(100, 262144)     # a part of an IPU (--tiles), or unknown
+    100
+    """
+    k = INFERRED_TILES_PER_IPU.get(int(tile_memory))
+    if k and num_tiles > k and num_tiles % k == 0:
+        return k
+    return int(num_tiles)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ def info_view(c, name: str, d: Info) -> None:
 
     t = d.target
     c.print(f"[bold]{name}[/bold]")
-    c.print(f"  tiles: {t.num_tiles:,} ({d.tiles_in_use:,} in use), "
+    ipus = f" on {t.num_ipus} IPUs of {t.tiles_per_ipu:,}" if t.num_ipus > 1 else ""
+    c.print(f"  tiles: {t.num_tiles:,}{ipus} ({d.tiles_in_use:,} in use), "
             f"tileMemory {human_bytes(t.tile_memory)}, interleaved from "
             f"{t.interleaved_memory_start:,}, {t.memory_elements} memory elements")
     c.print(f"  variables: {d.variables:,} allocated"
@@ -56,11 +57,15 @@ def info_view(c, name: str, d: Info) -> None:
     for cat, b in d.bytes_by_category.items():
         cats.add_row(cat, f"{b:,}")
     c.print(cats)
-    tiles = Table(Column("tile", justify="right"), Column("bytes", justify="right"),
+    multi = t.num_ipus > 1
+    tiles = Table(Column("tile", justify="right"),
+                  *([Column("IPU", justify="right")] if multi else []),
+                  Column("bytes", justify="right"),
                   Column("highest end", justify="right"), "out of memory",
                   title=f"The {len(d.top_tiles)} tiles with most bytes", title_justify="left")
     for row in d.top_tiles:
-        tiles.add_row(str(row.tile), f"{row.bytes:,}", f"{row.highest_end:,}",
+        tiles.add_row(str(row.tile), *([str(row.ipu)] if multi else []),
+                      f"{row.bytes:,}", f"{row.highest_end:,}",
                       "yes" if row.out_of_memory else "")
     c.print(tiles)
 
@@ -142,15 +147,17 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
         ti = int(np.argmax(fig.highest_end))
         te = int(np.argmax(total))
         lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
-                     f"on tile {ti}")
-        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on tile {te}")
+                     f"on {fig.target.tile_label(ti)}")
+        lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on "
+                     f"{fig.target.tile_label(te)}")
     oom = fig.out_of_memory()
     lines.append(f"    {len(oom):,} tile(s) out of memory")
     if len(oom):
         tm = fig.target.tile_memory
         lines.append(f"    Largest out of memory (tileMemory {tm:,} B):")
         for t in oom[:top]:
-            lines.append(f"      tile {int(t):>5}: {int(fig.highest_end[t]):>12,} B including "
+            ipu = f" (IPU {int(t) // fig.target.ipu_tiles})" if fig.target.num_ipus > 1 else ""
+            lines.append(f"      tile {int(t):>5}{ipu}: {int(fig.highest_end[t]):>12,} B including "
                          f"gaps ({int(fig.highest_end[t]) - tm:,} B over), "
                          f"{int(total[t]):,} B excluding gaps")
     return "\n".join(lines)
@@ -491,7 +498,8 @@ def oom_panel(d: TileDiagnosis, console) -> None:
     else:
         for table in (pc, cat, gaps, reg):
             body.add_row(table)
-    console.print(Panel(body, title=f"[bold]tile {d.tile}[/bold]: out of memory by "
+    where = f"tile {d.tile}" + (f" (IPU {d.ipu})" if d.ipu is not None else "")
+    console.print(Panel(body, title=f"[bold]{where}[/bold]: out of memory by "
                         f"{d.excess:,} B", title_align="left"))
 
 

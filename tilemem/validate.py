@@ -15,11 +15,16 @@ from .model import Report
 ABSURD_BYTES = 1 << 32
 
 
-def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets) -> None:
+def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets,
+                    tiles_per_ipu: int | None = None) -> None:
     f = "targetMemoryInfo"
     if num_tiles <= 0 or num_tiles > 1 << 24:
         raise ReportError(f"numTiles must be a positive tile count, got {num_tiles}",
                           field="numTiles")
+    # numTiles is "the product of numIPUs and tilesPerIPU" (000, 7.1.1)
+    if tiles_per_ipu is not None and (tiles_per_ipu <= 0 or num_tiles % tiles_per_ipu):
+        raise ReportError(f"tilesPerIPU {tiles_per_ipu} does not divide numTiles {num_tiles}",
+                          field="tilesPerIPU")
     if tile_memory <= 0 or tile_memory > ABSURD_BYTES:
         raise ReportError(f"tileMemory must be positive and below 4 GiB, got {tile_memory}",
                           field=f"{f}.tileMemory")
@@ -49,7 +54,7 @@ def validate_report(r: Report) -> None:
     """Raise ``ReportError`` for the first inconsistency of the report's columns."""
     t = r.target
     validate_target(t.num_tiles, t.tile_memory, t.interleaved_memory_start,
-                    t.memory_element_offsets)
+                    t.memory_element_offsets, t.tiles_per_ipu)
     n = r.num_vars
     for name in ("tile", "size", "alignment", "offset", "category", "eq_class", "allocated"):
         if len(getattr(r, name)) != n:

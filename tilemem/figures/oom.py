@@ -71,6 +71,8 @@ class TileDiagnosis(msgspec.Struct, rename="camel"):
     repack_gap_bytes: dict[str, int] | None = None
     peak_var_count: int = 0
     notes: list[str] = []
+    #: ``tile // tilesPerIPU``; None on a one-IPU report
+    ipu: int | None = None
 
 
 def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
@@ -203,6 +205,7 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
                        "includingGaps": int(fig.region_including_gaps[2, t])},
     }
     return TileDiagnosis(
+        ipu=int(r.target.ipu_of(t)) if r.target.num_ipus > 1 else None,
         tile=t, tile_memory=tm, highest_end=high, excess=high - tm, max_live_bytes=bound,
         max_live_upper_bytes=upper,
         always_live_bytes=int(ml.always_live_bytes), bound_exact=bool(ml.exact),

@@ -43,13 +43,17 @@ class TargetInfo(msgspec.Struct, rename="camel"):
     memory_elements: int
     memory_element_offsets: list[int]
     supervisor_instr_fetch_delay: int
+    tiles_per_ipu: int = msgspec.field(name="tilesPerIPU")
+    num_ipus: int = msgspec.field(name="numIPUs")
 
 
-class TopTile(msgspec.Struct, rename="camel"):
+class TopTile(msgspec.Struct, rename="camel", omit_defaults=True):
     tile: int
     bytes: int
     highest_end: int
     out_of_memory: bool
+    #: ``tile // tilesPerIPU``, on a multi-IPU report only
+    ipu: int | None = None
 
 
 class Info(msgspec.Struct, rename="camel"):
@@ -94,7 +98,8 @@ def info(r: Report, top: int = 5) -> Info:
             num_tiles=t.num_tiles, tile_memory=t.tile_memory,
             interleaved_memory_start=t.interleaved_memory_start, memory_elements=t.num_elements,
             memory_element_offsets=t.memory_element_offsets.tolist(),
-            supervisor_instr_fetch_delay=t.supervisor_instr_fetch_delay),
+            supervisor_instr_fetch_delay=t.supervisor_instr_fetch_delay,
+            tiles_per_ipu=t.ipu_tiles, num_ipus=t.num_ipus),
         tiles_in_use=int(len(r.tiles_in_use())),
         variables=int(a.sum()),
         unallocated_variables=int((~a).sum()),
@@ -109,5 +114,7 @@ def info(r: Report, top: int = 5) -> Info:
         tiles_over_memory=int((ends > t.tile_memory).sum()),
         bytes_by_category=dict(sorted(bytes_by_category(r).items(), key=lambda kv: -kv[1])),
         top_tiles=[TopTile(tile=int(i), bytes=int(per_tile[i]), highest_end=int(ends[i]),
-                           out_of_memory=bool(ends[i] > t.tile_memory)) for i in top_tiles],
+                           out_of_memory=bool(ends[i] > t.tile_memory),
+                           ipu=int(t.ipu_of(i)) if t.num_ipus > 1 else None)
+                   for i in top_tiles],
     )

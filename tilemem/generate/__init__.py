@@ -1,6 +1,6 @@
 """Realistic lowered-variables reports, built the way Poplar builds a training program.
 
-``generate_report(preset, tiles, steps, pressure, seed)`` returns a ``Report`` (see
+``generate_report(preset, tiles, steps, pressure, seed, ipus=1)`` returns a ``Report`` (see
 ``tilemem.model``):
 
 1. ``program``: a training step of a layered model as program steps (compute sets, exchanges,
@@ -19,6 +19,13 @@
    then the rest, each group by decreasing size. A tile that does not fit spills past
    tileMemory (as with ``debug.allowOutOfMemory``) and is out of memory.
 
+With ``ipus > 1`` the program is pipelined over that many IPUs (``program``: one stage per IPU,
+inter-IPU copies through ``globalMessage`` buffers on both sides); every stage's tensors are
+mapped onto its own IPU's tiles by the same rules (offsets within the IPU, so each IPU has its
+own hot spots), tiles are numbered globally (IPU ``k`` holds tiles ``k * tilesPerIPU`` to
+``(k + 1) * tilesPerIPU - 1``) and the report records ``tilesPerIPU`` (a tilemem extension;
+real lowered-variables reports carry ``numTiles`` only).
+
 The tilemem extension field ``equivalenceClassSteps`` holds each class's hull
 ``[first step, last step + 1)``. Readers must not require it. Hull overlap is necessary for
 interference but not sufficient (a class live around an If/Else but not in its then-branch
@@ -31,6 +38,9 @@ Deterministic for a seed.
 (8, True, True)
 >>> r.name(0)
 'lossScaling/lossScale#0'
+>>> r2 = generate_report("mk1", tiles=8, steps=60, seed=1, ipus=2)
+>>> r2.num_tiles, r2.target.tiles_per_ipu, sorted(set(r2.target.ipu_of(r2.tile).tolist()))
+(16, 8, [0, 1])
 """
 from __future__ import annotations
 
@@ -45,12 +55,13 @@ from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .program import Program, build_program
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
-                       SUMMARY_STACK_PER_TILE, Items, always_live_items, step_tiles)
+                       GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
+                       always_live_items, step_tiles)
 
 __all__ = ["generate_report", "DEFAULT_STEPS"]
 
 #: Program steps by preset when ``steps`` is not given (a full-size report: a Mk2 report of
-#: 1472 tiles is then over 1 GB of JSON).
+#: 1472 tiles is then over 1 GB of JSON), per IPU: a model split over more IPUs is bigger.
 DEFAULT_STEPS = {"mk1": 2000, "mk2": 4400}
 
 #: Calibration at pressure 1: the tile at this quantile of estimated demand is filled to
@@ -66,24 +77,31 @@ CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
-                    pressure: float = 1.0, seed: int = 0, progress: bool = False) -> Report:
+                    pressure: float = 1.0, seed: int = 0, progress: bool = False,
+                    ipus: int = 1) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
-    ``tiles``: number of tiles (default: the whole IPU); ``steps``: approximate number of
-    program steps (default ``DEFAULT_STEPS``); ``pressure``: multiplies tensor sizes (1 = a
-    few tiles out of memory; 0.5 = none; 1.5 = many); ``progress``: show a progress bar.
+    ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
+    number of program steps (default ``DEFAULT_STEPS`` times ``ipus``); ``pressure``:
+    multiplies tensor sizes (1 = a few tiles out of memory; 0.5 = none; 1.5 = many);
+    ``ipus``: pipeline stages, one per IPU; ``progress``: show a progress bar.
     """
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
     if pressure <= 0:
         raise ValueError("pressure must be positive")
+    if ipus < 1:
+        raise ValueError("ipus must be at least 1")
     target = PRESETS[preset]
-    if tiles is not None:
-        if tiles < 1:
-            raise ValueError("tiles must be at least 1")
-        target = target.with_tiles(int(tiles))
+    if tiles is not None and tiles < 1:
+        raise ValueError("tiles must be at least 1")
+    per_ipu = int(tiles) if tiles is not None else target.num_tiles
+    if ipus > 1:
+        target = target.with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
+    elif tiles is not None:
+        target = target.with_tiles(per_ipu)
     rng = np.random.default_rng(seed)
-    program = build_program(rng, int(steps or DEFAULT_STEPS[preset]))
+    program = build_program(rng, int(steps or DEFAULT_STEPS[preset] * ipus), ipus=ipus)
     return _Assembler(program, target, rng).report(pressure, progress)
 
 
@@ -92,11 +110,13 @@ class _Assembler:
         self.p = program
         self.t = target
         self.item_seed = int(rng.integers(1 << 62))
-        T = target.num_tiles
+        # tensors are mapped onto the tiles of their own IPU (one IPU: all tiles)
+        T = self.tpi = target.num_tiles // program.ipus
         ts = program.tensors
         self.bpt = np.array([x.bpt for x in ts])
         self.scaled = np.array([x.scaled for x in ts])
         self.dtype = np.array([x.dtype for x in ts], np.int64)
+        self.ipu = np.array([x.ipu for x in ts], np.int64)
         self.cov_tiles = np.maximum(1, np.round(np.array([x.coverage for x in ts]) * T))
         self.offset = np.array([x.offset % T if x.offset >= 0
                                 else zlib.crc32((x.place or x.name).encode()) % T for x in ts],
@@ -112,7 +132,9 @@ class _Assembler:
         self.seg_ptr, self.seg_start, self.seg_end = self.lt.arrays()
         self.num_steps = S
         # always-live data: one class per category (as in 004's extract), live throughout
-        self.al_class = {c: self.lt.class_of([(0, S)], key=c) for c in ALWAYS_LIVE_CATEGORIES}
+        al_cats = ALWAYS_LIVE_CATEGORIES + (GLOBAL_EXCHANGE_CATEGORIES
+                                            if "GlobalExchange" in program.step_kind else ())
+        self.al_class = {c: self.lt.class_of([(0, S)], key=c) for c in al_cats}
         self.interference = self.lt.interference()
         self.class_steps = self.lt.hulls()
         self.tensor_cat = np.array([CAT_CODE[x.category] for x in ts], np.int16)
@@ -121,17 +143,27 @@ class _Assembler:
 
     # ---- sizes ----------------------------------------------------------------------------
     def parts(self, scale: float):
-        """Tile parts of every tensor at ``scale``: ``(tensor, tile, bytes)``."""
-        # model tensors: bpt is the mean over the whole chip, so a tensor mapped to fewer
-        # tiles is denser there; unscaled ones (flags, scalars): bpt bytes on each tile used
-        total = np.where(self.scaled, self.bpt * scale * self.t.num_tiles,
-                         self.bpt * self.cov_tiles)
+        """Tile parts of every tensor at ``scale``: ``(tensor, tile, bytes)``, grouped by
+        tensor in tensor order."""
+        # model tensors: bpt is the mean over the whole chip (IPU), so a tensor mapped to
+        # fewer tiles is denser there; unscaled ones (flags, scalars): bpt bytes on each tile
+        total = np.where(self.scaled, self.bpt * scale * self.tpi, self.bpt * self.cov_tiles)
         elems = np.maximum(1, np.round(total / self.dtype)).astype(np.int64)
         min_elems = np.maximum(-(-elems // self.cov_tiles.astype(np.int64)),
                                MIN_BYTES_PER_TILE // self.dtype)
         grain = np.array([GRAIN_BY_DTYPE[d] for d in self.dtype.tolist()], np.int64)
-        owner, tile, n = map_tensors(self.t.num_tiles, elems, min_elems, grain, self.offset,
+        owner, tile, n = map_tensors(self.tpi, elems, min_elems, grain, self.offset,
                                      self.ascending)
+        ipu = self.ipu[owner]
+        ipus = self.p.ipus
+        if ipus > 1:
+            # a tensor on every IPU: the same mapping on each IPU's tiles
+            rep = np.where(ipu < 0, ipus, 1)
+            idx = np.repeat(np.arange(len(owner)), rep)
+            k = np.arange(len(idx)) - np.repeat(np.cumsum(rep) - rep, rep)
+            owner, tile, n = owner[idx], tile[idx], n[idx]
+            ipu = np.where(ipu[idx] < 0, k, ipu[idx])
+            tile = tile + ipu * self.tpi
         return owner, tile, n * self.dtype[owner]
 
     def peak(self, tile, size, cls) -> np.ndarray:
@@ -270,7 +302,8 @@ class _Assembler:
         """Always-live items; the same random draws for the same mapping."""
         tiles_of_step = step_tiles(self.p, owner, tile, self.t.num_tiles)
         return always_live_items(self.p, tiles_of_step, self.t.num_tiles,
-                                 np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE)
+                                 np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE,
+                                 tiles_per_ipu=self.tpi)
 
 
 def _phase(progress: bool, text: str):

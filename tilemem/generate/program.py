@@ -21,6 +21,22 @@ into the *program steps* that the profile's liveness view walks (000 "Program st
 Sizes are in *relative bytes per tile* (``Tensor.bpt``): the generator scales them to the
 target's tile memory (see ``tilemem.generate.calibrate``). Nothing here depends on the number
 of tiles, so ``--tiles`` changes the spread of tensors, not the program.
+
+On several IPUs (``ipus > 1``) the program is *pipelined* the way Poplar users split a model
+(002, "Replicated graphs" is the other way; pipelining is the one that spans IPUs with one
+graph): the layers are cut into consecutive stages, stage ``s`` on IPU ``s`` (``Tensor.ipu``);
+a layer's weights, activations, gradients and update stay on its IPU. Where the forward pass
+crosses from stage ``s`` to ``s + 1`` (and the backward pass back) the activation (gradient)
+moves by an inter-IPU Copy, which Poplar lowers to a ``GlobalExchange`` program preceded and
+followed by ``OnTileExecute`` when the data is rearranged (000, "Program structure"): a send
+buffer on the source IPU, the exchange, a receive buffer on the destination IPU (both in the
+``globalMessage`` category, "Message data for inter-IPU exchanges", 002), then the stage's
+input tensor. A stage other than the last keeps a *stash* of the stage inputs of the
+micro-batches still in flight (``ipus - 1 - s`` of them, inferred from the one-forward
+one-backward schedule; recomputation keeps only the stage input), live across iterations of
+the training loop. The loss scale and the non-finite flag exist on every IPU (``ipu=-1``), and
+the flags meet through one more ``GlobalExchange``. With one IPU nothing of this exists and the
+program is the single-IPU one, draw for draw.
 """
 from __future__ import annotations
 
@@ -93,6 +109,7 @@ class Tensor:
     offset: int = -1            # first tile of the linear mapping; -1: hash of ``place``
     place: str = ""             # key hashed to choose the offset (default: the name)
     ascending: bool = True
+    ipu: int = 0                # the IPU (pipeline stage) it lives on; -1: a copy on each IPU
     uses: list = field(default_factory=list)
 
 
@@ -100,7 +117,7 @@ class Tensor:
 class Program:
     """Steps, tensors and the control structure, with step ranges half-open ``[a, b)``."""
 
-    step_kind: list            # "OnTileExecute" | "DoExchange" | "StreamCopy"
+    step_kind: list            # "OnTileExecute" | "DoExchange" | "StreamCopy" | "GlobalExchange"
     step_name: list
     step_codelet: list         # codelet index for compute sets, -1 otherwise
     tensors: list
@@ -108,6 +125,7 @@ class Program:
     branches: list             # (then_start, then_end, else_start, else_end) of an If/Else
     element_pairs: list        # (tensor a, tensor b): input/output fields of one vertex
     region_pairs: list         # (tensor a, tensor b): fields that need different regions
+    ipus: int = 1              # pipeline stages, one per IPU
 
     @property
     def num_steps(self) -> int:
@@ -121,6 +139,7 @@ class _Builder:
         self.tensors: list[Tensor] = []
         self.loops, self.branches = [], []
         self.element_pairs, self.region_pairs = [], []
+        self.ipu = 0               # IPU of the tensors created next (the current stage)
 
     # steps ------------------------------------------------------------------------------
     def step(self, kind: str, name: str, cl: int = -1) -> int:
@@ -141,6 +160,7 @@ class _Builder:
 
     # tensors ----------------------------------------------------------------------------
     def tensor(self, name, bpt, define, *, category="variable", dtype=4, **kw) -> int:
+        kw.setdefault("ipu", self.ipu)
         if kw.get("coverage", 1.0) == AUTO:
             kw["coverage"] = self.coverage(bpt)
             if kw["coverage"] < 1.0 and "offset" not in kw and self.rng.random() < FROM_TILE0:
@@ -160,6 +180,30 @@ class _Builder:
         self.use(step + 1, m)
         return m
 
+    def ipu_copy(self, src: int, to: int, name: str) -> int:
+        """An inter-IPU Copy of tensor ``src`` to IPU ``to``; returns the destination tensor.
+
+        000 ("Program structure"): a Copy between IPUs is a ``GlobalExchange``, preceded and
+        followed by ``OnTileExecute`` when the data is rearranged. Here: pack into a send
+        buffer on the source tiles, exchange into a receive buffer on the destination tiles
+        (``globalMessage`` on both sides), unpack into the destination tensor, which keeps
+        the source's spread within its IPU.
+        """
+        t = self.tensors[src]
+        same = dict(dtype=t.dtype, coverage=t.coverage, offset=t.offset, place=t.place or t.name,
+                    ascending=t.ascending)
+        pack = self.compute(f"{name}/pack", "Memcpy64BitSupervisor")
+        self.use(pack, src)
+        send = self.tensor(f"{name}/<globalMessage:send>", t.bpt, pack,
+                           category="globalMessage", ipu=t.ipu, **same)
+        ex = self.step("GlobalExchange", f"{name}/GlobalExchange")
+        self.use(ex, send)
+        recv = self.tensor(f"{name}/<globalMessage:recv>", t.bpt, ex, category="globalMessage",
+                           ipu=to, **same)
+        unpack = self.compute(f"{name}/unpack", "Memcpy64BitSupervisor")
+        self.use(unpack, recv)
+        return self.tensor(f"{name}/out", t.bpt, unpack, ipu=to, **same)
+
     def jitter(self, x: float, spread: float = 0.25) -> float:
         return float(x * np.exp(self.rng.normal(0.0, spread)))
 
@@ -173,8 +217,9 @@ class _Builder:
         return max(0.02, share)
 
     def build(self) -> Program:
+        ipus = 1 + max((t.ipu for t in self.tensors), default=0)
         return Program(self.kind, self.name, self.cl, self.tensors, self.loops, self.branches,
-                       self.element_pairs, self.region_pairs)
+                       self.element_pairs, self.region_pairs, ipus)
 
 
 def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
@@ -191,10 +236,15 @@ def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
     return kinds
 
 
-def build_program(rng: np.random.Generator, target_steps: int) -> Program:
-    """A training program of about ``target_steps`` program steps (at least ~40)."""
+def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1) -> Program:
+    """A training program of about ``target_steps`` program steps (at least ~40), pipelined
+    over ``ipus`` IPUs (see the module docstring)."""
     b = _Builder(rng)
-    num_layers = max(3, int(round(target_steps / 9.0)))
+    num_layers = max(3, ipus, int(round(target_steps / 9.0)))
+    # consecutive layers per stage, as equal in number as they can be
+    stage = [i * ipus // num_layers for i in range(num_layers)]
+    last = ipus - 1
+    every = -1 if ipus > 1 else 0
     kinds = _layer_kinds(rng, num_layers)
     width = [b.jitter(1.0, 0.35) for _ in kinds]     # relative layer widths
     half = [bool(rng.random() < 0.5) for _ in kinds]  # mixed precision per layer
@@ -203,9 +253,10 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
     init = b.step("StreamCopy", "init/weightsFromHost")
     b.compute("init/setMasterSeed", "SetSeedSupervisor")
     loss_scale = b.tensor("lossScaling/lossScale", 4, init, scaled=False, coverage=0.0,
-                          alignment=4, offset=0)
+                          alignment=4, offset=0, ipu=every)
     weights, momentum, biases = {}, {}, {}
     for i, k in enumerate(kinds):
+        b.ipu = stage[i]
         if k in ("matmul", "recurrent"):
             w = b.jitter(1.0) * width[i]
             weights[i] = b.tensor(f"layer{i}/weights", w, init, dtype=2 if half[i] else 4,
@@ -220,14 +271,30 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
 
     body_start = b.here
     # ---- forward ----------------------------------------------------------------------
+    b.ipu = 0                  # the input streams to the first stage, the labels to the last
     sc = b.step("StreamCopy", "input/StreamCopy")
     x = b.tensor("input", b.jitter(0.5) * width[0], sc, coverage=0.3, dtype=2 if half[0] else 4)
     host_msg = b.tensor("input/<hostMessage>", 0.1, sc, category="hostMessage", coverage=0.3)
     b.use(sc + 1, host_msg)
     sc2 = b.step("StreamCopy", "labels/StreamCopy")
-    labels = b.tensor("labels", 0.05, sc2, coverage=0.1, alignment=4)
+    labels = b.tensor("labels", 0.05, sc2, coverage=0.1, alignment=4, ipu=last)
     saved = []  # per layer: what the backward pass needs
+    stash = {}  # stage -> its stash of stage inputs
+    stage_input = x
     for i, k in enumerate(kinds):
+        if i and stage[i] != stage[i - 1]:   # leave stage s for s + 1
+            s = stage[i - 1]
+            push = b.compute(f"pipeline/stage{s}/stash/push", "Memcpy64BitSupervisor")
+            b.use(push, stage_input)
+            st = b.tensors[stage_input]
+            # a FIFO across iterations of the training loop: read before written in the
+            # body (a loop-carried value), so it is live for the whole body
+            stash[s] = b.tensor(f"pipeline/stage{s}/stash", (last - s) * st.bpt, push,
+                                dtype=st.dtype, coverage=st.coverage, offset=st.offset,
+                                place=st.place or st.name, ipu=s)
+            b.use(body_start, stash[s])
+            x = stage_input = b.ipu_copy(x, stage[i], f"pipeline/fwd/stage{s}to{stage[i]}")
+        b.ipu = stage[i]
         p = f"layer{i}/fwd"
         hf = half[i]
         dt = 2 if hf else 4
@@ -309,6 +376,7 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             x = y
 
     # ---- loss ---------------------------------------------------------------------------
+    b.ipu = last
     cs = b.compute("loss/LossSumSquaredTransform", "LossSumSquaredTransform")
     b.use(cs, x, labels, loss_scale)
     dy = b.tensor("loss/gradient", b.jitter(0.6) * width[-1], cs)
@@ -321,6 +389,11 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
     weight_grads = {}
     for i in range(len(kinds) - 1, -1, -1):
         kind, x_in, y_out = saved[i][:3]
+        b.ipu = stage[i]
+        if stage[i] in stash and (i == len(kinds) - 1 or stage[i + 1] != stage[i]):
+            restore = b.compute(f"pipeline/stage{stage[i]}/stash/restore",
+                                "Memcpy64BitSupervisor")
+            b.use(restore, stash[stage[i]])
         p = f"layer{i}/bwd"
         hf = half[i]
         act = b.tensors[x_in].bpt
@@ -387,25 +460,36 @@ def build_program(rng: np.random.Generator, target_steps: int) -> Program:
             b.element_pairs.append((dy, dx))
         if dx is not None:
             dy = dx
+            if i and stage[i - 1] != stage[i]:   # back to the previous stage
+                dy = b.ipu_copy(dy, stage[i - 1],
+                                f"pipeline/bwd/stage{stage[i]}to{stage[i - 1]}")
 
     # ---- loss scaling: If (non-finite) then back off, else update the weights ------------
     cf = b.compute("lossScaling/checkFinite", "ReduceMaxClassGather")
     for dw, db in weight_grads.values():
         b.use(cf, dw, db)
     flag = b.tensor("lossScaling/nonFinite", 4, cf, coverage=0.0, scaled=False, alignment=4,
-                    offset=0)
+                    offset=0, ipu=every)
     ex = b.exchange("lossScaling/nonFinite/ExchangePre")
     b.use(ex, flag)
+    if ipus > 1:  # every IPU's flag to every other IPU
+        gx = b.step("GlobalExchange", "lossScaling/nonFinite/GlobalExchange")
+        b.use(gx, flag)
+        flags = b.tensor("lossScaling/nonFinite/<globalMessage:recv>", 4 * ipus, gx,
+                         category="globalMessage", coverage=0.0, scaled=False, alignment=4,
+                         offset=0, ipu=every)
+        b.use(gx + 1, flags)
     b.use(b.step("OnTileExecute", "lossScaling/SetLocalConsensusFromVar"), flag)
     then_start = b.here
     cs = b.compute("lossScaling/then/gradStatistics", "Reduce")
     b.use(cs, loss_scale)
-    hist = b.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5)
+    hist = b.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5, ipu=every)
     cs = b.compute("lossScaling/then/decrease", "ScaledAddSupervisor")
     b.use(cs, loss_scale, hist)
     then_end = b.here
     else_start = b.here
     for i, (dw, db) in sorted(weight_grads.items()):
+        b.ipu = stage[i]
         wp = f"layer{i}/wu"
         cs = b.compute(f"{wp}/momentum", "ScaledAddSupervisor", half[i])
         b.use(cs, momentum[i], dw)

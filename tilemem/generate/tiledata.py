@@ -11,6 +11,12 @@ the profile summary example of 002 ("Variable Storage Liveness": stack 3,852,288
 bytes = 64 %, vertexCode 1,097,868 = 18 %, ...; stack is 57 % and vertex code 16 % of *all*
 bytes there). Stack is the same on every tile (the worker and supervisor stack sizes are
 options, not per-tile); each other category's total is split over its items by weight.
+
+On several IPUs: global exchange code and packet headers per inter-IPU exchange per tile that
+takes part (002's categories ``globalExchangeCode``, ``globalExchangePacketHeader``). The 002
+summary is of one IPU and has none, so their size is inferred: as much per tile and exchange as
+a host exchange (both are exchanges off the IPU, by packets). Every IPU's first tile gets the
+extra control code that tile 0 gets on one IPU (each IPU runs its own control program).
 """
 from __future__ import annotations
 
@@ -35,10 +41,15 @@ ALWAYS_LIVE_CATEGORIES = ("controlCode", "vertexCode", "internalExchangeCode",
                           "hostExchangeCode", "stack", "vertexInstanceState", "vertexFieldData",
                           "vectorListDescriptor", "copyDescriptor", "hostExchangePacketHeader",
                           "constant", "controlId")
+#: Always-live categories of a program with inter-IPU exchanges, and their host counterparts
+#: whose bytes per item they take (inferred, see the module docstring).
+GLOBAL_EXCHANGE_CATEGORIES = ("globalExchangeCode", "globalExchangePacketHeader")
+GLOBAL_LIKE_HOST = {"globalExchangeCode": "hostExchangeCode",
+                    "globalExchangePacketHeader": "hostExchangePacketHeader"}
 CODE_CATEGORIES = ("controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode",
                    "globalExchangeCode", "sharedCodeStorage")
 ALIGNMENT = {"stack": 8, "vertexCode": 8, "controlCode": 8, "internalExchangeCode": 8,
-             "hostExchangeCode": 8, "constant": 8, "controlId": 4}
+             "hostExchangeCode": 8, "constant": 8, "controlId": 4, "globalExchangeCode": 8}
 #: Items of a category are merged (consecutive steps on one tile) until they average at least
 #: this many bytes, so that 4-byte rounding does not distort the proportions.
 MIN_ITEM_BYTES = 24
@@ -58,7 +69,8 @@ class Items:
 
 def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
                num_tiles: int) -> list[np.ndarray]:
-    """Tiles each step runs on: those of the tensors it defines, else of those it reads."""
+    """Tiles each step runs on: those of the tensors it defines, else of those it reads (an
+    inter-IPU exchange runs on both: the senders' and the receivers' tiles)."""
     order = np.argsort(part_tensor, kind="stable")
     counts = np.bincount(part_tensor, minlength=len(program.tensors))
     ptr = np.zeros(len(program.tensors) + 1, np.int64)
@@ -73,7 +85,8 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
                 used[u].append(i)
     out = []
     for s in range(program.num_steps):
-        ts = defined[s] or used[s]
+        ts = (defined[s] + used[s] if program.step_kind[s] == "GlobalExchange"
+              else defined[s] or used[s])
         if ts:
             out.append(np.unique(np.concatenate([sorted_tiles[ptr[i]:ptr[i + 1]] for i in ts])))
         else:  # control-only steps (sync, consensus) run everywhere
@@ -83,14 +96,17 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
 
 def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
                       rng: np.random.Generator,
-                      stack_per_tile: int = SUMMARY_STACK_PER_TILE) -> Items:
+                      stack_per_tile: int = SUMMARY_STACK_PER_TILE,
+                      tiles_per_ipu: int | None = None) -> Items:
     """Every tile's always-live variables, sized in the 002 summary's proportions."""
+    tpi = tiles_per_ipu or num_tiles
     kinds = program.step_kind
     names = program.step_name
     steps_per_tile = [np.full(len(t), s, np.int64) for s, t in enumerate(tiles_of_step)]
     st_step = np.concatenate(steps_per_tile)
     st_tile = np.concatenate(tiles_of_step)
-    kind = np.array([{"OnTileExecute": 0, "DoExchange": 1, "StreamCopy": 2}[k] for k in kinds])
+    kind = np.array([{"OnTileExecute": 0, "DoExchange": 1, "StreamCopy": 2,
+                      "GlobalExchange": 3}[k] for k in kinds])
     cl = np.asarray(program.step_codelet, np.int64)
     k_of = kind[st_step]
     compute = (k_of == 0) & (cl[st_step] >= 0)
@@ -127,12 +143,18 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     parts.append(("hostExchangeCode", st_tile[hx], np.ones(hx.sum()), "hostExchangeCode"))
     parts.append(("hostExchangePacketHeader", st_tile[hx], np.ones(hx.sum()),
                   "hostExchangePacketHeader"))
+    # inter-IPU exchange: the same per global exchange per tile taking part
+    gx = k_of == 3
+    if gx.any():
+        for c in GLOBAL_EXCHANGE_CATEGORIES:
+            parts.append((c, st_tile[gx], np.ones(gx.sum()), c))
     # control code: one variable per stretch of 32 steps a tile takes part in; tile 0 more
     key = np.unique(st_tile * 1_000_003 + st_step // 32)
     cc_tile = key // 1_000_003
     cc_w = np.ones(len(key))
-    cc_tile = np.append(cc_tile, 0)
-    cc_w = np.append(cc_w, TILE0_CONTROL * len(key) / max(num_tiles, 1))
+    firsts = np.arange(0, num_tiles, tpi)   # tile 0 of every IPU
+    cc_tile = np.append(cc_tile, firsts)
+    cc_w = np.append(cc_w, np.full(len(firsts), TILE0_CONTROL * len(key) / max(num_tiles, 1)))
     parts.append(("controlCode", cc_tile, cc_w, "controlCode"))
     # constants: worklists of every convolution on its tiles, a few <const> per tile
     conv = compute & np.array(["Convolve" in n for n in names])[st_step]
@@ -144,6 +166,9 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     stack_total = stack_per_tile * num_tiles
     target = {c: b / SUMMARY_ALWAYS_LIVE["stack"] * stack_total
               for c, b in SUMMARY_ALWAYS_LIVE.items()}
+    if gx.any():  # bytes per item of the host counterpart (inferred)
+        for c, host in GLOBAL_LIKE_HOST.items():
+            target[c] = target[host] * gx.sum() / max(int(hx.sum()), 1)
     weight_sum: dict[str, float] = {}
     for c, _, w, _ in parts:
         weight_sum[c] = weight_sum.get(c, 0.0) + float(w.sum())

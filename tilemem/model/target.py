@@ -1,6 +1,13 @@
-"""Tile memory geometry (the report's ``targetMemoryInfo``): regions and memory elements.
+"""Tile memory geometry (the report's ``targetMemoryInfo``): regions and memory elements,
+and which IPU a tile is on.
 
 Geometry is always read from the report; the presets exist for the generator and for tests.
+
+Tiles are numbered globally over all IPUs; the IPU of a tile is ``tile // tilesPerIPU``
+(000, 7.1.1: ``numTiles`` is "the product of numIPUs and tilesPerIPU"). The lowered-variables
+report (004) carries ``numTiles`` only: ``tilesPerIPU`` is a tilemem extension field (the graph
+profile's name), and when a report lacks it the count is inferred from the tile memory
+(``tilemem.rules.inferred_tiles_per_ipu``).
 """
 from __future__ import annotations
 
@@ -20,6 +27,11 @@ class Target:
     >>> t = MK1
     >>> int(t.element_of(16384)), int(t.element_of(131071)), int(t.element_of(131072))
     (1, 7, 8)
+    >>> two = MK1.with_tiles(2 * 1216)          # no tilesPerIPU recorded: inferred from Mk1
+    >>> two.num_ipus, int(two.ipu_of(1216)), two.tile_label(1300)
+    (2, 1, 'tile 1300 (IPU 1)')
+    >>> MK1.with_tiles(128, tiles_per_ipu=64).num_ipus, MK1.with_tiles(8).tile_label(3)
+    (2, 'tile 3')
     """
 
     num_tiles: int
@@ -27,6 +39,8 @@ class Target:
     interleaved_memory_start: int
     memory_element_offsets: np.ndarray = field(repr=False)
     supervisor_instr_fetch_delay: int | None = None
+    #: ``tilesPerIPU`` when the report records it (a tilemem extension), else None.
+    tiles_per_ipu: int | None = None
 
     def __post_init__(self):
         offs = np.asarray(self.memory_element_offsets, dtype=np.int64)
@@ -41,6 +55,7 @@ class Target:
             and self.interleaved_memory_start == other.interleaved_memory_start
             and np.array_equal(self.memory_element_offsets, other.memory_element_offsets)
             and self.supervisor_instr_fetch_delay == other.supervisor_instr_fetch_delay
+            and self.tiles_per_ipu == other.tiles_per_ipu
         )
 
     __hash__ = None  # mutable-looking array inside: not hashable
@@ -58,9 +73,35 @@ class Target:
         """Element index of an address (scalar or array), by bisection."""
         return np.searchsorted(self.memory_element_offsets, address, side="right") - 1
 
-    def with_tiles(self, num_tiles: int) -> "Target":
+    # ---- IPUs ------------------------------------------------------------------------------
+    @property
+    def ipu_tiles(self) -> int:
+        """Tiles per IPU: the recorded ``tilesPerIPU``, else inferred (``tilemem.rules``)."""
+        if self.tiles_per_ipu is not None:
+            return self.tiles_per_ipu
+        from ..rules import inferred_tiles_per_ipu
+
+        return inferred_tiles_per_ipu(self.num_tiles, self.tile_memory)
+
+    @property
+    def num_ipus(self) -> int:
+        return -(-self.num_tiles // self.ipu_tiles)
+
+    def ipu_of(self, tile):
+        """IPU of a global tile number (scalar or array): ``tile // tilesPerIPU``."""
+        return np.asarray(tile) // self.ipu_tiles
+
+    def tile_label(self, tile: int) -> str:
+        """``"tile 1300 (IPU 1)"`` on a multi-IPU target, else ``"tile 1300"``."""
+        if self.num_ipus > 1:
+            return f"tile {int(tile)} (IPU {int(tile) // self.ipu_tiles})"
+        return f"tile {int(tile)}"
+
+    def with_tiles(self, num_tiles: int, tiles_per_ipu: int | None = None) -> "Target":
+        """The same geometry on ``num_tiles`` tiles (``tiles_per_ipu`` recorded if given)."""
         return Target(num_tiles, self.tile_memory, self.interleaved_memory_start,
-                      self.memory_element_offsets, self.supervisor_instr_fetch_delay)
+                      self.memory_element_offsets, self.supervisor_instr_fetch_delay,
+                      tiles_per_ipu)
 
 
 # Mk1 (GC2): exactly the geometry of the 004 extract: 8 x 16 KiB non-interleaved elements,

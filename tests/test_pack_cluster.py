@@ -1,0 +1,283 @@
+"""The executors of tilemem.pack.cluster: the local process pool, a real Dask cluster started by
+these tests (a `dask scheduler` and two `dask worker` processes on 127.0.0.1), a worker killed
+mid-run, and a Dask LocalCluster. Every process the tests start, they stop; every wait is
+bounded.
+
+Independent expectations: every task's result is computed here from the task alone
+(``value * task``); how often the state was unpickled in a worker process is counted by the
+state itself.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tilemem.errors import ReportError
+from tilemem.pack.cluster import LocalPool, ReportFile, make_executor, remaining
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+#: Unpicklings of CountingState in this process (a worker's count, when read in a worker).
+_LOADS = 0
+
+
+class CountingState:
+    """Shared state that counts how often it is unpickled in a process."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __getstate__(self):
+        return {"value": self.value}
+
+    def __setstate__(self, d):
+        global _LOADS
+        _LOADS += 1
+        self.value = d["value"]
+
+
+def task_fn(state, task, deadline):
+    start = time.time()
+    time.sleep(task["sleep"])
+    return {"task": task["i"], "value": state.value * task["i"], "pid": os.getpid(),
+            "loads": _LOADS, "deadline": deadline, "start": start, "end": time.time()}
+
+
+def failing_fn(state, task, deadline):
+    raise ValueError(f"task {task} fails")
+
+
+def report_fn(state, task, deadline):
+    from tilemem.pack import cluster
+
+    r = state.load()
+    return {"tile": task, "vars": int(len(r.tile_rows(task))), "pid": os.getpid(),
+            "opened": len(cluster._OPENED)}
+
+
+def scattered_report_fn(state, task, deadline):
+    return {"tile": task, "vars": int(len(state.tile_rows(task)))}
+
+
+def tasks(n, sleep=0.0):
+    return [{"i": i, "sleep": sleep} for i in range(n)]
+
+
+def consume(it, timeout, on_result=None):
+    """Drain ``it`` in a thread, failing the test if it takes longer than ``timeout``."""
+    out, err = [], []
+
+    def body():
+        try:
+            for item in it:
+                out.append(item)
+                if on_result is not None:
+                    on_result(item)
+        except BaseException as e:  # noqa: BLE001 - reported to the test below
+            err.append(e)
+
+    th = threading.Thread(target=body, daemon=True)
+    th.start()
+    th.join(timeout)
+    assert not th.is_alive(), f"the run did not finish within {timeout} s"
+    if err:
+        raise err[0]
+    return out
+
+
+# ---- the local pool ---------------------------------------------------------------------------
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_pool_runs_every_task_once_and_shares_the_state(workers):
+    with LocalPool(CountingState(7), workers=workers) as ex:
+        out = consume(ex.run(task_fn, tasks(12, 0.01), deadline=123.0), 60)
+    assert sorted(i for i, _ in out) == list(range(12))
+    assert all(res["task"] == i and res["value"] == 7 * i for i, res in out)
+    assert all(res["deadline"] == 123.0 for _, res in out)
+    # forked (or inline): the state is inherited, never unpickled
+    assert {res["loads"] for _, res in out} == {0}
+    if workers == 2:
+        assert len({res["pid"] for _, res in out} - {os.getpid()}) >= 1
+
+
+def test_remaining_cuts_the_limit_to_the_deadline():
+    assert remaining(None, 5.0) == 5.0
+    assert 2.0 < remaining(time.time() + 3.0, 5.0) <= 3.0
+    assert remaining(time.time() - 1.0, 5.0) == 0.0
+
+
+def test_bad_scheduler_option_is_one_line():
+    with pytest.raises(ReportError, match="tcp://HOST:8786"):
+        make_executor("somewhere:8786", None)
+
+
+# ---- a real Dask cluster ------------------------------------------------------------------
+distributed = pytest.importorskip(
+    "distributed", reason="dask distributed is not installed (pip install -e '.[cluster]')")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dask_command(*args):
+    exe = shutil.which("dask")
+    if exe is None:  # the console script may be missing where the module is installed
+        return [sys.executable, "-m", "dask", *args]
+    return [exe, *args]
+
+
+def stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A cluster of its own for a test that harms it (kills a worker)."""
+    yield from start_cluster(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster for the tests that leave it as they found it."""
+    yield from start_cluster(tmp_path_factory.mktemp("dask"))
+
+
+def start_cluster(tmp_path):
+    """A `dask scheduler` and two `dask worker` (no nanny: killing the process kills the
+    worker) on 127.0.0.1; yields (address, {pid: Popen}); stops them all."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    logs = []
+
+    def start(args, name, env=env):
+        log = open(tmp_path / f"{name}.log", "wb")
+        logs.append(log)
+        return subprocess.Popen(dask_command(*args), env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tmp_path)
+
+    # as the README advises for tilemem runs: no active memory manager, whose ReduceReplicas
+    # would drop the broadcast copies of the state and make workers fetch it again
+    scheduler_env = {**env, "DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START": "False"}
+    procs = [start(["scheduler", "--host", "127.0.0.1", "--port", str(port),
+                    "--no-dashboard"], "scheduler", scheduler_env)]
+    try:
+        workers = {}
+        for name in ("w1", "w2"):
+            p = start(["worker", address, "--nthreads", "1", "--no-nanny", "--host",
+                       "127.0.0.1", "--no-dashboard", "--name", name, "--death-timeout", "60"],
+                      name)
+            procs.append(p)
+            workers[p.pid] = p
+        with distributed.Client(address, timeout=60) as c:
+            c.wait_for_workers(2, timeout=90)
+            pids = set(c.run(os.getpid).values())
+        assert pids == set(workers), "the worker processes are the ones started here"
+        yield address, workers
+    finally:
+        stop(procs)
+        for log in logs:
+            log.close()
+
+
+def test_dask_cluster_streams_every_result_and_survives_a_killed_worker(dask_cluster):
+    address, workers = dask_cluster
+    killed, out_so_far = {}, []
+
+    def kill_once(item):
+        # after a few results, SIGKILL the worker that sent the latest one: it has more
+        # tasks queued and one running
+        out_so_far.append(item)
+        if not killed and len(out_so_far) >= 4:
+            killed["pid"] = item[1]["pid"]
+            os.kill(killed["pid"], signal.SIGKILL)
+            killed["time"] = time.time()
+
+    deadline = time.time() + 600
+    with make_executor(address, CountingState(3), retries=1, connect_timeout=30) as ex:
+        assert "2 worker(s)" in ex.describe()
+        out = consume(ex.run(task_fn, tasks(40, 0.15), deadline=deadline), 120,
+                      on_result=kill_once)
+    assert killed, "a worker was killed mid-run"
+    assert workers[killed["pid"]].wait(timeout=10) == -signal.SIGKILL
+    # no task lost, none twice, every value right
+    assert sorted(i for i, _ in out) == list(range(40))
+    assert all(res["task"] == i and res["value"] == 3 * i for i, res in out)
+    assert all(res["deadline"] == deadline for _, res in out)
+    # the killed worker finished tasks before it died and none after; the survivor ran
+    # the tasks that were left, the one in flight on the dead worker among them
+    by_killed = [res for _, res in out if res["pid"] == killed["pid"]]
+    assert by_killed and all(res["end"] < killed["time"] for res in by_killed)
+    survivor = [res for _, res in out if res["pid"] != killed["pid"]]
+    assert {res["pid"] for res in survivor} <= set(workers) - {killed["pid"]}
+    assert any(res["start"] > killed["time"] for res in survivor)
+    # the state reached each worker once, not once per task
+    assert {res["loads"] for _, res in out} == {1}
+
+
+def test_dask_task_errors_reach_the_caller_after_retries(shared_cluster):
+    address, _ = shared_cluster
+    with make_executor(address, CountingState(1), retries=1) as ex:
+        with pytest.raises(ValueError, match="task 0 fails"):
+            consume(ex.run(failing_fn, [0]), 60)
+
+
+def test_dask_workers_open_a_shared_report_file_once(shared_cluster, tmp_path):
+    from tilemem.files import save_report
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=6, steps=60, seed=1)
+    path = tmp_path / "r.capnp"
+    save_report(r, path)
+    address, _ = shared_cluster
+    with make_executor(address, ReportFile(path)) as ex:
+        out = consume(ex.run(report_fn, list(range(6)) * 3), 60)
+    assert sorted(res["tile"] for _, res in out) == sorted(list(range(6)) * 3)
+    assert all(res["vars"] == len(r.tile_rows(res["tile"])) for _, res in out)
+    assert {res["opened"] for _, res in out} == {1}
+    # or scattered: a report loaded from capnp (memory-mapped columns) pickles too
+    from tilemem.files import load_report
+
+    with make_executor(address, load_report(path)) as ex:
+        out = consume(ex.run(scattered_report_fn, list(range(6))), 60)
+    assert all(res["vars"] == len(r.tile_rows(res["tile"])) for _, res in out)
+
+
+def test_unreachable_scheduler_is_one_line():
+    with pytest.raises(ReportError, match="cannot reach the Dask scheduler"):
+        with make_executor(f"tcp://127.0.0.1:{free_port()}", None, connect_timeout=2):
+            pass
+
+
+def test_local_cluster_reports_its_dashboard(tmp_path):
+    import urllib.request
+
+    said = []
+    with make_executor("local", CountingState(5), workers=2, echo=said.append) as ex:
+        out = consume(ex.run(task_fn, tasks(8)), 120)
+        assert sorted(i for i, _ in out) == list(range(8))
+        assert all(res["value"] == 5 * i for i, res in out)
+        assert len(said) == 1 and "LocalCluster with 2 worker(s)" in said[0]
+        link = ex.dashboard
+        assert link.startswith("http://127.0.0.1:") and link in said[0]
+        with urllib.request.urlopen(link, timeout=30) as resp:   # the dashboard answers
+            assert resp.status == 200
