@@ -1,4 +1,4 @@
-"""Memory maps (tilemem.plot): the drawn rectangles are the allocation, files are valid."""
+"""Memory maps (tilemem.plot.maps): the drawn rectangles are the allocation, files are valid."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from tilemem.cli import cli, main
 from tilemem.files import load_report, save_report
 from tilemem.model import Report
-from tilemem.plot import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
+from tilemem.plot.maps import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
                           _lanes)
 from tilemem.report import memory_figures
 from tilemem.target import Target

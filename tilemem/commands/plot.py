@@ -37,7 +37,7 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
     """
     from ..errors import ReportError
     from ..files import load_report
-    from ..plot import picture_format, plot_tile, save_figure
+    from ..plot.maps import picture_format, plot_tile, save_figure
     from ..report import offsets_from_file
 
     picture_format(output)
@@ -86,8 +86,8 @@ def plot_tiles(report, allocation, output):
     Example: tilemem plot-tiles report.json -o tiles.png
     """
     from ..files import load_report
-    from ..plot import picture_format, save_figure
-    from ..plot import plot_tiles as draw
+    from ..plot.maps import picture_format, save_figure
+    from ..plot.maps import plot_tiles as draw
     from ..report import memory_figures, offsets_from_file
 
     picture_format(output)
