@@ -58,6 +58,9 @@ class TileDiagnosis:
     repack_gap_bytes: dict[str, int] | None = None
     peak_var_count: int = 0
     notes: list[str] = field(default_factory=list)
+    #: ``[first, end)`` program steps where the whole peak live set is live (only with the
+    #: report's equivalenceClassSteps; ``None`` without them)
+    peak_steps: list[int] | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -67,7 +70,8 @@ class TileDiagnosis:
                 "bound_exact": "boundExact", "verdict_code": "verdictCode",
                 "peak_vars": "peakVars", "peak_classes": "peakClasses",
                 "peak_by_category": "peakByCategory", "gap_bytes": "gapBytes",
-                "repack_gap_bytes": "repackGapBytes", "peak_var_count": "peakVarCount"}
+                "repack_gap_bytes": "repackGapBytes", "peak_var_count": "peakVarCount",
+                "peak_steps": "peakSteps"}
         return {keys.get(k, k): v for k, v in d.items()}
 
 
@@ -219,7 +223,17 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         peak_classes=peak_classes, peak_by_category=peak_by_category, regions=regions,
         gap_bytes=gap_bytes(fig),
         repack_gap_bytes=gap_bytes(pack_fig) if (pack_fig is not None and res is not None)
-        else None, peak_var_count=len(rows), notes=notes)
+        else None, peak_var_count=len(rows), notes=notes, peak_steps=_peak_steps(r, ml))
+
+
+def _peak_steps(r: Report, ml) -> list[int] | None:
+    """The program steps ``[first, end)`` shared by every class of the peak live set: where
+    the peak happens (the report's own steps only; none for always-live-only peaks)."""
+    if r.class_steps is None or not len(ml.peak_classes):
+        return None
+    life = r.class_steps[np.asarray(ml.peak_classes, np.int64)]
+    first, end = int(life[:, 0].max()), int(life[:, 1].min())
+    return [first, end] if end > first else None
 
 
 def render(d: TileDiagnosis, console) -> None:
@@ -235,6 +249,11 @@ def render(d: TileDiagnosis, console) -> None:
     head.append(f"maximum live bytes {d.max_live_bytes:,} B "
                 f"({'exact' if d.bound_exact else 'best found, not proven'}; always-live "
                 f"{d.always_live_bytes:,} B, {d.peak_var_count:,} variables live at the peak)\n")
+    if d.peak_steps:
+        first, end = d.peak_steps
+        head.append(f"peak at program step {first:,}"
+                    + (f" (live together over steps {first:,}-{end - 1:,})" if end - 1 > first
+                       else "") + "\n")
     style = {"reduceData": "bold red", "repackFits": "bold green",
              "repackOverflows": "bold yellow"}.get(d.verdict_code, "bold")
     head.append(d.verdict, style=style)
