@@ -168,3 +168,40 @@ class Browser:
             params["clip"] = {"x": 0, "y": 0, "width": self.width, "height": h, "scale": 1}
             params["captureBeyondViewport"] = True
         return base64.b64decode(self.call("Page.captureScreenshot", **params)["data"])
+
+
+def main(argv=None) -> int:
+    """``python tests/browser.py PAGE.html[#tile=N] OUT.png [--width W] [--height H]
+    [--section ID]``: a screenshot of a page once ``window.tilemem.ready`` (for docs)."""
+    import argparse
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("page")
+    ap.add_argument("out")
+    ap.add_argument("--width", type=int, default=1400)
+    ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--section", help="scroll this element to the top first")
+    a = ap.parse_args(argv)
+    path, _, frag = a.page.partition("#")
+    url = Path(path).resolve().as_uri() + (f"#{frag}" if frag else "")
+    t0 = time.monotonic()
+    with Browser(width=a.width, height=a.height) as b:
+        b.open(url)
+        b.wait_for("window.tilemem && window.tilemem.ready")
+        ready = time.monotonic() - t0
+        since_open = b.eval("performance.now()") / 1000   # from the start of navigation
+        if a.section:
+            b.eval(f"document.getElementById({json.dumps(a.section)}).scrollIntoView()")
+        b.eval("new Promise(r => setTimeout(r, 500))")
+        Path(a.out).write_bytes(b.screenshot())
+        if b.errors:
+            print("\n".join(b.errors))
+            return 1
+    print(f"{a.out}: page ready {since_open:.1f} s after it was opened "
+          f"({ready:.1f} s after chromium started)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,12 +16,15 @@ from ..output import report_path_argument
               type=click.Path(dir_okay=False), help="The HTML file to write (atomically).")
 @click.option("--time-limit", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Seconds per out-of-memory tile for its diagnosis (bound and re-pack).")
+@click.option("--method", default="auto", show_default=True,
+              help="Packing method of that re-pack (see `tilemem alloc`; heuristic is fastest, "
+                   "~0.6 s a tile on a full Mk2 report, where auto took ~9 s).")
 @click.option("--no-repack", is_flag=True,
               help="Diagnose out-of-memory tiles by their bound only (no packer run).")
 @click.option("--max-vars", type=click.IntRange(min=0), default=250_000, show_default=True,
               help="Budget of variables in full maps (~70 bytes each in the file): tiles out "
                    "of memory, then the fullest, join while it lasts.")
-def html(report, allocation, tiles_spec, output, time_limit, no_repack, max_vars):
+def html(report, allocation, tiles_spec, output, time_limit, method, no_repack, max_vars):
     """Write a one-file interactive HTML report of REPORT (opens offline in any browser).
 
     Overview: memory per tile (click a tile to open it), the histogram, totals by category
@@ -62,7 +65,7 @@ def html(report, allocation, tiles_spec, output, time_limit, no_repack, max_vars
         data = write_html(output, r, source=Path(report).name, compare=compare,
                           compare_label=(f"allocation {Path(allocation).name}" if allocation
                                          else "allocation"),
-                          requested=tiles, time_limit=time_limit, repack=not no_repack,
+                          requested=tiles, time_limit=time_limit, repack=not no_repack, method=method,
                           max_vars=max_vars, progress=lambda s: status.update(s))
     size = Path(output).stat().st_size
     c.print(f"wrote {output}: {size / 1e6:.1f} MB, full maps of {len(data['included']):,} of "

@@ -194,7 +194,7 @@ def tile_entry(r: Report, tile: int, fig: MemoryFigures, offsets=None, *,
     return e
 
 
-def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, progress) -> dict:
+def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progress) -> dict:
     """``{tile: oom diagnosis JSON}`` for the out-of-memory tiles among ``tiles``."""
     from ..oom import diagnose
 
@@ -202,14 +202,14 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, progress) -> 
     if not oom:
         return {}
     found = diagnose(r, oom, offsets=offsets, time_limit=time_limit, top=15, repack=repack,
-                     figures=fig, progress=progress)
+                     method=method, figures=fig, progress=progress)
     return {d.tile: d.to_json() for d in found}
 
 
 def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "allocation",
               requested=None, title: str = "", fullest: int = FULLEST,
               max_vars: int = MAX_VARS, time_limit: float = 2.0, repack: bool = True,
-              progress=None) -> dict:
+              method: str = "auto", progress=None) -> dict:
     """Everything the page shows (see the module docstring). ``offsets``: the allocation
     shown (default the report's); ``compare``: another offset column for the Compare view.
     ``progress(stage: str)`` is called as the work goes."""
@@ -245,7 +245,8 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
         "compareLabel": compare_label if compare is not None else None,
     }
     say("out-of-memory diagnosis")
-    diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack, None)
+    diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack, method,
+                      None)
     say("tile maps and liveness")
     tiles = {}
     for c in chosen:
