@@ -261,3 +261,14 @@ def test_without_steps_the_page_says_so(tmp_path, chromium):
         assert "Timeline unavailable" in note
         assert b.eval("Bokeh.documents[0].get_model_by_name('liveSrc').data.x.length") == 0
         assert b.errors == []
+
+
+def test_ipu_boundaries_on_multi_ipu_reports():
+    from tilemem.plot.pagedata import ipu_boundaries
+    from tilemem.target import MK1, MK2
+
+    assert ipu_boundaries(MK1.with_tiles(32))[0] == []            # part of one IPU
+    assert ipu_boundaries(MK1)[0] == []                           # exactly one IPU
+    assert ipu_boundaries(MK1.with_tiles(3 * 1216))[0] == [1216, 2432]
+    bounds, how = ipu_boundaries(MK2.with_tiles(2 * 1472))
+    assert bounds == [1472] and "inferred from tileMemory" in how
