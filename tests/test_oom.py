@@ -5,6 +5,7 @@ import itertools
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 from click.testing import CliRunner
 
@@ -223,3 +224,25 @@ def test_a_repack_that_breaks_a_rule_is_not_trusted(monkeypatch):
     d = {x.tile: x for x in diagnose(r, tiles=[1], time_limit=1)}[1]
     assert d.verdict_code == "notRepacked" and d.repack is None
     assert "failed the checker" in d.verdict and "overlap" in d.verdict
+
+
+def test_oom_names_the_peak_program_step(tmp_path):
+    from tilemem.figures.oom import diagnose
+
+    found = {d.tile: d for d in diagnose(hand_report(), repack=False)}
+    # by hand from hand_report's steps: where the whole peak live set is live together
+    assert found[0].peak_steps == [1, 2]            # (0,3), (1,2), (1,4)
+    assert found[2].peak_steps == [0, 2]            # three times (0,2)
+    assert found[1].peak_steps in ([1, 2], [4, 5])  # two pairs of 300 B, either is a peak
+    assert msgspec.to_builtins(found[0])["peakSteps"] == [1, 2]
+    path = tmp_path / "hand.json"
+    save_report(hand_report(), path)
+    res = CliRunner().invoke(cli, ["oom", str(path), "--tiles", "0", "--no-repack"])
+    assert res.exit_code == 0
+    assert any(line.strip("│ ") == "peak at program step 1" for line in res.output.splitlines())
+    # without the steps extension there is no program step to name
+    no_steps = Report.from_columns(
+        target=SMALL, var_id=[0, 1], tile=[0, 0], size=[800, 800], alignment=[4, 4],
+        offset=[0, 800], category=["variable"] * 2, eq_class=[0, 1], interference=[[1], []])
+    (d,) = diagnose(no_steps, repack=False)
+    assert d.peak_steps is None and msgspec.to_builtins(d)["peakSteps"] is None

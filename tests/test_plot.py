@@ -1,4 +1,4 @@
-"""Memory maps (tilemem.plot): the drawn rectangles are the allocation, files are valid."""
+"""Memory maps (tilemem.plot.maps): the drawn rectangles are the allocation, files are valid."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,7 @@ from tilemem.figures.memory import memory_figures
 from tilemem.files import load_report, save_report
 from tilemem.model import Report
 from tilemem.model.target import Target
-from tilemem.plot import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
+from tilemem.plot.maps import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
                           _lanes)
 
 SEED = Path(__file__).parents[1] / "examples" / "seed.json"
@@ -69,6 +69,30 @@ def expected_rectangles(r, tile, offsets=None, ys=None):
     return {k: sorted(v) for k, v in out.items()}
 
 
+def ys_from_steps(r, tile):
+    """y extent of every variable of ``tile`` by the rule the map documents, from the report's
+    class steps: its class's [start, end); always-live variables and classes without steps
+    span the whole run (first start to last end of the tile's variables with steps)."""
+    rows = [i for i in range(r.num_vars) if r.allocated[i] and r.tile[i] == tile]
+    life = {i: tuple(int(x) for x in r.class_steps[r.eq_class[i]]) for i in rows}
+    known = [v for v in life.values() if v[1] > v[0]]
+    first, last = min(v[0] for v in known), max(v[1] for v in known)
+    return {i: (first, last) if (r.always_live[i] or life[i][1] <= life[i][0]) else life[i]
+            for i in rows}
+
+
+def conflicts(r, i, j):
+    """Whether two variables may not share bytes, from the report's own fields."""
+    ci, cj = int(r.eq_class[i]), int(r.eq_class[j])
+    return bool(r.always_live[i] or r.always_live[j] or ci == cj
+                or cj in r.interference.row(ci).tolist())
+
+
+def region_labels(ax):
+    """The texts placed on the address axis: {text: x}."""
+    return {t.get_text().strip(): t.get_position()[0] for t in ax.texts}
+
+
 def test_lanes_separate_variables_that_share_bytes():
     rng = np.random.default_rng(1)
     x0 = rng.integers(0, 1000, 300)
@@ -93,14 +117,25 @@ def test_seed_map_rectangles_are_the_allocation(tmp_path):
     rows = {r.name(int(i)): int(i) for i in m.rows}
     a, b = ys[rows["layer0/in#0"]], ys[rows["message#0"]]
     assert a[1] <= b[0] or b[1] <= a[0]
+    if m.y_kind == "points":
+        # positions reconstructed from interference: two variables are drawn live at a common
+        # point exactly when they conflict (same class, interfering classes, always-live)
+        for i in ys:
+            for j in ys:
+                if i < j and not (r.always_live[i] or r.always_live[j]):
+                    overlap = max(ys[i][0], ys[j][0]) < min(ys[i][1], ys[j][1])
+                    assert overlap == conflicts(r, i, j), (r.name(i), r.name(j))
     # the gap strip draws the tile's gaps, coloured by cause
     strip = fig.axes[1]
     gaps = {c.get_gid()[5:]: [tuple(p.vertices[:, 0][[0, 1]]) for p in c.get_paths()]
             for c in strip.collections if (c.get_gid() or "").startswith("gaps:")}
     assert gaps == {"elementConstraint": [(3568.0, 16384.0)],
                     "interleavedBoundary": [(16448.0, 131072.0)]}
-    # no label soup: only the region labels and the title-ish texts
-    assert len(ax.texts) <= 4
+    # the labels name the regions where they are, and nothing else is written on the map
+    t = r.target
+    assert region_labels(ax) == {"non-interleaved": t.interleaved_memory_start / 2,
+                                 "interleaved": (t.interleaved_memory_start + t.tile_memory) / 2,
+                                 f"{t.interleaved_memory_start:,}": t.interleaved_memory_start}
     for fmt in ("png", "svg", "pdf"):
         path = tmp_path / f"seed.{fmt}"
         save_figure(fig, path)
@@ -132,15 +167,14 @@ def test_timeline_map_and_overflow_highlight(tmp_path):
     fig, (m,) = plot_tile(r, 0)
     assert m.y_kind == "steps"
     # the y extent of every variable is its class's steps; always-live ones span the run
-    first, last = r.class_steps[3:, 0].min(), r.class_steps[3:, 1].max()
-    ys = {}
-    for i in range(r.num_vars):
-        s, e = r.class_steps[r.eq_class[i]]
-        ys[i] = (first, last) if r.always_live[i] else (s, e)
+    ys = ys_from_steps(r, 0)
+    assert ys[0] == (int(r.class_steps[3:, 0].min()), int(r.class_steps[3:, 1].max()))
     ax = fig.axes[0]
     assert drawn_rectangles(ax) == expected_rectangles(r, 0, ys=ys)
     assert ax.get_xlim()[1] > 1024                    # the overflow zone is on the axis
-    assert "OUT OF MEMORY" in ax.get_title(loc="left")
+    high = int((r.offset + r.size).max())
+    assert f"OUT OF MEMORY by {high - 1024:,} B" in ax.get_title(loc="left")
+    assert region_labels(ax)["overflow"] == 1024 + (ax.get_xlim()[1] - 1024) / 2
     path = tmp_path / "steps.png"
     save_figure(fig, path)
     assert path.read_bytes().startswith(MAGIC["png"])
@@ -153,7 +187,7 @@ def test_compare_draws_both_allocations_on_one_scale():
     fig, maps = plot_tile(r, 0, compare=other, compare_label="stacked")
     a, b = fig.axes[0], fig.axes[2]
     assert a.get_xlim() == b.get_xlim() and a.get_ylim() == b.get_ylim()
-    ys = {int(row): (y0, y1) for row, y0, y1 in zip(maps[0].rows, maps[0].y0, maps[0].y1)}
+    ys = ys_from_steps(r, 0)
     assert drawn_rectangles(a) == expected_rectangles(r, 0, ys=ys)
     assert drawn_rectangles(b) == expected_rectangles(r, 0, other, ys=ys)
     assert b.get_title(loc="left").startswith("stacked: tile 0")
@@ -168,21 +202,29 @@ def test_thousands_of_variables_stay_one_artist_per_category():
     artists = draw_tile_map(ax, tile_map(r, 0))
     assert set(artists["vars"]) == {"variable", "message", "stack", "rearrangement"}
     assert sum(len(c.get_paths()) for c in artists["vars"].values()) == 5000
-    assert len(ax.texts) <= 4 and len(ax.patches) <= 2
+    assert drawn_rectangles(ax) == expected_rectangles(r, 0, ys=ys_from_steps(r, 0))
+    # no per-variable labels or patches: the texts are the region labels only
+    assert set(region_labels(ax)) <= {"non-interleaved", "interleaved", "overflow", "512"}
 
 
 def test_plot_tiles_data_and_files(tmp_path):
     r = stepped_report()
     f = memory_figures(r)
     fig, data = plot_tiles(f)
-    assert data["totalIncludingGaps"].tolist() == f.highest_end.tolist()
+    # SMALL has two tiles; every variable is on tile 0
+    assert data["totalIncludingGaps"].tolist() == [int((r.offset + r.size).max()), 0]
     assert data["outOfMemory"].tolist() == [0]
     edges, counts = data["histogram"]
     assert counts.sum() == 1                          # one tile in use
     top = fig.axes[0]
     stairs = {p.get_gid(): p for p in top.patches if p.get_gid()}
-    assert stairs["includingGaps"].get_data().values.tolist() == f.highest_end.tolist()
-    assert stairs["excludingGaps"].get_data().values.tolist() == f.total.tolist()
+    assert stairs["includingGaps"].get_data().values.tolist() == \
+        [int((r.offset + r.size).max()), 0]
+    # bytes covered by at least one variable, counted byte by byte
+    covered = np.zeros(int((r.offset + r.size).max()), bool)
+    for o, z in zip(r.offset.tolist(), r.size.tolist()):
+        covered[o:o + z] = True
+    assert stairs["excludingGaps"].get_data().values.tolist() == [int(covered.sum()), 0]
     for fmt in ("png", "svg", "pdf"):
         path = tmp_path / f"tiles.{fmt}"
         save_figure(fig, path)
@@ -241,8 +283,9 @@ def test_generated_example_maps(tmp_path):
     r = load_report(example)
     f = memory_figures(r)
     tile = int(f.out_of_memory()[0])
+    assert tile == 0                            # examples/README.md: tiles 0 and 2, 0 worst
     fig, (m,) = plot_tile(r, tile)
-    ys = {int(row): (y0, y1) for row, y0, y1 in zip(m.rows, m.y0, m.y1)}
+    ys = ys_from_steps(r, tile)
     assert m.y_kind == "steps"                  # the example carries equivalenceClassSteps
     assert drawn_rectangles(fig.axes[0]) == expected_rectangles(r, tile, ys=ys)
     assert fig.axes[0].get_xlim()[1] > r.target.tile_memory

@@ -27,6 +27,10 @@ COMMANDS = {
     "oom": ("tilemem.commands.oom:oom", "Diagnose out-of-memory tiles."),
     "plot": ("tilemem.commands.plot:plot", "Draw the memory map of one tile."),
     "plot-tiles": ("tilemem.commands.plot:plot_tiles", "Draw memory used per tile."),
+    "plot-liveness": ("tilemem.commands.plot_liveness:plot_liveness",
+                      "Draw live bytes over program steps for one tile."),
+    "html": ("tilemem.commands.html:html",
+             "Write a one-file interactive HTML report (opens offline)."),
 }
 
 

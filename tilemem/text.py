@@ -447,6 +447,11 @@ def oom_panel(d: TileDiagnosis, console) -> None:
     head.append(f"maximum live bytes {d.max_live_bytes:,} B "
                 f"({'exact' if d.bound_exact else 'best found, not proven'}; always-live "
                 f"{d.always_live_bytes:,} B, {d.peak_var_count:,} variables live at the peak)\n")
+    if d.peak_steps:
+        first, end = d.peak_steps
+        head.append(f"peak at program step {first:,}"
+                    + (f" (live together over steps {first:,}-{end - 1:,})" if end - 1 > first
+                       else "") + "\n")
     style = {"reduceData": "bold red", "repackFits": "bold green",
              "repackOverflows": "bold yellow"}.get(d.verdict_code, "bold")
     head.append(d.verdict, style=style)

@@ -17,7 +17,11 @@ from .options import report_path_argument
 @click.option("--time-limit", default=10.0, show_default=True,
               help="Seconds for the exact search on tiles whose class graph is not chordal "
                    "(all tiles together); tiles it does not finish are marked not exact.")
-def liveness(report, tile_spec, top, as_json, time_limit):
+@click.option("--steps", is_flag=True,
+              help="Live bytes over program steps instead: per step for one tile, the maximum "
+                   "over tiles for several, and the peak step (from equivalenceClassSteps, "
+                   "else reconstructed from the interference where it can be).")
+def liveness(report, tile_spec, top, as_json, time_limit, steps):
     """Always-live bytes, maximum live bytes and the peak live set of REPORT's tiles.
 
     Like the "Variable Storage Liveness" part of Poplar's profile summary. Maximum live bytes
@@ -28,6 +32,8 @@ def liveness(report, tile_spec, top, as_json, time_limit):
     """
     import sys
 
+    import msgspec
+
     from ..files import load_report
     from ..liveness import max_live_all
     from ..text import liveness_json, liveness_view
@@ -37,8 +43,18 @@ def liveness(report, tile_spec, top, as_json, time_limit):
     tiles = parse_tiles(tile_spec, r.num_tiles)
     if tiles is None:
         tiles = r.tiles_in_use()
+    if steps and not as_json:
+        from .liveness_steps import print_steps
+
+        print_steps(r, report, tiles, tile_spec is None)
+        return
     found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty())
     if as_json:
-        echo_json(liveness_json(r, found))
+        out = msgspec.to_builtins(liveness_json(r, found))
+        if steps:
+            from .liveness_steps import steps_json
+
+            out.update(steps_json(r, tiles, out["tiles"]))
+        echo_json(out)
     else:
         liveness_view(console(), r, report, tiles, found, top, tile_spec is None)

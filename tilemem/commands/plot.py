@@ -38,7 +38,7 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
     from ..errors import ReportError
     from ..files import load_report
     from ..load.allocation import offsets_from_file
-    from ..plot import picture_format, plot_tile, save_figure
+    from ..plot.maps import picture_format, plot_tile, save_figure
 
     picture_format(output)
     r = load_report(report)
@@ -85,8 +85,8 @@ def plot_tiles(report, allocation, output):
     from ..figures.memory import memory_figures
     from ..files import load_report
     from ..load.allocation import offsets_from_file
-    from ..plot import picture_format, save_figure
-    from ..plot import plot_tiles as draw
+    from ..plot.maps import picture_format, save_figure
+    from ..plot.maps import plot_tiles as draw
 
     picture_format(output)
     r = load_report(report)

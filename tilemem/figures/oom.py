@@ -73,6 +73,9 @@ class TileDiagnosis(msgspec.Struct, rename="camel"):
     notes: list[str] = []
     #: ``tile // tilesPerIPU``; None on a one-IPU report
     ipu: int | None = None
+    #: ``[first, end)`` program steps where the whole peak live set is live (only with the
+    #: report's equivalenceClassSteps; ``None`` without them)
+    peak_steps: list[int] | None = None
 
 
 def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
@@ -213,4 +216,14 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         peak_classes=peak_classes, peak_by_category=peak_by_category, regions=regions,
         gap_bytes=gap_bytes(fig),
         repack_gap_bytes=gap_bytes(pack_fig) if (pack_fig is not None and res is not None)
-        else None, peak_var_count=len(rows), notes=notes)
+        else None, peak_var_count=len(rows), notes=notes, peak_steps=_peak_steps(r, ml))
+
+
+def _peak_steps(r: Report, ml) -> list[int] | None:
+    """The program steps ``[first, end)`` shared by every class of the peak live set: where
+    the peak happens (the report's own steps only; none for always-live-only peaks)."""
+    if r.class_steps is None or not len(ml.peak_classes):
+        return None
+    life = r.class_steps[np.asarray(ml.peak_classes, np.int64)]
+    first, end = int(life[:, 0].max()), int(life[:, 1].min())
+    return [first, end] if end > first else None

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import CATEGORIES, Report
-from .figures.memory import GAP_CAUSES, MemoryFigures, memory_figures, tile_histogram
+from ..model import CATEGORIES, Report
+from ..figures.memory import GAP_CAUSES, MemoryFigures, memory_figures, tile_histogram
 
 FORMATS = ("png", "svg", "pdf")
 LANE_HEIGHT = 0.8
@@ -130,7 +130,7 @@ def tile_map(r: Report, tile: int, offsets: np.ndarray | None = None, *,
 
 def _class_steps(r: Report, tile: int):
     """``(num_classes, 2)`` [start, end) steps of every class, or ``None``."""
-    from .liveness import timeline
+    from ..liveness import timeline
 
     return timeline(r, tile)
 
@@ -401,7 +401,7 @@ def plot_tiles(f: MemoryFigures):
 
 def picture_format(path) -> str:
     """``png``, ``svg`` or ``pdf`` from the extension; ``ReportError`` otherwise."""
-    from .errors import ReportError
+    from ..errors import ReportError
 
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in FORMATS:
@@ -415,7 +415,7 @@ def save_figure(fig, path) -> None:
     Metadata that changes between runs (dates, versions, ids) is left out."""
     import matplotlib
 
-    from .files import atomic_write
+    from ..files import atomic_write
 
     fmt = picture_format(path)
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import click
+
+from .options import report_path_argument
+
+
+@click.command()
+@report_path_argument
+@click.option("--allocation", type=click.Path(dir_okay=False),
+              help="Another allocation of the same variables (e.g. written by `tilemem alloc`): "
+                   "adds the Compare view, the report's layout beside this one.")
+@click.option("--tiles", "tiles_spec", help="Also embed the full maps of these tiles, e.g. "
+                                            "0,5,100-200 (always, whatever the budget).")
+@click.option("-o", "--output", default="report.html", show_default=True,
+              type=click.Path(dir_okay=False), help="The HTML file to write (atomically).")
+@click.option("--time-limit", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Seconds per out-of-memory tile for its diagnosis (bound and re-pack).")
+@click.option("--method", default="auto", show_default=True,
+              help="Packing method of that re-pack (see `tilemem alloc`; heuristic is fastest, "
+                   "~0.6 s a tile on a full Mk2 report, where auto took ~9 s).")
+@click.option("--no-repack", is_flag=True,
+              help="Diagnose out-of-memory tiles by their bound only (no packer run).")
+@click.option("--max-vars", type=click.IntRange(min=0), default=250_000, show_default=True,
+              help="Budget of variables in full maps (~70 bytes each in the file): tiles out "
+                   "of memory, then the fullest, join while it lasts.")
+def html(report, allocation, tiles_spec, output, time_limit, method, no_repack, max_vars):
+    """Write a one-file interactive HTML report of REPORT (opens offline in any browser).
+
+    Overview: memory per tile (click a tile to open it), the histogram, totals by category
+    and region. Tile view: the memory map (hover a variable for its name, id, size, offset,
+    category, class and flags), gaps by cause, the oom verdict of an out-of-memory tile.
+    Liveness: live bytes over program steps, the always-live floor, the peak step and the
+    variables live there. Compare (with --allocation): the two layouts per tile and the tiles
+    that changed. Full maps are embedded for the tiles out of memory, the fullest ones and
+    those in --tiles (the page says which); report.html#tile=N opens tile N.
+
+    Example: tilemem html report.json -o report.html
+    """
+    from pathlib import Path
+
+    from ..errors import ReportError
+
+    if Path(output).suffix.lower() not in (".html", ".htm"):
+        raise ReportError(f"unknown output format {Path(output).suffix!r}: use .html",
+                          path=output, field="--output")
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        raise click.ClickException("tilemem html needs Bokeh: pip install 'tilemem[html]'") \
+            from None
+    import time
+
+    from ..files import load_report
+    from .options import console, parse_tiles
+    from ..plot.html import write_html
+    from ..load.allocation import offsets_from_file
+
+    c = console()
+    t0 = time.monotonic()
+    with c.status("loading the report") as status:
+        r = load_report(report)
+        tiles = parse_tiles(tiles_spec, r.num_tiles)
+        compare = offsets_from_file(r, allocation) if allocation else None
+        data = write_html(output, r, source=Path(report).name, compare=compare,
+                          compare_label=(f"allocation {Path(allocation).name}" if allocation
+                                         else "allocation"),
+                          requested=tiles, time_limit=time_limit, repack=not no_repack, method=method,
+                          max_vars=max_vars, progress=lambda s: status.update(s))
+    size = Path(output).stat().st_size
+    c.print(f"wrote {output}: {size / 1e6:.1f} MB, full maps of {len(data['included']):,} of "
+            f"{r.num_tiles:,} tiles, in {time.monotonic() - t0:.1f} s")
