@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tilemem.check import RULE_NAMES, check_allocation, offsets_from_allocation
 from tilemem.cli import cli, main
 from tilemem.errors import ReportError
-from tilemem.files import save_report
+from tilemem.load import save_report
 from tilemem.model import Report
 from tilemem.rules import Rules
 from tilemem.target import Target

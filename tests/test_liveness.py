@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tilemem import liveness
 from tilemem.cli import cli
-from tilemem.files import save_report
+from tilemem.load import save_report
 from tilemem.graphalg import csr_from_edges, interval_order, max_weight_clique
 from tilemem.liveness import (always_live_bytes, class_graph, max_live, max_live_all,
                               timeline)

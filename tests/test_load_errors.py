@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tilemem.errors import ReportError
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 
 SEED = json.loads((Path(__file__).parents[1] / "examples" / "seed.json").read_text())
 

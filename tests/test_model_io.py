@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilemem import capnpio
-from tilemem.files import load_report, save_report
+from tilemem.load import capnpio
+from tilemem.load import load_report, save_report
 from tilemem.model import CATEGORIES, Report
 from tilemem.summary import info
 from tilemem.target import MK1, MK2, Target

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tilemem.cli import cli
-from tilemem.files import save_report
+from tilemem.load import save_report
 from tilemem.model import Report
 from tilemem.target import Target
 

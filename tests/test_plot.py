@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from tilemem.cli import cli, main
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.model import Report
 from tilemem.plot import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,
                           _lanes)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilemem.cli import cli
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.model import CATEGORIES, Report
 from tilemem.report import (BY_TILE_KEYS, GAP_CAUSES, REGIONS, memory_figures,
                             offsets_from_file, summary_text, tile_histogram)

@@ -512,6 +512,6 @@ def offsets_from_file(r: Report, path) -> np.ndarray:
     such as ``tilemem alloc`` writes (matched by var id; ``ReportError`` when they differ).
     One loader for every command: ``tilemem.check.offsets_from_allocation``."""
     from .check import offsets_from_allocation
-    from .files import load_report
+    from .load import load_report
 
     return offsets_from_allocation(r, load_report(path), path)

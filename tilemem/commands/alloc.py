@@ -39,7 +39,7 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
 
     import numpy as np
 
-    from ..files import load_report, save_report
+    from ..load import load_report, save_report
     from ..output import console, echo_json, parse_tiles
     from ..pack.alloc import allocate
 

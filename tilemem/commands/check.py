@@ -25,7 +25,7 @@ def check(report, allocation, as_json, no_region_span_rule, limit):
     violation. Exit status: 0 valid, 1 violations, 2 bad input.
     """
     from ..check import INFERRED, check_allocation, offsets_from_allocation
-    from ..files import load_report
+    from ..load import load_report
     from ..output import echo_json
     from ..rules import DEFAULT_RULES, Rules
 

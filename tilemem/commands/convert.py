@@ -8,6 +8,6 @@ import click
 @click.argument("dest", type=click.Path(dir_okay=False))
 def convert(source, dest):
     """Convert SOURCE to DEST by extension (.json or .capnp). Lossless both ways."""
-    from ..files import load_report, save_report
+    from ..load import load_report, save_report
 
     save_report(load_report(source), dest)

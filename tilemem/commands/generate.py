@@ -27,7 +27,7 @@ def generate(preset, tiles, steps, pressure, seed, out):
     from pathlib import Path
 
     from ..errors import ReportError
-    from ..files import FORMATS, save_report
+    from ..load import FORMATS, save_report
     from ..generate import generate_report
     from ..output import console, human_bytes
     from ..summary import highest_end_per_tile

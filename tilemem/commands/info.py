@@ -11,7 +11,7 @@ from ..output import report_path_argument
 @click.option("--top", default=5, show_default=True, help="How many of the fullest tiles to list.")
 def info(report, as_json, top):
     """Summarise REPORT: target geometry, tiles, variables, classes, bytes by category."""
-    from ..files import load_report
+    from ..load import load_report
     from ..output import console, echo_json, human_bytes
     from ..summary import info as summarise
 

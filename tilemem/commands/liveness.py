@@ -30,7 +30,7 @@ def liveness(report, tile_spec, top, as_json, time_limit):
 
     import numpy as np
 
-    from ..files import load_report
+    from ..load import load_report
     from ..liveness import max_live_all
     from ..output import echo_json, parse_tiles
 

@@ -16,7 +16,7 @@ def import_minimalloc(csv_path, capacity, out):
     lifetimes overlap, lifetimes kept as equivalenceClassSteps. Offsets come from the CSV's
     offset column; without one, tilemem's first fit places the buffers (largest first).
     """
-    from ..files import save_report
+    from ..load import save_report
     from ..minimalloc import read_minimalloc_csv, report_from_minimalloc
     from ..output import console, human_bytes
 
@@ -46,7 +46,7 @@ def export_minimalloc(report, tile, out, offsets, ids):
     (always-live variables: the whole program). MiniMalloc knows only lifetime overlap:
     element/region constraints and the interleaved region are not exported.
     """
-    from ..files import load_report
+    from ..load import load_report
     from ..minimalloc import minimalloc_from_report, write_minimalloc_csv
     from ..output import console, human_bytes
 

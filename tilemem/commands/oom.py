@@ -28,7 +28,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
 
     Example: tilemem oom report.json --tiles 0-99 --time-limit 5
     """
-    from ..files import load_report
+    from ..load import load_report
     from ..oom import diagnose, render
     from ..output import console, echo_json, parse_tiles
     from ..report import memory_figures, offsets_from_file

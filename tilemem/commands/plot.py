@@ -36,7 +36,7 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
     Example: tilemem plot report.json --tile 3 -o map.png
     """
     from ..errors import ReportError
-    from ..files import load_report
+    from ..load import load_report
     from ..plot import picture_format, plot_tile, save_figure
     from ..report import offsets_from_file
 
@@ -85,7 +85,7 @@ def plot_tiles(report, allocation, output):
 
     Example: tilemem plot-tiles report.json -o tiles.png
     """
-    from ..files import load_report
+    from ..load import load_report
     from ..plot import picture_format, save_figure
     from ..plot import plot_tiles as draw
     from ..report import memory_figures, offsets_from_file

@@ -25,7 +25,7 @@ def report(report, allocation, as_json, output, no_holes):
     tiles out of memory. --json / -o give {"memory": {"byTile", "byCategory",
     "afterOverlapping", "gaps"}}.
     """
-    from ..files import atomic_write, load_report
+    from ..load import atomic_write, load_report
     from ..output import echo_json
     from ..report import memory_figures, offsets_from_file, summary_text
 

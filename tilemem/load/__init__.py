@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from .errors import ReportError
-from .model import Report
+from ..errors import ReportError
+from ..model import Report
 
 FORMATS = (".json", ".capnp")
 

@@ -16,9 +16,9 @@ from typing import Annotated, BinaryIO, Sequence
 import msgspec
 import numpy as np
 
-from .errors import ReportError
-from .model import FLAG_FIELDS, Csr, Report, encode_categories, encode_names, symmetric_closure
-from .target import Target
+from ..errors import ReportError
+from ..model import FLAG_FIELDS, Csr, Report, encode_categories, encode_names, symmetric_closure
+from ..target import Target
 
 BATCH = 32768
 MISSING = -(1 << 63)  # sentinel for an absent integer field

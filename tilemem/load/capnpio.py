@@ -13,9 +13,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .errors import ReportError
-from .model import FLAG_FIELDS, Csr, Report
-from .target import Target
+from ..errors import ReportError
+from ..model import FLAG_FIELDS, Csr, Report
+from ..target import Target
 
 FORMAT_VERSION = 1
 CHUNK_BYTES = 1 << 28  # below Cap'n Proto's 2^29-element list limit
@@ -35,10 +35,10 @@ _COLUMNS = {
 def schema():
     import capnp
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "vars.capnp")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tilemem/
+    path = os.path.join(package, "vars.capnp")
     if not os.path.exists(path):  # running from a source tree without the link
-        path = os.path.join(here, os.pardir, "schemas", "vars.capnp")
+        path = os.path.join(package, os.pardir, "schemas", "vars.capnp")
     return capnp.load(path)
 
 

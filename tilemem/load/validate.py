@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ReportError
-from .model import Report
+from ..errors import ReportError
+from ..model import Report
 
 #: Sizes, offsets and alignments above this are absurd for any IPU tile (4 GiB).
 ABSURD_BYTES = 1 << 32
