@@ -38,7 +38,7 @@ def var_info(doc, var):
 
 def test_not_json(tmp_path):
     e = error_of(tmp_path, "this is not json")
-    assert "not a valid JSON report" in str(e)
+    assert "neither JSON" in str(e)
 
 
 def test_truncated(tmp_path):
@@ -49,7 +49,7 @@ def test_truncated(tmp_path):
 
 def test_empty_file(tmp_path):
     e = error_of(tmp_path, "")
-    assert "not a valid JSON report" in str(e)
+    assert "the file is empty" in str(e)
 
 
 def test_wrong_top_level_type(tmp_path):

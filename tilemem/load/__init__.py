@@ -1,33 +1,135 @@
-"""Load and save reports by file extension; every write is atomic (temporary file, rename)."""
+"""The load stage: read and write reports, JSON or tilemem capnp; every write is atomic.
+
+Reading decides the format by the file's content, never its name: JSON starts with ``{`` (after
+optional whitespace or a UTF-8 byte order mark), tilemem's Cap'n Proto report with a message
+header whose root is a struct. Anything else gets one plain sentence, as does a path that is not a
+regular file (a folder, a pipe: it is never opened, so nothing can hang). Writing goes to a
+temporary file beside the target (``.NAME.HOST.PID.*.tmp``), renamed into place only on success;
+``check_output`` validates an output path before any work and removes the temporaries of our own
+runs that died.
+"""
 from __future__ import annotations
 
 import contextlib
+import glob
+import mmap
+import re
 import os
+import socket
+import stat
 import tempfile
+import warnings
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from ..errors import ReportError
+import numpy as np
+
+from ..errors import ReportError, ReportWarning
 from ..model import Report
 
 FORMATS = (".json", ".capnp")
+_BOM = b"\xef\xbb\xbf"
+#: UTF-16 JSON without a byte order mark: a brace and a zero byte (little or big endian). A
+#: Cap'n Proto header cannot start so (it would announce over 30,000 segments).
+_UTF16_STARTS = (b"{\0", b"\0{")
+#: Cap'n Proto readers refuse messages of more segments than this (capnp's own limit).
+_MAX_SEGMENTS = 512
 
 
-def report_format(path) -> str:
-    """``"json"`` or ``"capnp"``: by extension, else by the first byte (``{`` is JSON)."""
-    suffix = Path(path).suffix.lower()
-    if suffix in FORMATS:
-        return suffix[1:]
+def _map(path) -> mmap.mmap | bytes:
+    """The file's bytes, mapped read-only; a plain-words ``ReportError`` for anything else.
+
+    The path is checked before it is opened, and opened non-blocking, so a FIFO with no writer
+    (or a device) is refused instead of blocking for ever.
+    """
     try:
-        with open(path, "rb") as f:
-            head = f.read(64).lstrip()
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ReportError("no such file") from None
     except OSError as e:
-        raise ReportError(f"cannot read: {e.strerror}", path=path) from None
-    return "json" if head.startswith(b"{") else "capnp"
+        raise ReportError(f"cannot read: {e.strerror}") from None
+    _require_regular(st)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ReportError(f"cannot read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)  # the path may have been swapped since the stat above
+        _require_regular(st)
+        if st.st_size == 0:
+            raise ReportError("the file is empty")
+        try:
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system that cannot map files: read it
+            pass
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def _require_regular(st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise ReportError("is a folder, not a report")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise ReportError(f"is {kind}, not a regular file: save the report to a file first")
+
+
+def _capnp_header(buf) -> tuple[int, int] | None:
+    """``(message bytes, header bytes)`` if ``buf`` starts like a Cap'n Proto message whose root
+    is a struct (as tilemem's report is), else ``None``. Only the header is read."""
+    if len(buf) < 8:
+        return None
+    segments = int(np.frombuffer(buf, "<u4", 1)[0]) + 1
+    if segments > _MAX_SEGMENTS:
+        return None
+    header = (4 + 4 * segments + 7) // 8 * 8
+    if len(buf) < header:
+        return None
+    sizes = np.frombuffer(buf, "<u4", segments, 4).astype(np.int64)
+    if len(buf) >= header + 8:  # the root pointer, when present, must point to a struct
+        root = int(np.frombuffer(buf, "<u8", 1, header)[0])
+        if root & 3 != 0 or root >> 32 == 0:  # not a struct pointer, or an empty struct
+            return None
+    return header + 8 * int(sizes.sum()), header
+
+
+def report_format(buf) -> str:
+    """``"json"`` or ``"capnp"``, by content. Raises ``ReportError`` for anything else.
+
+    >>> report_format(b'  {"numTiles": 2}'), report_format(b"\\xef\\xbb\\xbf{}")
+    ('json', 'json')
+    >>> report_format(b"numTiles,2")
+    Traceback (most recent call last):
+    ...
+    tilemem.errors.ReportError: not a report: neither JSON (which starts with '{') nor tilemem's Cap'n Proto format
+    """
+    head = bytes(buf[:4])
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head[:2] in _UTF16_STARTS:
+        raise ReportError("the file is UTF-16 text: a JSON report must be UTF-8")
+    start = len(_BOM) if head.startswith(_BOM) else 0
+    first = re.compile(rb"[^ \t\r\n]").search(buf, start)
+    if first is None:
+        raise ReportError("the file holds only whitespace")
+    if buf[first.start():first.start() + 1] in (b"{", b"["):
+        return "json"
+    found = _capnp_header(buf)
+    if found is not None:
+        size, header = found
+        if size > len(buf) or len(buf) < header + 8:
+            raise ReportError(f"the Cap'n Proto report is truncated: its header announces "
+                              f"{max(size, header + 8):,} bytes, the file has {len(buf):,}")
+        return "capnp"
+    raise ReportError("not a report: neither JSON (which starts with '{') nor tilemem's "
+                      "Cap'n Proto format")
 
 
 def load_report(path) -> Report:
-    """Read a lowered-variables report (JSON or tilemem capnp). Raises ``ReportError``.
+    """Read a lowered-variables report (JSON or tilemem capnp, by content). Raises
+    ``ReportError`` (one line naming the file, the field and the record); warns
+    (``ReportWarning``) about what it repaired, e.g. names that are not valid UTF-8.
 
     >>> import tempfile, os
     >>> from tilemem.model import Report
@@ -37,16 +139,37 @@ def load_report(path) -> Report:
     >>> save_report(r, p); load_report(p) == r
     True
     """
-    from .capnpio import read_capnp_file
-    from .jsonio import read_json_file
+    from .capnpio import read_capnp
+    from .jsonio import read_json
 
-    try:
-        fmt = report_format(path)
-        return read_json_file(path) if fmt == "json" else read_capnp_file(path)
-    except ReportError as e:
-        raise e.with_path(str(path)) from None
-    except OSError as e:
-        raise ReportError(f"cannot read: {e.strerror}", path=str(path)) from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReportWarning)
+        try:
+            buf = _map(path)
+            fmt = report_format(buf)
+            if fmt == "json":
+                skip = len(_BOM) if bytes(buf[:3]) == _BOM else 0
+                report = read_json(memoryview(buf)[skip:] if skip else buf)
+            else:
+                report = read_capnp(buf)
+        except ReportError as e:
+            raise e.with_path(str(path)) from None
+        except OSError as e:
+            raise ReportError(f"cannot read: {e.strerror}", path=str(path)) from None
+    for w in caught:  # the readers do not know the path: add it
+        if isinstance(w.message, ReportWarning):
+            warnings.warn(w.message.with_path(str(path)), stacklevel=2)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return report
+
+
+# ---- writing ------------------------------------------------------------------------------
+
+def _temporary_prefix(path: Path) -> str:
+    """``.NAME.HOST.PID.``: ``remove_stale_temporaries`` tells a dead run's file by it."""
+    host = socket.gethostname().split(".")[0].replace(os.sep, "_") or "host"
+    return f".{path.name}.{host}.{os.getpid()}."
 
 
 @contextlib.contextmanager
@@ -54,7 +177,7 @@ def atomic_write(path, mode: str = "wb") -> Iterator[BinaryIO]:
     """Write to a temporary file beside ``path`` and rename it into place only on success."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -70,6 +193,75 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def remove_stale_temporaries(path) -> list[Path]:
+    """Delete the temporaries ``atomic_write`` left beside ``path`` in runs that were killed.
+
+    Only files of our naming, ``.NAME.HOST.PID.*.tmp``, written on this host by a process that
+    no longer runs (a live run's temporary is left alone). Returns the files removed.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    host = _temporary_prefix(path).split(".")[-3]
+    removed = []
+    try:
+        candidates = list(directory.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for p in candidates:
+        parts = p.name[len(path.name) + 2:].split(".")
+        if len(parts) < 4 or parts[0] != host or not parts[1].isdigit():
+            continue
+        if _alive(int(parts[1])):
+            continue
+        with contextlib.suppress(OSError):
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def check_output(path, formats: tuple[str, ...] = (), *, option: str = "--output") -> Path:
+    """Check before any work that ``path`` can be written: a known extension (one of
+    ``formats``, if given), an existing folder we may write in, not a folder itself. Removes
+    stale temporaries of ours beside it. Raises ``ReportError`` naming ``option``.
+
+    >>> check_output("/no/such/folder/out.json", (".json",))
+    Traceback (most recent call last):
+    ...
+    tilemem.errors.ReportError: /no/such/folder/out.json: the folder /no/such/folder does not exist (field --output)
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if formats and suffix not in formats:
+        known = ", ".join(formats[:-1]) + (" or " if len(formats) > 1 else "") + formats[-1]
+        what = f"unknown output format {suffix!r}" if suffix else "no file extension"
+        raise ReportError(f"{what}: use {known}", path=str(path), field=option)
+    directory = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise ReportError("is a folder: give a file name", path=str(path), field=option)
+    if not directory.exists():
+        raise ReportError(f"the folder {directory} does not exist", path=str(path),
+                          field=option)
+    if not directory.is_dir():
+        raise ReportError(f"{directory} is not a folder", path=str(path), field=option)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ReportError(f"cannot write in the folder {directory} (permission denied)",
+                          path=str(path), field=option)
+    remove_stale_temporaries(p)
+    return p
 
 
 def save_report(report: Report, path) -> None:

@@ -2,11 +2,12 @@
 
 Reading maps the file and views every column in place (no copy of the data), with traversal
 and nesting limits derived from the file's size, so a hostile file cannot make the reader
-allocate more than the file holds.
+allocate more than the file holds. Every structural field (presence, dtype, chunk data, length,
+CSR offsets) is checked before use, and the Cap'n Proto library's own errors are told in plain
+words, naming the field being read.
 """
 from __future__ import annotations
 
-import mmap
 import os
 from functools import lru_cache
 from typing import BinaryIO
@@ -19,7 +20,6 @@ from ..target import Target
 
 FORMAT_VERSION = 1
 CHUNK_BYTES = 1 << 28  # below Cap'n Proto's 2^29-element list limit
-_DTYPES = {"<i8", "<i2", "|b1", "|u1", "<u8", "<i4"}
 
 # column name in the schema -> (Report attribute, dtype)
 _COLUMNS = {
@@ -91,18 +91,33 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
 # ---- reading ------------------------------------------------------------------------------
 
 class _Reader:
+    """Reads columns of the message, checking every structural field of the schema before use
+    (presence, dtype, chunk data, length) and remembering which field it is on, so an error of
+    the Cap'n Proto library can name it."""
+
     def __init__(self, buf):
         self.buf = buf
         self.base = np.frombuffer(buf, np.uint8).ctypes.data if len(buf) else 0
+        self.field = "formatVersion"
 
-    def column(self, col, name: str, expect: str | None = None) -> np.ndarray:
-        dtype = col.dtype
-        if dtype not in _DTYPES or (expect is not None and dtype != expect):
-            raise ReportError(f"column has dtype {dtype!r}, expected {expect or sorted(_DTYPES)}",
-                              field=name)
+    def column(self, parent, field: str, expect: str, name: str | None = None) -> np.ndarray:
+        name = name or field
+        self.field = name
+        if not parent._has(field):
+            raise ReportError("column is missing", field=name)
+        col = getattr(parent, field)
+        try:
+            dtype = col.dtype
+        except UnicodeDecodeError:
+            raise ReportError("column dtype is not text", field=f"{name}.dtype") from None
+        if dtype != expect:
+            raise ReportError(f"column has dtype {dtype!r}, expected {expect!r}",
+                              field=f"{name}.dtype")
         dt = np.dtype(dtype)
         parts = []
         for chunk in col.chunks:
+            if not chunk._has("data"):  # a null chunk holds no bytes (the length check below)
+                continue
             view = chunk.get_data_as_view("data")
             if len(view) == 0:
                 continue
@@ -115,86 +130,133 @@ class _Reader:
         raw = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts
                                                 else np.zeros(0, np.uint8))
         if len(raw) != col.length * dt.itemsize:
-            raise ReportError(f"column holds {len(raw)} bytes, expected {col.length} x "
-                              f"{dt.itemsize}", field=name)
+            raise ReportError(f"column holds {len(raw):,} bytes, but its length says "
+                              f"{col.length:,} values of {dt.itemsize} byte"
+                              + ("s" if dt.itemsize > 1 else ""), field=name)
         if raw.ctypes.data % dt.itemsize:
             raw = raw.copy()
         return raw.view(dt)
 
-    def csr(self, msg, name: str) -> Csr:
-        indptr = self.column(msg.indptr, f"{name}.indptr", "<i8")
-        indices = self.column(msg.indices, f"{name}.indices", "<i8")
-        if len(indptr) == 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) \
-                or indptr[-1] != len(indices):
+    def csr(self, parent, field: str, num_rows: int | None = None) -> Csr:
+        self.field = field
+        if not parent._has(field):
+            raise ReportError("is missing", field=field)
+        msg = getattr(parent, field)
+        indptr = self.column(msg, "indptr", "<i8", f"{field}.indptr")
+        indices = self.column(msg, "indices", "<i8", f"{field}.indices")
+        if len(indptr) == 0 or (num_rows is not None and len(indptr) != num_rows + 1):
+            raise ReportError(f"has {max(len(indptr) - 1, 0):,} rows, expected {num_rows:,}",
+                              field=f"{field}.indptr")
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
             raise ReportError("CSR offsets are not a valid partition of the entries",
-                              field=f"{name}.indptr")
+                              field=f"{field}.indptr")
         return Csr(indptr, indices)
+
+
+#: What the Cap'n Proto library's checks mean, in plain words (first match wins).
+_KJ_PLAIN = (
+    ("prematurely", "the file is truncated"),
+    ("traversal limit", "it refers to more data than the file holds"),
+    ("nest", "it is nested too deeply"),
+    ("bounds", "a pointer points outside the file"),
+    ("far pointer", "a pointer points outside the file"),
+    ("segment", "its segment table is inconsistent"),
+    ("cptr", "a text field is not terminated"),
+)
+
+
+def _plain(e) -> str:
+    text = getattr(e, "description", "") or str(e)
+    return next((plain for key, plain in _KJ_PLAIN if key in text),
+                "a field holds the wrong kind of value")
 
 
 def read_capnp(buf) -> Report:
     """Decode a tilemem capnp report from a buffer (bytes or mmap). Raises ``ReportError``."""
     import capnp
 
-    from .validate import validate_report, validate_target
+    from .validate import MAX_CATEGORIES, repair_names, validate_report, validate_target
 
     s = schema()
     words = max(len(buf) // 8, 1)
+    rd = _Reader(buf)
     try:
         m = s.Report.from_bytes(buf, traversal_limit_in_words=2 * words + 1024,
                                 nesting_limit=16).__enter__()
         version = m.formatVersion
     except (capnp.KjException, ValueError) as e:
-        raise ReportError(f"not a tilemem Cap'n Proto report: {str(e).splitlines()[0]}") from None
+        raise ReportError(f"not a tilemem Cap'n Proto report: {_plain(e)}") from None
     if version != FORMAT_VERSION:
         raise ReportError(f"format version {version} is not supported (expected "
                           f"{FORMAT_VERSION})", field="formatVersion")
     try:
+        rd.field = "targetMemoryInfo"
+        if not m._has("targetMemoryInfo"):
+            raise ReportError("is missing", field="targetMemoryInfo")
         ti = m.targetMemoryInfo
-        offsets = np.asarray(list(ti.memoryElementOffsets), np.int64)
+        offsets = list(ti.memoryElementOffsets)
+        big = [i for i, x in enumerate(offsets) if x >= 1 << 63]
+        if big:
+            raise ReportError("integer outside the 64-bit range",
+                              field=f"targetMemoryInfo.memoryElementOffsets[{big[0]}]")
+        offsets = np.asarray(offsets, np.int64)
         validate_target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets)
         target = Target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets,
                         ti.supervisorInstrFetchDelay if ti.hasSupervisorInstrFetchDelay else None)
-        rd = _Reader(buf)
-        cols = {attr: rd.column(getattr(m, field), field, dt)
-                for field, (attr, dt) in _COLUMNS.items()}
+        cols = {attr: rd.column(m, field, dt) for field, (attr, dt) in _COLUMNS.items()}
         n = len(cols["var_id"])
         for field, (attr, _) in _COLUMNS.items():
             if len(cols[attr]) != n:
-                raise ReportError(f"column has {len(cols[attr])} rows, expected {n}", field=field)
-        cats = tuple(str(c) for c in m.categoryNames)
+                raise ReportError(f"column has {len(cols[attr]):,} rows, expected {n:,} (as "
+                                  "var)", field=field)
+        rd.field = "categoryNames"
+        cats = tuple(_categories(m.categoryNames, MAX_CATEGORIES))
         if n and (cols["category"].min() < 0 or cols["category"].max() >= len(cats)):
-            raise ReportError("category code outside categoryNames", field="category")
-        blob = rd.column(m.nameBlob, "nameBlob", "|u1")
-        name_offsets = rd.column(m.nameOffsets, "nameOffsets", "<i8")
-        if len(name_offsets) != n + 1 or (n and (name_offsets[0] != 0 or np.any(
-                np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob))):
+            row = int(np.flatnonzero((cols["category"] < 0)
+                                     | (cols["category"] >= len(cats)))[0])
+            raise ReportError(f"category code {cols['category'][row]} is outside the "
+                              f"{len(cats)} categoryNames", field=f"category[{row}]",
+                              var=int(cols["var_id"][row]))
+        blob = rd.column(m, "nameBlob", "|u1")
+        name_offsets = rd.column(m, "nameOffsets", "<i8")
+        if len(name_offsets) != n + 1 or name_offsets[0] != 0 or np.any(
+                np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob):
             raise ReportError("name offsets do not partition nameBlob", field="nameOffsets")
+        name_blob, name_offsets = repair_names(blob.tobytes(), name_offsets, cols["var_id"])
+        steps = None
+        if m.hasEquivalenceClassSteps:
+            flat = rd.column(m, "equivalenceClassSteps", "<i8")
+            if len(flat) % 2:
+                raise ReportError(f"holds {len(flat):,} numbers: not [start, end) pairs",
+                                  field="equivalenceClassSteps")
+            steps = flat.reshape(-1, 2)
         report = Report(
-            target=target, **cols, name_blob=blob.tobytes(), name_offsets=name_offsets,
+            target=target, **cols, name_blob=name_blob, name_offsets=name_offsets,
             categories=cats, element_constraints=Csr.empty(n), region_constraints=Csr.empty(n),
-            interference=rd.csr(m.equivalenceClassInterference, "equivalenceClassInterference"),
-            allocation_order=Csr.empty(target.num_tiles),
-            class_steps=(rd.column(m.equivalenceClassSteps, "equivalenceClassSteps", "<i8")
-                         .reshape(-1, 2) if m.hasEquivalenceClassSteps else None))
+            interference=rd.csr(m, "equivalenceClassInterference"),
+            allocation_order=Csr.empty(target.num_tiles), class_steps=steps)
         lookup = report.rows_of_vars
         for attr, field in (("element_constraints", "elementConstraints"),
                             ("region_constraints", "regionConstraints"),
                             ("allocation_order", "allocationOrderByTile")):
-            c = rd.csr(getattr(m, field), field)
-            want = n if attr != "allocation_order" else target.num_tiles
-            if c.num_rows != want:
-                raise ReportError(f"has {c.num_rows} rows, expected {want}", field=field)
+            c = rd.csr(m, field, n if attr != "allocation_order" else target.num_tiles)
             object.__setattr__(report, attr, Csr(c.indptr, lookup(c.indices)))
     except capnp.KjException as e:
-        raise ReportError(f"damaged Cap'n Proto report: {str(e).splitlines()[0]}") from None
+        raise ReportError(f"damaged Cap'n Proto report: {_plain(e)}", field=rd.field) from None
     validate_report(report)
     return report
 
 
-def read_capnp_file(path) -> Report:
-    with open(path, "rb") as f:
+def _categories(names, limit: int) -> list[str]:
+    """categoryNames, each checked: Cap'n Proto text is UTF-8, so anything else is damage."""
+    if len(names) > limit:
+        raise ReportError(f"{len(names):,} categories: more than {limit:,} (codes are "
+                          "int16; Poplar has 25)", field="categoryNames")
+    out = []
+    for i in range(len(names)):
         try:
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:
-            raise ReportError("empty file") from None
-    return read_capnp(buf)  # columns keep the mapping alive; it closes when they go
+            out.append(names[i])
+        except UnicodeDecodeError:
+            raise ReportError("category name is not valid UTF-8 (the file is damaged)",
+                              field=f"categoryNames[{i}]") from None
+    return out

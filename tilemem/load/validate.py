@@ -6,13 +6,18 @@ A variable larger than a tile is *not* an error: that tile is out of memory.
 """
 from __future__ import annotations
 
+import codecs
+import warnings
+
 import numpy as np
 
-from ..errors import ReportError
+from ..errors import ReportError, ReportWarning
 from ..model import Report
 
 #: Sizes, offsets and alignments above this are absurd for any IPU tile (4 GiB).
 ABSURD_BYTES = 1 << 32
+#: Category codes are int16 (``Report.category``); Poplar has 25 categories.
+MAX_CATEGORIES = (1 << 15) - 1
 
 
 def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets) -> None:
@@ -38,6 +43,57 @@ def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets) -> None
     if offs[-1] >= tile_memory:
         raise ReportError(f"memory element offset {offs[-1]} is not below tileMemory "
                           f"{tile_memory}", field=f"{field}[{len(offs) - 1}]")
+
+
+def repair_names(blob: bytes, offsets: np.ndarray, var_id: np.ndarray):
+    """``(blob, offsets)`` with every name valid UTF-8: a name that is not keeps its valid
+    characters and gets U+FFFD for the rest (names are labels, not keys), with one
+    ``ReportWarning`` saying how many. Cheap when all is well: one decode of the blob.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     b, o = repair_names(b"ab\\xffcd", np.array([0, 2, 5]), np.array([7, 8]))
+    >>> b.decode(), o.tolist(), str(w[0].message)
+    ('ab\ufffdcd', [0, 2, 7], '1 var name(s) are not valid UTF-8: kept, with U+FFFD replacement characters (var 8)')
+    """
+    a = np.frombuffer(blob, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1][lengths > 0]
+    # A sequence may run from one name into the next: then a name starts with a continuation
+    # byte (10xxxxxx) even though the whole blob decodes.
+    bad_start = starts[(a[starts] & 0xC0) == 0x80]
+    errors: list[int] = []
+
+    def record(e: UnicodeDecodeError):
+        errors.append(e.start)
+        return "", e.end
+
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError:  # error path: where is every bad byte? (one more decode)
+        codecs.register_error("tilemem.record_utf8", record)
+        blob.decode("utf-8", "tilemem.record_utf8")
+    if not errors and not len(bad_start):
+        return blob, offsets
+    at = np.concatenate([np.asarray(errors, np.int64), bad_start])
+    rows = np.unique(np.searchsorted(offsets, at, side="right") - 1)
+    rows = rows[(rows >= 0) & (rows < len(lengths))]
+    pieces, prev = [], 0
+    new_lengths = lengths.copy()
+    for row in rows.tolist():
+        s, e = int(offsets[row]), int(offsets[row + 1])
+        fixed = blob[s:e].decode("utf-8", "replace").encode()
+        pieces += [blob[prev:s], fixed]
+        new_lengths[row] = len(fixed)
+        prev = e
+    pieces.append(blob[prev:])
+    new_offsets = np.zeros(len(offsets), np.int64)
+    np.cumsum(new_lengths, out=new_offsets[1:])
+    warnings.warn(ReportWarning(f"{len(rows):,} var name(s) are not valid UTF-8: kept, with "
+                                "U+FFFD replacement characters", var=int(var_id[rows[0]])),
+                  stacklevel=2)
+    return b"".join(pieces), new_offsets
 
 
 def _first(mask) -> int | None:
