@@ -128,7 +128,9 @@ class MemoryFigures:
     """The memory figures of one allocation of a report (see the module docstring).
 
     ``region_bytes``, ``region_including_gaps``: ``(3, num_tiles)`` in ``REGIONS`` order.
-    ``non_overlapped``, ``overlapped``: ``(num_categories, 3, num_tiles)``.
+    ``non_overlapped``, ``overlapped``: ``(len(categories), 3, num_tiles)``, only for the
+    ``categories`` that have bytes (memory follows the data, not the report's category table);
+    ``all_categories`` are every category of the report (the JSON lists each).
     ``after_overlapping``: ``(3, num_tiles)``.
     """
 
@@ -141,6 +143,7 @@ class MemoryFigures:
     overlapped: np.ndarray
     after_overlapping: np.ndarray
     gaps: Gaps
+    all_categories: tuple[str, ...] = ()
 
     @property
     def num_tiles(self) -> int:
@@ -197,18 +200,28 @@ class MemoryFigures:
         ``byTile`` and ``byCategory`` have exactly the shape of the graph profile's (000);
         ``afterOverlapping`` and ``gaps`` are tilemem's additions.
         """
+        zeros = [0] * self.num_tiles  # one list for every all-zero array
+
+        def listed(a: np.ndarray) -> list:
+            return a.tolist() if a.any() else zeros
+
         by_category = {}
-        for c, name in enumerate(self.categories):
-            entry = {REGIONS[k]: {"nonOverlapped": self.non_overlapped[c, k].tolist(),
-                                  "overlapped": self.overlapped[c, k].tolist()}
+        index = {name: c for c, name in enumerate(self.categories)}
+        totals = self.category_totals()
+        for name in dict.fromkeys(self.all_categories + self.categories):
+            c = index.get(name)
+            entry = {REGIONS[k]: {"nonOverlapped": zeros if c is None else
+                                  listed(self.non_overlapped[c, k]),
+                                  "overlapped": zeros if c is None else
+                                  listed(self.overlapped[c, k])}
                      for k in (INTERLEAVED, NON_INTERLEAVED, OVERFLOWED)}
-            entry["total"] = self.category_totals()[c].tolist()
+            entry["total"] = zeros if c is None else listed(totals[c])
             by_category[name] = entry
-        after = {REGIONS[k]: self.after_overlapping[k].tolist()
+        after = {REGIONS[k]: listed(self.after_overlapping[k])
                  for k in (INTERLEAVED, NON_INTERLEAVED, OVERFLOWED)}
-        after["total"] = self.after_overlapping.sum(axis=0).tolist()
+        after["total"] = listed(self.after_overlapping.sum(axis=0))
         by_cause = self.gaps.bytes_by_cause(self.num_tiles)
-        gaps: dict = {"byCause": {name: by_cause[i].tolist() for i, name in
+        gaps: dict = {"byCause": {name: listed(by_cause[i]) for i, name in
                                   enumerate(GAP_CAUSES)}}
         if holes:
             g = self.gaps
@@ -216,7 +229,7 @@ class MemoryFigures:
                              "region": [REGIONS[k] for k in g.region.tolist()],
                              "start": g.start.tolist(), "end": g.end.tolist(),
                              "cause": [GAP_CAUSES[k] for k in g.cause.tolist()]}
-        return {"memory": {"byTile": {k: v.tolist() for k, v in self.by_tile.items()},
+        return {"memory": {"byTile": {k: listed(v) for k, v in self.by_tile.items()},
                            "byCategory": by_category, "afterOverlapping": after,
                            "gaps": gaps}}
 
@@ -270,8 +283,9 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     overl = (start < prev_end)
     overl[:-1] |= same_next[:-1] & (next_start[:-1] < end[:-1])
 
-    ncat = len(r.categories)
-    cat = r.category[rows].astype(np.int64)
+    used, cat = np.unique(r.category[rows], return_inverse=True)  # categories with bytes only
+    ncat = len(used)
+    cat = cat.astype(np.int64).reshape(-1)
     non_overlapped = np.zeros((ncat, 3, nt), np.int64)
     overlapped = np.zeros((ncat, 3, nt), np.int64)
     for k in range(3):
@@ -284,7 +298,8 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     after = _region_sums(ot, np.maximum(os_, _previous_end(ot, oe)), oe, bounds, nt)
 
     gaps = _gaps(r, off, rows, tile, start, prev_end, align, bounds)
-    return MemoryFigures(target=t, categories=tuple(r.categories), region_bytes=region_bytes,
+    return MemoryFigures(target=t, categories=tuple(r.categories[c] for c in used.tolist()),
+                         all_categories=tuple(r.categories), region_bytes=region_bytes,
                          region_including_gaps=region_high, highest_end=highest_end,
                          non_overlapped=non_overlapped, overlapped=overlapped,
                          after_overlapping=after, gaps=gaps)

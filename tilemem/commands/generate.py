@@ -14,7 +14,7 @@ import click
               show_default=True,
               help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.5 none.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
 def generate(preset, tiles, steps, pressure, seed, out):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
@@ -24,17 +24,14 @@ def generate(preset, tiles, steps, pressure, seed, out):
     from a first-fit allocator (tiles that do not fit spill past tileMemory). Writes the
     tilemem extension equivalenceClassSteps. Deterministic for a seed.
     """
-    from pathlib import Path
-
-    from ..errors import ReportError
     from ..load import FORMATS, save_report
     from ..generate import generate_report
     from ..output import console, human_bytes
     from ..summary import highest_end_per_tile
 
-    if Path(out).suffix.lower() not in FORMATS:
-        raise ReportError(f"unknown output format {Path(out).suffix!r}: use .json or .capnp",
-                          path=out, field="--output")
+    from .guards import output_path
+
+    output_path(out, FORMATS)
     c = console()
     r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                         progress=True)

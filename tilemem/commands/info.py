@@ -8,14 +8,17 @@ from ..output import report_path_argument
 @click.command()
 @report_path_argument
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@click.option("--top", default=5, show_default=True, help="How many of the fullest tiles to list.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
+              help="How many of the fullest tiles to list.")
 def info(report, as_json, top):
     """Summarise REPORT: target geometry, tiles, variables, classes, bytes by category."""
     from ..load import load_report
     from ..output import console, echo_json, human_bytes
     from ..summary import info as summarise
+    from .guards import nothing_to_analyse
 
-    d = summarise(load_report(report), top=top)
+    r = load_report(report)
+    d = summarise(r, top=top)
     if as_json:
         echo_json(d)
         return
@@ -50,3 +53,5 @@ def info(report, as_json, top):
         tiles.add_row(str(row["tile"]), f"{row['bytes']:,}", f"{row['highestEnd']:,}",
                       "yes" if row["outOfMemory"] else "")
     c.print(tiles)
+    if nothing_to_analyse(r):
+        c.print(f"  {nothing_to_analyse(r)}")

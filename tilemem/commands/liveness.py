@@ -3,18 +3,19 @@ from __future__ import annotations
 import click
 
 from ..output import report_path_argument
+from .guards import SECONDS, nothing_to_analyse
 
 
 @click.command()
 @report_path_argument
 @click.option("--tile", "tile_spec", metavar="TILES",
               help="Only these tiles, e.g. 5 or 0,5,100-200 (default: all tiles).")
-@click.option("--top", default=10, show_default=True,
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many tiles, always-live names and peak variables to list.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"tiles": [{"tile", "alwaysLiveBytes", "maxLiveBytes", "exact", '
                    '"peakVars": [...]}, ...]} instead of the summary.')
-@click.option("--time-limit", default=10.0, show_default=True,
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
               help="Seconds for the exact search on tiles whose class graph is not chordal "
                    "(all tiles together); tiles it does not finish are marked not exact.")
 def liveness(report, tile_spec, top, as_json, time_limit):
@@ -38,7 +39,8 @@ def liveness(report, tile_spec, top, as_json, time_limit):
     tiles = parse_tiles(tile_spec, r.num_tiles)
     if tiles is None:
         tiles = r.tiles_in_use()
-    found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty())
+    found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty()) \
+        if len(tiles) else []  # no tile in use: nothing to analyse
     if as_json:
         echo_json({"tiles": [_tile_json(r, m) for m in found]})
         return
@@ -97,7 +99,7 @@ def _print_summary(r, report, tiles, found, top, all_tiles):
         where = f"{len(tiles)} tiles"
     c.print(f"  Variable Storage Liveness: {where}")
     if not found:
-        c.print("    no allocated variables")
+        c.print(f"    {nothing_to_analyse(r) or 'no allocated variables on these tiles'}")
         return
     sel = np.zeros(r.num_tiles, bool)
     sel[tiles] = True

@@ -4,10 +4,10 @@ import click
 
 
 @click.command()
-@click.argument("csv_path", metavar="CSV", type=click.Path(dir_okay=False))
-@click.option("--capacity", type=int, required=True,
+@click.argument("csv_path", metavar="CSV", type=click.Path())
+@click.option("--capacity", type=click.IntRange(min=1), required=True,
               help="Memory size in bytes (MiniMalloc's capacity): the tile's tileMemory.")
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
 def import_minimalloc(csv_path, capacity, out):
     """Make a one-tile report from a MiniMalloc CSV (id,lower,upper,size[,alignment][,offset]).
@@ -16,10 +16,13 @@ def import_minimalloc(csv_path, capacity, out):
     lifetimes overlap, lifetimes kept as equivalenceClassSteps. Offsets come from the CSV's
     offset column; without one, tilemem's first fit places the buffers (largest first).
     """
-    from ..load import save_report
+    from ..load import FORMATS, check_input, save_report
     from ..minimalloc import read_minimalloc_csv, report_from_minimalloc
     from ..output import console, human_bytes
+    from .guards import output_path
 
+    output_path(out, FORMATS)
+    check_input(csv_path)
     b = read_minimalloc_csv(csv_path)
     r = report_from_minimalloc(b, capacity)
     save_report(r, out)
@@ -31,9 +34,9 @@ def import_minimalloc(csv_path, capacity, out):
 
 
 @click.command()
-@click.argument("report", type=click.Path(dir_okay=False))
+@click.argument("report", type=click.Path())
 @click.option("--tile", type=int, required=True, help="The tile to export.")
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output CSV.")
 @click.option("--offsets", is_flag=True, help="Also write the report's offsets (offset column).")
 @click.option("--ids", type=click.Choice(["var", "name"]), default="var", show_default=True,
@@ -46,12 +49,13 @@ def export_minimalloc(report, tile, out, offsets, ids):
     (always-live variables: the whole program). MiniMalloc knows only lifetime overlap:
     element/region constraints and the interleaved region are not exported.
     """
+    from ..errors import ReportError
     from ..load import load_report
     from ..minimalloc import minimalloc_from_report, write_minimalloc_csv
     from ..output import console, human_bytes
+    from .guards import CSV, output_path
 
-    from ..errors import ReportError
-
+    output_path(out, CSV)
     r = load_report(report)
     try:
         b = minimalloc_from_report(r, tile, ids)

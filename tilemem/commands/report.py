@@ -3,16 +3,17 @@ from __future__ import annotations
 import click
 
 from ..output import report_path_argument
+from .guards import nothing_to_analyse, output_path
 
 
 @click.command()
 @report_path_argument
-@click.option("--allocation", "allocation", type=click.Path(dir_okay=False),
+@click.option("--allocation", "allocation", type=click.Path(),
               help="Figures for this allocation (a report of the same variables, e.g. written "
                    "by `tilemem alloc`) instead of REPORT's own offsets.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the JSON memory object instead of the summary.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=click.Path(),
               help="Write the JSON memory object to this file (atomically).")
 @click.option("--no-holes", is_flag=True, help="Leave the list of gaps out of the JSON "
               "(keep the per-tile bytes by cause).")
@@ -29,6 +30,7 @@ def report(report, allocation, as_json, output, no_holes):
     from ..output import echo_json
     from ..report import memory_figures, offsets_from_file, summary_text
 
+    output_path(output, (".json",))
     r = load_report(report)
     offsets = offsets_from_file(r, allocation) if allocation else None
     fig = memory_figures(r, offsets)
@@ -43,6 +45,8 @@ def report(report, allocation, as_json, output, no_holes):
         echo_json(d)
     elif not output:
         click.echo(f"{report}" + (f" (allocation {allocation})" if allocation else ""))
+        if nothing_to_analyse(r):
+            click.echo(f"  {nothing_to_analyse(r)}")
         click.echo(summary_text(fig))
     else:
         click.echo(f"wrote {output}")

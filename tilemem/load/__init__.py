@@ -22,8 +22,6 @@ import warnings
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-import numpy as np
-
 from ..errors import ReportError, ReportWarning
 from ..model import Report
 
@@ -32,8 +30,22 @@ _BOM = b"\xef\xbb\xbf"
 #: UTF-16 JSON without a byte order mark: a brace and a zero byte (little or big endian). A
 #: Cap'n Proto header cannot start so (it would announce over 30,000 segments).
 _UTF16_STARTS = (b"{\0", b"\0{")
-#: Cap'n Proto readers refuse messages of more segments than this (capnp's own limit).
-_MAX_SEGMENTS = 512
+
+
+def check_input(path) -> None:
+    """Raise ``ReportError`` (naming ``path``) unless it is a regular file we may read; it is
+    not opened, so a FIFO with no writer cannot make this hang."""
+    try:
+        st = os.stat(path)
+        _require_regular(st)
+        if not os.access(path, os.R_OK):
+            raise ReportError("cannot read: permission denied")
+    except FileNotFoundError:
+        raise ReportError("no such file", path=str(path)) from None
+    except OSError as e:
+        raise ReportError(f"cannot read: {e.strerror}", path=str(path)) from None
+    except ReportError as e:
+        raise e.with_path(str(path)) from None
 
 
 def _map(path) -> mmap.mmap | bytes:
@@ -42,13 +54,7 @@ def _map(path) -> mmap.mmap | bytes:
     The path is checked before it is opened, and opened non-blocking, so a FIFO with no writer
     (or a device) is refused instead of blocking for ever.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ReportError("no such file") from None
-    except OSError as e:
-        raise ReportError(f"cannot read: {e.strerror}") from None
-    _require_regular(st)
+    check_input(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
@@ -70,30 +76,11 @@ def _map(path) -> mmap.mmap | bytes:
 
 def _require_regular(st: os.stat_result) -> None:
     if stat.S_ISDIR(st.st_mode):
-        raise ReportError("is a folder, not a report")
+        raise ReportError("is a folder, not a file")
     if not stat.S_ISREG(st.st_mode):
         kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
                 "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
-        raise ReportError(f"is {kind}, not a regular file: save the report to a file first")
-
-
-def _capnp_header(buf) -> tuple[int, int] | None:
-    """``(message bytes, header bytes)`` if ``buf`` starts like a Cap'n Proto message whose root
-    is a struct (as tilemem's report is), else ``None``. Only the header is read."""
-    if len(buf) < 8:
-        return None
-    segments = int(np.frombuffer(buf, "<u4", 1)[0]) + 1
-    if segments > _MAX_SEGMENTS:
-        return None
-    header = (4 + 4 * segments + 7) // 8 * 8
-    if len(buf) < header:
-        return None
-    sizes = np.frombuffer(buf, "<u4", segments, 4).astype(np.int64)
-    if len(buf) >= header + 8:  # the root pointer, when present, must point to a struct
-        root = int(np.frombuffer(buf, "<u8", 1, header)[0])
-        if root & 3 != 0 or root >> 32 == 0:  # not a struct pointer, or an empty struct
-            return None
-    return header + 8 * int(sizes.sum()), header
+        raise ReportError(f"is {kind}, not a regular file: save it to a file first")
 
 
 def report_format(buf) -> str:
@@ -115,12 +102,14 @@ def report_format(buf) -> str:
         raise ReportError("the file holds only whitespace")
     if buf[first.start():first.start() + 1] in (b"{", b"["):
         return "json"
-    found = _capnp_header(buf)
+    from .capnpio import message_header
+
+    found = message_header(buf)
     if found is not None:
-        size, header = found
-        if size > len(buf) or len(buf) < header + 8:
+        if found.size > len(buf) or found.root is None:
             raise ReportError(f"the Cap'n Proto report is truncated: its header announces "
-                              f"{max(size, header + 8):,} bytes, the file has {len(buf):,}")
+                              f"{max(found.size, found.header + 8):,} bytes, the file has "
+                              f"{len(buf):,}")
         return "capnp"
     raise ReportError("not a report: neither JSON (which starts with '{') nor tilemem's "
                       "Cap'n Proto format")
@@ -244,14 +233,14 @@ def check_output(path, formats: tuple[str, ...] = (), *, option: str = "--output
     tilemem.errors.ReportError: /no/such/folder/out.json: the folder /no/such/folder does not exist (field --output)
     """
     p = Path(path)
+    if p.is_dir():
+        raise ReportError("is a folder: give a file name", path=str(path), field=option)
     suffix = p.suffix.lower()
     if formats and suffix not in formats:
         known = ", ".join(formats[:-1]) + (" or " if len(formats) > 1 else "") + formats[-1]
         what = f"unknown output format {suffix!r}" if suffix else "no file extension"
         raise ReportError(f"{what}: use {known}", path=str(path), field=option)
     directory = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise ReportError("is a folder: give a file name", path=str(path), field=option)
     if not directory.exists():
         raise ReportError(f"the folder {directory} does not exist", path=str(path),
                           field=option)

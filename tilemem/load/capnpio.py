@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -89,6 +89,43 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
 
 
 # ---- reading ------------------------------------------------------------------------------
+
+#: Cap'n Proto readers refuse messages of more segments than this (capnp's own limit).
+_MAX_SEGMENTS = 512
+#: Said when a Cap'n Proto message is not in our schema (most likely Poplar's own dump).
+NOT_OURS = ("a Cap'n Proto file, but not in tilemem's schema: Poplar's own vars.capnp (for the "
+            "Graph Analyser) uses another, unpublished one; ask Poplar for JSON "
+            "(debug.loweredVarDumpFile ending in .json)")
+
+
+class Header(NamedTuple):
+    size: int                      # bytes the segment table announces
+    header: int                    # bytes of the segment table
+    root: tuple[int, int] | None   # the root struct's (data words, pointers), if present
+
+
+def message_header(buf) -> Header | None:
+    """The segment table of a Cap'n Proto message at the start of ``buf`` whose root is a
+    struct, or ``None`` when ``buf`` does not start like one. Reads only the header.
+
+    >>> message_header(b"\\0\\0\\0\\0\\3\\0\\0\\0" + bytes(4) + b"\\2\\0\\x17\\0")
+    Header(size=32, header=8, root=(2, 23))
+    """
+    if len(buf) < 8:
+        return None
+    segments = int(np.frombuffer(buf, "<u4", 1)[0]) + 1
+    if segments > _MAX_SEGMENTS:
+        return None
+    header = (4 + 4 * segments + 7) // 8 * 8
+    if len(buf) < header:
+        return None
+    size = header + 8 * int(np.frombuffer(buf, "<u4", segments, 4).astype(np.int64).sum())
+    if len(buf) < header + 8:
+        return Header(size, header, None)
+    root = int(np.frombuffer(buf, "<u8", 1, header)[0])
+    if root & 3 != 0 or root >> 32 == 0:  # not a struct pointer, or an empty struct
+        return None
+    return Header(size, header, ((root >> 32) & 0xFFFF, root >> 48))
 
 class _Reader:
     """Reads columns of the message, checking every structural field of the schema before use
@@ -178,6 +215,11 @@ def read_capnp(buf) -> Report:
     from .validate import MAX_CATEGORIES, repair_names, validate_report, validate_target
 
     s = schema()
+    ours = s.Report.schema.node.struct
+    found = message_header(buf)
+    if found is not None and found.root is not None and (
+            found.root[0] < ours.dataWordCount or found.root[1] < ours.pointerCount):
+        raise ReportError(NOT_OURS)  # our schema only ever grows: older files are not smaller
     words = max(len(buf) // 8, 1)
     rd = _Reader(buf)
     try:
@@ -188,7 +230,8 @@ def read_capnp(buf) -> Report:
         raise ReportError(f"not a tilemem Cap'n Proto report: {_plain(e)}") from None
     if version != FORMAT_VERSION:
         raise ReportError(f"format version {version} is not supported (expected "
-                          f"{FORMAT_VERSION})", field="formatVersion")
+                          f"{FORMAT_VERSION}); if this is Poplar's own dump: {NOT_OURS}",
+                          field="formatVersion")
     try:
         rd.field = "targetMemoryInfo"
         if not m._has("targetMemoryInfo"):

@@ -72,6 +72,7 @@ class _Var(msgspec.Struct, gc=False):
     info: _Info
 
 
+_KNOWN_CATEGORIES = frozenset(CATEGORIES)
 _INT_FIELDS = ("tile", "sizeBytes", "alignment", "offset", "equivalenceClass")
 _REQUIRED = _INT_FIELDS + ("category",)
 _PATH = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$", re.S)
@@ -309,13 +310,13 @@ def read_json(buf) -> Report:
         raise ReportError("missing required key category", field=f"vars[{row}].info",
                           var=int(var_id[row]))
     ints[~allocated] = -1
-    distinct = dict.fromkeys(cat_names)
-    if len(distinct) > MAX_CATEGORIES:  # codes are int16; Poplar has 25 categories
-        row = cat_names.index(list(distinct)[MAX_CATEGORIES])
-        raise ReportError(f"more than {MAX_CATEGORIES:,} distinct categories (Poplar has "
-                          f"{len(CATEGORIES)}): not a lowered-variables report",
+    new = [c for c in dict.fromkeys(cat_names) if c not in _KNOWN_CATEGORIES]
+    if len(CATEGORIES) + len(new) > MAX_CATEGORIES:  # codes are int16 (after Poplar's 25)
+        row = cat_names.index(new[MAX_CATEGORIES - len(CATEGORIES)])
+        raise ReportError(f"more than {MAX_CATEGORIES:,} categories (codes are int16; Poplar "
+                          f"has {len(CATEGORIES)}): not a lowered-variables report",
                           field=f"vars[{row}].info.category", var=int(var_id[row]))
-    del distinct
+    del new
     cats, codes = encode_categories(cat_names)
     del cat_names
     if repaired:

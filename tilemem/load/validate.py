@@ -16,15 +16,20 @@ from ..model import Report
 
 #: Sizes, offsets and alignments above this are absurd for any IPU tile (4 GiB).
 ABSURD_BYTES = 1 << 32
-#: Category codes are int16 (``Report.category``); Poplar has 25 categories.
-MAX_CATEGORIES = (1 << 15) - 1
+#: Most tiles a report may claim. Per-tile figures (the graph profile's ``byTile`` and
+#: ``byCategory`` arrays, plots) are dense over ``numTiles``, so this bounds what a tiny report
+#: can make tilemem allocate. An IPU-POD64 has 94,208 tiles (64 IPUs of 1,472); this allows
+#: 178 such IPUs in one report.
+MAX_TILES = 1 << 18
+#: Category codes are int16 (``Report.category``, codes 0 to 32,767); Poplar has 25.
+MAX_CATEGORIES = 1 << 15
 
 
 def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets) -> None:
     f = "targetMemoryInfo"
-    if num_tiles <= 0 or num_tiles > 1 << 24:
-        raise ReportError(f"numTiles must be a positive tile count, got {num_tiles}",
-                          field="numTiles")
+    if num_tiles <= 0 or num_tiles > MAX_TILES:
+        raise ReportError(f"numTiles must be a tile count from 1 to {MAX_TILES:,} (178 IPUs of "
+                          f"1,472 tiles), got {num_tiles:,}", field="numTiles")
     if tile_memory <= 0 or tile_memory > ABSURD_BYTES:
         raise ReportError(f"tileMemory must be positive and below 4 GiB, got {tile_memory}",
                           field=f"{f}.tileMemory")
