@@ -56,7 +56,8 @@ def _available(target: str) -> bool:
 def cli():
     """tilemem: memory allocator and liveness analyser for IPU tiles.
 
-    Reads Poplar lowered-variables reports (debug.loweredVarDumpFile, .json or tilemem .capnp).
+    Reads Poplar lowered-variables reports (.json, or tilemem's .capnp). Get one from Poplar
+    with POPLAR_ENGINE_OPTION='{"debug.loweredVarDumpFile": "vars.json"}'.
     """
 
 

@@ -7,8 +7,9 @@ import click
 @click.argument("source", type=click.Path())
 @click.argument("dest", type=click.Path())
 def convert(source, dest):
-    """Convert SOURCE to DEST by extension (.json or .capnp). Lossless both ways (names that
-    are not valid UTF-8 excepted: they are kept with U+FFFD, and a warning says so)."""
+    """Convert SOURCE to DEST: DEST's format by its extension (.json or .capnp), SOURCE's by
+    its content. Lossless both ways (names that are not valid UTF-8 excepted: they are kept
+    with U+FFFD, and a warning says so)."""
     from ..load import FORMATS, load_report, save_report
     from .guards import nothing_to_analyse, output_path
 

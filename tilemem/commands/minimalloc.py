@@ -12,7 +12,9 @@ import click
 def import_minimalloc(csv_path, capacity, out):
     """Make a one-tile report from a MiniMalloc CSV (id,lower,upper,size[,alignment][,offset]).
 
-    One equivalence class per distinct [lower, upper) lifetime, classes interfere when their
+    Lifetimes are half-open [lower, upper); MiniMalloc's aliases buffer, start/begin and
+    (inclusive) end are accepted. One equivalence class per distinct [lower, upper) lifetime,
+    classes interfere when their
     lifetimes overlap, lifetimes kept as equivalenceClassSteps. Offsets come from the CSV's
     offset column; without one, tilemem's first fit places the buffers (largest first).
     """
@@ -43,10 +45,12 @@ def import_minimalloc(csv_path, capacity, out):
               help="Buffer ids: var ids, or variable names (unique on the tile, e.g. after "
                    "importing a CSV whose ids are not integers).")
 def export_minimalloc(report, tile, out, offsets, ids):
-    """Write one tile of REPORT as a MiniMalloc CSV (needs equivalenceClassSteps).
+    """Write one tile of REPORT as a MiniMalloc CSV (id,lower,upper,size[,alignment][,offset]).
 
-    Each allocated variable becomes a buffer with its class's [lower, upper) steps
-    (always-live variables: the whole program). MiniMalloc knows only lifetime overlap:
+    Needs class lifetimes: the equivalenceClassSteps extension, or class interference that
+    forms an interval graph (the lifetimes are then recovered from it). Each allocated variable
+    becomes a buffer with its class's [lower, upper) steps (always-live variables: the whole
+    program). MiniMalloc knows only lifetime overlap:
     element/region constraints and the interleaved region are not exported.
     """
     from ..errors import ReportError
