@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 
@@ -115,8 +116,6 @@ def _show(caught, category) -> None:
         if issubclass(w.category, category):
             click.echo(f"tilemem: warning: {w.message}", err=True)
         else:
-            import warnings
-
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
