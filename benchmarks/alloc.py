@@ -39,7 +39,7 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     if a.report:
-        from tilemem.files import load_report
+        from tilemem.load import load_report
 
         r = load_report(a.report)
         what = a.report

@@ -22,8 +22,8 @@ CHILD = r"""
 import json, os, sys, time
 import numpy as np
 from tilemem.generate import generate_report
-from tilemem.files import save_report
 from tilemem.figures.summary import highest_end_per_tile
+from tilemem.load import save_report
 
 preset, tiles, steps, seed, out, capnp = sys.argv[1:7]
 

@@ -71,7 +71,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from tilemem.check import check_allocation
-    from tilemem.files import load_report, save_report
+    from tilemem.load import load_report, save_report
     from tilemem.liveness import max_live_all
 
     if args.report:

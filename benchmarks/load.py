@@ -26,7 +26,7 @@ if sys.argv[2] == "stdlib":
     with open(sys.argv[1]) as f:
         json.load(f)
 else:
-    from tilemem.files import load_report
+    from tilemem.load import load_report
     load_report(sys.argv[1])
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec from the parent
 hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM'))
@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--no-stdlib", action="store_true", help="skip the stdlib json baseline")
     args = ap.parse_args()
 
-    from tilemem.files import load_report, save_report
+    from tilemem.load import load_report, save_report
 
     with tempfile.TemporaryDirectory() as d:
         js = Path(d) / "r.json"

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tilemem.check import RULE_NAMES, check_allocation
 from tilemem.cli import cli, main
 from tilemem.errors import ReportError
-from tilemem.files import save_report
 from tilemem.generate import generate_report
+from tilemem.load import save_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.rules import Rules

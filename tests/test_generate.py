@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from generate_checker import tiles_over_memory, violations
 from tilemem.check import check_allocation
 from tilemem.cli import cli
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.generate import generate_report
 from tilemem.generate.tiledata import SUMMARY_ALWAYS_LIVE
-from tilemem.validate import validate_report
+from tilemem.load.validate import validate_report
 
 TILES, STEPS = 32, 120
 

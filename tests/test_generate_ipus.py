@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from generate_checker import violations
 from tilemem.check import check_allocation
 from tilemem.cli import cli, main
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.generate import generate_report
 
 PER_IPU, STEPS = 24, 120

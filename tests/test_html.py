@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tilemem.cli import main
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.model import Report
 
 from browser import Browser, find_chromium

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilemem.cli import cli
-from tilemem.files import save_report
+from tilemem.load import save_report
 from tilemem.liveness import (always_live_bytes, class_graph, max_live, max_live_all,
                               timeline)
 from tilemem.liveness.graphalg import csr_from_edges, interval_order, max_weight_clique

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilemem.cli import cli, main
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.liveness import live_rows_at, max_live, max_over_tiles, step_profile
 from tilemem.model import Report
 from tilemem.model.target import MK1

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tilemem.errors import ReportError
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 
 SEED = json.loads((Path(__file__).parents[1] / "examples" / "seed.json").read_text())
 
@@ -37,7 +37,7 @@ def var_info(doc, var):
 
 def test_not_json(tmp_path):
     e = error_of(tmp_path, "this is not json")
-    assert "not a valid JSON report" in str(e)
+    assert "neither JSON" in str(e)
 
 
 def test_truncated(tmp_path):
@@ -48,7 +48,7 @@ def test_truncated(tmp_path):
 
 def test_empty_file(tmp_path):
     e = error_of(tmp_path, "")
-    assert "not a valid JSON report" in str(e)
+    assert "the file is empty" in str(e)
 
 
 def test_wrong_top_level_type(tmp_path):

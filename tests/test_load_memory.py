@@ -9,11 +9,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from synthetic import synthetic_report  # noqa: E402
 
-from tilemem.files import save_report  # noqa: E402
+from tilemem.load import save_report  # noqa: E402
 
 MEASURE = """
 import sys
-from tilemem.files import load_report
+from tilemem.load import load_report
 r = load_report(sys.argv[1])
 assert r.num_vars > 0
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec from the parent

@@ -8,11 +8,11 @@ from click.testing import CliRunner
 from tilemem.check import check_allocation
 from tilemem.cli import cli, main
 from tilemem.errors import ReportError
-from tilemem.files import load_report, save_report
 from tilemem.interop.minimalloc import (Buffers, format_minimalloc_csv, minimalloc_from_report,
                                         parse_minimalloc_csv, read_minimalloc_csv,
                                         report_from_minimalloc, write_minimalloc_csv)
 from tilemem.liveness import timeline
+from tilemem.load import load_report, save_report
 from tilemem.model import Report
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "benchmarks" / "minimalloc"

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilemem import capnpio
 from tilemem.figures.summary import info
-from tilemem.files import load_report, save_report
+from tilemem.load import capnpio, load_report, save_report
 from tilemem.model import CATEGORIES, Report
 from tilemem.model.target import MK1, MK2, Target
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from tilemem.cli import cli
 from tilemem.figures.oom import diagnose
-from tilemem.files import save_report
 from tilemem.generate import generate_report
+from tilemem.load import save_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 

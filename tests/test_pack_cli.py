@@ -6,7 +6,7 @@ import pytest
 
 from pack_oracle import violations
 from tilemem.cli import main
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 

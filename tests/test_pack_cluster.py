@@ -242,7 +242,7 @@ def test_dask_task_errors_reach_the_caller_after_retries(shared_cluster):
 
 
 def test_dask_workers_open_a_shared_report_file_once(shared_cluster, tmp_path):
-    from tilemem.files import save_report
+    from tilemem.load import save_report
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=6, steps=60, seed=1)
@@ -255,7 +255,7 @@ def test_dask_workers_open_a_shared_report_file_once(shared_cluster, tmp_path):
     assert all(res["vars"] == len(r.tile_rows(res["tile"])) for _, res in out)
     assert {res["opened"] for _, res in out} == {1}
     # or scattered: a report loaded from capnp (memory-mapped columns) pickles too
-    from tilemem.files import load_report
+    from tilemem.load import load_report
 
     with make_executor(address, load_report(path)) as ex:
         out = consume(ex.run(scattered_report_fn, list(range(6))), 60)

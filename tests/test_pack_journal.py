@@ -122,7 +122,7 @@ def test_discard_removes_the_file(tmp_path):
 def test_report_digest_is_of_the_content_not_the_format(tmp_path):
     from dataclasses import replace
 
-    from tilemem.files import load_report, save_report
+    from tilemem.load import load_report, save_report
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=4, steps=60, seed=1)

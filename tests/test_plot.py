@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from tilemem.cli import cli, main
 from tilemem.figures.memory import memory_figures
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.plot.maps import (draw_tile_map, plot_tile, plot_tiles, save_figure, tile_map,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tilemem.cli import main
-from tilemem.files import load_report, save_report
+from tilemem.load import load_report, save_report
 from tilemem.model import Report
 from tilemem.plot.liveness import plot_liveness
 

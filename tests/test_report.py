@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from tilemem.cli import cli
 from tilemem.figures.memory import GAP_CAUSES, REGIONS, memory_figures, tile_histogram
-from tilemem.files import load_report, save_report
 from tilemem.generate import generate_report
+from tilemem.load import load_report, save_report
 from tilemem.load.allocation import offsets_from_file
 from tilemem.model import CATEGORIES, Report
 from tilemem.model.target import Target

@@ -1,12 +1,14 @@
 """The ``tilemem`` command line. Commands load lazily, so ``tilemem --help`` is instant.
 
 Bad input (``ReportError``) prints one line, ``tilemem: error: FILE: what (field, record)``, on
-stderr and exits with status 2, without a traceback.
+stderr and exits with status 2, without a traceback; so does bad usage (click's errors, as
+``tilemem: error: what (see 'tilemem CMD --help')``).
 """
 from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 
@@ -54,32 +56,66 @@ class LazyGroup(click.Group):
 def cli():
     """tilemem: memory allocator and liveness analyser for IPU tiles.
 
-    Reads Poplar lowered-variables reports (debug.loweredVarDumpFile, .json or tilemem .capnp).
+    Reads Poplar lowered-variables reports (.json, or tilemem's .capnp). Get one from Poplar
+    with POPLAR_ENGINE_OPTION='{"debug.loweredVarDumpFile": "vars.json"}'.
     """
 
 
 def main(argv=None) -> int:
-    from .errors import ReportError
+    """Run the CLI. Bad input and bad usage print one line on stderr and exit with status 2;
+    warnings about input tilemem repaired (``ReportWarning``) are printed once the command
+    has succeeded (after an error, the error line is all there is)."""
+    import warnings
 
-    try:
-        rc = cli.main(args=argv, prog_name="tilemem", standalone_mode=False)
-    except ReportError as e:
-        click.echo(f"tilemem: error: {e}", err=True)
-        return 2
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.ClickException as e:
-        e.show()
-        return e.exit_code
-    except click.exceptions.Abort:
-        click.echo("tilemem: aborted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        click.echo("tilemem: interrupted", err=True)
-        return 130
-    except BrokenPipeError:
-        return 0
+    from .errors import ReportError, ReportWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReportWarning)
+        try:
+            rc = cli.main(args=argv, prog_name="tilemem", standalone_mode=False)
+        except ReportError as e:
+            return _error(str(e))
+        except click.exceptions.NoArgsIsHelpError as e:  # bare `tilemem`: the help
+            click.echo(e.ctx.get_help())
+            return 0
+        except click.UsageError as e:
+            where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            return _error(f"{_one_line(e.format_message()).rstrip('.')}{where}")
+        except click.exceptions.Exit as e:
+            return e.exit_code
+        except click.ClickException as e:
+            _error(_one_line(e.format_message()))
+            return e.exit_code
+        except click.exceptions.Abort:
+            click.echo("tilemem: aborted", err=True)
+            return 130
+        except KeyboardInterrupt:
+            click.echo("tilemem: interrupted", err=True)
+            return 130
+        except BrokenPipeError:
+            return 0
+        except SystemExit as e:  # check's status 1 (violations): keep the warnings
+            _show(caught, ReportWarning)
+            raise
+    _show(caught, ReportWarning)
     return rc if isinstance(rc, int) else 0
+
+
+def _error(message: str) -> int:
+    click.echo(f"tilemem: error: {message}", err=True)
+    return 2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _show(caught, category) -> None:
+    for w in caught:
+        if issubclass(w.category, category):
+            click.echo(f"tilemem: warning: {w.message}", err=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 if __name__ == "__main__":

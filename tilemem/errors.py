@@ -34,3 +34,23 @@ class ReportError(Exception):
                 where.append(f"{label} {value}")
         text = f"{self.path}: {self.message}" if self.path is not None else self.message
         return f"{text} ({', '.join(where)})" if where else text
+
+
+class ReportWarning(UserWarning):
+    """Input tilemem accepted after repairing it (e.g. names that are not valid UTF-8). The CLI
+    prints ``tilemem: warning: FILE: what (field, record)`` once the command succeeds.
+
+    >>> str(ReportWarning("2 names are not valid UTF-8", var=7).with_path("v.json"))
+    'v.json: 2 names are not valid UTF-8 (var 7)'
+    """
+
+    def __init__(self, message: str, **where):
+        super().__init__(message)
+        self.error = ReportError(message, **where)
+
+    def with_path(self, path) -> "ReportWarning":
+        self.error.with_path(path)
+        return self
+
+    def __str__(self) -> str:
+        return str(self.error)

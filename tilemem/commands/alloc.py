@@ -2,18 +2,19 @@ from __future__ import annotations
 
 import click
 
+from .guards import METHOD, SECONDS, nothing_to_analyse, output_path
 from .options import report_path_argument
 
 
 @click.command()
 @report_path_argument
-@click.option("--method", type=click.Choice(["auto", "exact", "heuristic", "replay"]),
+@click.option("--method", type=METHOD,
               default="auto", show_default=True,
               help="replay: first fit in allocationOrderByTile order; heuristic: best of a few "
                    "greedy orders; auto: heuristic, then the exact portfolio where it overflows "
                    "or misses the bound; exact: the exact portfolio on every tile (also lowers "
                    "each region's high-water mark).")
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
               help="Seconds per tile for the exact portfolio (auto, exact).")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
@@ -23,7 +24,7 @@ from .options import report_path_argument
 @click.option("--deterministic", is_flag=True,
               help="CP-SAT and the local search stop on work done, not on the clock, so "
                    "they repeat exactly (the compiled search stays clock-bounded).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the report with the new offsets (.json or .capnp).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def alloc(report, method, time_limit, tiles, workers, seed, deterministic, output, as_json):
@@ -40,12 +41,19 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
     import numpy as np
 
     from ..figures.summary import tiles_fitting
-    from ..files import load_report, save_report
+    from ..load import FORMATS, load_report, save_report
     from ..pack.alloc import allocate
     from ..text import alloc_json, alloc_view
     from .options import console, echo_json, parse_tiles
 
+    output_path(output, FORMATS)
     r = load_report(report)
+    empty = nothing_to_analyse(r)
+    if empty and not as_json:
+        if output:
+            save_report(r, output)
+        click.echo(f"{report}: {empty}" + (f"; wrote {output}" if output else ""))
+        return
     chosen = parse_tiles(tiles, r.num_tiles)
     result = allocate(r, method=method, tiles=chosen, time_limit=time_limit, workers=workers,
                       seed=seed, deterministic=deterministic,

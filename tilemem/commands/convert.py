@@ -4,10 +4,18 @@ import click
 
 
 @click.command()
-@click.argument("source", type=click.Path(dir_okay=False))
-@click.argument("dest", type=click.Path(dir_okay=False))
+@click.argument("source", type=click.Path())
+@click.argument("dest", type=click.Path())
 def convert(source, dest):
-    """Convert SOURCE to DEST by extension (.json or .capnp). Lossless both ways."""
-    from ..files import load_report, save_report
+    """Convert SOURCE to DEST: DEST's format by its extension (.json or .capnp), SOURCE's by
+    its content. Lossless both ways (names that are not valid UTF-8 excepted: they are kept
+    with U+FFFD, and a warning says so)."""
+    from ..load import FORMATS, load_report, save_report
+    from .guards import nothing_to_analyse, output_path
 
-    save_report(load_report(source), dest)
+    output_path(dest, FORMATS, option="DEST")
+    r = load_report(source)
+    save_report(r, dest)
+    empty = nothing_to_analyse(r)
+    if empty:
+        click.echo(f"wrote {dest} ({source}: {empty})")

@@ -51,7 +51,7 @@ def html(report, allocation, tiles_spec, output, time_limit, method, no_repack, 
             from None
     import time
 
-    from ..files import load_report
+    from ..load import load_report
     from .options import console, parse_tiles
     from ..plot.html import write_html
     from ..load.allocation import offsets_from_file

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import click
 
+from .guards import SECONDS, nothing_to_analyse
 from .options import report_path_argument
 
 
@@ -9,12 +10,12 @@ from .options import report_path_argument
 @report_path_argument
 @click.option("--tile", "tile_spec", metavar="TILES",
               help="Only these tiles, e.g. 5 or 0,5,100-200 (default: all tiles).")
-@click.option("--top", default=10, show_default=True,
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many tiles, always-live names and peak variables to list.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"tiles": [{"tile", "alwaysLiveBytes", "maxLiveBytes", "exact", '
                    '"peakVars": [...]}, ...]} instead of the summary.')
-@click.option("--time-limit", default=10.0, show_default=True,
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
               help="Seconds for the exact search on tiles whose class graph is not chordal "
                    "(all tiles together); tiles it does not finish are marked not exact.")
 @click.option("--steps", is_flag=True,
@@ -34,7 +35,7 @@ def liveness(report, tile_spec, top, as_json, time_limit, steps):
 
     import msgspec
 
-    from ..files import load_report
+    from ..load import load_report
     from ..liveness import max_live_all
     from ..text import liveness_json, liveness_view
     from .options import console, echo_json, parse_tiles
@@ -48,7 +49,8 @@ def liveness(report, tile_spec, top, as_json, time_limit, steps):
 
         print_steps(r, report, tiles, tile_spec is None)
         return
-    found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty())
+    found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty()) \
+        if len(tiles) else []  # no tile in use: nothing to analyse
     if as_json:
         out = msgspec.to_builtins(liveness_json(r, found))
         if steps:
@@ -56,5 +58,7 @@ def liveness(report, tile_spec, top, as_json, time_limit, steps):
 
             out.update(steps_json(r, tiles, out["tiles"]))
         echo_json(out)
+    elif not found:
+        click.echo(f"{report}: {nothing_to_analyse(r) or 'no allocated variables on these tiles'}")
     else:
         liveness_view(console(), r, report, tiles, found, top, tile_spec is None)

@@ -2,20 +2,21 @@ from __future__ import annotations
 
 import click
 
+from .guards import METHOD, SECONDS, nothing_to_analyse
 from .options import report_path_argument
 
 
 @click.command()
 @report_path_argument
 @click.option("--tiles", "tiles_spec", help="Only these tiles, e.g. 0,5,100-200.")
-@click.option("--allocation", type=click.Path(dir_okay=False),
+@click.option("--allocation", type=click.Path(),
               help="Diagnose this allocation (a report of the same variables) instead of "
                    "REPORT's own offsets.")
-@click.option("--time-limit", type=float, default=10.0, show_default=True,
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
               help="Seconds per tile for the maximum live bytes and for the re-pack.")
-@click.option("--top", default=10, show_default=True,
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many peak variables and classes to list.")
-@click.option("--method", default="auto", show_default=True,
+@click.option("--method", type=METHOD, default="auto", show_default=True,
               help="Packing method of the re-pack (see `tilemem alloc`; heuristic is fastest).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one screen per tile.")
@@ -30,7 +31,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose
-    from ..files import load_report
+    from ..load import load_report
     from ..load.allocation import offsets_from_file
     from ..text import oom_view
     from .options import console, echo_json, parse_tiles
@@ -58,5 +59,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
                              progress=lambda t: p.advance(task))
     if as_json:
         echo_json({"tiles": found})
+    elif not found and nothing_to_analyse(r):
+        c.print(f"{report}: {nothing_to_analyse(r)}")
     else:
         oom_view(c, report, found, fig, asked_for_tiles=tiles is not None)

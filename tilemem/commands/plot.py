@@ -2,27 +2,28 @@ from __future__ import annotations
 
 import click
 
+from .guards import METHOD, SECONDS, nothing_to_analyse, output_path
 from .options import report_path_argument
 
 
 def _output_option(default):
     return click.option("-o", "--output", default=default, show_default=True,
-                        type=click.Path(dir_okay=False),
+                        type=click.Path(),
                         help="Picture to write: .png, .svg or .pdf (by extension).")
 
 
 @click.command()
 @report_path_argument
 @click.option("--tile", "tile", type=int, required=True, help="The tile to draw.")
-@click.option("--allocation", type=click.Path(dir_okay=False),
+@click.option("--allocation", type=click.Path(),
               help="Draw this allocation (a report of the same variables, e.g. written by "
                    "`tilemem alloc`) instead of REPORT's own offsets.")
 @click.option("--compare", is_flag=True,
               help="Draw the report's allocation (or --allocation) above a re-run of the "
                    "packer on this tile, on the same scales.")
-@click.option("--method", default="auto", show_default=True,
+@click.option("--method", type=METHOD, default="auto", show_default=True,
               help="Packing method of the --compare re-run (see `tilemem alloc`).")
-@click.option("--time-limit", type=float, default=10.0, show_default=True,
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
               help="Seconds the --compare re-run may take.")
 @_output_option("map.png")
 def plot(report, tile, allocation, compare, method, time_limit, output):
@@ -36,11 +37,12 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
     Example: tilemem plot report.json --tile 3 -o map.png
     """
     from ..errors import ReportError
-    from ..files import load_report
+    from ..load import load_report
     from ..load.allocation import offsets_from_file
     from ..plot.maps import picture_format, plot_tile, save_figure
 
     picture_format(output)
+    output_path(output)
     r = load_report(report)
     if not 0 <= tile < r.num_tiles:
         raise ReportError(f"--tile {tile} is outside [0, {r.num_tiles})", field="--tile",
@@ -53,7 +55,8 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
                        label=("allocation " + str(allocation)) if allocation and compare
                        else None)
     save_figure(fig, output)
-    click.echo(f"wrote {output}")
+    empty = nothing_to_analyse(r)
+    click.echo(f"wrote {output}" + (f" ({report}: {empty})" if empty else ""))
 
 
 def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
@@ -73,7 +76,7 @@ def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
 
 @click.command()
 @report_path_argument
-@click.option("--allocation", type=click.Path(dir_okay=False),
+@click.option("--allocation", type=click.Path(),
               help="Use this allocation instead of REPORT's own offsets.")
 @_output_option("tiles.png")
 def plot_tiles(report, allocation, output):
@@ -83,14 +86,16 @@ def plot_tiles(report, allocation, output):
     Example: tilemem plot-tiles report.json -o tiles.png
     """
     from ..figures.memory import memory_figures
-    from ..files import load_report
+    from ..load import load_report
     from ..load.allocation import offsets_from_file
     from ..plot.maps import picture_format, save_figure
     from ..plot.maps import plot_tiles as draw
 
     picture_format(output)
+    output_path(output)
     r = load_report(report)
     offsets = offsets_from_file(r, allocation) if allocation else None
     fig, _ = draw(memory_figures(r, offsets))
     save_figure(fig, output)
-    click.echo(f"wrote {output}")
+    empty = nothing_to_analyse(r)
+    click.echo(f"wrote {output}" + (f" ({report}: {empty})" if empty else ""))

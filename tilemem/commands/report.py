@@ -2,17 +2,18 @@ from __future__ import annotations
 
 import click
 
+from .guards import nothing_to_analyse, output_path
 from .options import report_path_argument
 
 
 @click.command()
 @report_path_argument
-@click.option("--allocation", "allocation", type=click.Path(dir_okay=False),
+@click.option("--allocation", "allocation", type=click.Path(),
               help="Figures for this allocation (a report of the same variables, e.g. written "
                    "by `tilemem alloc`) instead of REPORT's own offsets.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the JSON memory object instead of the summary.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=click.Path(),
               help="Write the JSON memory object to this file (atomically).")
 @click.option("--no-holes", is_flag=True, help="Leave the list of gaps out of the JSON "
               "(keep the per-tile bytes by cause).")
@@ -26,11 +27,12 @@ def report(report, allocation, as_json, output, no_holes):
     "afterOverlapping", "gaps"}}.
     """
     from ..figures.memory import memory_figures
-    from ..files import atomic_write, load_report
+    from ..load import atomic_write, load_report
     from ..load.allocation import offsets_from_file
     from ..text import summary_text
     from .options import echo_json
 
+    output_path(output, (".json",))
     r = load_report(report)
     offsets = offsets_from_file(r, allocation) if allocation else None
     fig = memory_figures(r, offsets)
@@ -45,6 +47,8 @@ def report(report, allocation, as_json, output, no_holes):
         echo_json(doc)
     elif not output:
         click.echo(f"{report}" + (f" (allocation {allocation})" if allocation else ""))
+        if nothing_to_analyse(r):
+            click.echo(f"  {nothing_to_analyse(r)}")
         click.echo(summary_text(fig))
     else:
         click.echo(f"wrote {output}")

@@ -124,7 +124,9 @@ class MemoryFigures:
     """The memory figures of one allocation of a report (see the module docstring).
 
     ``region_bytes``, ``region_including_gaps``: ``(3, num_tiles)`` in ``REGIONS`` order.
-    ``non_overlapped``, ``overlapped``: ``(num_categories, 3, num_tiles)``.
+    ``non_overlapped``, ``overlapped``: ``(len(categories), 3, num_tiles)``, only for the
+    ``categories`` that have bytes (memory follows the data, not the report's category table);
+    ``all_categories`` are every category of the report (the JSON lists each).
     ``after_overlapping``: ``(3, num_tiles)``.
     """
 
@@ -137,6 +139,7 @@ class MemoryFigures:
     overlapped: np.ndarray
     after_overlapping: np.ndarray
     gaps: Gaps
+    all_categories: tuple[str, ...] = ()
 
     @property
     def num_tiles(self) -> int:
@@ -193,24 +196,35 @@ class MemoryFigures:
         ``byTile`` and ``byCategory`` have exactly the shape of the graph profile's (000);
         ``afterOverlapping`` and ``gaps`` are tilemem's additions.
         """
+        zeros = [0] * self.num_tiles  # one list for every all-zero array
+
+        def listed(a: np.ndarray) -> list:
+            return a.tolist() if a.any() else zeros
+
         def pair(c, k):
-            return RegionPair(self.non_overlapped[c, k].tolist(), self.overlapped[c, k].tolist())
+            if c is None:
+                return RegionPair(zeros, zeros)
+            return RegionPair(listed(self.non_overlapped[c, k]), listed(self.overlapped[c, k]))
 
         totals = self.category_totals()
+        index = {name: c for c, name in enumerate(self.categories)}
+        # every category of the report is listed; only those with bytes have arrays
         by_category = {name: CategoryJson(pair(c, INTERLEAVED), pair(c, NON_INTERLEAVED),
-                                          pair(c, OVERFLOWED), totals[c].tolist())
-                       for c, name in enumerate(self.categories)}
+                                          pair(c, OVERFLOWED),
+                                          zeros if c is None else listed(totals[c]))
+                       for name in dict.fromkeys(self.all_categories + self.categories)
+                       for c in (index.get(name),)}
         a = self.after_overlapping
-        after = ByRegionJson(a[INTERLEAVED].tolist(), a[NON_INTERLEAVED].tolist(),
-                             a[OVERFLOWED].tolist(), a.sum(axis=0).tolist())
+        after = ByRegionJson(listed(a[INTERLEAVED]), listed(a[NON_INTERLEAVED]),
+                             listed(a[OVERFLOWED]), listed(a.sum(axis=0)))
         by_cause = self.gaps.bytes_by_cause(self.num_tiles)
-        gaps = GapsJson({name: by_cause[i].tolist() for i, name in enumerate(GAP_CAUSES)})
+        gaps = GapsJson({name: listed(by_cause[i]) for i, name in enumerate(GAP_CAUSES)})
         if holes:
             g = self.gaps
             gaps.holes = HolesJson(g.tile.tolist(), [REGIONS[k] for k in g.region.tolist()],
                                    g.start.tolist(), g.end.tolist(),
                                    [GAP_CAUSES[k] for k in g.cause.tolist()])
-        by_tile = msgspec.convert({k: v.tolist() for k, v in self.by_tile.items()}, ByTileJson)
+        by_tile = msgspec.convert({k: listed(v) for k, v in self.by_tile.items()}, ByTileJson)
         return MemoryDocument(MemoryJson(by_tile, by_category, after, gaps))
 
 
@@ -320,8 +334,9 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     overl = (start < prev_end)
     overl[:-1] |= same_next[:-1] & (next_start[:-1] < end[:-1])
 
-    ncat = len(r.categories)
-    cat = r.category[rows].astype(np.int64)
+    used, cat = np.unique(r.category[rows], return_inverse=True)  # categories with bytes only
+    ncat = len(used)
+    cat = cat.astype(np.int64).reshape(-1)
     non_overlapped = np.zeros((ncat, 3, nt), np.int64)
     overlapped = np.zeros((ncat, 3, nt), np.int64)
     for k in range(3):
@@ -334,7 +349,8 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     after = _region_sums(ot, np.maximum(os_, _previous_end(ot, oe)), oe, bounds, nt)
 
     gaps = _gaps(r, off, rows, tile, start, prev_end, align, bounds)
-    return MemoryFigures(target=t, categories=tuple(r.categories), region_bytes=region_bytes,
+    return MemoryFigures(target=t, categories=tuple(r.categories[c] for c in used.tolist()),
+                         all_categories=tuple(r.categories), region_bytes=region_bytes,
                          region_including_gaps=region_high, highest_end=highest_end,
                          non_overlapped=non_overlapped, overlapped=overlapped,
                          after_overlapping=after, gaps=gaps)

@@ -187,7 +187,7 @@ def _validate(b: Buffers, path: str) -> None:
 def write_minimalloc_csv(b: Buffers, path, offsets: bool = True) -> None:
     """Write ``b`` as MiniMalloc CSV, atomically. The alignment column is written when an
     alignment is not 1 (as MiniMalloc does), the offset column when ``offsets`` and known."""
-    from ..files import atomic_write
+    from ..load import atomic_write
 
     with atomic_write(path, "w") as f:
         f.write(format_minimalloc_csv(b, offsets))

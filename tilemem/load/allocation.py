@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ReportError
-from ..files import load_report
+from . import load_report
 from ..model import Report
 
 

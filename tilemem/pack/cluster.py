@@ -170,7 +170,7 @@ class ReportFile:
             if (st.st_size, st.st_mtime_ns) != (self.size, self.mtime_ns):
                 raise ReportError("changed since the run started (size or modification time "
                                   "differ on this worker)", path=self.path)
-            from ..files import load_report
+            from ..load import load_report
 
             r = _OPENED[key] = load_report(self.path)
         return r

@@ -360,7 +360,7 @@ def render_page(built: dict, source: str) -> str:
 def write_html(path, r, *, source: str, **options) -> dict:
     """Build the page for report ``r`` and write it to ``path`` atomically; returns the
     page data (what was included)."""
-    from ..files import atomic_write
+    from ..load import atomic_write
 
     built = page_data(r, title=str(source), **options)
     text = render_page(built, str(source))

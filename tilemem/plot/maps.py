@@ -415,7 +415,7 @@ def save_figure(fig, path) -> None:
     Metadata that changes between runs (dates, versions, ids) is left out."""
     import matplotlib
 
-    from ..files import atomic_write
+    from ..load import atomic_write
 
     fmt = picture_format(path)
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},

@@ -8,19 +8,24 @@ whole file (stdlib ``json`` needs ~5x the file size).
 """
 from __future__ import annotations
 
-import mmap
 import re
+import warnings
 from itertools import chain
 from typing import Annotated, BinaryIO, Sequence
 
 import msgspec
 import numpy as np
 
-from .errors import ReportError
-from .model import FLAG_FIELDS, Csr, Report, encode_categories, encode_names, symmetric_closure
-from .model.target import Target
+from ..errors import ReportError, ReportWarning
+from ..model import (CATEGORIES, FLAG_FIELDS, Csr, Report, encode_categories, encode_names,
+                     symmetric_closure)
+from ..model.target import Target
 
 BATCH = 32768
+#: Deepest nesting named in errors. A report has 5 levels (top, vars, var, info, constraint
+#: list); unknown keys may add some. msgspec guards its recursion (RecursionError at Python's
+#: limit, no crash); on that error ``check_depth`` finds where the input passes this depth.
+MAX_DEPTH = 64
 MISSING = -(1 << 63)  # sentinel for an absent integer field
 # Integers must fit int64 (msgspec would otherwise accept huge ones and fail later).
 Int = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
@@ -46,36 +51,111 @@ class _Top(msgspec.Struct, gc=False):
 
 class _Info(msgspec.Struct, gc=False):
     allocated: bool
-    tile: int = MISSING
+    tile: Int = MISSING
     name: str = ""
-    sizeBytes: int = MISSING
-    alignment: int = MISSING
-    offset: int = MISSING
+    sizeBytes: Int = MISSING
+    alignment: Int = MISSING
+    offset: Int = MISSING
     category: str = ""
     isConstant: bool = False
     alwaysLive: bool = False
     executable: bool = False
     vertexCode: bool = False
     lowest256KB: bool = False
-    equivalenceClass: int = MISSING
+    equivalenceClass: Int = MISSING
     inInterleavedMem: bool = False
-    elementConstraints: tuple[int, ...] = ()  # tuple: the empty default is shared
-    regionConstraints: tuple[int, ...] = ()
+    elementConstraints: tuple[Int, ...] = ()  # tuple: the empty default is shared
+    regionConstraints: tuple[Int, ...] = ()
 
 
 class _Var(msgspec.Struct, gc=False):
-    var: int
+    var: Int
     info: _Info
 
 
+_KNOWN_CATEGORIES = frozenset(CATEGORIES)
 _INT_FIELDS = ("tile", "sizeBytes", "alignment", "offset", "equivalenceClass")
 _PATH = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$", re.S)
 
 
+_STRUCTURAL = b'"[]{}'
+_NOT_STRUCTURAL = bytes(sorted(set(range(256)) - set(_STRUCTURAL)))
+_ESCAPED = re.compile(rb'\\[\\"]')  # the escapes that could hide a quote: \" and \\
+_STEP = np.zeros(256, np.int64)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+
+
+def check_depth(buf, limit: int = MAX_DEPTH, chunk: int = 1 << 22) -> None:
+    """Raise ``ReportError`` if brackets outside strings nest deeper than ``limit``.
+
+    One pass over the bytes at C speed (``bytes.translate`` keeps only ``"[]{}``, numpy counts
+    them): about a tenth of the decoding time, so it runs only when the decoder gave up.
+
+    >>> check_depth(b'{"a": [[1], "[[[["]}', limit=3)
+    >>> check_depth(b'{"a": [[[1]]]}', limit=3)
+    Traceback (most recent call last):
+    ...
+    tilemem.errors.ReportError: nested deeper than 3 levels at byte 8 (a report has 5) (field a)
+    """
+    n = len(buf)
+    depth = 0
+    in_string = 0
+    pos = 0
+    while pos < n:
+        end = min(pos + chunk, n)
+        while end < n and buf[end - 1] == 0x5C:  # keep an escape pair within one piece
+            end += 1
+        piece = bytes(buf[pos:end])
+        if b"\\" in piece:  # same length: byte positions still count from the piece's start
+            piece = _ESCAPED.sub(b"__", piece)
+        kept = piece.translate(None, _NOT_STRUCTURAL)
+        # Adjacent quotes (every string without brackets) change no quote parity: drop them
+        # first (C speed), so numpy sees only brackets and the rare strings holding some.
+        levels, inside = _levels(kept.replace(b'""', b""), depth, in_string)
+        if len(levels) and levels.max() > limit:
+            levels, _ = _levels(kept, depth, in_string)  # error path: again, keeping positions
+            k = int(np.argmax(levels > limit))
+            at = pos + int(np.flatnonzero(np.isin(np.frombuffer(piece, np.uint8),
+                                                  np.frombuffer(_STRUCTURAL, np.uint8)))[k])
+            raise _near(buf, at, f"nested deeper than {limit} levels at byte {at:,} (a "
+                                 "report has 5)")
+        if len(levels):
+            depth, in_string = int(levels[-1]), inside
+        pos = end
+
+
+def _too_deep(buf) -> ReportError:
+    try:
+        check_depth(buf)
+    except ReportError as e:
+        return e
+    return ReportError("nested too deeply for the decoder")
+
+
+def _levels(kept: bytes, depth: int, in_string: int) -> tuple[np.ndarray, int]:
+    """Nesting level after each of ``kept`` (structural bytes only), and whether the piece
+    ends inside a string."""
+    a = np.frombuffer(kept, np.uint8)
+    if not len(a):
+        return np.zeros(0, np.int64), in_string
+    step = _STEP[a]
+    if in_string or b'"' in kept:
+        inside = (np.cumsum(a == 0x22) + in_string) & 1  # 1 from an opening quote on
+        step[inside == 1] = 0
+        in_string = int(inside[-1])
+    return np.cumsum(step) + depth, in_string
+
+
+_INT64_BOUND = re.compile(r"Expected `int` [<>]= -?922337203685477580[78]")
+
+
 def _split_error(e: Exception) -> tuple[str, str]:
-    """msgspec's message and its JSON path (``$`` stripped)."""
+    """msgspec's message, in plain words where it is about our int64 bounds, and its JSON path
+    (``$`` stripped)."""
     m = _PATH.match(str(e))
-    return m.group(1), (m.group(2) or "")
+    msg = _INT64_BOUND.sub("integer outside the 64-bit range", m.group(1))
+    return msg, (m.group(2) or "")
 
 
 def _batches(items: Sequence, size: int = BATCH):
@@ -83,10 +163,20 @@ def _batches(items: Sequence, size: int = BATCH):
         yield start, items[start:start + size]
 
 
-def _decode_batch(dec, raws, start: int, top_field: str):
+def _decode_batch(dec, raws, start: int, top_field: str, repaired: list | None = None):
+    """Decode the raw elements ``raws`` (``top_field[start:]``). Elements whose text is not valid
+    UTF-8 are decoded with U+FFFD replacement characters; their positions go to ``repaired``."""
     data = b"[" + b",".join(raws) + b"]"
     try:
         return dec.decode(data)
+    except UnicodeDecodeError:
+        bad = [k for k, raw in enumerate(raws) if not _is_utf8(raw)]
+        if repaired is not None:
+            repaired.extend(start + k for k in bad)
+        raws = list(raws)
+        for k in bad:
+            raws[k] = bytes(raws[k]).decode("utf-8", "replace").encode()
+        return _decode_batch(dec, raws, start, top_field)
     except msgspec.ValidationError as e:
         msg, path = _split_error(e)
         if not path:  # e.g. 1e400: msgspec gives no path; find the literal instead
@@ -96,14 +186,42 @@ def _decode_batch(dec, raws, start: int, top_field: str):
         m = re.match(r"\[(\d+)\](.*)", path)
         k = int(m.group(1)) if m else 0
         rest = m.group(2) if m else path
-        var = None
-        if top_field == "vars" and k < len(raws):  # name the record even if it is malformed
-            found = re.search(rb'"var"\s*:\s*(-?\d{1,19})\b', bytes(raws[k]))
-            var = int(found.group(1)) if found else None
-        raise ReportError(msg, field=f"{top_field}[{start + k}]{rest}", var=var,
-                          eq_class=start + k if top_field == "equivalenceClassInterference"
-                          else None,
-                          tile=start + k if top_field == "allocationOrderByTile" else None) from None
+        raise _record_error(msg, raws, start, k, rest, top_field) from None
+    except RecursionError:  # the top level skipped these elements already: hardly reachable
+        err = _too_deep(data)
+        err.field = f"{top_field}[{start}:{start + len(raws)}]"
+        raise err from None
+    except msgspec.DecodeError as e:  # e.g. an escaped lone surrogate: name the element
+        msg = str(e)
+        where = re.search(r"\(byte (\d+)\)", msg)
+        k = _element_at(raws, int(where.group(1))) if where else 0
+        raise _record_error(msg.replace(where.group(0), "").strip() if where else msg,
+                            raws, start, k, "", top_field) from None
+
+
+def _is_utf8(raw) -> bool:
+    try:
+        bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _element_at(raws, byte: int) -> int:
+    """Which element of ``b"[" + b",".join(raws) + b"]"`` holds byte ``byte``."""
+    ends = np.cumsum([len(r) + 1 for r in raws])  # each element and the "," or "]" after it
+    return min(int(np.searchsorted(ends, byte, side="right")), max(len(raws) - 1, 0))
+
+
+def _record_error(msg: str, raws, start: int, k: int, rest: str, top_field: str) -> ReportError:
+    var = None
+    if top_field == "vars" and k < len(raws):  # name the record even if it is malformed
+        found = re.search(rb'"var"\s*:\s*(-?\d{1,19})\b', bytes(raws[k]))
+        var = int(found.group(1)) if found else None
+    return ReportError(msg, field=f"{top_field}[{start + k}]{rest}", var=var,
+                       eq_class=start + k if top_field == "equivalenceClassInterference"
+                       else None,
+                       tile=start + k if top_field == "allocationOrderByTile" else None)
 
 
 def _lists_to_csr(raws, top_field: str, num_rows: int | None = None) -> Csr:
@@ -121,17 +239,22 @@ def _lists_to_csr(raws, top_field: str, num_rows: int | None = None) -> Csr:
 
 def read_json(buf) -> Report:
     """Decode a JSON report from a buffer (bytes or mmap). Raises ``ReportError``."""
-    from .validate import validate_report, validate_target
+    from .validate import MAX_CATEGORIES, validate_report, validate_target
 
     try:
         top = msgspec.json.decode(buf, type=_Top)
+    except RecursionError:  # msgspec's guard (Python's recursion limit): no crash, locate it
+        raise _too_deep(buf) from None
     except msgspec.ValidationError as e:
         msg, path = _split_error(e)
         if not path:  # raised while skipping raw elements (e.g. 1e400): find the record
             raise _locate_number_error(buf, msg) from None
         raise ReportError(msg, field=path.lstrip(".") or None) from None
     except msgspec.DecodeError as e:
-        raise ReportError(f"not a valid JSON report: {e}") from None
+        where = re.search(r"\(byte (\d+)\)", str(e))
+        if where is None:
+            raise ReportError(f"not a valid JSON report: {e}") from None
+        raise _near(buf, int(where.group(1)), f"not a valid JSON report: {e}") from None
     ti = top.targetMemoryInfo
     validate_target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
                     ti.memoryElementOffsets, top.tilesPerIPU)
@@ -149,6 +272,7 @@ def read_json(buf) -> Report:
     rc_len = np.zeros(n, np.int64)
     ec_ids: list[int] = []
     rc_ids: list[int] = []
+    repaired: list[int] = []  # rows whose text was not valid UTF-8
     dec = msgspec.json.Decoder(list[_Var])
     get_info, get_var = _attrgetter("info"), _attrgetter("var")
     get_name, get_cat = _attrgetter("name"), _attrgetter("category")
@@ -156,16 +280,13 @@ def read_json(buf) -> Report:
     int_getters = [_attrgetter(f) for f in _INT_FIELDS]
     flag_getters = [_attrgetter(f) for f in FLAG_FIELDS.values()]
     for start, batch in _batches(top.vars):
-        decoded = _decode_batch(dec, batch, start, "vars")
+        decoded = _decode_batch(dec, batch, start, "vars", repaired)
         m = len(decoded)
         stop = start + m
         infos = list(map(get_info, decoded))  # C-level iteration only: no Python loop body
-        try:
-            var_id[start:stop] = np.fromiter(map(get_var, decoded), np.int64, count=m)
-            for j, g in enumerate(int_getters):
-                ints[start:stop, j] = np.fromiter(map(g, infos), np.int64, count=m)
-        except OverflowError:
-            raise _int64_error(decoded, start) from None
+        var_id[start:stop] = np.fromiter(map(get_var, decoded), np.int64, count=m)
+        for j, g in enumerate(int_getters):
+            ints[start:stop, j] = np.fromiter(map(g, infos), np.int64, count=m)
         for j, g in enumerate(flag_getters):
             flags[start:stop, j] = np.fromiter(map(g, infos), bool, count=m)
         names.extend(map(get_name, infos))
@@ -190,8 +311,21 @@ def read_json(buf) -> Report:
         raise ReportError("missing required key category", field=f"vars[{row}].info",
                           var=int(var_id[row]))
     ints[~allocated] = -1
+    new = [c for c in dict.fromkeys(cat_names) if c not in _KNOWN_CATEGORIES]
+    if len(CATEGORIES) + len(new) > MAX_CATEGORIES:  # codes are int16 (after Poplar's 25)
+        row = cat_names.index(new[MAX_CATEGORIES - len(CATEGORIES)])
+        raise ReportError(f"more than {MAX_CATEGORIES:,} categories (codes are int16; Poplar "
+                          f"has {len(CATEGORIES)}): not a lowered-variables report",
+                          field=f"vars[{row}].info.category", var=int(var_id[row]))
+    del new
     cats, codes = encode_categories(cat_names)
     del cat_names
+    if repaired:
+        row = repaired[0]
+        warnings.warn(ReportWarning(
+            f"{len(repaired):,} var(s) have text that is not valid UTF-8: kept, with U+FFFD "
+            "replacement characters in names", field=f"vars[{row}]", var=int(var_id[row])),
+            stacklevel=2)
     blob, offs = encode_names(names)
     del names
 
@@ -241,30 +375,20 @@ def read_json(buf) -> Report:
     return report
 
 
-def _int64_error(decoded, start: int) -> ReportError:
-    """Name the first var with an integer outside int64 (error path only)."""
-    lim = 1 << 63
-    for k, v in enumerate(decoded):
-        for f in ("var",) + _INT_FIELDS:
-            x = getattr(v, f) if f == "var" else getattr(v.info, f)
-            if not -lim <= x < lim:
-                where = "" if f == "var" else ".info"
-                return ReportError(f"{f} {x} does not fit in 64 bits",
-                                   field=f"vars[{start + k}]{where}.{f}", var=v.var)
-    return ReportError("an integer does not fit in 64 bits", field="vars")
-
-
 def _locate_number_error(buf, msg: str) -> ReportError:
     """Name the var and byte of a number msgspec cannot hold (error path only)."""
     m = re.search(rb"-?\d+(?:\.\d+)?[eE][+-]?\d{3,}|-?\d{20,}", buf)
     if m is None:
         return ReportError(msg)
-    pos = m.start()
+    return _near(buf, m.start(), f"{msg}: {m.group().decode()} at byte {m.start()}")
+
+
+def _near(buf, pos: int, msg: str) -> ReportError:
+    """``msg`` naming the key and the var just before byte ``pos`` (error path only)."""
     head = bytes(buf[max(0, pos - 4096):pos])
-    key = re.findall(rb'"(\w+)"\s*:\s*$', head)
+    key = re.findall(rb'"(\w+)"\s*:[\s\[{]*$', head)
     var = re.findall(rb'"var"\s*:\s*(\d+)', head)
-    return ReportError(f"{msg}: {m.group().decode()} at byte {pos}",
-                       field=key[-1].decode() if key else None,
+    return ReportError(msg, field=key[-1].decode() if key else None,
                        var=int(var[-1]) if var else None)
 
 
@@ -272,17 +396,6 @@ def _attrgetter(*names):
     from operator import attrgetter
 
     return attrgetter(*names)
-
-
-def read_json_file(path) -> Report:
-    with open(path, "rb") as f:
-        try:
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # empty file
-            buf = b""
-    # The mapping is not closed here: msgspec.Raw slices (and, after an error, the traceback)
-    # may still point into it; it is unmapped when the last reference goes.
-    return read_json(buf)
 
 
 # ---- writing ------------------------------------------------------------------------------

@@ -6,21 +6,31 @@ A variable larger than a tile is *not* an error: that tile is out of memory.
 """
 from __future__ import annotations
 
+import codecs
+import warnings
+
 import numpy as np
 
-from .errors import ReportError
-from .model import Report
+from ..errors import ReportError, ReportWarning
+from ..model import Report
 
 #: Sizes, offsets and alignments above this are absurd for any IPU tile (4 GiB).
 ABSURD_BYTES = 1 << 32
+#: Most tiles a report may claim. Per-tile figures (the graph profile's ``byTile`` and
+#: ``byCategory`` arrays, plots) are dense over ``numTiles``, so this bounds what a tiny report
+#: can make tilemem allocate. An IPU-POD64 has 94,208 tiles (64 IPUs of 1,472); this allows
+#: 178 such IPUs in one report.
+MAX_TILES = 1 << 18
+#: Category codes are int16 (``Report.category``, codes 0 to 32,767); Poplar has 25.
+MAX_CATEGORIES = 1 << 15
 
 
 def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets,
                     tiles_per_ipu: int | None = None) -> None:
     f = "targetMemoryInfo"
-    if num_tiles <= 0 or num_tiles > 1 << 24:
-        raise ReportError(f"numTiles must be a positive tile count, got {num_tiles}",
-                          field="numTiles")
+    if num_tiles <= 0 or num_tiles > MAX_TILES:
+        raise ReportError(f"numTiles must be a tile count from 1 to {MAX_TILES:,} (178 IPUs of "
+                          f"1,472 tiles), got {num_tiles:,}", field="numTiles")
     # numTiles is "the product of numIPUs and tilesPerIPU" (000, 7.1.1)
     if tiles_per_ipu is not None and (tiles_per_ipu <= 0 or num_tiles % tiles_per_ipu):
         raise ReportError(f"tilesPerIPU {tiles_per_ipu} does not divide numTiles {num_tiles}",
@@ -43,6 +53,57 @@ def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets,
     if offs[-1] >= tile_memory:
         raise ReportError(f"memory element offset {offs[-1]} is not below tileMemory "
                           f"{tile_memory}", field=f"{field}[{len(offs) - 1}]")
+
+
+def repair_names(blob: bytes, offsets: np.ndarray, var_id: np.ndarray):
+    """``(blob, offsets)`` with every name valid UTF-8: a name that is not keeps its valid
+    characters and gets U+FFFD for the rest (names are labels, not keys), with one
+    ``ReportWarning`` saying how many. Cheap when all is well: one decode of the blob.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     b, o = repair_names(b"ab\\xffcd", np.array([0, 2, 5]), np.array([7, 8]))
+    >>> b.decode(), o.tolist(), str(w[0].message)
+    ('ab\ufffdcd', [0, 2, 7], '1 var name(s) are not valid UTF-8: kept, with U+FFFD replacement characters (var 8)')
+    """
+    a = np.frombuffer(blob, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1][lengths > 0]
+    # A sequence may run from one name into the next: then a name starts with a continuation
+    # byte (10xxxxxx) even though the whole blob decodes.
+    bad_start = starts[(a[starts] & 0xC0) == 0x80]
+    errors: list[int] = []
+
+    def record(e: UnicodeDecodeError):
+        errors.append(e.start)
+        return "", e.end
+
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError:  # error path: where is every bad byte? (one more decode)
+        codecs.register_error("tilemem.record_utf8", record)
+        blob.decode("utf-8", "tilemem.record_utf8")
+    if not errors and not len(bad_start):
+        return blob, offsets
+    at = np.concatenate([np.asarray(errors, np.int64), bad_start])
+    rows = np.unique(np.searchsorted(offsets, at, side="right") - 1)
+    rows = rows[(rows >= 0) & (rows < len(lengths))]
+    pieces, prev = [], 0
+    new_lengths = lengths.copy()
+    for row in rows.tolist():
+        s, e = int(offsets[row]), int(offsets[row + 1])
+        fixed = blob[s:e].decode("utf-8", "replace").encode()
+        pieces += [blob[prev:s], fixed]
+        new_lengths[row] = len(fixed)
+        prev = e
+    pieces.append(blob[prev:])
+    new_offsets = np.zeros(len(offsets), np.int64)
+    np.cumsum(new_lengths, out=new_offsets[1:])
+    warnings.warn(ReportWarning(f"{len(rows):,} var name(s) are not valid UTF-8: kept, with "
+                                "U+FFFD replacement characters", var=int(var_id[rows[0]])),
+                  stacklevel=2)
+    return b"".join(pieces), new_offsets
 
 
 def _first(mask) -> int | None:

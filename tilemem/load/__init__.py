@@ -1,0 +1,266 @@
+"""The load stage: read and write reports, JSON or tilemem capnp; every write is atomic.
+
+Reading decides the format by the file's content, never its name: JSON starts with ``{`` (after
+optional whitespace or a UTF-8 byte order mark), tilemem's Cap'n Proto report with a message
+header whose root is a struct. Anything else gets one plain sentence, as does a path that is not a
+regular file (a folder, a pipe: it is never opened, so nothing can hang). Writing goes to a
+temporary file beside the target (``.NAME.HOST.PID.*.tmp``), renamed into place only on success;
+``check_output`` validates an output path before any work and removes the temporaries of our own
+runs that died.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import mmap
+import re
+import os
+import socket
+import stat
+import tempfile
+import warnings
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterator
+
+from ..errors import ReportError, ReportWarning
+from ..model import Report
+
+FORMATS = (".json", ".capnp")
+_BOM = b"\xef\xbb\xbf"
+#: UTF-16 JSON without a byte order mark: a brace and a zero byte (little or big endian). A
+#: Cap'n Proto header cannot start so (it would announce over 30,000 segments).
+_UTF16_STARTS = (b"{\0", b"\0{")
+
+
+def check_input(path) -> None:
+    """Raise ``ReportError`` (naming ``path``) unless it is a regular file we may read; it is
+    not opened, so a FIFO with no writer cannot make this hang."""
+    try:
+        st = os.stat(path)
+        _require_regular(st)
+        if not os.access(path, os.R_OK):
+            raise ReportError("cannot read: permission denied")
+    except FileNotFoundError:
+        raise ReportError("no such file", path=str(path)) from None
+    except OSError as e:
+        raise ReportError(f"cannot read: {e.strerror}", path=str(path)) from None
+    except ReportError as e:
+        raise e.with_path(str(path)) from None
+
+
+def _map(path) -> mmap.mmap | bytes:
+    """The file's bytes, mapped read-only; a plain-words ``ReportError`` for anything else.
+
+    The path is checked before it is opened, and opened non-blocking, so a FIFO with no writer
+    (or a device) is refused instead of blocking for ever.
+    """
+    check_input(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ReportError(f"cannot read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)  # the path may have been swapped since the stat above
+        _require_regular(st)
+        if st.st_size == 0:
+            raise ReportError("the file is empty")
+        try:
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system that cannot map files: read it
+            pass
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def _require_regular(st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise ReportError("is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise ReportError(f"is {kind}, not a regular file: save it to a file first")
+
+
+def report_format(buf) -> str:
+    """``"json"`` or ``"capnp"``, by content. Raises ``ReportError`` for anything else.
+
+    >>> report_format(b'  {"numTiles": 2}'), report_format(b"\\xef\\xbb\\xbf{}")
+    ('json', 'json')
+    >>> report_format(b"numTiles,2")
+    Traceback (most recent call last):
+    ...
+    tilemem.errors.ReportError: not a report: neither JSON (which starts with '{') nor tilemem's Cap'n Proto format
+    """
+    head = bytes(buf[:4])
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head[:2] in _UTF16_STARTS:
+        raise ReportError("the file is UTF-16 text: a JSON report must be UTF-8")
+    start = len(_BOM) if head.startswith(_BOM) else 0
+    first = re.compile(rb"[^ \t\r\n]").search(buf, start)
+    if first is None:
+        raise ReportError("the file holds only whitespace")
+    if buf[first.start():first.start() + 1] in (b"{", b"["):
+        return "json"
+    from .capnpio import message_header
+
+    found = message_header(buf)
+    if found is not None:
+        if found.size > len(buf) or found.root is None:
+            raise ReportError(f"the Cap'n Proto report is truncated: its header announces "
+                              f"{max(found.size, found.header + 8):,} bytes, the file has "
+                              f"{len(buf):,}")
+        return "capnp"
+    raise ReportError("not a report: neither JSON (which starts with '{') nor tilemem's "
+                      "Cap'n Proto format")
+
+
+def load_report(path) -> Report:
+    """Read a lowered-variables report (JSON or tilemem capnp, by content). Raises
+    ``ReportError`` (one line naming the file, the field and the record); warns
+    (``ReportWarning``) about what it repaired, e.g. names that are not valid UTF-8.
+
+    >>> import tempfile, os
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0], tile=[0], size=[8], alignment=[4], offset=[0],
+    ...                         category=["variable"], eq_class=[0], interference=[[]])
+    >>> p = os.path.join(tempfile.mkdtemp(), "r.json")
+    >>> save_report(r, p); load_report(p) == r
+    True
+    """
+    from .capnpio import read_capnp
+    from .jsonio import read_json
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReportWarning)
+        try:
+            buf = _map(path)
+            fmt = report_format(buf)
+            if fmt == "json":
+                skip = len(_BOM) if bytes(buf[:3]) == _BOM else 0
+                report = read_json(memoryview(buf)[skip:] if skip else buf)
+            else:
+                report = read_capnp(buf)
+        except ReportError as e:
+            raise e.with_path(str(path)) from None
+        except OSError as e:
+            raise ReportError(f"cannot read: {e.strerror}", path=str(path)) from None
+    for w in caught:  # the readers do not know the path: add it
+        if isinstance(w.message, ReportWarning):
+            warnings.warn(w.message.with_path(str(path)), stacklevel=2)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return report
+
+
+# ---- writing ------------------------------------------------------------------------------
+
+def _temporary_prefix(path: Path) -> str:
+    """``.NAME.HOST.PID.``: ``remove_stale_temporaries`` tells a dead run's file by it."""
+    host = socket.gethostname().split(".")[0].replace(os.sep, "_") or "host"
+    return f".{path.name}.{host}.{os.getpid()}."
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "wb") -> Iterator[BinaryIO]:
+    """Write to a temporary file beside ``path`` and rename it into place only on success."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_temporaries(path) -> list[Path]:
+    """Delete the temporaries ``atomic_write`` left beside ``path`` in runs that were killed.
+
+    Only files of our naming, ``.NAME.HOST.PID.*.tmp``, written on this host by a process that
+    no longer runs (a live run's temporary is left alone). Returns the files removed.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    host = _temporary_prefix(path).split(".")[-3]
+    removed = []
+    try:
+        candidates = list(directory.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for p in candidates:
+        parts = p.name[len(path.name) + 2:].split(".")
+        if len(parts) < 4 or parts[0] != host or not parts[1].isdigit():
+            continue
+        if _alive(int(parts[1])):
+            continue
+        with contextlib.suppress(OSError):
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def check_output(path, formats: tuple[str, ...] = (), *, option: str = "--output") -> Path:
+    """Check before any work that ``path`` can be written: a known extension (one of
+    ``formats``, if given), an existing folder we may write in, not a folder itself. Removes
+    stale temporaries of ours beside it. Raises ``ReportError`` naming ``option``.
+
+    >>> check_output("/no/such/folder/out.json", (".json",))
+    Traceback (most recent call last):
+    ...
+    tilemem.errors.ReportError: /no/such/folder/out.json: the folder /no/such/folder does not exist (field --output)
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ReportError("is a folder: give a file name", path=str(path), field=option)
+    suffix = p.suffix.lower()
+    if formats and suffix not in formats:
+        known = ", ".join(formats[:-1]) + (" or " if len(formats) > 1 else "") + formats[-1]
+        what = f"unknown output format {suffix!r}" if suffix else "no file extension"
+        raise ReportError(f"{what}: use {known}", path=str(path), field=option)
+    directory = p.parent if str(p.parent) else Path(".")
+    if not directory.exists():
+        raise ReportError(f"the folder {directory} does not exist", path=str(path),
+                          field=option)
+    if not directory.is_dir():
+        raise ReportError(f"{directory} is not a folder", path=str(path), field=option)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ReportError(f"cannot write in the folder {directory} (permission denied)",
+                          path=str(path), field=option)
+    remove_stale_temporaries(p)
+    return p
+
+
+def save_report(report: Report, path) -> None:
+    """Write a report as JSON or capnp by the extension of ``path`` (atomically)."""
+    from .capnpio import write_capnp
+    from .jsonio import write_json
+
+    fmt = Path(path).suffix.lower()
+    if fmt not in FORMATS:
+        raise ReportError(f"unknown output format {fmt!r}: use .json or .capnp", path=str(path))
+    writer: Callable = write_json if fmt == ".json" else write_capnp
+    with atomic_write(path) as f:
+        writer(report, f)

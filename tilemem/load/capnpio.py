@@ -1,0 +1,309 @@
+"""Read and write tilemem's Cap'n Proto report (``schemas/vars.capnp``).
+
+Reading maps the file and views every column in place (no copy of the data), with traversal
+and nesting limits derived from the file's size, so a hostile file cannot make the reader
+allocate more than the file holds. Every structural field (presence, dtype, chunk data, length,
+CSR offsets) is checked before use, and the Cap'n Proto library's own errors are told in plain
+words, naming the field being read.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import BinaryIO, NamedTuple
+
+import numpy as np
+
+from ..errors import ReportError
+from ..model import FLAG_FIELDS, Csr, Report
+from ..model.target import Target
+
+FORMAT_VERSION = 1
+CHUNK_BYTES = 1 << 28  # below Cap'n Proto's 2^29-element list limit
+
+# column name in the schema -> (Report attribute, dtype)
+_COLUMNS = {
+    "var": ("var_id", "<i8"), "allocated": ("allocated", "|b1"), "tile": ("tile", "<i8"),
+    "sizeBytes": ("size", "<i8"), "alignment": ("alignment", "<i8"),
+    "offset": ("offset", "<i8"), "category": ("category", "<i2"),
+    "equivalenceClass": ("eq_class", "<i8"),
+    **{v: (k, "|b1") for k, v in FLAG_FIELDS.items() if k != "allocated"},
+}
+
+
+@lru_cache(maxsize=1)
+def schema():
+    import capnp
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tilemem/
+    path = os.path.join(package, "vars.capnp")
+    if not os.path.exists(path):  # running from a source tree without the link
+        path = os.path.join(package, os.pardir, "schemas", "vars.capnp")
+    return capnp.load(path)
+
+
+# ---- writing ------------------------------------------------------------------------------
+
+def _set_column(col, array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    dt = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+    col.dtype = dt.str
+    col.length = len(array)
+    raw = array.astype(dt, copy=False).view(np.uint8)
+    n_chunks = max(1, -(-len(raw) // CHUNK_BYTES))
+    chunks = col.init("chunks", n_chunks)
+    for i in range(n_chunks):
+        chunks[i].data = raw[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES].tobytes()
+
+
+def _set_csr(msg, csr: Csr, values: np.ndarray | None = None) -> None:
+    _set_column(msg.init("indptr"), csr.indptr)
+    _set_column(msg.init("indices"), csr.indices if values is None else values[csr.indices])
+
+
+def write_capnp(r: Report, f: BinaryIO) -> None:
+    s = schema()
+    m = s.Report.new_message()
+    m.formatVersion = FORMAT_VERSION
+    m.numTiles = r.target.num_tiles
+    t = m.init("targetMemoryInfo")
+    t.tileMemory = r.target.tile_memory
+    t.interleavedMemoryStart = r.target.interleaved_memory_start
+    t.memoryElementOffsets = r.target.memory_element_offsets.tolist()
+    if r.target.supervisor_instr_fetch_delay is not None:
+        t.supervisorInstrFetchDelay = r.target.supervisor_instr_fetch_delay
+        t.hasSupervisorInstrFetchDelay = True
+    if r.target.tiles_per_ipu is not None:
+        m.tilesPerIPU = r.target.tiles_per_ipu
+    for field, (attr, _) in _COLUMNS.items():
+        _set_column(m.init(field), getattr(r, attr))
+    m.categoryNames = list(r.categories)
+    _set_column(m.init("nameBlob"), np.frombuffer(r.name_blob, np.uint8))
+    _set_column(m.init("nameOffsets"), r.name_offsets)
+    _set_csr(m.init("elementConstraints"), r.element_constraints, r.var_id)
+    _set_csr(m.init("regionConstraints"), r.region_constraints, r.var_id)
+    _set_csr(m.init("equivalenceClassInterference"), r.interference)
+    _set_csr(m.init("allocationOrderByTile"), r.allocation_order, r.var_id)
+    if r.class_steps is not None:
+        m.hasEquivalenceClassSteps = True
+        _set_column(m.init("equivalenceClassSteps"), r.class_steps.reshape(-1))
+    m.write(f)
+
+
+# ---- reading ------------------------------------------------------------------------------
+
+#: Cap'n Proto readers refuse messages of more segments than this (capnp's own limit).
+_MAX_SEGMENTS = 512
+#: Said when a Cap'n Proto message is not in our schema (most likely Poplar's own dump).
+NOT_OURS = ("a Cap'n Proto file, but not in tilemem's schema: Poplar's own vars.capnp (for the "
+            "Graph Analyser) uses another, unpublished one; ask Poplar for JSON "
+            "(debug.loweredVarDumpFile ending in .json)")
+
+
+class Header(NamedTuple):
+    size: int                      # bytes the segment table announces
+    header: int                    # bytes of the segment table
+    root: tuple[int, int] | None   # the root struct's (data words, pointers), if present
+
+
+def message_header(buf) -> Header | None:
+    """The segment table of a Cap'n Proto message at the start of ``buf`` whose root is a
+    struct, or ``None`` when ``buf`` does not start like one. Reads only the header.
+
+    >>> message_header(b"\\0\\0\\0\\0\\3\\0\\0\\0" + bytes(4) + b"\\2\\0\\x17\\0")
+    Header(size=32, header=8, root=(2, 23))
+    """
+    if len(buf) < 8:
+        return None
+    segments = int(np.frombuffer(buf, "<u4", 1)[0]) + 1
+    if segments > _MAX_SEGMENTS:
+        return None
+    header = (4 + 4 * segments + 7) // 8 * 8
+    if len(buf) < header:
+        return None
+    size = header + 8 * int(np.frombuffer(buf, "<u4", segments, 4).astype(np.int64).sum())
+    if len(buf) < header + 8:
+        return Header(size, header, None)
+    root = int(np.frombuffer(buf, "<u8", 1, header)[0])
+    if root & 3 != 0 or root >> 32 == 0:  # not a struct pointer, or an empty struct
+        return None
+    return Header(size, header, ((root >> 32) & 0xFFFF, root >> 48))
+
+class _Reader:
+    """Reads columns of the message, checking every structural field of the schema before use
+    (presence, dtype, chunk data, length) and remembering which field it is on, so an error of
+    the Cap'n Proto library can name it."""
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.base = np.frombuffer(buf, np.uint8).ctypes.data if len(buf) else 0
+        self.field = "formatVersion"
+
+    def column(self, parent, field: str, expect: str, name: str | None = None) -> np.ndarray:
+        name = name or field
+        self.field = name
+        if not parent._has(field):
+            raise ReportError("column is missing", field=name)
+        col = getattr(parent, field)
+        try:
+            dtype = col.dtype
+        except UnicodeDecodeError:
+            raise ReportError("column dtype is not text", field=f"{name}.dtype") from None
+        if dtype != expect:
+            raise ReportError(f"column has dtype {dtype!r}, expected {expect!r}",
+                              field=f"{name}.dtype")
+        dt = np.dtype(dtype)
+        parts = []
+        for chunk in col.chunks:
+            if not chunk._has("data"):  # a null chunk holds no bytes (the length check below)
+                continue
+            view = chunk.get_data_as_view("data")
+            if len(view) == 0:
+                continue
+            addr = np.frombuffer(view, np.uint8).ctypes.data
+            off = addr - self.base
+            if not 0 <= off <= len(self.buf) - len(view):  # not inside our mapping: copy
+                parts.append(np.frombuffer(bytes(view), np.uint8))
+            else:  # a view of the mapped file that keeps the mapping alive
+                parts.append(np.frombuffer(self.buf, np.uint8, len(view), off))
+        raw = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts
+                                                else np.zeros(0, np.uint8))
+        if len(raw) != col.length * dt.itemsize:
+            raise ReportError(f"column holds {len(raw):,} bytes, but its length says "
+                              f"{col.length:,} values of {dt.itemsize} byte"
+                              + ("s" if dt.itemsize > 1 else ""), field=name)
+        if raw.ctypes.data % dt.itemsize:
+            raw = raw.copy()
+        return raw.view(dt)
+
+    def csr(self, parent, field: str, num_rows: int | None = None) -> Csr:
+        self.field = field
+        if not parent._has(field):
+            raise ReportError("is missing", field=field)
+        msg = getattr(parent, field)
+        indptr = self.column(msg, "indptr", "<i8", f"{field}.indptr")
+        indices = self.column(msg, "indices", "<i8", f"{field}.indices")
+        if len(indptr) == 0 or (num_rows is not None and len(indptr) != num_rows + 1):
+            raise ReportError(f"has {max(len(indptr) - 1, 0):,} rows, expected {num_rows:,}",
+                              field=f"{field}.indptr")
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
+            raise ReportError("CSR offsets are not a valid partition of the entries",
+                              field=f"{field}.indptr")
+        return Csr(indptr, indices)
+
+
+#: What the Cap'n Proto library's checks mean, in plain words (first match wins).
+_KJ_PLAIN = (
+    ("prematurely", "the file is truncated"),
+    ("traversal limit", "it refers to more data than the file holds"),
+    ("nest", "it is nested too deeply"),
+    ("bounds", "a pointer points outside the file"),
+    ("far pointer", "a pointer points outside the file"),
+    ("segment", "its segment table is inconsistent"),
+    ("cptr", "a text field is not terminated"),
+)
+
+
+def _plain(e) -> str:
+    text = getattr(e, "description", "") or str(e)
+    return next((plain for key, plain in _KJ_PLAIN if key in text),
+                "a field holds the wrong kind of value")
+
+
+def read_capnp(buf) -> Report:
+    """Decode a tilemem capnp report from a buffer (bytes or mmap). Raises ``ReportError``."""
+    import capnp
+
+    from .validate import MAX_CATEGORIES, repair_names, validate_report, validate_target
+
+    s = schema()
+    ours = s.Report.schema.node.struct
+    found = message_header(buf)
+    if found is not None and found.root is not None and (
+            found.root[0] < ours.dataWordCount or found.root[1] < ours.pointerCount):
+        raise ReportError(NOT_OURS)  # our schema only ever grows: older files are not smaller
+    words = max(len(buf) // 8, 1)
+    rd = _Reader(buf)
+    try:
+        m = s.Report.from_bytes(buf, traversal_limit_in_words=2 * words + 1024,
+                                nesting_limit=16).__enter__()
+        version = m.formatVersion
+    except (capnp.KjException, ValueError) as e:
+        raise ReportError(f"not a tilemem Cap'n Proto report: {_plain(e)}") from None
+    if version != FORMAT_VERSION:
+        raise ReportError(f"format version {version} is not supported (expected "
+                          f"{FORMAT_VERSION}); if this is Poplar's own dump: {NOT_OURS}",
+                          field="formatVersion")
+    try:
+        rd.field = "targetMemoryInfo"
+        if not m._has("targetMemoryInfo"):
+            raise ReportError("is missing", field="targetMemoryInfo")
+        ti = m.targetMemoryInfo
+        offsets = list(ti.memoryElementOffsets)
+        big = [i for i, x in enumerate(offsets) if x >= 1 << 63]
+        if big:
+            raise ReportError("integer outside the 64-bit range",
+                              field=f"targetMemoryInfo.memoryElementOffsets[{big[0]}]")
+        offsets = np.asarray(offsets, np.int64)
+        tpi = m.tilesPerIPU or None
+        validate_target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets, tpi)
+        target = Target(m.numTiles, ti.tileMemory, ti.interleavedMemoryStart, offsets,
+                        ti.supervisorInstrFetchDelay if ti.hasSupervisorInstrFetchDelay else None,
+                        tpi)
+        cols = {attr: rd.column(m, field, dt) for field, (attr, dt) in _COLUMNS.items()}
+        n = len(cols["var_id"])
+        for field, (attr, _) in _COLUMNS.items():
+            if len(cols[attr]) != n:
+                raise ReportError(f"column has {len(cols[attr]):,} rows, expected {n:,} (as "
+                                  "var)", field=field)
+        rd.field = "categoryNames"
+        cats = tuple(_categories(m.categoryNames, MAX_CATEGORIES))
+        if n and (cols["category"].min() < 0 or cols["category"].max() >= len(cats)):
+            row = int(np.flatnonzero((cols["category"] < 0)
+                                     | (cols["category"] >= len(cats)))[0])
+            raise ReportError(f"category code {cols['category'][row]} is outside the "
+                              f"{len(cats)} categoryNames", field=f"category[{row}]",
+                              var=int(cols["var_id"][row]))
+        blob = rd.column(m, "nameBlob", "|u1")
+        name_offsets = rd.column(m, "nameOffsets", "<i8")
+        if len(name_offsets) != n + 1 or name_offsets[0] != 0 or np.any(
+                np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob):
+            raise ReportError("name offsets do not partition nameBlob", field="nameOffsets")
+        name_blob, name_offsets = repair_names(blob.tobytes(), name_offsets, cols["var_id"])
+        steps = None
+        if m.hasEquivalenceClassSteps:
+            flat = rd.column(m, "equivalenceClassSteps", "<i8")
+            if len(flat) % 2:
+                raise ReportError(f"holds {len(flat):,} numbers: not [start, end) pairs",
+                                  field="equivalenceClassSteps")
+            steps = flat.reshape(-1, 2)
+        report = Report(
+            target=target, **cols, name_blob=name_blob, name_offsets=name_offsets,
+            categories=cats, element_constraints=Csr.empty(n), region_constraints=Csr.empty(n),
+            interference=rd.csr(m, "equivalenceClassInterference"),
+            allocation_order=Csr.empty(target.num_tiles), class_steps=steps)
+        lookup = report.rows_of_vars
+        for attr, field in (("element_constraints", "elementConstraints"),
+                            ("region_constraints", "regionConstraints"),
+                            ("allocation_order", "allocationOrderByTile")):
+            c = rd.csr(m, field, n if attr != "allocation_order" else target.num_tiles)
+            object.__setattr__(report, attr, Csr(c.indptr, lookup(c.indices)))
+    except capnp.KjException as e:
+        raise ReportError(f"damaged Cap'n Proto report: {_plain(e)}", field=rd.field) from None
+    validate_report(report)
+    return report
+
+
+def _categories(names, limit: int) -> list[str]:
+    """categoryNames, each checked: Cap'n Proto text is UTF-8, so anything else is damage."""
+    if len(names) > limit:
+        raise ReportError(f"{len(names):,} categories: more than {limit:,} (codes are "
+                          "int16; Poplar has 25)", field="categoryNames")
+    out = []
+    for i in range(len(names)):
+        try:
+            out.append(names[i])
+        except UnicodeDecodeError:
+            raise ReportError("category name is not valid UTF-8 (the file is damaged)",
+                              field=f"categoryNames[{i}]") from None
+    return out
