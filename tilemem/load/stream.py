@@ -30,6 +30,7 @@ import re
 import shutil
 import tempfile
 import warnings
+from itertools import chain
 from pathlib import Path
 
 import msgspec
@@ -41,9 +42,9 @@ from ..model.target import Target
 from .jsonio import (_INT_FIELDS, _KNOWN_CATEGORIES, MISSING, Int, _attrgetter, _decode_batch,
                      _near, _split_error, _Top, _Var)
 
-#: Bytes scanned and decoded at a time. The decoded Structs of one window take a few times its
-#: size; 32 MiB keeps that near 100 MB while numpy and msgspec calls stay long.
-WINDOW = 1 << 25
+#: Bytes scanned and decoded at a time. The scan's numpy arrays and the decoded Structs of one
+#: window take a few times its size; 8 MiB keeps that near 50 MB while the calls stay long.
+WINDOW = 1 << 23
 #: Top-level arrays streamed element by element (the rest is decoded whole, it is small).
 _BIG = {"vars": list[_Var], "equivalenceClassInterference": list[list[Int]],
         "allocationOrderByTile": list[list[Int]], "equivalenceClassSteps": list[list[Int]]}
@@ -124,11 +125,15 @@ class _Array:
 
     def decode(self, buf, stop: int, repaired: list):
         """The elements in ``buf[self.next:stop]`` (``stop`` just after an element's end)."""
-        text = bytes(buf[self.next:stop]).strip().lstrip(b",")
+        data = bytearray(b"[")
+        data += memoryview(buf)[self.next:stop]  # the one copy of the batch's text
         self.next = stop
-        if not text.strip():
+        first = re.compile(rb"[^ \t\r\n]").search(data, 1)
+        if first is None:
             return []
-        data = b"[" + text + b"]"
+        if data[first.start()] == 0x2C:  # the comma after the previous batch's last element
+            data[first.start()] = 0x20
+        data += b"]"
         try:
             out = self.dec.decode(data)
         except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
@@ -241,7 +246,7 @@ def _store(cols: _Columns, arr: _Array, decoded, cats: dict, first_row: int) -> 
     if arr.key != "vars":
         lists = decoded
         cols.append(arr.key + ".len", np.fromiter(map(len, lists), np.int64, count=m))
-        cols.append(arr.key + ".flat", np.fromiter((v for x in lists for v in x), np.int64))
+        cols.append(arr.key + ".flat", np.fromiter(chain.from_iterable(lists), np.int64))
         return 0
     infos = list(map(_attrgetter("info"), decoded))
     var = np.fromiter(map(_attrgetter("var"), decoded), np.int64, count=m)
@@ -283,7 +288,7 @@ def _store(cols: _Columns, arr: _Array, decoded, cats: dict, first_row: int) -> 
                         ("rc", _attrgetter("regionConstraints"))):
         lists = list(map(getter, infos))
         cols.append(key + ".len", np.fromiter(map(len, lists), np.int64, count=m))
-        cols.append(key + ".flat", np.fromiter((v for x in lists for v in x), np.int64))
+        cols.append(key + ".flat", np.fromiter(chain.from_iterable(lists), np.int64))
     return m
 
 
