@@ -14,8 +14,25 @@ def convert(source, dest):
     from .guards import nothing_to_analyse, output_path
 
     output_path(dest, FORMATS, option="DEST")
-    r = load_report(source)
-    save_report(r, dest)
+    if dest.lower().endswith(".capnp") and _is_json(source):
+        # JSON to capnp streams: bounded memory whatever the report's size
+        from ..load.stream import convert_json_to_capnp
+
+        r = convert_json_to_capnp(source, dest)
+    else:
+        r = load_report(source)
+        save_report(r, dest)
     empty = nothing_to_analyse(r)
     if empty:
         click.echo(f"wrote {dest} ({source}: {empty})")
+
+
+def _is_json(path) -> bool:
+    from ..load import _map, report_format
+
+    buf = _map(path)
+    try:
+        return report_format(buf) == "json"
+    finally:
+        if hasattr(buf, "close"):
+            buf.close()

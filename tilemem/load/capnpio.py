@@ -307,3 +307,160 @@ def _categories(names, limit: int) -> list[str]:
             raise ReportError("category name is not valid UTF-8 (the file is damaged)",
                               field=f"categoryNames[{i}]") from None
     return out
+
+
+# ---- streaming writer ---------------------------------------------------------------------
+# ``write_capnp`` builds the whole message in the Cap'n Proto library's memory before writing
+# it: peak memory is the report plus the file. ``write_capnp_streaming`` writes the same schema
+# by hand instead: segment 0 holds every struct, text and small list (kilobytes), and each
+# chunk of column data is its own segment, reached by a far pointer (the wire format's way to
+# point across segments), copied from the column (often a file mapping) to the file piece by
+# piece. So a column of any length is written with a few MiB of buffer, and no pointer has to
+# span more than one chunk (near pointers reach only 2^29 words).
+
+_MAX_WRITE_SEGMENTS = _MAX_SEGMENTS - 1
+_PIECE = 1 << 24  # bytes copied to the file per write
+
+
+class _Segment0:
+    """Segment 0 of a message under construction: words, allocated in order."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def alloc(self, words: int) -> int:
+        at = len(self.buf) // 8
+        self.buf += bytes(8 * words)
+        return at
+
+    def word(self, at: int, value: int) -> None:
+        self.buf[8 * at:8 * at + 8] = int(value).to_bytes(8, "little")
+
+    def put(self, at_byte: int, value: int, size: int, signed: bool = False) -> None:
+        self.buf[at_byte:at_byte + size] = int(value).to_bytes(size, "little", signed=signed)
+
+    def struct(self, ptr: int, data_words: int, pointers: int) -> int:
+        at = self.alloc(data_words + pointers)
+        self.word(ptr, ((at - ptr - 1) & 0x3FFFFFFF) << 2 | data_words << 32 | pointers << 48)
+        return at
+
+    def list(self, ptr: int, elem_size: int, count: int, words: int) -> int:
+        at = self.alloc(words)
+        self.word(ptr, ((at - ptr - 1) & 0x3FFFFFFF) << 2 | 1 | elem_size << 32 | count << 35)
+        return at
+
+    def text(self, ptr: int, s: str) -> None:
+        b = s.encode() + b"\0"
+        at = self.list(ptr, 2, len(b), -(-len(b) // 8))
+        self.buf[8 * at:8 * at + len(b)] = b
+
+
+class _Layout:
+    """Field positions of the schema (data byte/bit offsets, pointer indexes), read from the
+    compiled schema so that this writer cannot drift from ``vars.capnp``."""
+
+    def __init__(self, struct_schema):
+        node = struct_schema.schema.node.struct
+        self.data_words, self.pointers = node.dataWordCount, node.pointerCount
+        self.slot = {f.name: (f.slot.type.which(), f.slot.offset) for f in node.fields}
+
+    def ptr(self, at: int, name: str) -> int:
+        kind, off = self.slot[name]
+        return at + self.data_words + off
+
+    def set(self, seg: _Segment0, at: int, name: str, value) -> None:
+        kind, off = self.slot[name]
+        if kind == "bool":
+            if value:
+                byte = 8 * at + off // 8
+                seg.buf[byte] |= 1 << (off % 8)
+            return
+        size = {"uint32": 4, "uint64": 8, "int64": 8}[kind]
+        seg.put(8 * at + off * size, value, size, signed=kind.startswith("int"))
+
+
+def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
+    """Write ``r`` in tilemem's capnp schema (as ``write_capnp``) with bounded memory: the
+    columns may be file mappings (``np.memmap``), which are copied to ``f`` piece by piece.
+    ``f`` must be a binary file (it is written in order, never sought)."""
+    s = schema()
+    L = {name: _Layout(getattr(s, name)) for name in ("Report", "TargetMemoryInfo", "Column",
+                                                      "Csr", "Chunk")}
+    seg = _Segment0()
+    data: list[np.ndarray] = []  # the byte views of the data segments, in segment order
+    root_ptr = seg.alloc(1)
+    rl = L["Report"]
+    root = seg.struct(root_ptr, rl.data_words, rl.pointers)
+    rl.set(seg, root, "formatVersion", FORMAT_VERSION)
+    rl.set(seg, root, "numTiles", r.target.num_tiles)
+    if r.target.tiles_per_ipu is not None:
+        rl.set(seg, root, "tilesPerIPU", r.target.tiles_per_ipu)
+    tl = L["TargetMemoryInfo"]
+    tm = seg.struct(rl.ptr(root, "targetMemoryInfo"), tl.data_words, tl.pointers)
+    tl.set(seg, tm, "tileMemory", r.target.tile_memory)
+    tl.set(seg, tm, "interleavedMemoryStart", r.target.interleaved_memory_start)
+    if r.target.supervisor_instr_fetch_delay is not None:
+        tl.set(seg, tm, "supervisorInstrFetchDelay", r.target.supervisor_instr_fetch_delay)
+        tl.set(seg, tm, "hasSupervisorInstrFetchDelay", True)
+    offs = [int(x) for x in r.target.memory_element_offsets]
+    at = seg.list(tl.ptr(tm, "memoryElementOffsets"), 5, len(offs), len(offs))
+    for i, x in enumerate(offs):
+        seg.word(at + i, x)
+
+    cl, kl = L["Column"], L["Chunk"]
+
+    def column(ptr: int, array) -> None:
+        array = np.asarray(array)
+        dt = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+        raw = np.ascontiguousarray(array.astype(dt, copy=False)).reshape(-1).view(np.uint8)
+        col = seg.struct(ptr, cl.data_words, cl.pointers)
+        cl.set(seg, col, "length", array.size)
+        seg.text(cl.ptr(col, "dtype"), dt.str)
+        n_chunks = max(1, -(-len(raw) // CHUNK_BYTES))
+        words = kl.data_words + kl.pointers
+        first = seg.list(cl.ptr(col, "chunks"), 7, n_chunks, 1 + n_chunks * words)
+        seg.word(first, n_chunks << 2 | kl.data_words << 32 | kl.pointers << 48)  # the tag
+        for i in range(n_chunks):
+            piece = raw[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES]
+            if not len(piece):
+                continue  # a null Data: the reader counts no bytes
+            data.append(piece)
+            if len(data) > _MAX_WRITE_SEGMENTS:
+                raise ReportError(f"too large for one Cap'n Proto message ({len(data)} chunks "
+                                  f"of {CHUNK_BYTES >> 20} MiB; at most {_MAX_WRITE_SEGMENTS})")
+            # a far pointer to the landing pad, word 0 of the chunk's own segment
+            seg.word(kl.ptr(first + 1 + i * words, "data"), 2 | len(data) << 32)
+
+    for field, (attr, _) in _COLUMNS.items():
+        column(rl.ptr(root, field), getattr(r, attr))
+    names = list(r.categories)
+    at = seg.list(rl.ptr(root, "categoryNames"), 6, len(names), len(names))
+    for i, name in enumerate(names):
+        seg.text(at + i, name)
+    blob = r.name_blob
+    column(rl.ptr(root, "nameBlob"), np.frombuffer(blob, np.uint8) if isinstance(
+        blob, (bytes, bytearray, memoryview)) else blob)
+    column(rl.ptr(root, "nameOffsets"), r.name_offsets)
+    csl = L["Csr"]
+    for field, csr, values in (("elementConstraints", r.element_constraints, r.var_id),
+                               ("regionConstraints", r.region_constraints, r.var_id),
+                               ("equivalenceClassInterference", r.interference, None),
+                               ("allocationOrderByTile", r.allocation_order, r.var_id)):
+        c = seg.struct(rl.ptr(root, field), csl.data_words, csl.pointers)
+        column(csl.ptr(c, "indptr"), csr.indptr)
+        column(csl.ptr(c, "indices"), csr.indices if values is None else values[csr.indices])
+    if r.class_steps is not None:
+        rl.set(seg, root, "hasEquivalenceClassSteps", True)
+        column(rl.ptr(root, "equivalenceClassSteps"), r.class_steps)
+
+    sizes = [len(seg.buf) // 8] + [1 + -(-len(d) // 8) for d in data]
+    table = np.zeros(1 + len(sizes) + (len(sizes) + 1) % 2, "<u4")
+    table[0] = len(sizes) - 1
+    table[1:1 + len(sizes)] = sizes
+    f.write(table.tobytes())
+    f.write(seg.buf)
+    for d in data:
+        f.write((0 << 2 | 1 | 2 << 32 | len(d) << 35).to_bytes(8, "little"))  # landing pad
+        for start in range(0, len(d), _PIECE):
+            f.write(memoryview(d[start:start + _PIECE]))
+        f.write(bytes(-len(d) % 8))
