@@ -19,8 +19,9 @@ Rules (names used in messages and JSON):
 - ``lowest256KB`` (INFERRED meaning): flagged variables end at or below 262144.
 - ``capacity``: a variable lies wholly inside tileMemory or wholly in the overflow zone past it
   (tilemem's definition of "overflowed", ``tilemem.rules``): one that starts inside and ends
-  past tileMemory is a violation. Bytes in the overflow zone are *reported* per tile
-  (``overflow_bytes``), not a violation; there only ``alignment`` and ``overlap`` apply.
+  past tileMemory is a violation. Overflowed bytes are *reported* per tile, not a violation:
+  the excess of the tile's highest end past tileMemory (``tilemem.rules.overflow_bytes``, the
+  definition every command uses); in the zone only ``alignment`` and ``overlap`` apply.
 
 Zero-size variables touch no byte, element or region: only the alignment and window rules
 (interleaved, code, lowest256KB, capacity) apply to them.
@@ -47,7 +48,7 @@ from numba import njit
 
 from .errors import ReportError
 from .model import Report
-from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules
+from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules, overflow_bytes
 
 #: Every rule, in the order they are reported.
 RULE_NAMES = ("overlap", "alignment", "interleaved", "code", "region-span", "element", "region",
@@ -87,7 +88,8 @@ class CheckResult:
     - ``violations``: the first ``limit`` violations of each enabled rule, as ``Violation``.
     - ``waived_counts`` / ``waived``: the same for inferred rules switched off in ``Rules``
       (found and reported, but they do not make the allocation invalid).
-    - ``overflow_bytes``: per tile, bytes covered by variables at addresses >= tileMemory.
+    - ``overflow_bytes``: per tile, the excess of its highest end past tileMemory
+      (``tilemem.rules.overflow_bytes``).
     """
 
     counts: dict
@@ -252,20 +254,8 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
             reason = f"classes {r.eq_class[ri]} and {r.eq_class[rj]} interfere"
         found["overlap"].append(((ri, rj), f"{reason}, bytes [{lo}, {hi}) shared"))
 
-    # overflow: bytes covered at addresses >= tileMemory, per tile
-    over = np.flatnonzero(end > tm)
-    overflow = np.zeros(r.num_tiles, np.int64)
-    if len(over):
-        ot = r.tile[rows[over]]
-        big = np.int64(max(int(end[over].max()), tm) + 1)
-        s = np.maximum(start[over], tm) + ot * big
-        e = end[over] + ot * big
-        o = np.argsort(s, kind="stable")
-        s, e, ot = s[o], e[o], ot[o]
-        reach = np.maximum.accumulate(e)
-        prev = np.r_[s[0], reach[:-1]]
-        gain = np.maximum(0, e - np.maximum(s, prev))
-        np.add.at(overflow, ot, gain)
+    # overflow: the excess past tileMemory, per tile (the one definition, tilemem.rules)
+    overflow = overflow_bytes(r.tile[rows], start, size, tm, r.num_tiles)
 
     enabled = {name: rules.no_region_span if name == "region-span" else True
                for name in RULE_NAMES}
