@@ -241,6 +241,10 @@ def test_counts_equal_all_pairs_oracle(r):
     res = check_allocation(r, rules=rules)
     assert res.counts == oracle(r, rules)
     assert len(res.violations) == res.num_violations
+    # every violation counted once, on the tile of its variables
+    assert int(res.tile_violations.sum()) == res.num_violations
+    on_tile = np.bincount([v.tile for v in res.violations], minlength=r.num_tiles)
+    assert res.tile_violations.tolist() == on_tile.tolist()
     # overflow: how far the highest byte used on the tile passes tileMemory (1024)
     highest = [1024] * r.num_tiles
     for i in range(r.num_vars):

@@ -98,6 +98,9 @@ class CheckResult:
     waived: tuple
     overflow_bytes: np.ndarray = field(repr=False)
     rules: Rules = DEFAULT_RULES
+    #: per tile, the violations of the enabled rules found there (all, even beyond ``limit``);
+    #: a violation between two variables counts on their tile once
+    tile_violations: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -109,6 +112,10 @@ class CheckResult:
 
     def overflowed_tiles(self) -> np.ndarray:
         return np.flatnonzero(self.overflow_bytes)
+
+    def valid_tiles(self) -> np.ndarray:
+        """Per tile: True when no enabled rule is broken there (overflow is not a rule)."""
+        return self.tile_violations == 0
 
     def to_json(self, report: str | None = None, allocation: str | None = None) -> "CheckJson":
         """The JSON of ``tilemem check --json`` (``report`` / ``allocation``: the files)."""
@@ -178,10 +185,12 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     touches = in_mem & (size > 0)              # touches bytes of elements / regions
     found: dict[str, list] = {name: [] for name in RULE_NAMES}
     counts = dict.fromkeys(RULE_NAMES, 0)
+    per_tile = {name: np.zeros(r.num_tiles, np.int64) for name in RULE_NAMES}
 
     def single(rule, mask, detail):
         idx = np.flatnonzero(mask)
         counts[rule] = len(idx)
+        np.add.at(per_tile[rule], r.tile[rows[idx]], 1)
         for i in idx[:limit]:
             found[rule].append(((int(rows[i]),), detail(int(i))))
 
@@ -220,6 +229,7 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
                & (first[a] <= last[b]) & (first[b] <= last[a]))
         idx = np.flatnonzero(hit)
         counts[rule] = len(idx)
+        np.add.at(per_tile[rule], r.tile[rows[a[idx]]], 1)
         for k in idx[:limit]:
             i, j = int(a[k]), int(b[k])
             shared = max(first[i], first[j])
@@ -240,7 +250,7 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     srows = rows[order]
     n_over, pa, pb, why = _overlap_sweep(
         r.tile[srows], start[order], end[order], r.eq_class[srows], r.always_live[srows],
-        keys, num_classes, dense, num_classes <= DENSE_CLASSES, limit)
+        keys, num_classes, dense, num_classes <= DENSE_CLASSES, limit, per_tile["overlap"])
     counts["overlap"] = int(n_over)
     for i, j, w in zip(pa.tolist(), pb.tolist(), why.tolist()):
         ri, rj = int(srows[i]), int(srows[j])
@@ -267,7 +277,9 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     return CheckResult(
         counts={k: v for k, v in counts.items() if enabled[k]}, violations=viol,
         waived_counts={k: v for k, v in counts.items() if not enabled[k]}, waived=waived,
-        overflow_bytes=overflow, rules=rules)
+        overflow_bytes=overflow, rules=rules,
+        tile_violations=sum((per_tile[k] for k in RULE_NAMES if enabled[k]),
+                            np.zeros(r.num_tiles, np.int64)))
 
 
 def _describer(r: Report, off: np.ndarray):
@@ -315,11 +327,12 @@ def _listed(keys, key):
 
 
 @njit(cache=True)
-def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_dense, limit):
+def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_dense, limit,
+                   per_tile):
     """Variables sorted by (tile, start), all of positive size: every pair that shares a byte
     is ``i < j`` with ``start[j] < end[i]`` on the same tile. Returns the number of conflicting
     overlapping pairs and the first ``limit`` of them with the reason (0 alwaysLive, 1 same
-    class, 2 interfering classes)."""
+    class, 2 interfering classes); counts every pair on its tile in ``per_tile``."""
     n = len(start)
     count = 0
     pa = np.empty(limit, np.int64)
@@ -339,6 +352,7 @@ def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_
             elif _listed(keys, cls[i] * num_classes + cls[j]):
                 w = 2
             if w >= 0:
+                per_tile[tile[i]] += 1
                 if count < limit:
                     pa[count] = i
                     pb[count] = j

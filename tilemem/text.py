@@ -324,6 +324,9 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     tiles_that_fit_before: int
     tiles_that_fit_after: int
     output: str | None = None
+    #: on a partial report only: tiles with variables in the report, and its numTiles
+    tiles_in_dump: int | None = None
+    num_tiles: int | None = None
 
 
 class AllocationDocument(msgspec.Struct):
@@ -331,13 +334,19 @@ class AllocationDocument(msgspec.Struct):
     summary: AllocationSummary
 
 
-def alloc_json(method: str, result, fit_before: int, output=None) -> AllocationDocument:
+def alloc_json(method: str, result, fit_before: int, output=None,
+               dump: tuple[int, int] | None = None) -> AllocationDocument:
     """The JSON of ``tilemem alloc``: every ``TileResult`` of ``result`` (an ``Allocation``)
-    and its summary, with how many tiles fit with the report's offsets (``fit_before``) and
-    with the new ones."""
+    and its summary, with how many tiles fit with the report's offsets (``fit_before``: the
+    checker accepts them, ``tilemem.figures.summary.tiles_fitting``) and with the new ones.
+    ``dump``: (tiles in the dump, numTiles) of the report; a tile with no variables (not in
+    the dump of a partial report) does not count as fitting."""
+    partial = dump is not None and dump[0] < dump[1]
     summary = {**result.summary(), "method": method, "tilesThatFitBefore": fit_before,
-               "tilesThatFitAfter": sum(t.fits for t in result.tiles),
-               "output": None if output is None else str(output)}
+               "tilesThatFitAfter": sum(t.fits and t.num_vars > 0 for t in result.tiles),
+               "output": None if output is None else str(output),
+               "tilesInDump": dump[0] if partial else None,
+               "numTiles": dump[1] if partial else None}
     return AllocationDocument(
         tiles=[msgspec.convert(t, TileAllocation, from_attributes=True) for t in result.tiles],
         summary=msgspec.convert(summary, AllocationSummary))
@@ -364,8 +373,13 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
                       f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
                       f"{t.seconds:.2f}")
     c.print(table)
+    if s.tiles_in_dump is not None:
+        from .figures.summary import dump_note
+
+        c.print(dump_note(s.tiles_in_dump, s.num_tiles))
     c.print(f"tiles that fit: {s.tiles_that_fit_before:,} of {len(doc.tiles):,} with the "
-            f"report's offsets, {s.tiles_that_fit_after:,} after; overflowed bytes "
+            f"report's offsets (within memory and accepted by the checker), "
+            f"{s.tiles_that_fit_after:,} after; overflowed bytes "
             f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; mean gap "
             f"{100 * s.mean_gap:.2f}%")
     c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
