@@ -112,10 +112,16 @@ class TargetInfo(msgspec.Struct, rename="camel"):
 
 
 class TopTile(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A tile of ``tilemem info``'s list: ``bytes`` after overlapping (covered by at least
+    one variable, shared bytes once), ``sumOfSizes`` before overlapping (each variable's
+    size, shared bytes as often as they are shared: it can pass tileMemory on a tile that
+    fits), the highest end address and whether that passes tileMemory."""
+
     tile: int
     bytes: int
     highest_end: int
     out_of_memory: bool
+    sum_of_sizes: int = 0
     #: ``tile // tilesPerIPU``, on a multi-IPU report only
     ipu: int | None = None
 
@@ -133,11 +139,14 @@ class Info(msgspec.Struct, rename="camel"):
     region_constraints: int
     interleaved_variables: int
     always_live_bytes: int
+    #: sum of the sizes of every allocated variable (before overlapping)
     total_bytes: int
     class_steps: bool
     tiles_over_memory: int
     bytes_by_category: dict[str, int]
     top_tiles: list[TopTile]
+    #: bytes covered on all tiles, variables sharing bytes counted once
+    total_bytes_after_overlapping: int = 0
 
 
 def info(r: Report, top: int = 5) -> Info:
@@ -152,7 +161,8 @@ def info(r: Report, top: int = 5) -> Info:
     (2, 1, 300016)
     """
     t = r.target
-    per_tile = bytes_per_tile(r)
+    sums = bytes_per_tile(r)
+    per_tile = covered_bytes_per_tile(r)
     ends = highest_end_per_tile(r)
     k = min(top, r.num_tiles)
     top_tiles = np.argsort(-per_tile, kind="stable")[:k]
@@ -177,7 +187,9 @@ def info(r: Report, top: int = 5) -> Info:
         class_steps=r.class_steps is not None,
         tiles_over_memory=int((ends > t.tile_memory).sum()),
         bytes_by_category=dict(sorted(bytes_by_category(r).items(), key=lambda kv: -kv[1])),
+        total_bytes_after_overlapping=int(per_tile.sum()),
         top_tiles=[TopTile(tile=int(i), bytes=int(per_tile[i]), highest_end=int(ends[i]),
+                           sum_of_sizes=int(sums[i]),
                            out_of_memory=bool(ends[i] > t.tile_memory),
                            ipu=int(t.ipu_of(i)) if t.num_ipus > 1 else None)
                    for i in top_tiles],

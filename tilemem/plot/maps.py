@@ -212,7 +212,8 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
     # one collection per category, biggest first in the legend
     handles = []
     present = np.unique(m.category)
-    bytes_of = {int(c): int((m.x1 - m.x0)[m.category == c].sum()) for c in present}
+    # bytes after overlapping: variables of a category that share bytes count them once
+    bytes_of = {int(c): _covered(m.x0[m.category == c], m.x1[m.category == c]) for c in present}
     for c in sorted(bytes_of, key=lambda c: (-bytes_of[c], c)):
         sel = m.category == c
         x0, x1, y0, y1 = m.x0[sel], m.x1[sel], m.y0[sel], m.y1[sel]
@@ -250,10 +251,21 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
     if legend and handles:
         artists["legend"] = ax.legend(handles=handles[:14], loc="upper left",
                                       bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False,
-                                      title="category", title_fontsize=8)
+                                      title="category (bytes after overlapping)",
+                                      title_fontsize=8)
     if strip_ax is not None:
         artists["gaps"] = _draw_gap_strip(strip_ax, m, xmax)
     return artists
+
+
+def _covered(x0: np.ndarray, x1: np.ndarray) -> int:
+    """Bytes covered by the intervals ``[x0, x1)`` (shared bytes once)."""
+    if not len(x0):
+        return 0
+    o = np.argsort(x0, kind="stable")
+    s, e = x0[o], x1[o]
+    reach = np.r_[s[0], np.maximum.accumulate(e)[:-1]]
+    return int(np.maximum(0, e - np.maximum(s, reach)).sum())
 
 
 def _draw_gap_strip(ax, m: TileMap, xmax) -> dict:
