@@ -445,17 +445,42 @@ def check_text(r, name: str, allocation, res) -> str:
 
 # ---- tilemem oom ---------------------------------------------------------------------------
 def oom_view(c, name: str, found: list[TileDiagnosis], fig: MemoryFigures,
-             asked_for_tiles: bool) -> None:
-    """One screen per out-of-memory tile, worst first; or where the fullest tile stands."""
-    if not found:
-        where = " among the tiles asked for" if asked_for_tiles else ""
-        i = int(fig.highest_end.argmax()) if fig.num_tiles else 0
-        c.print(f"No tile is out of memory{where}: the fullest tile is {i} with "
-                f"{int(fig.highest_end[i]):,} B including gaps of {fig.target.tile_memory:,} B.")
-        return
-    c.print(f"[bold]{len(found):,} tile(s) out of memory[/bold] in {name}, worst first")
+             tiles=None) -> None:
+    """One screen per out-of-memory tile, worst first; or where the fullest tile stands.
+    ``tiles``: the tiles asked for (``None``: all)."""
+    c.print(no_oom_text(fig, tiles) if not found else
+            f"[bold]{len(found):,} tile(s) out of memory[/bold] in {name}, worst first")
     for d in found:
         oom_panel(d, c)
+
+
+def no_oom_text(fig: MemoryFigures, tiles=None) -> str:
+    """What ``tilemem oom`` says when none of ``tiles`` (``None``: all) is out of memory:
+    the fullest of them, and the out-of-memory tiles elsewhere, without contradiction."""
+    from .figures.summary import dump_note
+
+    tm = fig.target.tile_memory
+    present = fig.highest_end > 0 if fig.in_dump is None else fig.in_dump
+    if tiles is None:
+        asked = np.flatnonzero(present)
+        what = "No tile is out of memory"
+    else:
+        asked = np.asarray(tiles, np.int64)
+        shown = ", ".join(str(t) for t in asked[:5].tolist()) + (", ..." if len(asked) > 5 else "")
+        what = f"None of the tiles asked for ({shown}) is out of memory"
+        asked = asked[present[asked]]
+    if not len(asked):
+        text = f"{what}: none of them is in the report's dump (no variables)."
+    else:
+        i = int(asked[np.argmax(fig.highest_end[asked])])
+        text = (f"{what}; the fullest of them is tile {i} with {int(fig.highest_end[i]):,} B "
+                f"including gaps of {tm:,} B.")
+    oom = fig.out_of_memory()
+    if tiles is not None and len(oom):
+        text += (f" {len(oom):,} tile(s) out of memory elsewhere, worst tile {int(oom[0])} "
+                 f"({int(fig.highest_end[oom[0]]) - tm:,} B over).")
+    partial = dump_note(int(present.sum()), fig.num_tiles)
+    return text + (f" {partial}." if partial else "")
 
 
 def oom_panel(d: TileDiagnosis, console) -> None:
@@ -484,9 +509,18 @@ def oom_panel(d: TileDiagnosis, console) -> None:
                     f"{d.repack.total_including_gaps:,} B")
     for n in d.notes:
         head.append(f"\nnote: {n}", style="dim")
+    steps = Text()
+    if d.next_steps:
+        steps.append("Next steps", style="bold")
+        for k, line in enumerate(d.next_steps):
+            steps.append(f"\n{'-' if k else '>'} {line}")
 
+    starred = any(v["alwaysLive"] for v in d.peak_vars)
     pv = Table("var", "name", "category", "class", "bytes", title="Largest live at the peak",
-               title_justify="left", box=None, pad_edge=False)
+               title_justify="left", box=None, pad_edge=False,
+               caption=("* always live (alwaysLive): live for the whole program, it shares "
+                        "its bytes with no other variable") if starred else None,
+               caption_justify="left")
     for v in d.peak_vars:
         pv.add_row(str(v["var"]), _short(v["name"], 36) + (" *" if v["alwaysLive"] else ""),
                    v["category"], str(v["class"]), f"{v['size']:,}")
@@ -518,6 +552,8 @@ def oom_panel(d: TileDiagnosis, console) -> None:
 
     body = Table.grid(padding=(1, 0))
     body.add_row(head)
+    if d.next_steps:
+        body.add_row(steps)
     body.add_row(pv)
     if console.width >= 120:     # two tables a row on a wide terminal, else one
         for a, b in ((pc, cat), (gaps, reg)):
