@@ -143,9 +143,15 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
             lines.append(row(GAP_DISPLAY_NAMES[name] + ":", by_cause[i], 8))
     lines.append(row("Total:", by_cause.sum(), 6))
 
-    used = np.flatnonzero(fig.highest_end > 0)
+    used = fig.dump_tiles()
     total = fig.total
-    lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of {fig.num_tiles:,}"]
+    if fig.partial:
+        from .figures.summary import dump_note
+
+        lines += ["", f"  By Tile (Excluding Gaps): {dump_note(len(used), fig.num_tiles)}"]
+    else:
+        lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of "
+                      f"{fig.num_tiles:,}"]
     if len(used):
         edges, counts = tile_histogram(total[used])
         lines.append(f"    {'Range (KB) Histogram (Excluding Gaps)':<52}Count (tiles)")
@@ -154,8 +160,8 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
             bar = "*" * (-(-40 * int(n) // peak))
             lines.append(f"    {lo:>5} - {hi:>4} {bar:<40}{int(n):>7}")
         lines.append("")
-        ti = int(np.argmax(fig.highest_end))
-        te = int(np.argmax(total))
+        ti = int(used[np.argmax(fig.highest_end[used])])
+        te = int(used[np.argmax(total[used])])
         lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
                      f"on {fig.target.tile_label(ti)}")
         lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on "

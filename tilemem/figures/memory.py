@@ -240,7 +240,8 @@ class MemoryFigures:
                                    g.start.tolist(), g.end.tolist(),
                                    [GAP_CAUSES[k] for k in g.cause.tolist()])
         by_tile = msgspec.convert({k: listed(v) for k, v in self.by_tile.items()}, ByTileJson)
-        return MemoryDocument(MemoryJson(by_tile, by_category, after, gaps))
+        dump = self.dump_tiles().tolist() if self.partial else None
+        return MemoryDocument(MemoryJson(by_tile, by_category, after, gaps, dump))
 
 
 # ---- the JSON document: typed, keys in camel case ---------------------------------------------
@@ -289,11 +290,14 @@ class GapsJson(msgspec.Struct, rename="camel", omit_defaults=True):
     holes: HolesJson | None = None     # left out of the JSON when not asked for
 
 
-class MemoryJson(msgspec.Struct, rename="camel"):
+class MemoryJson(msgspec.Struct, rename="camel", omit_defaults=True):
     by_tile: ByTileJson
     by_category: dict[str, CategoryJson]
     after_overlapping: ByRegionJson
     gaps: GapsJson
+    #: tilemem's addition, on a partial report only: the tiles in the dump (the others'
+    #: zeros mean "not in the dump", not "empty")
+    tiles_in_dump: list[int] | None = None
 
 
 class MemoryDocument(msgspec.Struct):
