@@ -130,7 +130,7 @@ def test_info_on_tile_over_capacity():
     d = msgspec.to_builtins(info(r))      # as in the JSON of `tilemem info`
     assert d["tilesOverMemory"] == 1
     assert d["topTiles"][0] == {"tile": 2, "bytes": 300000, "highestEnd": 300000,
-                                "outOfMemory": True}
+                                "outOfMemory": True, "sumOfSizes": 300000}
     assert d["bytesByCategory"] == {"stack": 200000, "variable": 100016}
 
 

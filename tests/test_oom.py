@@ -246,3 +246,75 @@ def test_oom_names_the_peak_program_step(tmp_path):
         offset=[0, 800], category=["variable"] * 2, eq_class=[0, 1], interference=[[1], []])
     (d,) = diagnose(no_steps, repack=False)
     assert d.peak_steps is None and msgspec.to_builtins(d)["peakSteps"] is None
+
+
+# ---- next steps, the * marker and --tiles without contradiction ----------------------------------
+
+def test_next_steps_follow_what_is_live_at_the_peak():
+    by = {d.tile: d for d in diagnose(hand_report(), time_limit=5)}
+    d0 = by[0]       # reduceData: 1200 live of 1024; peak = variable 400, message 400, stack 400
+    assert d0.next_steps[0].startswith("free at least 176 B of what is live at the peak")
+    groups = " | ".join(d0.next_steps[1:])
+    # each third of the peak is named with its bytes, its share and its Poplar options
+    assert "400 B (33 % of the peak) activations and operation temporaries: recomputation" \
+        in groups and "availableMemoryProportion" in groups and "t0/v0" in groups
+    assert "exchange and rearrangement buffers" in groups and "t0/v1" in groups
+    assert "code, stack and vertex state" in groups and "pipelining" in groups
+    d1 = by[1]       # repackFits: the placement costs 1200 - 600 bytes
+    assert d1.next_steps[0].startswith("the allocation, not the data, is the problem")
+    assert f"reaches {d1.highest_end:,} B; gaps and constraints cost {d1.highest_end - 600:,} B" \
+        in d1.next_steps[0]
+    assert "freeing 176 B on this tile" in d1.next_steps[1]
+    assert by[2].next_steps[0].startswith("the live data fits (600 B) but no allocation")
+
+
+def test_next_steps_split_weights_gradients_and_activations():
+    from tilemem.figures.oom import live_groups
+
+    # one tile, all interfering: weights, optimiser state, a gradient, an activation, code
+    names = ["enc/layer1/weights", "enc/layer1/weights/momentum", "enc/layer1/bwd/gradIn",
+             "enc/layer1/fwd/out", "vertexCode"]
+    cats = ["variable"] * 4 + ["vertexCode"]
+    n = len(names)
+    r = Report.from_columns(
+        target=SMALL, var_id=range(n), tile=[0] * n, size=[100, 200, 50, 300, 20],
+        alignment=[4] * n, offset=[0, 100, 300, 400, 700], category=cats,
+        eq_class=list(range(n)), interference=[[j for j in range(n) if j != i] for i in range(n)],
+        names=[f"{x}#0" for x in names])
+    got = {g: b for g, (b, _) in live_groups(r, np.arange(n)).items()}
+    assert got == {"activations and temporaries": 300, "weights and optimiser state": 300,
+                   "gradients": 50, "code and runtime": 20}
+
+
+def test_oom_view_explains_the_star_and_lists_next_steps(tmp_path):
+    path = tmp_path / "hand.json"
+    r = hand_report()
+    r = Report.from_columns(   # tile 0's stack variable always live: it gets the * marker
+        target=r.target, var_id=r.var_id, tile=r.tile, size=r.size, alignment=r.alignment,
+        offset=r.offset, category=[r.category_name(i) for i in range(r.num_vars)],
+        eq_class=r.eq_class, interference=[r.interference.row(c).tolist()
+                                           for c in range(r.num_classes)],
+        class_steps=r.class_steps, in_interleaved_mem=r.in_interleaved_mem,
+        always_live=[i == 2 for i in range(r.num_vars)],
+        names=[r.name(i) for i in range(r.num_vars)])
+    save_report(r, path)
+    res = CliRunner().invoke(cli, ["oom", str(path), "--tiles", "0", "--time-limit", "5"],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "t0/v2 *" in text and "* always live (alwaysLive)" in text
+    assert "Next steps" in text and "recomputation" in text
+    res = CliRunner().invoke(cli, ["oom", str(path), "--tiles", "0", "--json"])
+    assert json.loads(res.output)["tiles"][0]["nextSteps"][0].startswith("free at least")
+
+
+def test_oom_tiles_without_oom_says_so_without_contradiction(tmp_path):
+    path = tmp_path / "hand.json"
+    save_report(hand_report(), path)
+    res = CliRunner().invoke(cli, ["oom", str(path), "--tiles", "3"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert text.startswith("None of the tiles asked for (3) is out of memory; the fullest of "
+                           "them is tile 3 with 100 B including gaps of 1,024 B. 3 tile(s) out "
+                           "of memory elsewhere, worst tile 0 (400 B over).")
+    assert "fullest tile is 0" not in text

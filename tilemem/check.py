@@ -19,8 +19,9 @@ Rules (names used in messages and JSON):
 - ``lowest256KB`` (INFERRED meaning): flagged variables end at or below 262144.
 - ``capacity``: a variable lies wholly inside tileMemory or wholly in the overflow zone past it
   (tilemem's definition of "overflowed", ``tilemem.rules``): one that starts inside and ends
-  past tileMemory is a violation. Bytes in the overflow zone are *reported* per tile
-  (``overflow_bytes``), not a violation; there only ``alignment`` and ``overlap`` apply.
+  past tileMemory is a violation. Overflowed bytes are *reported* per tile, not a violation:
+  the excess of the tile's highest end past tileMemory (``tilemem.rules.overflow_bytes``, the
+  definition every command uses); in the zone only ``alignment`` and ``overlap`` apply.
 
 Zero-size variables touch no byte, element or region: only the alignment and window rules
 (interleaved, code, lowest256KB, capacity) apply to them.
@@ -47,7 +48,7 @@ from numba import njit
 
 from .errors import ReportError
 from .model import Report
-from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules
+from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules, overflow_bytes
 
 #: Every rule, in the order they are reported.
 RULE_NAMES = ("overlap", "alignment", "interleaved", "code", "region-span", "element", "region",
@@ -87,7 +88,8 @@ class CheckResult:
     - ``violations``: the first ``limit`` violations of each enabled rule, as ``Violation``.
     - ``waived_counts`` / ``waived``: the same for inferred rules switched off in ``Rules``
       (found and reported, but they do not make the allocation invalid).
-    - ``overflow_bytes``: per tile, bytes covered by variables at addresses >= tileMemory.
+    - ``overflow_bytes``: per tile, the excess of its highest end past tileMemory
+      (``tilemem.rules.overflow_bytes``).
     """
 
     counts: dict
@@ -96,6 +98,9 @@ class CheckResult:
     waived: tuple
     overflow_bytes: np.ndarray = field(repr=False)
     rules: Rules = DEFAULT_RULES
+    #: per tile, the violations of the enabled rules found there (all, even beyond ``limit``);
+    #: a violation between two variables counts on their tile once
+    tile_violations: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -107,6 +112,10 @@ class CheckResult:
 
     def overflowed_tiles(self) -> np.ndarray:
         return np.flatnonzero(self.overflow_bytes)
+
+    def valid_tiles(self) -> np.ndarray:
+        """Per tile: True when no enabled rule is broken there (overflow is not a rule)."""
+        return self.tile_violations == 0
 
     def to_json(self, report: str | None = None, allocation: str | None = None) -> "CheckJson":
         """The JSON of ``tilemem check --json`` (``report`` / ``allocation``: the files)."""
@@ -176,10 +185,12 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     touches = in_mem & (size > 0)              # touches bytes of elements / regions
     found: dict[str, list] = {name: [] for name in RULE_NAMES}
     counts = dict.fromkeys(RULE_NAMES, 0)
+    per_tile = {name: np.zeros(r.num_tiles, np.int64) for name in RULE_NAMES}
 
     def single(rule, mask, detail):
         idx = np.flatnonzero(mask)
         counts[rule] = len(idx)
+        np.add.at(per_tile[rule], r.tile[rows[idx]], 1)
         for i in idx[:limit]:
             found[rule].append(((int(rows[i]),), detail(int(i))))
 
@@ -218,6 +229,7 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
                & (first[a] <= last[b]) & (first[b] <= last[a]))
         idx = np.flatnonzero(hit)
         counts[rule] = len(idx)
+        np.add.at(per_tile[rule], r.tile[rows[a[idx]]], 1)
         for k in idx[:limit]:
             i, j = int(a[k]), int(b[k])
             shared = max(first[i], first[j])
@@ -238,7 +250,7 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     srows = rows[order]
     n_over, pa, pb, why = _overlap_sweep(
         r.tile[srows], start[order], end[order], r.eq_class[srows], r.always_live[srows],
-        keys, num_classes, dense, num_classes <= DENSE_CLASSES, limit)
+        keys, num_classes, dense, num_classes <= DENSE_CLASSES, limit, per_tile["overlap"])
     counts["overlap"] = int(n_over)
     for i, j, w in zip(pa.tolist(), pb.tolist(), why.tolist()):
         ri, rj = int(srows[i]), int(srows[j])
@@ -252,20 +264,8 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
             reason = f"classes {r.eq_class[ri]} and {r.eq_class[rj]} interfere"
         found["overlap"].append(((ri, rj), f"{reason}, bytes [{lo}, {hi}) shared"))
 
-    # overflow: bytes covered at addresses >= tileMemory, per tile
-    over = np.flatnonzero(end > tm)
-    overflow = np.zeros(r.num_tiles, np.int64)
-    if len(over):
-        ot = r.tile[rows[over]]
-        big = np.int64(max(int(end[over].max()), tm) + 1)
-        s = np.maximum(start[over], tm) + ot * big
-        e = end[over] + ot * big
-        o = np.argsort(s, kind="stable")
-        s, e, ot = s[o], e[o], ot[o]
-        reach = np.maximum.accumulate(e)
-        prev = np.r_[s[0], reach[:-1]]
-        gain = np.maximum(0, e - np.maximum(s, prev))
-        np.add.at(overflow, ot, gain)
+    # overflow: the excess past tileMemory, per tile (the one definition, tilemem.rules)
+    overflow = overflow_bytes(r.tile[rows], start, size, tm, r.num_tiles)
 
     enabled = {name: rules.no_region_span if name == "region-span" else True
                for name in RULE_NAMES}
@@ -277,7 +277,9 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     return CheckResult(
         counts={k: v for k, v in counts.items() if enabled[k]}, violations=viol,
         waived_counts={k: v for k, v in counts.items() if not enabled[k]}, waived=waived,
-        overflow_bytes=overflow, rules=rules)
+        overflow_bytes=overflow, rules=rules,
+        tile_violations=sum((per_tile[k] for k in RULE_NAMES if enabled[k]),
+                            np.zeros(r.num_tiles, np.int64)))
 
 
 def _describer(r: Report, off: np.ndarray):
@@ -325,11 +327,12 @@ def _listed(keys, key):
 
 
 @njit(cache=True)
-def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_dense, limit):
+def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_dense, limit,
+                   per_tile):
     """Variables sorted by (tile, start), all of positive size: every pair that shares a byte
     is ``i < j`` with ``start[j] < end[i]`` on the same tile. Returns the number of conflicting
     overlapping pairs and the first ``limit`` of them with the reason (0 alwaysLive, 1 same
-    class, 2 interfering classes)."""
+    class, 2 interfering classes); counts every pair on its tile in ``per_tile``."""
     n = len(start)
     count = 0
     pa = np.empty(limit, np.int64)
@@ -349,6 +352,7 @@ def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_
             elif _listed(keys, cls[i] * num_classes + cls[j]):
                 w = 2
             if w >= 0:
+                per_tile[tile[i]] += 1
                 if count < limit:
                     pa[count] = i
                     pb[count] = j

@@ -26,8 +26,12 @@ Inferred rules (named, switchable where it makes sense):
     switch: the readers store the symmetric closure (``tilemem.model.symmetric_closure``).
   - Overflow zone (tilemem's definition of Poplar's "overflowed"): addresses at or beyond
     tileMemory. A variable lies wholly inside memory or wholly in the overflow zone; in the zone
-    only no-overlap and alignment apply (it is in no region or element), and its bytes are
-    overflowed bytes.
+    only no-overlap and alignment apply (it is in no region or element).
+  - Overflowed bytes of a tile (``overflow_bytes``): the excess past tileMemory, i.e. how far
+    the tile's highest end address passes tileMemory (Poplar: "Out of memory on tile 0: N bytes
+    used but tiles only have M bytes", the excess N - M). It equals totalIncludingGaps minus
+    tileMemory on an out-of-memory tile, counts gaps in the zone and counts bytes shared by
+    variables there once. Every stage that reports overflowed bytes calls this function.
   - Mk2 geometry split (see ``tilemem.model.target.MK2``).
   - ``INFERRED_TILES_PER_IPU``: tiles per IPU of a report that does not record ``tilesPerIPU``
     (004 has only ``numTiles``), from its tile memory (FACTS.md: Mk1 1216 tiles of 262144
@@ -81,6 +85,30 @@ class Rules:
 
 
 DEFAULT_RULES = Rules()
+
+
+def overflow_bytes(tile, offset, size, tile_memory: int, num_tiles: int):
+    """Overflowed bytes per tile: ``max(0, highest end - tile_memory)`` over the variables of
+    positive size (a zero-size variable touches no byte). The columns hold one entry per
+    allocated variable (``tile``: its tile, ``offset``, ``size``); returns an int64 array of
+    ``num_tiles``.
+
+    >>> overflow_bytes([0, 0, 1, 1], [1000, 1024, 1024, 1056], [32, 64, 64, 64], 1024, 3).tolist()
+    [64, 96, 0]
+    >>> overflow_bytes([0, 0], [1024, 1024], [64, 64], 1024, 1).tolist()  # shared bytes once
+    [64]
+    >>> overflow_bytes([0], [2048], [0], 1024, 1).tolist()                # no byte, no overflow
+    [0]
+    """
+    import numpy as np
+
+    tile = np.asarray(tile, np.int64)
+    size = np.asarray(size, np.int64)
+    end = np.asarray(offset, np.int64) + size
+    over = (size > 0) & (end > tile_memory)
+    out = np.zeros(int(num_tiles), np.int64)
+    np.maximum.at(out, tile[over], end[over] - int(tile_memory))
+    return out
 
 
 def effective_alignment(alignment):

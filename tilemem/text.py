@@ -40,6 +40,9 @@ def info_view(c, name: str, d: Info) -> None:
     t = d.target
     c.print(f"[bold]{name}[/bold]")
     ipus = f" on {t.num_ipus} IPUs of {t.tiles_per_ipu:,}" if t.num_ipus > 1 else ""
+    from .figures.summary import dump_note
+
+    partial = dump_note(d.tiles_in_use, t.num_tiles)
     c.print(f"  tiles: {t.num_tiles:,}{ipus} ({d.tiles_in_use:,} in use), "
             f"tileMemory {human_bytes(t.tile_memory)}, interleaved from "
             f"{t.interleaved_memory_start:,}, {t.memory_elements} memory elements")
@@ -49,10 +52,15 @@ def info_view(c, name: str, d: Info) -> None:
             f"{d.equivalence_classes:,}; interference edges: {d.interference_edges:,}")
     c.print(f"  constraints: {d.element_constraints:,} element, {d.region_constraints:,} "
             f"region; class steps: {'yes' if d.class_steps else 'no'}")
-    c.print(f"  bytes: {human_bytes(d.total_bytes)} in all, always-live "
+    if partial:
+        c.print(f"  {partial}")
+    c.print(f"  bytes: {human_bytes(d.total_bytes_after_overlapping)} after overlapping "
+            f"(report's offsets; sum of sizes {d.total_bytes:,} (before overlapping): "
+            f"variables that share memory count once each), always-live "
             f"{human_bytes(d.always_live_bytes)}; tiles over memory (report's offsets): "
             f"{d.tiles_over_memory:,}")
-    cats = Table("category", Column("bytes", justify="right"), title="Bytes by category",
+    cats = Table("category", Column("sum of sizes", justify="right"),
+                 title="Bytes by category (sum of sizes, before overlapping)",
                  title_justify="left")
     for cat, b in d.bytes_by_category.items():
         cats.add_row(cat, f"{b:,}")
@@ -60,12 +68,14 @@ def info_view(c, name: str, d: Info) -> None:
     multi = t.num_ipus > 1
     tiles = Table(Column("tile", justify="right"),
                   *([Column("IPU", justify="right")] if multi else []),
-                  Column("bytes", justify="right"),
+                  Column("after overlapping", justify="right"),
+                  Column("sum of sizes", justify="right"),
                   Column("highest end", justify="right"), "out of memory",
-                  title=f"The {len(d.top_tiles)} tiles with most bytes", title_justify="left")
+                  title=f"The {len(d.top_tiles)} tiles with most bytes (after overlapping: "
+                        "bytes shared by variables counted once)", title_justify="left")
     for row in d.top_tiles:
         tiles.add_row(str(row.tile), *([str(row.ipu)] if multi else []),
-                      f"{row.bytes:,}", f"{row.highest_end:,}",
+                      f"{row.bytes:,}", f"{row.sum_of_sizes:,}", f"{row.highest_end:,}",
                       "yes" if row.out_of_memory else "")
     c.print(tiles)
 
@@ -133,9 +143,15 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
             lines.append(row(GAP_DISPLAY_NAMES[name] + ":", by_cause[i], 8))
     lines.append(row("Total:", by_cause.sum(), 6))
 
-    used = np.flatnonzero(fig.highest_end > 0)
+    used = fig.dump_tiles()
     total = fig.total
-    lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of {fig.num_tiles:,}"]
+    if fig.partial:
+        from .figures.summary import dump_note
+
+        lines += ["", f"  By Tile (Excluding Gaps): {dump_note(len(used), fig.num_tiles)}"]
+    else:
+        lines += ["", f"  By Tile (Excluding Gaps): {len(used):,} tile(s) in use of "
+                      f"{fig.num_tiles:,}"]
     if len(used):
         edges, counts = tile_histogram(total[used])
         lines.append(f"    {'Range (KB) Histogram (Excluding Gaps)':<52}Count (tiles)")
@@ -144,8 +160,8 @@ def summary_text(fig: MemoryFigures, top: int = 5) -> str:
             bar = "*" * (-(-40 * int(n) // peak))
             lines.append(f"    {lo:>5} - {hi:>4} {bar:<40}{int(n):>7}")
         lines.append("")
-        ti = int(np.argmax(fig.highest_end))
-        te = int(np.argmax(total))
+        ti = int(used[np.argmax(fig.highest_end[used])])
+        te = int(used[np.argmax(total[used])])
         lines.append(f"    Maximum (Including Gaps): {human_bytes(int(fig.highest_end[ti]))} "
                      f"on {fig.target.tile_label(ti)}")
         lines.append(f"    Maximum (Excluding Gaps): {human_bytes(int(total[te]))} on "
@@ -324,6 +340,9 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     tiles_that_fit_before: int
     tiles_that_fit_after: int
     output: str | None = None
+    #: on a partial report only: tiles with variables in the report, and its numTiles
+    tiles_in_dump: int | None = None
+    num_tiles: int | None = None
 
 
 class AllocationDocument(msgspec.Struct):
@@ -331,13 +350,19 @@ class AllocationDocument(msgspec.Struct):
     summary: AllocationSummary
 
 
-def alloc_json(method: str, result, fit_before: int, output=None) -> AllocationDocument:
+def alloc_json(method: str, result, fit_before: int, output=None,
+               dump: tuple[int, int] | None = None) -> AllocationDocument:
     """The JSON of ``tilemem alloc``: every ``TileResult`` of ``result`` (an ``Allocation``)
-    and its summary, with how many tiles fit with the report's offsets (``fit_before``) and
-    with the new ones."""
+    and its summary, with how many tiles fit with the report's offsets (``fit_before``: the
+    checker accepts them, ``tilemem.figures.summary.tiles_fitting``) and with the new ones.
+    ``dump``: (tiles in the dump, numTiles) of the report; a tile with no variables (not in
+    the dump of a partial report) does not count as fitting."""
+    partial = dump is not None and dump[0] < dump[1]
     summary = {**result.summary(), "method": method, "tilesThatFitBefore": fit_before,
-               "tilesThatFitAfter": sum(t.fits for t in result.tiles),
-               "output": None if output is None else str(output)}
+               "tilesThatFitAfter": sum(t.fits and t.num_vars > 0 for t in result.tiles),
+               "output": None if output is None else str(output),
+               "tilesInDump": dump[0] if partial else None,
+               "numTiles": dump[1] if partial else None}
     return AllocationDocument(
         tiles=[msgspec.convert(t, TileAllocation, from_attributes=True) for t in result.tiles],
         summary=msgspec.convert(summary, AllocationSummary))
@@ -364,8 +389,13 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
                       f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
                       f"{t.seconds:.2f}")
     c.print(table)
+    if s.tiles_in_dump is not None:
+        from .figures.summary import dump_note
+
+        c.print(dump_note(s.tiles_in_dump, s.num_tiles))
     c.print(f"tiles that fit: {s.tiles_that_fit_before:,} of {len(doc.tiles):,} with the "
-            f"report's offsets, {s.tiles_that_fit_after:,} after; overflowed bytes "
+            f"report's offsets (within memory and accepted by the checker), "
+            f"{s.tiles_that_fit_after:,} after; overflowed bytes "
             f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; mean gap "
             f"{100 * s.mean_gap:.2f}%")
     c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
@@ -421,17 +451,42 @@ def check_text(r, name: str, allocation, res) -> str:
 
 # ---- tilemem oom ---------------------------------------------------------------------------
 def oom_view(c, name: str, found: list[TileDiagnosis], fig: MemoryFigures,
-             asked_for_tiles: bool) -> None:
-    """One screen per out-of-memory tile, worst first; or where the fullest tile stands."""
-    if not found:
-        where = " among the tiles asked for" if asked_for_tiles else ""
-        i = int(fig.highest_end.argmax()) if fig.num_tiles else 0
-        c.print(f"No tile is out of memory{where}: the fullest tile is {i} with "
-                f"{int(fig.highest_end[i]):,} B including gaps of {fig.target.tile_memory:,} B.")
-        return
-    c.print(f"[bold]{len(found):,} tile(s) out of memory[/bold] in {name}, worst first")
+             tiles=None) -> None:
+    """One screen per out-of-memory tile, worst first; or where the fullest tile stands.
+    ``tiles``: the tiles asked for (``None``: all)."""
+    c.print(no_oom_text(fig, tiles) if not found else
+            f"[bold]{len(found):,} tile(s) out of memory[/bold] in {name}, worst first")
     for d in found:
         oom_panel(d, c)
+
+
+def no_oom_text(fig: MemoryFigures, tiles=None) -> str:
+    """What ``tilemem oom`` says when none of ``tiles`` (``None``: all) is out of memory:
+    the fullest of them, and the out-of-memory tiles elsewhere, without contradiction."""
+    from .figures.summary import dump_note
+
+    tm = fig.target.tile_memory
+    present = fig.highest_end > 0 if fig.in_dump is None else fig.in_dump
+    if tiles is None:
+        asked = np.flatnonzero(present)
+        what = "No tile is out of memory"
+    else:
+        asked = np.asarray(tiles, np.int64)
+        shown = ", ".join(str(t) for t in asked[:5].tolist()) + (", ..." if len(asked) > 5 else "")
+        what = f"None of the tiles asked for ({shown}) is out of memory"
+        asked = asked[present[asked]]
+    if not len(asked):
+        text = f"{what}: none of them is in the report's dump (no variables)."
+    else:
+        i = int(asked[np.argmax(fig.highest_end[asked])])
+        text = (f"{what}; the fullest of them is tile {i} with {int(fig.highest_end[i]):,} B "
+                f"including gaps of {tm:,} B.")
+    oom = fig.out_of_memory()
+    if tiles is not None and len(oom):
+        text += (f" {len(oom):,} tile(s) out of memory elsewhere, worst tile {int(oom[0])} "
+                 f"({int(fig.highest_end[oom[0]]) - tm:,} B over).")
+    partial = dump_note(int(present.sum()), fig.num_tiles)
+    return text + (f" {partial}." if partial else "")
 
 
 def oom_panel(d: TileDiagnosis, console) -> None:
@@ -460,9 +515,18 @@ def oom_panel(d: TileDiagnosis, console) -> None:
                     f"{d.repack.total_including_gaps:,} B")
     for n in d.notes:
         head.append(f"\nnote: {n}", style="dim")
+    steps = Text()
+    if d.next_steps:
+        steps.append("Next steps", style="bold")
+        for k, line in enumerate(d.next_steps):
+            steps.append(f"\n{'-' if k else '>'} {line}")
 
+    starred = any(v["alwaysLive"] for v in d.peak_vars)
     pv = Table("var", "name", "category", "class", "bytes", title="Largest live at the peak",
-               title_justify="left", box=None, pad_edge=False)
+               title_justify="left", box=None, pad_edge=False,
+               caption=("* always live (alwaysLive): live for the whole program, it shares "
+                        "its bytes with no other variable") if starred else None,
+               caption_justify="left")
     for v in d.peak_vars:
         pv.add_row(str(v["var"]), _short(v["name"], 36) + (" *" if v["alwaysLive"] else ""),
                    v["category"], str(v["class"]), f"{v['size']:,}")
@@ -494,6 +558,8 @@ def oom_panel(d: TileDiagnosis, console) -> None:
 
     body = Table.grid(padding=(1, 0))
     body.add_row(head)
+    if d.next_steps:
+        body.add_row(steps)
     body.add_row(pv)
     if console.width >= 120:     # two tables a row on a wide terminal, else one
         for a, b in ((pc, cat), (gaps, reg)):

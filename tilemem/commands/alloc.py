@@ -34,7 +34,9 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
     proven; heuristic; replay), overflowed bytes, totalIncludingGaps (highest end address),
     the lower bound (maximum live bytes, or where higher, interleavedMemoryStart plus the
     heaviest clique of the variables confined to the interleaved region) and the gap to it;
-    then how many tiles fit with the report's own offsets and with the new ones.
+    then how many tiles fit with the report's own offsets (within memory and accepted by
+    `tilemem check` on that tile) and with the new ones. On a partial report (variables of
+    only some tiles) says so; tiles not in the dump do not count as fitting.
     """
     import sys
 
@@ -61,7 +63,8 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
     if output:
         save_report(r.with_offsets(result.offsets), output)
     done = np.array([t.tile for t in result.tiles], np.int64)
-    doc = alloc_json(method, result, tiles_fitting(r, done), output)
+    doc = alloc_json(method, result, tiles_fitting(r, done), output,
+                     dump=(len(r.tiles_in_use()), r.num_tiles))
     if as_json:
         echo_json(doc)
     else:

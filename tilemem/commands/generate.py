@@ -19,9 +19,12 @@ import click
               help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.9 none "
                    "(measured with seed 0 on mk1 and mk2).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--partial", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Write a partial report, as Poplar does with debug.loweredVarDumpNumOOMTiles: "
+                   "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
-def generate(preset, tiles, steps, pressure, seed, ipus, out):
+def generate(preset, tiles, steps, pressure, seed, ipus, partial, out):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -42,12 +45,18 @@ def generate(preset, tiles, steps, pressure, seed, ipus, out):
     c = console()
     r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                         progress=True, ipus=ipus)
+    over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
+    if partial is not None:
+        from ..generate.partial import keep_worst_oom_tiles
+
+        r = keep_worst_oom_tiles(r, partial)
     with c.status(f"writing {out}"):
         save_report(r, out)
-    over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     ipu_text = (f" on {r.target.num_ipus} IPUs of {r.target.ipu_tiles:,}"
                 if r.target.num_ipus > 1 else "")
     c.print(f"{out}: {r.num_tiles:,} tiles{ipu_text}, {r.num_vars:,} variables, "
             f"{r.num_classes:,} classes, "
             f"{human_bytes(int(r.size.sum()))} in all; {over:,} tile(s) out of memory "
-            f"(first fit, pressure {pressure:g}, seed {seed})")
+            f"(first fit, pressure {pressure:g}, seed {seed})"
+            + ("" if partial is None else
+               f"; partial: the variables of {len(r.tiles_in_use()):,} of them only"))

@@ -25,7 +25,11 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
 
     For each tile whose allocation passes tileMemory: the excess, the maximum live bytes (no
     allocation can use less), the verdict (reduce data / re-packing fits / still overflows and
-    what gaps and constraints cost), the peak live set and the bytes lost in gaps by cause.
+    what gaps and constraints cost), the peak live set (* marks always-live variables), the
+    bytes lost in gaps by cause, and the next steps: in Poplar's terms (recomputation,
+    availableMemoryProportion, offloading, a smaller batch, pipelining over IPUs), tied to what
+    is live at the peak (activations and temporaries, gradients, weights and optimiser state,
+    exchange buffers, code).
 
     Example: tilemem oom report.json --tiles 0-99 --time-limit 5
     """
@@ -62,4 +66,4 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
     elif not found and nothing_to_analyse(r):
         c.print(f"{report}: {nothing_to_analyse(r)}")
     else:
-        oom_view(c, report, found, fig, asked_for_tiles=tiles is not None)
+        oom_view(c, report, found, fig, tiles)

@@ -140,10 +140,25 @@ class MemoryFigures:
     after_overlapping: np.ndarray
     gaps: Gaps
     all_categories: tuple[str, ...] = ()
+    #: per tile: the report holds variables of it. A partial report (Poplar can limit its
+    #: dump to the worst out-of-memory tiles, FACTS.md) lacks the others: they are "not in
+    #: the dump", neither empty nor fitting (``tilemem.figures.summary.in_dump``)
+    in_dump: np.ndarray | None = None
 
     @property
     def num_tiles(self) -> int:
         return self.target.num_tiles
+
+    def dump_tiles(self) -> np.ndarray:
+        """Tiles in the dump (all tiles with a variable of the report)."""
+        if self.in_dump is None:
+            return np.flatnonzero(self.highest_end > 0)
+        return np.flatnonzero(self.in_dump)
+
+    @property
+    def partial(self) -> bool:
+        """The report holds variables of only some of its tiles."""
+        return len(self.dump_tiles()) < self.num_tiles
 
     @property
     def total(self) -> np.ndarray:
@@ -225,7 +240,8 @@ class MemoryFigures:
                                    g.start.tolist(), g.end.tolist(),
                                    [GAP_CAUSES[k] for k in g.cause.tolist()])
         by_tile = msgspec.convert({k: listed(v) for k, v in self.by_tile.items()}, ByTileJson)
-        return MemoryDocument(MemoryJson(by_tile, by_category, after, gaps))
+        dump = self.dump_tiles().tolist() if self.partial else None
+        return MemoryDocument(MemoryJson(by_tile, by_category, after, gaps, dump))
 
 
 # ---- the JSON document: typed, keys in camel case ---------------------------------------------
@@ -274,11 +290,14 @@ class GapsJson(msgspec.Struct, rename="camel", omit_defaults=True):
     holes: HolesJson | None = None     # left out of the JSON when not asked for
 
 
-class MemoryJson(msgspec.Struct, rename="camel"):
+class MemoryJson(msgspec.Struct, rename="camel", omit_defaults=True):
     by_tile: ByTileJson
     by_category: dict[str, CategoryJson]
     after_overlapping: ByRegionJson
     gaps: GapsJson
+    #: tilemem's addition, on a partial report only: the tiles in the dump (the others'
+    #: zeros mean "not in the dump", not "empty")
+    tiles_in_dump: list[int] | None = None
 
 
 class MemoryDocument(msgspec.Struct):
@@ -349,11 +368,13 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     after = _region_sums(ot, np.maximum(os_, _previous_end(ot, oe)), oe, bounds, nt)
 
     gaps = _gaps(r, off, rows, tile, start, prev_end, align, bounds)
+    in_dump = np.zeros(nt, bool)
+    in_dump[r.tiles_in_use()] = True
     return MemoryFigures(target=t, categories=tuple(r.categories[c] for c in used.tolist()),
                          all_categories=tuple(r.categories), region_bytes=region_bytes,
                          region_including_gaps=region_high, highest_end=highest_end,
                          non_overlapped=non_overlapped, overlapped=overlapped,
-                         after_overlapping=after, gaps=gaps)
+                         after_overlapping=after, gaps=gaps, in_dump=in_dump)
 
 
 def _previous_end(tile: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -14,12 +14,19 @@ For every tile whose allocation passes tileMemory (worst first):
 - the peak live set: its largest variables and classes, and its bytes by category;
 - the bytes lost in gaps by likely cause (alignment, element and region constraints, the
   interleaved split, ...) in the report's allocation and in the re-pack
-  (``tilemem.figures.memory``).
+  (``tilemem.figures.memory``);
+- ``next_steps``: what the user can do, in Poplar's terms (FACTS.md, "What users do about
+  it"), tied to what is live at the peak: its bytes split into groups (``LIVE_GROUPS``) by
+  category and, for the ``variable`` category, by name (``live_groups``), each group with the
+  options that shrink it; for a tile whose live data fits, what that means (the allocation,
+  not the data, is the problem, and what gaps and constraints cost).
 
 ``TileDiagnosis`` is also the JSON of ``tilemem oom --json`` (keys in camel case); its text
 view is ``tilemem.text.oom_panel``.
 """
 from __future__ import annotations
+
+import re
 
 import msgspec
 import numpy as np
@@ -36,6 +43,116 @@ VERDICTS = {
     "notRepacked": ("live data fits with {free:,} bytes to spare; re-packing was not tried "
                     "({why})"),
 }
+
+
+#: Groups of the bytes live at a peak, in the order they are tried (first match wins), and
+#: what shrinks each in Poplar's terms (FACTS.md; the Poplar memory guide). Names are matched
+#: on the ``variable`` and ``multiple`` categories only, case-insensitively, on the name
+#: without its ``#tile`` suffix: the usual words of framework-built programs (PopTorch,
+#: TensorFlow, PopART), a heuristic: anything unmatched counts as activations/temporaries.
+LIVE_GROUPS = {
+    "gradients": "gradients, accumulated or in flight: a smaller micro-batch with gradient "
+                 "accumulation, or splitting the model across IPUs (pipelining) so fewer "
+                 "layers' gradients are live at once",
+    "weights and optimiser state": "weights and optimiser state: offloading the optimiser state "
+                                   "to streaming memory (or sharding it over replicas), or "
+                                   "splitting the model across IPUs (pipelining) so each IPU "
+                                   "holds fewer layers",
+    "activations and temporaries": "activations and operation temporaries: recomputation "
+                                   "(recompute activations in the backward pass instead of "
+                                   "keeping them), a smaller batch (micro-batch with gradient "
+                                   "accumulation), or a lower availableMemoryProportion for "
+                                   "the convolutions and matmuls whose temporaries are live here",
+    "exchange buffers": "exchange and rearrangement buffers: a lower availableMemoryProportion "
+                        "(operations planned to exchange less), or tensors mapped so that "
+                        "less data moves between tiles",
+    "code and runtime": "code, stack and vertex state (always live): fewer distinct operations "
+                        "on this IPU, by splitting the model across IPUs (pipelining)",
+}
+_NAME_GROUPS = (
+    ("gradients", re.compile(r"grad", re.I)),
+    ("weights and optimiser state",
+     re.compile(r"weight|bias|param|kernel|embedding|momentum|velocity|optimi[sz]er|adam|"
+                r"lamb|accum|accl|moment|/m$|/v$", re.I)),
+)
+_DATA_CATEGORIES = ("variable", "multiple")
+_EXCHANGE_CATEGORIES = ("message", "globalMessage", "hostMessage", "rearrangement",
+                        "outputEdge")
+
+
+def live_groups(r: Report, rows: np.ndarray) -> dict[str, list]:
+    """The bytes of ``rows`` (a peak live set) by group of ``LIVE_GROUPS``, largest first:
+    ``{group: [bytes, [(name, bytes) of its largest names]]}`` (names without ``#tile``).
+
+    >>> r = Report.from_columns(var_id=[0, 1, 2, 3], tile=[0] * 4, size=[64, 32, 16, 8],
+    ...     alignment=[4] * 4, offset=[0, 64, 96, 112],
+    ...     category=["variable", "variable", "stack", "variable"], eq_class=[0, 1, 2, 3],
+    ...     interference=[[1, 3], [0, 3], [], [0, 1]],
+    ...     names=["l1/fwd/out#0", "l1/weights#0", "stack#0", "l1/bwd/gradIn#0"])
+    >>> {g: b for g, (b, _) in live_groups(r, np.arange(4)).items()}
+    {'activations and temporaries': 64, 'weights and optimiser state': 32, 'code and runtime': 16, 'gradients': 8}
+    """
+    groups: dict[str, list] = {}
+    for i in np.asarray(rows, np.int64).tolist():
+        cat = r.category_name(i)
+        name = r.name(i)
+        head, sep, tail = name.rpartition("#")
+        base = head if sep and tail.isdigit() else name
+        if cat in _DATA_CATEGORIES:
+            group = next((g for g, rx in _NAME_GROUPS if rx.search(base)),
+                         "activations and temporaries")
+        elif cat in _EXCHANGE_CATEGORIES:
+            group = "exchange buffers"
+        else:
+            group = "code and runtime"
+        entry = groups.setdefault(group, [0, {}])
+        entry[0] += int(r.size[i])
+        entry[1][base] = entry[1].get(base, 0) + int(r.size[i])
+    return {g: [b, sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]
+            for g, (b, names) in sorted(groups.items(), key=lambda kv: (-kv[1][0], kv[0]))}
+
+
+def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, bound: int,
+               highest_end: int, gap_bytes: dict[str, int], repack_used: int | None = None,
+               why: str | None = None) -> list[str]:
+    """What the user can do about one out-of-memory tile (see ``LIVE_GROUPS``): for
+    ``reduceData`` the data to free and, per group of what is live at the peak, the options
+    that shrink it; for a tile whose live data fits, what the verdict means first."""
+    excess = highest_end - tile_memory
+    gaps = ", ".join(f"{name} {b:,}" for name, b in
+                     sorted(gap_bytes.items(), key=lambda kv: -kv[1]) if b)
+    cost = highest_end - bound
+    steps = []
+    if code == "reduceData":
+        steps.append(f"free at least {bound - tile_memory:,} B of what is live at the peak "
+                     f"(live data {bound:,} B, tileMemory {tile_memory:,} B): no allocation "
+                     "can fit it as it is")
+    elif code == "repackFits":
+        steps.append(f"the allocation, not the data, is the problem: the data live at the peak "
+                     f"needs {bound:,} B but the report's placement reaches {highest_end:,} B; "
+                     f"gaps and constraints cost {cost:,} B here"
+                     + (f" (gaps by cause: {gaps})" if gaps else "")
+                     + f". A re-pack ends at {repack_used:,} B, within memory")
+        steps.append(f"in Poplar the placement is its allocator's: freeing {excess:,} B on "
+                     "this tile (the excess) makes the report's own placement fit; the "
+                     "options below free data live at the peak")
+    elif code == "repackOverflows":
+        steps.append(f"the live data fits ({bound:,} B) but no allocation found does: gaps and "
+                     f"placement rules cost {(repack_used or highest_end) - bound:,} B"
+                     + (f" (in the report's placement, gaps by cause: {gaps})" if gaps else "")
+                     + f"; free at least {(repack_used or highest_end) - tile_memory:,} B of "
+                       "what is live at the peak")
+    else:
+        steps.append(f"the live data fits ({bound:,} B) but re-packing was not tried "
+                     f"({why or 'no result'}): the report's placement costs {cost:,} B over "
+                     "the live data; run `tilemem oom` with re-packing to see whether a "
+                     "better allocation alone fits")
+    total = max(sum(b for b, _ in live_groups(r, rows).values()), 1)
+    for group, (b, names) in live_groups(r, rows).items():
+        eg = ", ".join(n for n, _ in names)
+        steps.append(f"{b:,} B ({100 * b / total:.0f} % of the peak) {LIVE_GROUPS[group]}"
+                     + (f"; largest here: {eg}" if eg else ""))
+    return steps
 
 
 class Repack(msgspec.Struct, rename="camel"):
@@ -76,6 +193,9 @@ class TileDiagnosis(msgspec.Struct, rename="camel"):
     #: ``[first, end)`` program steps where the whole peak live set is live (only with the
     #: report's equivalenceClassSteps; ``None`` without them)
     peak_steps: list[int] | None = None
+    #: what the user can do, in Poplar's terms, tied to what is live at the peak
+    #: (``next_steps``)
+    next_steps: list[str] = []
 
 
 def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
@@ -207,14 +327,20 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         "overflowed": {"used": int(fig.region_bytes[2, t]),
                        "includingGaps": int(fig.region_including_gaps[2, t])},
     }
+    own_gaps = gap_bytes(fig)
+    steps = next_steps(r, rows, code, tile_memory=tm, bound=bound, highest_end=high,
+                       gap_bytes=own_gaps,
+                       repack_used=None if repack is None else repack.total_including_gaps,
+                       why=why)
     return TileDiagnosis(
+        next_steps=steps,
         ipu=int(r.target.ipu_of(t)) if r.target.num_ipus > 1 else None,
         tile=t, tile_memory=tm, highest_end=high, excess=high - tm, max_live_bytes=bound,
         max_live_upper_bytes=upper,
         always_live_bytes=int(ml.always_live_bytes), bound_exact=bool(ml.exact),
         verdict_code=code, verdict=verdict, repack=repack, peak_vars=peak_vars,
         peak_classes=peak_classes, peak_by_category=peak_by_category, regions=regions,
-        gap_bytes=gap_bytes(fig),
+        gap_bytes=own_gaps,
         repack_gap_bytes=gap_bytes(pack_fig) if (pack_fig is not None and res is not None)
         else None, peak_var_count=len(rows), notes=notes, peak_steps=_peak_steps(r, ml))
 

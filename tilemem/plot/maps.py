@@ -212,7 +212,8 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
     # one collection per category, biggest first in the legend
     handles = []
     present = np.unique(m.category)
-    bytes_of = {int(c): int((m.x1 - m.x0)[m.category == c].sum()) for c in present}
+    # bytes after overlapping: variables of a category that share bytes count them once
+    bytes_of = {int(c): _covered(m.x0[m.category == c], m.x1[m.category == c]) for c in present}
     for c in sorted(bytes_of, key=lambda c: (-bytes_of[c], c)):
         sel = m.category == c
         x0, x1, y0, y1 = m.x0[sel], m.x1[sel], m.y0[sel], m.y1[sel]
@@ -250,10 +251,21 @@ def draw_tile_map(ax, m: TileMap, strip_ax=None, *, categories=CATEGORIES, xmax=
     if legend and handles:
         artists["legend"] = ax.legend(handles=handles[:14], loc="upper left",
                                       bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False,
-                                      title="category", title_fontsize=8)
+                                      title="category (bytes after overlapping)",
+                                      title_fontsize=8)
     if strip_ax is not None:
         artists["gaps"] = _draw_gap_strip(strip_ax, m, xmax)
     return artists
+
+
+def _covered(x0: np.ndarray, x1: np.ndarray) -> int:
+    """Bytes covered by the intervals ``[x0, x1)`` (shared bytes once)."""
+    if not len(x0):
+        return 0
+    o = np.argsort(x0, kind="stable")
+    s, e = x0[o], x1[o]
+    reach = np.r_[s[0], np.maximum.accumulate(e)[:-1]]
+    return int(np.maximum(0, e - np.maximum(s, reach)).sum())
 
 
 def _draw_gap_strip(ax, m: TileMap, xmax) -> dict:
@@ -370,12 +382,20 @@ def plot_tiles(f: MemoryFigures):
     top.xaxis.set_major_locator(MaxNLocator(integer=True))
     top.set_xlabel("tile")
     top.set_ylabel("memory")
-    imax = int(np.argmax(incl)) if len(incl) else 0
-    top.set_title(f"{f.num_tiles:,} tiles: maximum {int(incl[imax]):,} B including gaps on "
+    used = f.dump_tiles()
+    if f.partial:
+        # tiles the report holds no variables of: not in the dump, neither empty nor fitting
+        absent = np.ones(f.num_tiles, bool)
+        absent[used] = False
+        top.bar(tiles[absent], ymax * 1.05, width=1.0, color="#e0e0e0", lw=0, zorder=0,
+                label=f"not in the dump ({int(absent.sum()):,} tiles)", gid="notInDump")
+    imax = int(used[np.argmax(incl[used])]) if len(used) else 0
+    where = (f"{len(used):,} of {f.num_tiles:,} tiles in the dump (partial report)"
+             if f.partial else f"{f.num_tiles:,} tiles")
+    top.set_title(f"{where}: maximum {int(incl[imax]):,} B including gaps on "
                   f"tile {imax}; {len(oom):,} tile(s) out of memory", loc="left", fontsize=10)
     top.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False, ncol=4)
 
-    used = np.flatnonzero(incl > 0)
     span = ((int(total[used].min()), int(incl[used].max())) if len(used) else (0, 0))
     edges, counts = tile_histogram(total[used], span=span)
     _, counts_i = tile_histogram(incl[used], span=span)
@@ -391,11 +411,14 @@ def plot_tiles(f: MemoryFigures):
     bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
     bottom.set_xlabel("memory used per tile")
     bottom.set_ylabel("tiles")
-    bottom.set_title(f"Tiles in use ({len(used):,}) by memory used", loc="left", fontsize=10)
+    bottom.set_title((f"Tiles in the dump ({len(used):,} of {f.num_tiles:,})" if f.partial
+                      else f"Tiles in use ({len(used):,})") + " by memory used",
+                     loc="left", fontsize=10)
     bottom.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
                   ncol=3)
     data = {"tiles": tiles, "total": total, "totalIncludingGaps": incl, "outOfMemory": oom,
-            "histogram": (edges, counts), "histogramIncludingGaps": (edges, counts_i)}
+            "histogram": (edges, counts), "histogramIncludingGaps": (edges, counts_i),
+            "inDump": used}
     return fig, data
 
 

@@ -282,7 +282,7 @@ def overview_columns(fig: MemoryFigures) -> dict:
 
 def histogram_columns(fig: MemoryFigures) -> dict:
     incl, total = fig.highest_end, fig.total
-    used = np.flatnonzero(incl > 0)
+    used = fig.dump_tiles()      # a partial report's missing tiles are not empty tiles
     span = (int(total[used].min()), int(incl[used].max())) if len(used) else (0, 0)
     edges, counts = tile_histogram(total[used], span=span)
     _, counts_i = tile_histogram(incl[used], span=span)
