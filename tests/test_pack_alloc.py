@@ -3,8 +3,8 @@
 - every method's allocation passes the independent checker (``pack_oracle.violations``);
 - exact is never worse than the heuristic, the heuristic never worse than replay;
 - exact equals a brute-force optimum (written here, by enumeration) on tiny tiles;
-- the driver's self-check agrees with the independent checker on random (often broken)
-  allocations, and rejects a bad solver result.
+- a bad solver result is rejected by the guard (``tilemem.pack.guard``; its agreement with
+  the independent checker is tested in ``test_pack_guard``).
 """
 import itertools
 
@@ -19,8 +19,9 @@ from tilemem.check import check_allocation
 from tilemem.model import Report
 from tilemem.pack import alloc as alloc_mod
 from tilemem.pack import heuristic as heuristic_mod
-from tilemem.pack.alloc import allocate, region_bound, self_check, simple_bound, solve_tile
+from tilemem.pack.alloc import allocate, region_bound, simple_bound, solve_tile
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
+from tilemem.pack.guard import self_check
 from tilemem.pack.problem import TileProblem
 from tilemem.target import Target
 
@@ -191,18 +192,6 @@ def test_brute_force_on_a_hand_computed_case():
     ex = allocate(r2, method="exact", workers=1, time_limit=10)
     assert oracle_objective(r2, ex.offsets, 0) == (16, 64)
     assert ex.tiles[0].status == "optimal"
-
-
-@settings(max_examples=300, deadline=None)
-@given(small_reports(max_vars=7), st.randoms(use_true_random=False))
-def test_self_check_agrees_with_the_independent_checker(r, rnd):
-    p = TileProblem.from_report(r, 0)
-    tm = r.target.tile_memory
-    off = np.array([rnd.choice([0, 4, 8, 12, 16, 32, 40, tm, tm + 16, rnd.randrange(0, tm + 64)])
-                    for _ in range(p.n)], np.int64)
-    col = r.offset.copy()
-    col[p.rows] = off
-    assert self_check(p, off) == (violations(r, col) == [])
 
 
 def test_bad_solver_results_are_rejected(monkeypatch):

@@ -19,6 +19,7 @@ from tilemem.check import check_allocation
 from tilemem.minimalloc import read_minimalloc_csv, report_from_minimalloc
 from tilemem.model import Report
 from tilemem.pack.problem import TileProblem
+from tilemem.pack.guard import self_check
 from tilemem.pack.search import build_model, end_granularity, solve_search
 from tilemem.rules import Rules
 from tilemem.target import Target
@@ -283,18 +284,14 @@ def test_agrees_with_brute_force(case):
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_reports(max_vars=6), st.data())
 def test_rule_model_matches_the_rules(case, data):
-    """The search's own reading of the rules (``placement_ok`` over its model) agrees with
-    the independent rulebook on random placements."""
-    from tilemem.pack import search_kernel as K
-
+    """The packers' reading of the rules below a capacity (``guard.self_check``, with which
+    the search accepts a hint) agrees with the independent rulebook on random placements."""
     r, rules, cap = case
     p = TileProblem.from_report(r, 0, rules)
     capacity = p.capacity if cap is None else cap
-    sm = build_model(p)
     off = np.array([data.draw(st.integers(0, p.capacity // 4)) * 4 for _ in range(r.num_vars)],
                    np.int64)
-    ok = K.placement_ok(off, sm.size, sm.align, sm.lo, np.minimum(sm.hi, capacity), sm.ils,
-                        sm.nrs, sm.adj_ptr, sm.adj_idx, sm.adj_kind, sm.elem_starts)
+    ok = self_check(p, off, capacity=capacity)
     assert ok == (rule_violations(r, off, rules, capacity) == [])
 
 

@@ -44,11 +44,11 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from numba import njit
 
 from ..model import Report
 from ..rules import DEFAULT_RULES, Rules
 from .firstfit import first_fit
+from .guard import self_check
 from .heuristic import heuristic_runs
 from .problem import TileProblem
 from .result import Allocation, TileResult, gap_of, objective
@@ -333,20 +333,8 @@ def region_bound(p: TileProblem, node_limit: int = 20_000) -> int:
     sub = np.flatnonzero((p.lo >= ils) & (p.lo + p.size <= p.hi))
     if len(sub) == 0:
         return 0
-    c = p.conflicts
-    cls = c.local_class[sub]
-    k = len(c.classes)
-    adj = np.zeros((k, k), bool)
-    rows = c.class_adj.row_ids()
-    adj[rows, c.class_adj.indices] = True
-    np.fill_diagonal(adj, True)  # same class: one lifetime, so they conflict
-    live = c.always_live[sub]
-    conflict = adj[np.ix_(cls, cls)] | live[:, None] | live[None, :]
-    np.fill_diagonal(conflict, False)
-    src, dst = np.nonzero(conflict)
-    indptr = np.zeros(len(sub) + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=len(sub)), out=indptr[1:])
-    clique = max_weight_clique(indptr, dst, p.size[sub], node_limit=node_limit)
+    indptr, indices = p.conflicts.conflict_csr(sub, sort=True)
+    clique = max_weight_clique(indptr, indices, p.size[sub], node_limit=node_limit)
     return ils + int(clique.weight)  # a real clique's weight: valid even when not proven
 
 
@@ -371,78 +359,22 @@ def simple_bound(p: TileProblem) -> tuple[int, bool]:
     size = p.size.astype(np.int64)
     nc = len(c.classes)
     w = np.bincount(c.local_class[~al], weights=size[~al], minlength=nc).astype(np.int64)
+
+    def interfering(a: int) -> np.ndarray:  # the classes interfering with a (not a itself)
+        row = np.zeros(nc, bool)
+        row[c.class_adj.row(a)] = True
+        return row
+
     best = 0
-    if nc:
-        adj = np.zeros((nc, nc), bool)
-        if c.class_adj.nnz:
-            adj[c.class_adj.row_ids(), c.class_adj.indices] = True
-        for seed in np.argsort(-w, kind="stable")[:64]:
-            total = w[seed]
-            cand = adj[seed] & (w > 0)
-            while cand.any():
-                k = int(np.argmax(np.where(cand, w, -1)))
-                total += w[k]
-                cand &= adj[k]
-            best = max(best, int(total))
+    for seed in np.argsort(-w, kind="stable")[:64]:
+        total = w[seed]
+        cand = interfering(seed) & (w > 0)
+        while cand.any():
+            k = int(np.argmax(np.where(cand, w, -1)))
+            total += w[k]
+            cand &= interfering(k)
+        best = max(best, int(total))
     return int(size[al].sum()) + best, False
-
-
-# ---- the self-check of solver results ---------------------------------------------------
-def self_check(p: TileProblem, offsets: np.ndarray) -> bool:
-    """True when local ``offsets`` keep every rule of ``p`` (the packers' own guard against a
-    solver bug; ``tilemem.check`` is the independent checker)."""
-    off = np.asarray(offsets, np.int64)
-    if off.shape != (p.n,) or p.n == 0:
-        return off.shape == (p.n,)
-    t = p.target
-    c = p.conflicts
-    s = np.maximum(p.size, 1)
-    end = off + s
-    tm, ils = t.tile_memory, t.interleaved_memory_start
-    mem = off < tm
-    if np.any(off < 0) or np.any(off % p.align):
-        return False
-    if np.any(mem & ((off < p.lo) | (end > p.hi))):
-        return False
-    if p.rules.no_region_span and np.any(mem & (off < ils) & (end > ils)):
-        return False
-    nc = len(c.classes)
-    adj = np.zeros((max(nc, 1), max(nc, 1)), np.bool_)
-    if c.class_adj.nnz:
-        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
-    np.fill_diagonal(adj, True)
-    if not _no_conflicting_overlap(off, end, c.local_class.astype(np.int64),
-                                   c.always_live.astype(np.bool_), adj):
-        return False
-    e_first = t.element_of(off)
-    e_last = t.element_of(end - 1)
-    for pairs, lo_of, hi_of in ((p.element_pairs, e_first, e_last),
-                                (p.region_pairs, (off >= ils).astype(np.int64),
-                                 (end > ils).astype(np.int64))):
-        pr = np.asarray(pairs, np.int64).reshape(-1, 2)
-        if len(pr) == 0:
-            continue
-        i, j = pr[:, 0], pr[:, 1]
-        both = mem[i] & mem[j]
-        meet = (lo_of[i] <= hi_of[j]) & (lo_of[j] <= hi_of[i])
-        if np.any(both & meet):
-            return False
-    return True
-
-
-@njit(cache=True)
-def _no_conflicting_overlap(off, end, lclass, always, adj):
-    order = np.argsort(off, kind="mergesort")
-    n = len(off)
-    for a in range(n):
-        i = order[a]
-        for b in range(a + 1, n):
-            j = order[b]
-            if off[j] >= end[i]:
-                break
-            if always[i] or always[j] or adj[lclass[i], lclass[j]]:
-                return False
-    return True
 
 
 # ---- orchestration ------------------------------------------------------------------------

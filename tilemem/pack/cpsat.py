@@ -79,25 +79,21 @@ def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
     [[0, 1, 2, 3, 4]]
     """
     c = p.conflicts
-    nc = len(c.classes)
+    if c.class_matrix is None:
+        raise ValueError(f"{len(c.classes):,} classes: past the dense class matrix limit")
     al = c.always_live.astype(bool)
     live = np.flatnonzero(al)
     # members of each class, always-live variables apart
-    rest = np.flatnonzero(~al)
-    order = rest[np.argsort(c.local_class[rest], kind="stable")]
-    counts = np.bincount(c.local_class[rest], minlength=nc)
-    start = np.zeros(nc + 1, np.int64)
-    np.cumsum(counts, out=start[1:])
-    adj = np.zeros((nc, nc), np.bool_)
-    if c.class_adj.nnz:
-        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
-    present = counts > 0  # only classes with non-always-live members matter
-    adj &= present[:, None] & present[None, :]
+    members = c.class_members(always_live=False)
+    present = np.array([len(m) > 0 for m in members], np.bool_)
+    # only classes with non-always-live members matter; the cover is of edges between two
+    adj = c.class_matrix & present[:, None] & present[None, :]
+    np.fill_diagonal(adj, False)
     ptr, flat = _greedy_class_cliques(adj, present)
     out = []
     for k in range(len(ptr) - 1):
         cl = flat[ptr[k]:ptr[k + 1]]
-        vars_ = np.concatenate([order[start[x]:start[x + 1]] for x in cl] + [live])
+        vars_ = np.concatenate([members[x] for x in cl] + [live])
         if len(vars_) > 1:
             out.append(np.sort(vars_).astype(np.int64))
     if len(ptr) == 1 and len(live) > 1:
@@ -175,6 +171,8 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
     if p.lifetimes is None or p.n == 0:
         return False
     c = p.conflicts
+    if c.class_matrix is None:  # past the dense limit: not verified, so not used
+        return False
     al = c.always_live.astype(bool)
     nc = len(c.classes)
     start = np.full(nc, -1, np.int64)
@@ -185,13 +183,10 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
     used[c.local_class[~al]] = True
     if np.any(end[used] <= start[used]):  # an empty lifetime would let a class share
         return False
+    # both with a true diagonal on the used classes (their lifetimes are not empty)
     overlap = (start[:, None] < end[None, :]) & (start[None, :] < end[:, None])
-    np.fill_diagonal(overlap, False)
-    adj = np.zeros((nc, nc), bool)
-    if c.class_adj.nnz:
-        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
     mask = used[:, None] & used[None, :]
-    return bool(np.array_equal(overlap & mask, adj & mask))
+    return bool(np.array_equal(overlap & mask, c.class_matrix & mask))
 
 
 def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: float = 10.0,
@@ -409,6 +404,10 @@ class _Model:
                 ys.append(model.new_fixed_size_interval_var(ys0, ys1 - ys0, f"t{i}"))
             model.add_no_overlap_2d(self.intervals, ys)
             self.no_overlap_kind = "no-overlap-2d"
+            return
+        if p.conflicts.class_matrix is None:
+            self.too_big = (f"{len(p.conflicts.classes):,} classes, past the dense class "
+                            f"matrix limit")
             return
         cliques = conflict_cliques(p)
         entries = sum(len(cl) for cl in cliques)

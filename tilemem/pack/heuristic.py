@@ -54,7 +54,7 @@ def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray, bool]]:
     for pairs in (p.element_pairs, p.region_pairs):
         constrained[np.asarray(pairs, np.int64).ravel()] = 1
     rank = -(constrained * 2 + narrow + al)
-    cb = conflict_bytes(p)
+    cb = p.conflicts.conflict_bytes(p.size)
     runs = [("constrained", np.lexsort((idx, -size, rank, first_al)), False),
             ("conflict-bytes", np.lexsort((idx, -size, -cb, first_alw)), True)]
     if p.lifetimes is not None:
@@ -66,22 +66,6 @@ def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray, bool]]:
         runs.append(("lifetime", np.lexsort((idx, -size, -length, first_al)), True))
     runs.append(("conflict-bytes", np.lexsort((idx, -size, -cb, first_alw)), False))
     return runs
-
-
-def conflict_bytes(p: TileProblem) -> np.ndarray:
-    """Per variable: bytes of the variables it conflicts with, itself included."""
-    c = p.conflicts
-    nc = len(c.classes)
-    al = c.always_live.astype(bool)
-    size = p.size.astype(np.int64)
-    live_bytes = int(size[al].sum())
-    cls_bytes = np.bincount(c.local_class[~al], weights=size[~al], minlength=nc)
-    adj = c.class_adj
-    nbr_bytes = np.zeros(nc)
-    if adj.nnz:
-        np.add.at(nbr_bytes, adj.row_ids(), cls_bytes[adj.indices])
-    out = live_bytes + cls_bytes[c.local_class] + nbr_bytes[c.local_class]
-    return np.where(al, int(size.sum()), out).astype(np.int64)
 
 
 @dataclass(frozen=True)
