@@ -61,7 +61,7 @@ def hand_report():
 
 def test_hand_verdicts():
     needs("tilemem.liveness", "max_live")
-    needs("tilemem.pack.alloc", "allocate")
+    needs("tilemem.pack.driver", "allocate")
     from tilemem.oom import diagnose
 
     found = diagnose(hand_report(), time_limit=5)
@@ -86,7 +86,7 @@ def test_hand_verdicts():
 
 def test_cli_json_lists_only_oom_tiles(tmp_path):
     needs("tilemem.liveness", "max_live")
-    needs("tilemem.pack.alloc", "allocate")
+    needs("tilemem.pack.driver", "allocate")
     path = tmp_path / "hand.json"
     save_report(hand_report(), path)
     res = CliRunner().invoke(cli, ["oom", str(path), "--json", "--time-limit", "5"])
@@ -113,7 +113,7 @@ def test_no_oom_tile_says_so():
 def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
     generate_report = needs("tilemem.generate", "generate_report")
     max_live = needs("tilemem.liveness", "max_live")
-    needs("tilemem.pack.alloc", "allocate")
+    needs("tilemem.pack.driver", "allocate")
     r = generate_report(preset="mk1", tiles=16, steps=40, pressure=1.25, seed=5)
     # independently of tilemem.report: highest end per tile from the columns
     a = r.allocated
@@ -150,7 +150,7 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
 def test_a_repack_that_breaks_a_rule_is_not_trusted(monkeypatch):
     needs("tilemem.liveness", "max_live")
     needs("tilemem.check", "check_allocation")
-    alloc = pytest.importorskip("tilemem.pack.alloc")
+    alloc = pytest.importorskip("tilemem.pack.driver")
     from tilemem.oom import diagnose
     from tilemem.pack.result import Allocation, TileResult
 

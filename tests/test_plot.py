@@ -227,7 +227,7 @@ def test_cli_plot_other_allocation(tmp_path):
 
 
 def test_cli_compare_uses_the_packer(tmp_path):
-    pytest.importorskip("tilemem.pack.alloc", reason="packer (tilemem.pack.alloc) not landed")
+    pytest.importorskip("tilemem.pack.driver", reason="packer (tilemem.pack.driver) not landed")
     out = tmp_path / "cmp.png"
     res = CliRunner().invoke(cli, ["plot", str(SEED), "--tile", "0", "--compare",
                                    "--time-limit", "2", "-o", str(out)])

@@ -41,7 +41,7 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
 
     from ..files import load_report, save_report
     from ..output import console, echo_json, parse_tiles
-    from ..pack.alloc import allocate
+    from ..pack.driver import allocate
 
     r = load_report(report)
     chosen = parse_tiles(tiles, r.num_tiles)

@@ -61,9 +61,9 @@ def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
     import numpy as np
 
     try:
-        from ..pack.alloc import allocate
+        from ..pack.driver import allocate
     except ImportError:
-        raise click.ClickException("--compare needs the packer (tilemem.pack.alloc), "
+        raise click.ClickException("--compare needs the packer (tilemem.pack.driver), "
                                    "which this installation does not have") from None
     a = allocate(r, method=method, tiles=[tile], time_limit=time_limit)
     offsets = np.asarray(a.offsets, np.int64).copy()
