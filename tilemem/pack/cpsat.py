@@ -17,7 +17,7 @@ Model (one integer per variable: its address divided by its alignment, so alignm
   the highest end address; the tile's lower bound (maximum live bytes) is given to the solver.
 
 Each phase starts from a complete hint (the heuristic's allocation). When the time limit hits,
-the best valid allocation found is returned with ``proven=False``. ``deterministic=True`` uses
+the best valid allocation found is returned with status "feasible". ``deterministic=True`` uses
 ``interleave_search`` and ``max_deterministic_time`` with ``random_seed``, so a run repeats
 exactly whatever the machine's load.
 
@@ -57,10 +57,6 @@ class CpsatResult:
     status: str
     seconds: float
     note: str = ""
-
-    @property
-    def proven(self) -> bool:
-        return self.status == "optimal"
 
 
 def conflict_cliques(p: TileProblem) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ meets the lower bound with nothing overflowed: no order can beat it.
 ...     alignment=[4, 8, 4], offset=[0, 0, 0], category=["variable"] * 3,
 ...     eq_class=[0, 0, 0], interference=[[]])
 >>> p = TileProblem.from_report(r, 0)
->>> off = heuristic(p)
+>>> off = heuristic_runs(p).offsets
 >>> sorted(off.tolist()), objective(p, off)[1]   # no alignment hole: 16 bytes in 16
 ([0, 8, 12], 16)
 """
@@ -78,23 +78,16 @@ class HeuristicResult:
     best_fit: bool
 
 
-def heuristic(p: TileProblem, *, bound: int | None = None,
-              extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
-              random_orders: int = 0) -> np.ndarray:
-    """Best local offsets found over the candidate orders (see the module docstring).
+def heuristic_runs(p: TileProblem, *, bound: int | None = None,
+                   extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
+                   random_orders: int = 0) -> HeuristicResult:
+    """The best run over the candidate orders (see the module docstring), with how it was
+    made.
 
     ``extra_orders`` are tried first, with first fit (e.g. the report's own allocation order,
     so the result is never worse than replaying it); ``random_orders`` adds size-decreasing
     orders with random noise on the sizes, from ``seed``.
     """
-    return heuristic_runs(p, bound=bound, extra_orders=extra_orders, seed=seed,
-                          random_orders=random_orders).offsets
-
-
-def heuristic_runs(p: TileProblem, *, bound: int | None = None,
-                   extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
-                   random_orders: int = 0) -> HeuristicResult:
-    """The best run of ``heuristic`` with how it was made."""
     if p.n == 0:
         return HeuristicResult(np.zeros(0, np.int64), "empty", np.zeros(0, np.int64), False)
     args = kernel_args(p)

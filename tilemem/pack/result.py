@@ -24,10 +24,6 @@ import numpy as np
 
 from .problem import TileProblem
 
-#: Status of a tile's result: proven optimal (on overflow and totalIncludingGaps), a valid
-#: allocation not proven optimal, the heuristic's allocation, or the replayed order.
-STATUSES = ("optimal", "feasible", "heuristic", "replay")
-
 
 def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
     """The lexicographic objective of local ``offsets`` (see the module docstring)."""
@@ -47,6 +43,9 @@ def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
 class TileResult:
     """How one tile was packed.
 
+    ``status``: "optimal" (proven, on overflow and totalIncludingGaps), "feasible" (a valid
+    allocation not proven optimal), "heuristic" (the heuristic's allocation) or "replay" (the
+    replayed order).
     ``bound``: a lower bound on totalIncludingGaps of any allocation with nothing overflowed:
     the tile's maximum live bytes, or a variable's window start plus its size when that is
     higher (an interleaved variable cannot end below interleavedMemoryStart + its size);

@@ -135,24 +135,13 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             return _result(sm, run, "unknown", nodes, t0)
 
 
-def end_granularity(problem: TileProblem) -> int:
+def _grain(size, lo, align, ils, elem_starts) -> int:
     """A step ``g`` such that if anything fits below a capacity ``C``, something fits below
     ``C // g * g``: a left-justified placement (what the search looks for) has offsets built
     from sizes, window starts, element / region boundaries and alignment only, so its end is
     a multiple of their gcd (an alignment that neither divides nor is a multiple of ``g``
-    brings ``g`` down to their gcd). The search rounds capacities and window ends down to it;
-    a bisection over capacities can step by it.
-
-    >>> from tilemem.model import Report
-    >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[2048, 1024], alignment=[4, 4],
-    ...     offset=[0, 0], category=["variable"] * 2, eq_class=[0, 1], interference=[[], []])
-    >>> end_granularity(TileProblem.from_report(r, 0))
-    1024
+    brings ``g`` down to their gcd). The search rounds capacities and window ends down to it.
     """
-    return _model_of(problem).grain
-
-
-def _grain(size, lo, align, ils, elem_starts) -> int:
     if len(size) == 0:
         return 1
     vals = np.concatenate([size, lo, [ils], elem_starts[1:-1]]).astype(np.int64)
@@ -221,7 +210,7 @@ class _Model:
     ils: int
     nrs: bool
     sections_from: str  # "lifetimes", "interval" or "cliques"
-    grain: int  # see end_granularity
+    grain: int  # see _grain
 
     @property
     def num_sections(self) -> int:

@@ -101,6 +101,20 @@ def dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils):
     return bound_after(kind, m[k] + size[k], elem_starts, ils)
 
 
+@njit(cache=True, inline="always")
+def _node_frame(frames, q, a, b, thr_m, thr_p):
+    """Frame ``q`` becomes a fresh search node of part ``[a, b)`` whose placements must be
+    canonical above ``(thr_m, thr_p)`` (-1: anything goes)."""
+    frames[q, F_KIND] = NODE
+    frames[q, F_A] = a
+    frames[q, F_B] = b
+    frames[q, F_THR_M] = thr_m
+    frames[q, F_THR_P] = thr_p
+    frames[q, F_LAST_M] = -1
+    frames[q, F_LAST_P] = -1
+    frames[q, F_CUR] = -1
+
+
 @njit(cache=True)
 def run(model, state, heur, limit, budget):
     """Advance the search by at most ``budget`` nodes (and ``limit`` nodes in all).
@@ -146,14 +160,7 @@ def run(model, state, heur, limit, budget):
             _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width,
                       area, rand_key, hi, size, trail, reg, tmp_vars, tmp_key)
             q = sp + 1
-            frames[q, F_KIND] = NODE
-            frames[q, F_A] = a
-            frames[q, F_B] = b
-            frames[q, F_THR_M] = -1
-            frames[q, F_THR_P] = -1
-            frames[q, F_LAST_M] = -1
-            frames[q, F_LAST_P] = -1
-            frames[q, F_CUR] = -1
+            _node_frame(frames, q, a, b, -1, -1)
             reg[R_SP] = q
             reg[R_MODE] = ENTER
             continue
@@ -277,14 +284,7 @@ def run(model, state, heur, limit, budget):
             frames[q, F_PI] = 0
             frames[q, F_MARK] = reg[R_TL]
         else:
-            frames[q, F_KIND] = NODE
-            frames[q, F_A] = a
-            frames[q, F_B] = b
-            frames[q, F_THR_M] = o
-            frames[q, F_THR_P] = best_p
-            frames[q, F_LAST_M] = -1
-            frames[q, F_LAST_P] = -1
-            frames[q, F_CUR] = -1
+            _node_frame(frames, q, a, b, o, best_p)
         reg[R_SP] = q
         reg[R_MODE] = ENTER
 
