@@ -1,6 +1,6 @@
 """Packing speed and quality on a generated report: tiles per second and mean gap to the bound.
 
-Runs ``tilemem.pack.alloc.allocate`` with each method on the same report and prints, per
+Runs ``tilemem.pack.driver.allocate`` with each method on the same report and prints, per
 method, wall seconds, tiles per second, tiles that fit, overflowed bytes and the mean gap of
 totalIncludingGaps to the tile's bound (maximum live bytes), with ratios against ``replay``
 (first fit in the report's own order) measured in the same run.
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None)
     a = ap.parse_args(argv)
 
-    from tilemem.pack.alloc import allocate
+    from tilemem.pack.driver import allocate
 
     t0 = time.perf_counter()
     if a.report:

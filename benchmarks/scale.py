@@ -28,7 +28,8 @@ import numpy as np
 
 def solve_one(state, tile, deadline):
     """One tile with the heuristic (what ``tilemem alloc --method heuristic`` runs per tile)."""
-    from tilemem.pack.alloc import _replay_order, solve_tile
+    from tilemem.pack.driver import _replay_order
+    from tilemem.pack.portfolio import solve_tile
     from tilemem.pack.problem import TileProblem
 
     report, rules = state
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-dask", action="store_true")
     a = ap.parse_args(argv)
 
-    from tilemem.pack.alloc import _warm_up
+    from tilemem.pack.driver import _warm_up
     from tilemem.pack.cluster import DaskExecutor, LocalPool
     from tilemem.rules import DEFAULT_RULES
 

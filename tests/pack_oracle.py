@@ -1,18 +1,26 @@
-"""Test helpers for the packers: an independent allocation checker and random small reports.
+"""Test helpers for the packers: an independent allocation checker, a brute-force optimum and
+random small reports.
 
-The checker is written from the rules in FACTS.md / 004 directly, pair by pair, and shares no
-code with ``tilemem.pack`` (nor with ``tilemem.check``), so it can catch the packers' mistakes.
-A zero-size variable is treated as occupying its first byte (the strictest reading).
+The checker and the brute force are written from the rules in FACTS.md / 004 directly, pair by
+pair, and share no code with ``tilemem.pack`` (nor with ``tilemem.check``), so they can catch
+the packers' mistakes. A zero-size variable is treated as occupying its first byte (the
+strictest reading).
 """
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from tilemem.check import check_allocation
 from tilemem.model import Report
 from tilemem.model.target import Target
 
 OVERFLOW_HINT = "offset at or past tileMemory"
+
+#: A geometry small enough for ``brute_force``: elements [0, 16), [16, 32), [32, 48);
+#: interleaved from 32.
+TINY_GEOMETRY = Target(1, 48, 32, np.array([0, 16, 32]))
 
 
 def violations(r: Report, offsets, tiles=None, no_region_span: bool = True,
@@ -88,13 +96,29 @@ def violations(r: Report, offsets, tiles=None, no_region_span: bool = True,
     return bad
 
 
+def passes_both_checkers(r: Report, off) -> None:
+    """Assert that ``off`` passes this module's checker and ``tilemem.check`` (both written
+    apart from the packers)."""
+    assert violations(r, off) == []
+    res = check_allocation(r, off)
+    assert res.ok, [v.to_json() for v in res.violations][:3]
+
+
+def examples(n: int):
+    """Hypothesis settings for ``n`` examples of a packer test (no deadline: compiling)."""
+    return settings(max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
 def objective(r: Report, offsets, tile: int) -> tuple[int, int]:
-    """(overflowed bytes, highest end address) of one tile, from the columns directly."""
+    """(overflowed bytes, highest end address) of one tile, from the columns directly.
+    Overflowed bytes are the excess of the highest end past tileMemory (FACTS.md), counted
+    over the variables that hold a byte."""
     rows = [i for i in range(r.num_vars) if r.allocated[i] and r.tile[i] == tile]
     off = np.asarray(offsets, np.int64)
-    over = sum(int(r.size[i]) for i in rows if off[i] >= r.target.tile_memory)
     top = max((int(off[i] + r.size[i]) for i in rows), default=0)
-    return over, top
+    held = max((int(off[i] + r.size[i]) for i in rows if r.size[i] > 0), default=0)
+    return max(0, held - r.target.tile_memory), top
 
 
 @st.composite
@@ -147,3 +171,76 @@ def small_reports(draw, max_vars: int = 9, tiles: int = 1, max_classes: int = 4,
         always_live=always, in_interleaved_mem=interleaved, executable=code,
         lowest_256kb=low, element_constraints=cons(pairs), region_constraints=cons(rpairs),
         allocation_order=order)
+
+
+def brute_force(r: Report, tile: int = 0) -> tuple[int, int]:
+    """The least (overflowed bytes, highest end) over every allocation of a tiny tile.
+
+    Enumerates each variable's aligned addresses in memory and in the overflow zone up to
+    the sum of sizes and alignments past it (an optimal overflow packing never goes higher),
+    keeping only partial assignments the rules allow, pair by pair.
+    """
+    t = r.target
+    tm, ils = t.tile_memory, t.interleaved_memory_start
+    starts = t.memory_element_offsets.tolist()
+    rows = [i for i in range(r.num_vars) if r.allocated[i] and r.tile[i] == tile]
+    size = {i: max(int(r.size[i]), 1) for i in rows}
+    align = {i: max(int(r.alignment[i]), 4) for i in rows}
+    top = tm + sum(size[i] + align[i] for i in rows)
+
+    def legal(i, o):
+        e = o + size[i]
+        if o >= tm:
+            return True
+        if e > tm or (r.in_interleaved_mem[i] and o < ils):
+            return False
+        if (r.executable[i] or r.vertex_code[i]) and e > ils:
+            return False
+        if r.lowest_256kb[i] and e > 262144:
+            return False
+        return not (o < ils < e)
+
+    def touched(i, o, zones):
+        if o >= tm:
+            return set()
+        e = o + size[i]
+        return {z for z, (zs, ze) in enumerate(zones) if zs < e and o < ze}
+
+    elements = list(zip(starts, starts[1:] + [tm]))
+    regions = [(0, ils), (ils, tm)]
+    inter = [set(r.interference.row(c).tolist()) for c in range(r.num_classes)]
+
+    def compatible(i, oi, j, oj):
+        ci, cj = int(r.eq_class[i]), int(r.eq_class[j])
+        conflict = r.always_live[i] or r.always_live[j] or ci == cj or cj in inter[ci]
+        if conflict and oi < oj + size[j] and oj < oi + size[i]:
+            return False
+        if j in r.element_constraints.row(i).tolist() or i in r.element_constraints.row(
+                j).tolist():
+            if touched(i, oi, elements) & touched(j, oj, elements):
+                return False
+        if j in r.region_constraints.row(i).tolist() or i in r.region_constraints.row(
+                j).tolist():
+            if touched(i, oi, regions) & touched(j, oj, regions):
+                return False
+        return True
+
+    cands = {i: [o for o in range(0, top, align[i]) if legal(i, o)] for i in rows}
+    best = None
+    partial = [()]
+    for k, i in enumerate(rows):
+        nxt = []
+        for prefix in partial:
+            for o in cands[i]:
+                if all(compatible(rows[m], prefix[m], i, o) for m in range(k)):
+                    nxt.append(prefix + (o,))
+        partial = nxt
+    for full in partial:
+        end = max((o + int(r.size[i]) for i, o in zip(rows, full)), default=0)
+        # overflowed bytes: the excess of the highest end past tileMemory (FACTS.md)
+        held = max((o + int(r.size[i]) for i, o in zip(rows, full) if r.size[i] > 0),
+                   default=0)
+        over = max(0, held - tm)
+        if best is None or (over, end) < best:
+            best = (over, end)
+    return best

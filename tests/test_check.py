@@ -346,7 +346,6 @@ def test_check_overflow_is_the_excess_of_the_highest_end(tight_allocation):
     assert _check_overflow(src, out) == want
 
 
-@pytest.mark.xfail(strict=True, reason="pack/result.py switches to rules.overflow_bytes at merge")
 def test_alloc_and_check_report_the_same_overflow(tight_allocation):
     src, out, doc = tight_allocation
     from_alloc = {t["tile"]: t["overflowBytes"] for t in doc["tiles"] if t["overflowBytes"]}

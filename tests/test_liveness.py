@@ -253,6 +253,52 @@ def test_unsorted_interference_csr():
     assert max_live(r, 0).max_live_bytes == 12        # 0-2 is an edge, 0-1 too, 1-2 not
 
 
+# ---- the conflict structure the packers read ---------------------------------------------------
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_reports(), st.booleans(), st.randoms(use_true_random=False))
+def test_tile_conflicts_follow_the_rule(case, dense, rnd):
+    """Every view of ``TileConflicts`` (the compiled pair test, the class matrix, the conflict
+    graph of a subset, the pairs, the conflict bytes) says what the rule says, read here from
+    the columns: either alwaysLive, same class, or either class lists the other. ``dense``
+    False: past the dense limit (set to 0 here), where the test searches the class rows."""
+    r, lists = case
+    listed = {(a, b) for a, lst in enumerate(lists) for b in lst}
+    cls, al, size = r.eq_class.tolist(), r.always_live.tolist(), r.size.tolist()
+
+    def rule(i, j):  # model rows
+        return i != j and bool(al[i] or al[j] or cls[i] == cls[j] or (cls[i], cls[j]) in listed
+                               or (cls[j], cls[i]) in listed)
+
+    with pytest.MonkeyPatch.context() as mp:
+        if not dense:
+            mp.setattr(liveness, "DENSE_MAX", 0)
+        for t in range(r.num_tiles):
+            tc = liveness.tile_conflicts(r, t)
+            rows = tc.rows.tolist()
+            n = len(rows)
+            assert (tc.class_matrix is not None) == (dense or n == 0)  # 0 x 0 is small
+            if dense:
+                k = len(tc.classes)
+                ids = tc.classes.tolist()
+                assert tc.class_matrix.tolist() == [
+                    [a == b or (ids[a], ids[b]) in listed or (ids[b], ids[a]) in listed
+                     for b in range(k)] for a in range(k)]
+            for i in range(n):
+                for j in range(n):
+                    assert tc.conflicts(i, j) == rule(rows[i], rows[j])
+            pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rule(rows[i], rows[j])]
+            assert list(zip(*(x.tolist() for x in tc.conflict_pairs()))) == pairs
+            sub = sorted(rnd.sample(range(n), rnd.randint(0, n)))
+            ptr, idx = tc.conflict_csr(np.array(sub, np.int64), sort=True)
+            for a, i in enumerate(sub):
+                assert idx[ptr[a]:ptr[a + 1]].tolist() == [
+                    b for b, j in enumerate(sub) if rule(rows[i], rows[j])]
+            assert tc.conflict_bytes(r.size[tc.rows]).tolist() == [
+                sum(size[rows[j]] for j in range(n) if j == i or rule(rows[i], rows[j]))
+                for i in range(n)]
+
+
 # ---- MiniMalloc instances: the chordal path equals an interval sweep ------------------------------
 
 def read_minimalloc(path):

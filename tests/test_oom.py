@@ -205,7 +205,7 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
 
 
 def test_a_repack_that_breaks_a_rule_is_not_trusted(monkeypatch):
-    from tilemem.pack import alloc
+    from tilemem.pack import driver as alloc
     from tilemem.pack.result import Allocation, TileResult
 
     r = hand_report()

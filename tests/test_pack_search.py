@@ -20,7 +20,8 @@ from tilemem.interop.minimalloc import read_minimalloc_csv, report_from_minimall
 from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.pack.problem import TileProblem
-from tilemem.pack.search import build_model, end_granularity, solve_search
+from tilemem.pack.guard import self_check
+from tilemem.pack.search import build_model, solve_search
 from tilemem.rules import Rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,19 +284,24 @@ def test_agrees_with_brute_force(case):
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_reports(max_vars=6), st.data())
 def test_rule_model_matches_the_rules(case, data):
-    """The search's own reading of the rules (``placement_ok`` over its model) agrees with
-    the independent rulebook on random placements."""
-    from tilemem.pack import search_kernel as K
-
+    """The packers' reading of the rules below a capacity (``guard.self_check``, with which
+    the search accepts a hint) agrees with the independent rulebook on random placements."""
     r, rules, cap = case
     p = TileProblem.from_report(r, 0, rules)
     capacity = p.capacity if cap is None else cap
-    sm = build_model(p)
     off = np.array([data.draw(st.integers(0, p.capacity // 4)) * 4 for _ in range(r.num_vars)],
                    np.int64)
-    ok = K.placement_ok(off, sm.size, sm.align, sm.lo, np.minimum(sm.hi, capacity), sm.ils,
-                        sm.nrs, sm.adj_ptr, sm.adj_idx, sm.adj_kind, sm.elem_starts)
+    ok = self_check(p, off, capacity=capacity)
     assert ok == (rule_violations(r, off, rules, capacity) == [])
+
+
+def test_end_granularity_by_hand():
+    # sizes 2048 and 1024, window starts 0, alignment 4: left-justified ends are multiples of
+    # 1024
+    r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[2048, 1024], alignment=[4, 4],
+                            offset=[0, 0], category=["variable"] * 2, eq_class=[0, 1],
+                            interference=[[], []])
+    assert build_model(TileProblem.from_report(r, 0)).grain == 1024
 
 
 def test_a_hint_that_fits_is_returned_as_it_is():
@@ -311,10 +317,11 @@ def test_a_hint_that_fits_is_returned_as_it_is():
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_reports(max_vars=4), st.integers(1, 64))
 def test_capacity_granularity(case, capacity):
-    """Whatever fits below C fits below C rounded down to a multiple of end_granularity."""
+    """Whatever fits below C fits below C rounded down to a multiple of the search's end
+    granularity."""
     r, rules, _ = case
     p = TileProblem.from_report(r, 0, rules)
-    g = end_granularity(p)
+    g = build_model(p).grain
     capacity = min(capacity, p.capacity)
     assert brute_force_fits(r, rules, capacity) == brute_force_fits(r, rules,
                                                                     capacity // g * g)
@@ -447,7 +454,7 @@ def test_same_seed_same_search_and_decreasing_capacities():
     assert a.status == b.status == "optimal" and a.nodes == b.nodes
     assert np.array_equal(a.offsets, b.offsets)
     # C's maximum live bytes is 1039360: the search reaches it and proves nothing lower fits
-    g = end_granularity(p)
+    g = build_model(p).grain
     assert g == 1024
     low = solve_search(p, time_limit=60, capacity=1039360)
     assert low.status == "optimal" and _fits(r, low.offsets)

@@ -44,7 +44,7 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
 
     from ..figures.summary import tiles_fitting
     from ..load import FORMATS, load_report, save_report
-    from ..pack.alloc import allocate
+    from ..pack.driver import allocate
     from ..text import alloc_json, alloc_view
     from .options import console, echo_json, parse_tiles
 

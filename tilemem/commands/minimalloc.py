@@ -29,7 +29,7 @@ def import_minimalloc(csv_path, capacity, out):
     b = read_minimalloc_csv(csv_path)
     r = report_from_minimalloc(b, capacity)
     if b.offset is None and r.num_vars:
-        from ..pack.alloc import allocate
+        from ..pack.driver import allocate
 
         # replay: first fit in the report's allocation order (largest first)
         r = r.with_offsets(allocate(r, method="replay", workers=1).offsets)

@@ -63,7 +63,7 @@ def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
     """The packer's allocation of ``tile`` (offset column) and a label saying how it was made."""
     import numpy as np
 
-    from ..pack.alloc import allocate
+    from ..pack.driver import allocate
 
     a = allocate(r, method=method, tiles=[tile], time_limit=time_limit)
     offsets = np.asarray(a.offsets, np.int64).copy()

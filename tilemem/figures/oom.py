@@ -8,7 +8,7 @@ For every tile whose allocation passes tileMemory (worst first):
   runs out of time, ``maxLiveBytes`` is the best found (still a valid lower bound) and
   ``maxLiveUpperBytes`` an upper bound;
 - the verdict (``VERDICTS``): the live data alone does not fit -> the program must hold less
-  data on the tile; otherwise the packer (``tilemem.pack.alloc.allocate``) re-packs the tile,
+  data on the tile; otherwise the packer (``tilemem.pack.driver.allocate``) re-packs the tile,
   and either fits or still overflows, the difference between its highest end and the bound
   being what gaps and placement rules cost;
 - the peak live set: its largest variables and classes, and its bytes by category;
@@ -214,7 +214,7 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
     fits = [t for t in oom.tolist() if bounds[t].max_live_bytes <= tm]
     packed, pack_fig, why, why_not = {}, None, None, {}
     if fits and repack:
-        from ..pack.alloc import allocate
+        from ..pack.driver import allocate
 
         known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in fits}
         a = allocate(r, method=method, tiles=fits, time_limit=time_limit, bounds=known)

@@ -10,12 +10,13 @@ allocator can fit the tile in fewer bytes (alignment gaps aside).
 - ``max_live`` / ``max_live_all``: that maximum and the peak live set. Exact and fast where the
   structure allows it: program steps known and consistent with the interference (the
   ``equivalenceClassSteps`` extension): a sweep over steps; a chordal graph (every interval graph
-  is one): a perfect elimination ordering, linear time (``tilemem.graphalg``); otherwise bounds
+  is one): a perfect elimination ordering, linear time (``tilemem.liveness.graphalg``); otherwise bounds
   and a branch and bound under a time limit. ``MaxLive.exact`` says whether the figure is proven.
 - ``always_live_bytes``: per tile. ``class_graph``: the interference as a networkx graph (on
   demand; CSR inside for speed). ``timeline``: class lifetimes ``[start, end)`` for drawing maps
   as time x address: the steps when present, else an interval model recovered from the graph.
-- ``tile_conflicts``: the per-tile conflict structure used by the packers.
+- ``tile_conflicts``: the per-tile conflict structure every packer reads (``TileConflicts``,
+  with the compiled conflict test ``conflicts_with`` / ``conflict_row``).
 
 >>> from tilemem.model import Report
 >>> r = Report.from_columns(var_id=[0, 1, 2, 3, 4], tile=[0] * 5, size=[100, 8, 16, 32, 4],
@@ -34,11 +35,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numba import njit
 
-from .graphalg import _chordal_pass, _earlier_neighbours, interval_order, max_weight_clique
+from .graphalg import DENSE_MAX, _chordal_pass, _earlier_neighbours, interval_order, max_weight_clique
 from ..model import Csr, Report
 
 #: Search nodes per second of the exact branch and bound (measured here: ~1e7 on a dense
@@ -48,11 +50,20 @@ NODES_PER_SECOND = 5_000_000
 
 @dataclass(frozen=True)
 class TileConflicts:
-    """The conflict structure of one tile, over *local* indices ``0..n-1``.
+    """The conflict structure of one tile, over *local* indices ``0..n-1``: the one every
+    packer reads (``tilemem.check`` keeps its own, independent reading of the rule).
 
-    ``rows[i]`` is the model row of local variable ``i``; ``local_class[i]`` indexes
-    ``classes`` (the global class ids present on the tile, sorted); ``class_adj`` is the
-    interference among those classes (symmetric CSR over local class indices, no self entries).
+    Two variables conflict (may not share a byte) when either is alwaysLive, or they are in
+    the same class, or their classes interfere. ``rows[i]`` is the model row of local variable
+    ``i``; ``local_class[i]`` indexes ``classes`` (the global class ids present on the tile,
+    sorted); ``class_adj`` is the interference among those classes (symmetric CSR over local
+    class indices, rows sorted, no self entries). ``class_matrix``: the same as a dense
+    boolean matrix *with a true diagonal* (a class conflicts with itself), ``matrix[a, b]``
+    "classes a and b conflict"; ``None`` past ``DENSE_MAX`` classes (16 MiB).
+
+    Compiled code tests pairs with ``conflicts_with`` on a ``conflict_row`` (one pair:
+    ``conflict(i, j, *tc.arrays)``); Python code with ``tc.conflicts(i, j)``, and reads the
+    whole graph with ``conflict_csr``.
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2, 3], tile=[0, 0, 0, 1], size=[4, 4, 4, 4],
@@ -63,6 +74,8 @@ class TileConflicts:
     (True, False, False)
     >>> [p.tolist() for p in tc.conflict_pairs()]
     [[0], [1]]
+    >>> tc.class_matrix.astype(int).tolist()
+    [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
     """
 
     tile: int
@@ -71,53 +84,186 @@ class TileConflicts:
     classes: np.ndarray
     class_adj: Csr
     always_live: np.ndarray
+    class_matrix: np.ndarray | None = None
 
     @property
     def num_vars(self) -> int:
         return len(self.rows)
 
-    def class_conflict(self, a: int, b: int) -> bool:
-        return a == b or bool(np.any(self.class_adj.row(a) == b))
+    @cached_property
+    def arrays(self) -> tuple:
+        """The structure as plain arrays for compiled code (``conflict_row``, ``conflict``):
+        ``(local_class, always_live, class_matrix or a 0x0 matrix, class_adj.indptr,
+        class_adj.indices)``."""
+        m = self.class_matrix
+        return (self.local_class.astype(np.int64), self.always_live.astype(np.bool_),
+                np.ascontiguousarray(m if m is not None else np.zeros((0, 0), np.bool_)),
+                self.class_adj.indptr.astype(np.int64), self.class_adj.indices.astype(np.int64))
+
+    @cached_property
+    def members(self) -> tuple[np.ndarray, np.ndarray]:
+        """The variables of each local class: ``(class_ptr, by_class)``, class ``a`` holds
+        ``by_class[class_ptr[a]:class_ptr[a + 1]]`` (increasing; always-live ones included)."""
+        k = len(self.classes)
+        by_class = np.argsort(self.local_class, kind="stable").astype(np.int64)
+        class_ptr = np.zeros(k + 1, np.int64)
+        np.cumsum(np.bincount(self.local_class, minlength=k), out=class_ptr[1:])
+        return class_ptr, by_class
+
+    def class_members(self, always_live: bool = True) -> list[np.ndarray]:
+        """The variables of each local class (increasing), without the always-live ones when
+        ``always_live`` is false."""
+        class_ptr, by_class = self.members
+        if len(self.classes) == 0:
+            return []
+        out = np.split(by_class, class_ptr[1:-1])
+        if not always_live:
+            al = self.always_live.astype(bool)
+            out = [m[~al[m]] for m in out]
+        return out
 
     def conflicts(self, i: int, j: int) -> bool:
-        if i == j:
-            return False
-        if self.always_live[i] or self.always_live[j]:
-            return True
-        return self.class_conflict(int(self.local_class[i]), int(self.local_class[j]))
+        """Do local variables ``i`` and ``j`` conflict?"""
+        return bool(conflict(int(i), int(j), *self.arrays))
+
+    def conflict_csr(self, sub: np.ndarray | None = None,
+                     sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The conflict graph of the variables ``sub`` (sorted local indices; default all) as
+        CSR ``(indptr, indices)`` over positions in ``sub``, symmetric, no self entries;
+        ``sort``: each row ascending. O(conflicting pairs) memory."""
+        n = self.num_vars
+        sub = np.arange(n, dtype=np.int64) if sub is None else np.asarray(sub, np.int64)
+        class_ptr, by_class = self.members
+        lc, al, _, cptr, cidx = self.arrays
+        ptr, idx = _conflict_rows(sub, n, lc, by_class, class_ptr, cptr, cidx, al)
+        if sort and len(idx):
+            row = np.repeat(np.arange(len(sub), dtype=np.int64), np.diff(ptr))
+            idx = idx[np.lexsort((idx, row))]
+        return ptr, idx
 
     def conflict_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every conflicting pair ``(i, j)``, ``i < j``, explicitly (O(pairs) memory)."""
-        n = self.num_vars
-        lc = self.local_class
-        # members of each local class
-        order = np.argsort(lc, kind="stable")
-        counts = np.bincount(lc, minlength=len(self.classes))
-        start = np.zeros(len(self.classes) + 1, np.int64)
-        np.cumsum(counts, out=start[1:])
-        src, dst = [], []
-        live = np.flatnonzero(self.always_live)
-        if len(live):  # always-live variables conflict with every other variable
-            ii, jj = np.meshgrid(live, np.arange(n), indexing="ij")
-            src.append(ii.ravel())
-            dst.append(jj.ravel())
-        ca = self.class_adj
-        for a in range(len(self.classes)):
-            ma = order[start[a]:start[a + 1]]
-            nb = ca.row(a)
-            nb = nb[nb >= a]
-            mb = np.concatenate([ma] + [order[start[b]:start[b + 1]] for b in nb])
-            ii, jj = np.meshgrid(ma, mb, indexing="ij")
-            src.append(ii.ravel())
-            dst.append(jj.ravel())
-        if not src:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        s = np.concatenate(src)
-        d = np.concatenate(dst)
-        lo, hi = np.minimum(s, d), np.maximum(s, d)
-        keep = lo != hi
-        key = np.unique(lo[keep] * n + hi[keep])
+        ptr, idx = self.conflict_csr()
+        src = np.repeat(np.arange(self.num_vars, dtype=np.int64), np.diff(ptr))
+        keep = src < idx
+        n = max(self.num_vars, 1)
+        key = np.sort(src[keep] * n + idx[keep])
         return key // n, key % n
+
+    def conflict_bytes(self, size: np.ndarray) -> np.ndarray:
+        """Per variable: bytes (``size``, per local variable) of the variables it conflicts
+        with, itself included."""
+        nc = len(self.classes)
+        al = self.always_live.astype(bool)
+        size = np.asarray(size, np.int64)
+        live_bytes = int(size[al].sum())
+        cls_bytes = np.bincount(self.local_class[~al], weights=size[~al], minlength=nc)
+        adj = self.class_adj
+        nbr_bytes = np.zeros(nc)
+        if adj.nnz:
+            np.add.at(nbr_bytes, adj.row_ids(), cls_bytes[adj.indices])
+        out = live_bytes + cls_bytes[self.local_class] + nbr_bytes[self.local_class]
+        return np.where(al, int(size.sum()), out).astype(np.int64)
+
+
+@njit(cache=True, inline="always")
+def conflict_row(a, matrix, class_ptr, class_idx, scratch):
+    """Compiled: the local classes that conflict with class ``a`` (itself included), as a
+    boolean row over the local classes: a row of the dense matrix, or past the dense limit
+    ``scratch`` (all false on entry) marked from ``a``'s CSR row, to be cleared with
+    ``clear_row``. ``matrix``, ``class_ptr``, ``class_idx``: the last three of
+    ``TileConflicts.arrays``. One row per variable placed keeps the test in the packers' hot
+    loops a single load (``conflicts_with``)."""
+    if matrix.shape[0]:
+        return matrix[a]
+    scratch[a] = True
+    for q in range(class_ptr[a], class_ptr[a + 1]):
+        scratch[class_idx[q]] = True
+    return scratch
+
+
+@njit(cache=True, inline="always")
+def clear_row(a, matrix, class_ptr, class_idx, scratch):
+    """Compiled: undo what ``conflict_row(a, ...)`` marked in ``scratch``."""
+    if not matrix.shape[0]:
+        scratch[a] = False
+        for q in range(class_ptr[a], class_ptr[a + 1]):
+            scratch[class_idx[q]] = False
+
+
+@njit(cache=True, inline="always")
+def conflicts_with(always_a, row_a, always_b, class_b):
+    """Compiled: the conflict rule for two distinct variables ``a`` and ``b``, from whether
+    each is alwaysLive, ``a``'s ``conflict_row`` and ``b``'s local class: either is
+    alwaysLive, or their classes are the same or interfere."""
+    return always_a or always_b or row_a[class_b]
+
+
+@njit(cache=True)
+def conflict(i, j, local_class, always_live, matrix, class_ptr, class_idx):
+    """Compiled: do local variables ``i`` and ``j`` conflict (``conflicts_with``)? The arrays
+    are ``TileConflicts.arrays``. For one pair at a time; loops over many pairs take one
+    ``conflict_row`` per variable instead."""
+    if i == j:
+        return False
+    scratch = np.zeros(len(class_ptr) - 1, np.bool_)
+    row = conflict_row(local_class[i], matrix, class_ptr, class_idx, scratch)
+    return conflicts_with(always_live[i], row, always_live[j], local_class[j])
+
+
+@njit(cache=True)
+def _conflict_rows(sub, n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, always):
+    """Conflict rows of the variables ``sub`` (positions in ``sub``), from the members of each
+    class: an always-live variable conflicts with every other one; any other with the members
+    of its class and of the classes it interferes with, and with the always-live ones. Two
+    passes (count, fill); each row deduplicated with a mark."""
+    m = len(sub)
+    pos = np.full(n, -1, np.int64)
+    for t in range(m):
+        pos[sub[t]] = t
+    nlive = 0
+    live = np.zeros(m, np.int64)
+    for t in range(m):
+        if always[sub[t]]:
+            live[nlive] = t
+            nlive += 1
+    mark = np.full(m, -1, np.int64)
+    row = np.zeros(m, np.int64)
+    ptr = np.zeros(m + 1, np.int64)
+    idx = np.zeros(0, np.int64)
+    for phase in range(2):
+        if phase == 1:
+            idx = np.zeros(ptr[m], np.int64)
+        mark[:] = -1
+        for ii in range(m):
+            i = sub[ii]
+            cnt = 0
+            if always[i]:
+                for jj in range(m):
+                    if jj != ii:
+                        row[cnt] = jj
+                        cnt += 1
+            else:
+                ci = local_class[i]
+                for q in range(-1, cadj_ptr[ci + 1] - cadj_ptr[ci]):
+                    cl = ci if q < 0 else cadj_idx[cadj_ptr[ci] + q]
+                    for t in range(class_ptr[cl], class_ptr[cl + 1]):
+                        jj = pos[by_class[t]]
+                        if jj >= 0 and jj != ii and mark[jj] != ii:
+                            mark[jj] = ii
+                            row[cnt] = jj
+                            cnt += 1
+                for t in range(nlive):
+                    jj = live[t]
+                    if jj != ii and mark[jj] != ii:
+                        mark[jj] = ii
+                        row[cnt] = jj
+                        cnt += 1
+            if phase == 0:
+                ptr[ii + 1] = ptr[ii] + cnt
+            else:
+                idx[ptr[ii]:ptr[ii] + cnt] = row[:cnt]
+    return ptr, idx
 
 
 def tile_conflicts(r: Report, tile: int) -> TileConflicts:
@@ -126,27 +272,32 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     classes, local = np.unique(r.eq_class[rows], return_inverse=True)
     k = len(classes)
     dense = _dense_interference(r)
+    matrix = None
     if dense is not None:  # few classes: one fancy-indexed block instead of neighbour scans
-        src, dst = np.nonzero(dense[np.ix_(classes, classes)])
+        matrix = dense[np.ix_(classes, classes)]
+        src, dst = np.nonzero(matrix)
     else:
-        lengths, nbrs = r.interference.gather(classes)
+        lengths, nbrs = sorted_interference(r).gather(classes)
         src = np.repeat(np.arange(k), lengths)
         pos = np.searchsorted(classes, nbrs)
         pos_c = np.minimum(pos, max(k - 1, 0))
         present = (pos < k) & (classes[pos_c] == nbrs) if k else pos < 0
         src, dst = src[present], pos_c[present]
+        if k <= DENSE_MAX:
+            matrix = np.zeros((k, k), np.bool_)
+            matrix[src, dst] = True
     adj = Csr.from_pairs(k, src, dst)
+    if matrix is not None:
+        np.fill_diagonal(matrix, True)  # a class conflicts with itself
     return TileConflicts(tile=int(tile), rows=rows, local_class=local.astype(np.int64),
-                         classes=classes, class_adj=adj, always_live=r.always_live[rows].copy())
-
-
-#: Up to this many classes the interference is also kept as a dense boolean matrix (16 MiB).
-DENSE_CLASSES = 4096
+                         classes=classes, class_adj=adj, always_live=r.always_live[rows].copy(),
+                         class_matrix=matrix)
 
 
 def _dense_interference(r: Report) -> np.ndarray | None:
-    """Dense symmetric class x class interference (no self entries), cached per report."""
-    if r.interference.num_rows > DENSE_CLASSES:
+    """Dense symmetric class x class interference (no self entries), cached per report; up to
+    ``DENSE_MAX`` classes (16 MiB)."""
+    if r.interference.num_rows > DENSE_MAX:
         return None
     return r.cached("dense_interference", lambda: _dense(r.interference))
 
@@ -546,7 +697,7 @@ def timeline(r: Report, tile: int | None = None) -> np.ndarray | None:
     - With the ``equivalenceClassSteps`` extension: those program steps (whatever ``tile``).
     - Otherwise, when the class graph (restricted to the classes of ``tile``'s allocated
       variables if given) is an interval graph: an interval model of it found by LexBFS sweeps
-      (``tilemem.graphalg.interval_order``; every model returned is verified), over positions
+      (``tilemem.liveness.graphalg.interval_order``; every model returned is verified), over positions
       ``0..k-1``; classes outside the tile get ``[-1, -1]``. The order of program points is
       recovered only up to what the graph determines (e.g. mirror images are equally valid).
     - ``None`` when no interval model was found (e.g. If/Else branches make the graph

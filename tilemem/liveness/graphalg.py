@@ -32,7 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-#: Largest graph the exact branch and bound runs on (it keeps a dense adjacency matrix).
+#: Most vertices a graph is kept for as a dense boolean adjacency matrix (16 MiB): the
+#: exact branch and bound's here, and the liveness stage's class matrices (report and
+#: ``TileConflicts``). The one place this limit is set for the packers and the liveness stage.
 DENSE_MAX = 4096
 
 #: Default search budget of the branch and bound (search nodes), about a second or two here.

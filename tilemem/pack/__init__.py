@@ -1,1 +1,20 @@
-"""Packing: re-run the allocation of each tile (replay, heuristic, exact)."""
+"""Packing: re-run the allocation of each tile (replay, heuristic, exact).
+
+One file per job, in the order the data flows:
+
+- ``problem``: one tile's allocation problem (``TileProblem``: sizes, windows, partner pairs,
+  and the liveness stage's ``TileConflicts``, which every packer reads for who conflicts);
+- ``guard``: the packers' one reading of the placement rules (``self_check`` and the compiled
+  primitives the packers place by);
+- ``bounds``: lower bounds on a tile's end address (maximum live bytes, window, region);
+- ``firstfit``: compiled first / best fit in a given order (replay);
+- ``heuristic``: the best of a few greedy orders, and a local search over orders;
+- ``search`` / ``search_kernel``: the compiled exact search (does everything fit below C?);
+- ``cpsat``: the OR-Tools CP-SAT model;
+- ``portfolio``: one tile as well as its time limit allows (``solve_tile``, the exact
+  portfolio);
+- ``driver``: a whole report (``allocate``: tile grouping, bounds, the worker processes);
+- ``result``: the objective and what packing returns.
+
+``tilemem.check`` is the independent checker of any allocation and shares no code with these.
+"""

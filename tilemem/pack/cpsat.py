@@ -17,7 +17,7 @@ Model (one integer per variable: its address divided by its alignment, so alignm
   the highest end address; the tile's lower bound (maximum live bytes) is given to the solver.
 
 Each phase starts from a complete hint (the heuristic's allocation). When the time limit hits,
-the best valid allocation found is returned with ``proven=False``. ``deterministic=True`` uses
+the best valid allocation found is returned with status "feasible". ``deterministic=True`` uses
 ``interleave_search`` and ``max_deterministic_time`` with ``random_seed``, so a run repeats
 exactly whatever the machine's load.
 
@@ -58,10 +58,6 @@ class CpsatResult:
     seconds: float
     note: str = ""
 
-    @property
-    def proven(self) -> bool:
-        return self.status == "optimal"
-
 
 def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
     """A clique cover of the tile's conflict graph, as arrays of local variable indices.
@@ -79,25 +75,21 @@ def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
     [[0, 1, 2, 3, 4]]
     """
     c = p.conflicts
-    nc = len(c.classes)
+    if c.class_matrix is None:
+        raise ValueError(f"{len(c.classes):,} classes: past the dense class matrix limit")
     al = c.always_live.astype(bool)
     live = np.flatnonzero(al)
     # members of each class, always-live variables apart
-    rest = np.flatnonzero(~al)
-    order = rest[np.argsort(c.local_class[rest], kind="stable")]
-    counts = np.bincount(c.local_class[rest], minlength=nc)
-    start = np.zeros(nc + 1, np.int64)
-    np.cumsum(counts, out=start[1:])
-    adj = np.zeros((nc, nc), np.bool_)
-    if c.class_adj.nnz:
-        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
-    present = counts > 0  # only classes with non-always-live members matter
-    adj &= present[:, None] & present[None, :]
+    members = c.class_members(always_live=False)
+    present = np.array([len(m) > 0 for m in members], np.bool_)
+    # only classes with non-always-live members matter; the cover is of edges between two
+    adj = c.class_matrix & present[:, None] & present[None, :]
+    np.fill_diagonal(adj, False)
     ptr, flat = _greedy_class_cliques(adj, present)
     out = []
     for k in range(len(ptr) - 1):
         cl = flat[ptr[k]:ptr[k + 1]]
-        vars_ = np.concatenate([order[start[x]:start[x + 1]] for x in cl] + [live])
+        vars_ = np.concatenate([members[x] for x in cl] + [live])
         if len(vars_) > 1:
             out.append(np.sort(vars_).astype(np.int64))
     if len(ptr) == 1 and len(live) > 1:
@@ -175,6 +167,8 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
     if p.lifetimes is None or p.n == 0:
         return False
     c = p.conflicts
+    if c.class_matrix is None:  # past the dense limit: not verified, so not used
+        return False
     al = c.always_live.astype(bool)
     nc = len(c.classes)
     start = np.full(nc, -1, np.int64)
@@ -185,13 +179,10 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
     used[c.local_class[~al]] = True
     if np.any(end[used] <= start[used]):  # an empty lifetime would let a class share
         return False
+    # both with a true diagonal on the used classes (their lifetimes are not empty)
     overlap = (start[:, None] < end[None, :]) & (start[None, :] < end[:, None])
-    np.fill_diagonal(overlap, False)
-    adj = np.zeros((nc, nc), bool)
-    if c.class_adj.nnz:
-        adj[c.class_adj.row_ids(), c.class_adj.indices] = True
     mask = used[:, None] & used[None, :]
-    return bool(np.array_equal(overlap & mask, adj & mask))
+    return bool(np.array_equal(overlap & mask, c.class_matrix & mask))
 
 
 def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: float = 10.0,
@@ -388,11 +379,18 @@ class _Model:
                         model.add_bool_or([~ti, ~tj])
         self.overflow_expr = None
         if allow_overflow:
-            terms = [int(p.size[i]) * (1 - b) for i, b in enumerate(self.in_mem)
-                     if not isinstance(b, bool)]
-            fixed = sum(int(p.size[i]) for i, b in enumerate(self.in_mem)
-                        if isinstance(b, bool) and not b)
-            self.overflow_expr = sum(terms) + fixed
+            # overflowed bytes as the checker counts them (tilemem.rules.overflow_bytes): the
+            # excess of the highest end of the variables that hold a byte past tileMemory
+            size = p.size
+            held = [i for i in range(p.n) if size[i] > 0]
+            if held:
+                top = max(self.k_range[i][1] * int(self.a[i]) + int(size[i]) for i in held)
+                high = model.new_int_var(0, top, "held_end")
+                model.add_max_equality(high, [self.k[i] * int(self.a[i]) + int(size[i])
+                                              for i in held])
+                over = model.new_int_var(0, max(0, top - tm), "overflow")
+                model.add_max_equality(over, [high - tm, 0])
+                self.overflow_expr = over
         self._end = None
 
     def _no_overlap(self):
@@ -409,6 +407,10 @@ class _Model:
                 ys.append(model.new_fixed_size_interval_var(ys0, ys1 - ys0, f"t{i}"))
             model.add_no_overlap_2d(self.intervals, ys)
             self.no_overlap_kind = "no-overlap-2d"
+            return
+        if p.conflicts.class_matrix is None:
+            self.too_big = (f"{len(p.conflicts.classes):,} classes, past the dense class "
+                            f"matrix limit")
             return
         cliques = conflict_cliques(p)
         entries = sum(len(cl) for cl in cliques)

@@ -9,9 +9,11 @@ lowest aligned address at or past ``tileMemory`` that overlaps no conflicting ov
 variable. This is the Poplar-like allocator used to replay ``allocationOrderByTile``.
 
 Why it is fast: placed intervals are kept in one array sorted by start, so placing a variable
-is one forward sweep over them (skipping those of non-conflicting classes), with no sort or
-gather per variable; conflicts are tested through a class mark array set from the class
-adjacency, so the conflict graph is never materialised per variable pair.
+is one forward sweep over them (skipping the non-conflicting ones), with no sort or gather per
+variable; conflicts are tested by the liveness stage's compiled test against the conflict row
+of the variable's class (``tilemem.liveness.conflicts_with``, ``conflict_row``), so the
+conflict graph is never materialised per variable pair.
+The rules of one variable and the element lookups are the guard's (``tilemem.pack.guard``).
 
 A zero-size variable is placed as if it had one byte (it then provably touches nothing it
 may not, whatever convention a checker uses for empty ranges).
@@ -30,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..liveness import clear_row, conflict_row, conflicts_with
+from .guard import align_up, element_bounds, element_of, lowest_legal
 from .problem import TileProblem
 
 #: Upper end of the overflow zone's search (effectively unbounded).
@@ -63,16 +67,11 @@ def complete_order(n: int, order) -> np.ndarray:
 
 def kernel_args(p: TileProblem) -> tuple:
     """The plain arrays the compiled kernel takes (build once, place in many orders)."""
-    c = p.conflicts
     t = p.target
-    n = p.n
     return (p.size.astype(np.int64), p.align.astype(np.int64), p.lo.astype(np.int64),
-            p.hi.astype(np.int64), c.local_class.astype(np.int64),
-            c.class_adj.indptr.astype(np.int64), c.class_adj.indices.astype(np.int64),
-            c.always_live.astype(np.bool_), *_pair_csr(n, p.element_pairs),
-            *_pair_csr(n, p.region_pairs), t.memory_element_offsets.astype(np.int64),
-            t.element_ends.astype(np.int64), np.int64(t.tile_memory),
-            np.int64(t.interleaved_memory_start), bool(p.rules.no_region_span))
+            p.hi.astype(np.int64), p.conflicts.arrays, *p.element_adj, *p.region_adj,
+            element_bounds(p), np.int64(t.tile_memory), np.int64(t.interleaved_memory_start),
+            bool(p.rules.no_region_span))
 
 
 def place(args: tuple, order: np.ndarray, best_fit: bool = False) -> np.ndarray:
@@ -80,52 +79,27 @@ def place(args: tuple, order: np.ndarray, best_fit: bool = False) -> np.ndarray:
     return _place(*args, np.ascontiguousarray(order, np.int64), bool(best_fit))
 
 
-def _pair_csr(n: int, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric adjacency of local constraint pairs as (indptr, indices)."""
-    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-    src = np.concatenate([pairs[:, 0], pairs[:, 1]])
-    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
-    order = np.argsort(src, kind="stable")
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n)[:n], out=indptr[1:])
-    return indptr, dst[order].astype(np.int64)
-
-
 @njit(cache=True)
-def _align_up(x, a):
-    return (x + a - 1) // a * a
-
-
-@njit(cache=True)
-def _element_of(elem_start, address):
-    return np.searchsorted(elem_start, address, side="right") - 1
-
-
-@njit(cache=True)
-def _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start, elem_end,
-              forb_r0, forb_r1):
-    """Lowest address >= ``a`` that keeps the in-memory rules other than no-overlap, or -1."""
+def _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, bounds, forb_r0, forb_r1):
+    """Lowest address >= ``a`` that keeps the in-memory rules other than no-overlap, or -1:
+    the variable's own (``guard.lowest_legal``), then no element or region that a placed
+    partner touches."""
     while True:
-        if a < lo:
-            a = lo
-        a = _align_up(a, al)
-        if a + s > hi:
+        a = lowest_legal(a, s, al, lo, hi, ils, no_span)
+        if a < 0:
             return -1
-        if no_span and a < ils < a + s:
-            a = ils
-            continue
         if forb_r0 and a < ils:
             a = ils
             continue
         if forb_r1 and a + s > ils:
             return -1  # every higher address touches the interleaved region too
         if any_forb_e:
-            e0 = _element_of(elem_start, a)
-            e1 = _element_of(elem_start, a + s - 1)
+            e0 = element_of(bounds, a)
+            e1 = element_of(bounds, a + s - 1)
             moved = False
             for e in range(e1, e0 - 1, -1):
                 if forb_e[e]:
-                    a = elem_end[e]
+                    a = bounds[e + 1]
                     moved = True
                     break
             if moved:
@@ -134,23 +108,24 @@ def _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start, el
 
 
 @njit(cache=True)
-def _sweep(s, al, lo, hi, in_memory, conf_all, ps, pe, pc, pmax, m, cmark, ils, no_span,
-           forb_e, any_forb_e, elem_start, elem_end, forb_r0, forb_r1, best_fit):
-    """Lowest (or best-fitting) legal address among the ``m`` placed intervals.
+def _sweep(s, al, lo, hi, in_memory, av, row, ps, pe, pa, pc, pmax, m, ils, no_span, forb_e,
+           any_forb_e, bounds, forb_r0, forb_r1, best_fit):
+    """Lowest (or best-fitting) legal address among the ``m`` placed intervals of a variable
+    with always-live flag ``av`` and conflict row ``row`` (``tilemem.liveness.conflict_row``).
 
-    ``ps``/``pe``: starts and ends sorted by start; ``pc``: their class codes (always-live
-    variables have a code whose mark is always set); ``pmax``: prefix maximum of ``pe``, so the
-    sweep starts at the first interval that can still reach past ``lo``.
+    ``ps``/``pe``: starts and ends sorted by start; ``pa``/``pc``: their variables' always-live
+    flags and classes (tested with ``conflicts_with``); ``pmax``: prefix maximum of ``pe``, so
+    the sweep starts at the first interval that can still reach past ``lo``.
     """
-    a = _align_up(lo, al)
+    a = align_up(lo, al)
     j = np.searchsorted(pmax[:m], a, side="right")
     best = np.int64(-1)
     best_slack = _FAR
     gap_lo = lo  # where the free gap holding ``a`` begins (for best fit)
     while True:
         if in_memory:
-            a = _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, elem_start,
-                          elem_end, forb_r0, forb_r1)
+            a = _legalise(a, s, al, lo, hi, ils, no_span, forb_e, any_forb_e, bounds, forb_r0,
+                          forb_r1)
             if a < 0:
                 break
         elif a + s > hi:
@@ -160,9 +135,9 @@ def _sweep(s, al, lo, hi, in_memory, conf_all, ps, pe, pc, pmax, m, cmark, ils, 
         moved = False
         top = a + s
         while j < m and ps[j] < top:
-            if pe[j] > a and (conf_all or cmark[pc[j]]):
+            if pe[j] > a and conflicts_with(av, row, pa[j], pc[j]):
                 gap_lo = pe[j]
-                a = _align_up(gap_lo, al)
+                a = align_up(gap_lo, al)
                 top = a + s
                 moved = True
                 if top > hi:
@@ -176,7 +151,7 @@ def _sweep(s, al, lo, hi, in_memory, conf_all, ps, pe, pc, pmax, m, cmark, ils, 
         jj = j
         nxt = hi
         while jj < m:
-            if conf_all or cmark[pc[jj]]:
+            if conflicts_with(av, row, pa[jj], pc[jj]):
                 if ps[jj] < nxt:
                     nxt = ps[jj]
                 break
@@ -196,40 +171,37 @@ def _sweep(s, al, lo, hi, in_memory, conf_all, ps, pe, pc, pmax, m, cmark, ils, 
         if jj >= m:
             break
         gap_lo = pe[jj]
-        a = _align_up(gap_lo, al)
+        a = align_up(gap_lo, al)
         j = jj + 1
     return best
 
 
 @njit(cache=True)
-def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ridx,
-           elem_start, elem_end, tm, ils, no_span, order, best_fit):
+def _place(size, align, lo, hi, conflicts, eptr, eidx, rptr, ridx, bounds, tm, ils, no_span,
+           order, best_fit):
     n = len(size)
-    nc = len(cptr) - 1
     off = np.full(n, -1, np.int64)
     ps = np.empty(n, np.int64)
     pe = np.empty(n, np.int64)
+    lclass, always, matrix, cptr, cidx = conflicts
+    scratch = np.zeros(len(cptr) - 1, np.bool_)
+    pa = np.empty(n, np.bool_)
     pc = np.empty(n, np.int64)
     pmax = np.empty(n, np.int64)
     m = 0
-    cmark = np.zeros(nc + 1, np.bool_)
-    cmark[nc] = True  # the code of always-live variables: they conflict with everyone
-    forb_e = np.zeros(len(elem_start), np.bool_)
+    forb_e = np.zeros(len(bounds) - 1, np.bool_)
     for k in range(len(order)):
         v = order[k]
         s = max(size[v], 1)
         al = align[v]
-        c = lclass[v]
-        cmark[c] = True
-        for q in range(cptr[c], cptr[c + 1]):
-            cmark[cidx[q]] = True
+        row = conflict_row(lclass[v], matrix, cptr, cidx, scratch)
         # elements and regions touched by placed, in-memory constraint partners
         any_forb_e = False
         for q in range(eptr[v], eptr[v + 1]):
             u = eidx[q]
             if 0 <= off[u] < tm:
-                e0 = _element_of(elem_start, off[u])
-                e1 = _element_of(elem_start, off[u] + max(size[u], 1) - 1)
+                e0 = element_of(bounds, off[u])
+                e1 = element_of(bounds, off[u] + max(size[u], 1) - 1)
                 for e in range(e0, e1 + 1):
                     forb_e[e] = True
                 any_forb_e = True
@@ -244,17 +216,12 @@ def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ri
                     forb_r1 = True
         a = np.int64(-1)
         if lo[v] + s <= hi[v]:
-            a = _sweep(s, al, lo[v], hi[v], True, always[v], ps, pe, pc, pmax, m, cmark, ils,
-                       no_span, forb_e, any_forb_e, elem_start, elem_end, forb_r0, forb_r1,
-                       best_fit)
+            a = _sweep(s, al, lo[v], hi[v], True, always[v], row, ps, pe, pa, pc, pmax, m, ils,
+                       no_span, forb_e, any_forb_e, bounds, forb_r0, forb_r1, best_fit)
         if a < 0:  # spill: first fit in the overflow zone, where only no-overlap applies
-            a = _sweep(s, al, tm, _FAR, False, always[v], ps, pe, pc, pmax, m, cmark, ils,
-                       no_span, forb_e, False, elem_start, elem_end, False, False, False)
-        # reset the marks
-        cmark[c] = False
-        for q in range(cptr[c], cptr[c + 1]):
-            cmark[cidx[q]] = False
-        cmark[nc] = True
+            a = _sweep(s, al, tm, _FAR, False, always[v], row, ps, pe, pa, pc, pmax, m, ils,
+                       no_span, forb_e, False, bounds, False, False, False)
+        clear_row(lclass[v], matrix, cptr, cidx, scratch)
         if any_forb_e:
             forb_e[:] = False
         off[v] = a
@@ -263,10 +230,12 @@ def _place(size, align, lo, hi, lclass, cptr, cidx, always, eptr, eidx, rptr, ri
         for q in range(m, pos, -1):
             ps[q] = ps[q - 1]
             pe[q] = pe[q - 1]
+            pa[q] = pa[q - 1]
             pc[q] = pc[q - 1]
         ps[pos] = a
         pe[pos] = a + s
-        pc[pos] = nc if always[v] else c
+        pa[pos] = always[v]
+        pc[pos] = lclass[v]
         m += 1
         run = pmax[pos - 1] if pos > 0 else np.int64(-1)
         for q in range(pos, m):

@@ -16,7 +16,7 @@ meets the lower bound with nothing overflowed: no order can beat it.
 ...     alignment=[4, 8, 4], offset=[0, 0, 0], category=["variable"] * 3,
 ...     eq_class=[0, 0, 0], interference=[[]])
 >>> p = TileProblem.from_report(r, 0)
->>> off = heuristic(p)
+>>> off = heuristic_runs(p).offsets
 >>> sorted(off.tolist()), objective(p, off)[1]   # no alignment hole: 16 bytes in 16
 ([0, 8, 12], 16)
 """
@@ -54,7 +54,7 @@ def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray, bool]]:
     for pairs in (p.element_pairs, p.region_pairs):
         constrained[np.asarray(pairs, np.int64).ravel()] = 1
     rank = -(constrained * 2 + narrow + al)
-    cb = conflict_bytes(p)
+    cb = p.conflicts.conflict_bytes(p.size)
     runs = [("constrained", np.lexsort((idx, -size, rank, first_al)), False),
             ("conflict-bytes", np.lexsort((idx, -size, -cb, first_alw)), True)]
     if p.lifetimes is not None:
@@ -68,22 +68,6 @@ def heuristic_orders(p: TileProblem) -> list[tuple[str, np.ndarray, bool]]:
     return runs
 
 
-def conflict_bytes(p: TileProblem) -> np.ndarray:
-    """Per variable: bytes of the variables it conflicts with, itself included."""
-    c = p.conflicts
-    nc = len(c.classes)
-    al = c.always_live.astype(bool)
-    size = p.size.astype(np.int64)
-    live_bytes = int(size[al].sum())
-    cls_bytes = np.bincount(c.local_class[~al], weights=size[~al], minlength=nc)
-    adj = c.class_adj
-    nbr_bytes = np.zeros(nc)
-    if adj.nnz:
-        np.add.at(nbr_bytes, adj.row_ids(), cls_bytes[adj.indices])
-    out = live_bytes + cls_bytes[c.local_class] + nbr_bytes[c.local_class]
-    return np.where(al, int(size.sum()), out).astype(np.int64)
-
-
 @dataclass(frozen=True)
 class HeuristicResult:
     """The best run: its offsets, name, order and placement mode (to improve on later)."""
@@ -94,23 +78,16 @@ class HeuristicResult:
     best_fit: bool
 
 
-def heuristic(p: TileProblem, *, bound: int | None = None,
-              extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
-              random_orders: int = 0) -> np.ndarray:
-    """Best local offsets found over the candidate orders (see the module docstring).
+def heuristic_runs(p: TileProblem, *, bound: int | None = None,
+                   extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
+                   random_orders: int = 0) -> HeuristicResult:
+    """The best run over the candidate orders (see the module docstring), with how it was
+    made.
 
     ``extra_orders`` are tried first, with first fit (e.g. the report's own allocation order,
     so the result is never worse than replaying it); ``random_orders`` adds size-decreasing
     orders with random noise on the sizes, from ``seed``.
     """
-    return heuristic_runs(p, bound=bound, extra_orders=extra_orders, seed=seed,
-                          random_orders=random_orders).offsets
-
-
-def heuristic_runs(p: TileProblem, *, bound: int | None = None,
-                   extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
-                   random_orders: int = 0) -> HeuristicResult:
-    """The best run of ``heuristic`` with how it was made."""
     if p.n == 0:
         return HeuristicResult(np.zeros(0, np.int64), "empty", np.zeros(0, np.int64), False)
     args = kernel_args(p)

@@ -9,6 +9,7 @@ there is overflowed; only alignment and no-overlap apply there (``tilemem.rules`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -64,6 +65,16 @@ class TileProblem:
     def capacity(self) -> int:
         return self.target.tile_memory
 
+    @cached_property
+    def element_adj(self) -> tuple[np.ndarray, np.ndarray]:
+        """``element_pairs`` as a symmetric adjacency over variables, CSR ``(indptr, indices)``."""
+        return _pair_adjacency(self.n, self.element_pairs)
+
+    @cached_property
+    def region_adj(self) -> tuple[np.ndarray, np.ndarray]:
+        """``region_pairs`` as a symmetric adjacency over variables, CSR ``(indptr, indices)``."""
+        return _pair_adjacency(self.n, self.region_pairs)
+
     @staticmethod
     def from_report(r: Report, tile: int, rules: Rules = DEFAULT_RULES) -> "TileProblem":
         tc = tile_conflicts(r, tile)
@@ -104,3 +115,14 @@ def _local_pairs(csr, rows: np.ndarray) -> np.ndarray:
     keep = lo != hi
     pairs = np.unique(np.stack([lo[keep], hi[keep]], axis=1), axis=0)
     return pairs.reshape(-1, 2).astype(np.int64)
+
+
+def _pair_adjacency(n: int, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric adjacency of local pairs as ``(indptr, indices)``, each row in pair order."""
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    src = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n)[:n], out=indptr[1:])
+    return indptr, dst[order].astype(np.int64)

@@ -22,11 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..rules import overflow_bytes
 from .problem import TileProblem
-
-#: Status of a tile's result: proven optimal (on overflow and totalIncludingGaps), a valid
-#: allocation not proven optimal, the heuristic's allocation, or the replayed order.
-STATUSES = ("optimal", "feasible", "heuristic", "replay")
 
 
 def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
@@ -39,7 +36,10 @@ def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
     over = off >= tm
     in0 = ~over & (off < ils)
     in1 = ~over & (off >= ils)
-    return (int(p.size[over].sum()), int(end.max()),
+    # overflowed bytes as the checker counts them: the excess of the highest end past
+    # tileMemory (one definition, ``tilemem.rules.overflow_bytes``)
+    excess = int(overflow_bytes(np.zeros(p.n, np.int64), off, p.size, tm, 1)[0])
+    return (excess, int(end.max()),
             int(end[in0].max()) if in0.any() else 0, int(end[in1].max()) if in1.any() else 0)
 
 
@@ -47,6 +47,9 @@ def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
 class TileResult:
     """How one tile was packed.
 
+    ``status``: "optimal" (proven, on overflow and totalIncludingGaps), "feasible" (a valid
+    allocation not proven optimal), "heuristic" (the heuristic's allocation) or "replay" (the
+    replayed order).
     ``bound``: a lower bound on totalIncludingGaps of any allocation with nothing overflowed:
     the tile's maximum live bytes, or a variable's window start plus its size when that is
     higher (an interleaved variable cannot end below interleavedMemoryStart + its size);

@@ -61,7 +61,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..liveness.graphalg import interval_order
 from . import search_kernel as K
+from .guard import K_ELEMENT, K_REGION, element_bounds, self_check
 from .problem import TileProblem
 
 #: Static orders tried in turn each round: MiniMalloc's three, then section total and width
@@ -102,8 +104,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     sm = _model_of(problem)
     if hint is not None and len(hint) == sm.n:
         h = np.asarray(hint, np.int64)
-        if K.placement_ok(h, sm.size, sm.align, sm.lo, np.minimum(sm.hi, cap), sm.ils, sm.nrs,
-                          sm.adj_ptr, sm.adj_idx, sm.adj_kind, sm.elem_starts):
+        if self_check(problem, h, capacity=cap):
             return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
                                 seconds=time.perf_counter() - t0)
     run = _Run(sm, cap)
@@ -134,24 +135,13 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             return _result(sm, run, "unknown", nodes, t0)
 
 
-def end_granularity(problem: TileProblem) -> int:
+def _grain(size, lo, align, ils, elem_starts) -> int:
     """A step ``g`` such that if anything fits below a capacity ``C``, something fits below
     ``C // g * g``: a left-justified placement (what the search looks for) has offsets built
     from sizes, window starts, element / region boundaries and alignment only, so its end is
     a multiple of their gcd (an alignment that neither divides nor is a multiple of ``g``
-    brings ``g`` down to their gcd). The search rounds capacities and window ends down to it;
-    a bisection over capacities can step by it.
-
-    >>> from tilemem.model import Report
-    >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[2048, 1024], alignment=[4, 4],
-    ...     offset=[0, 0], category=["variable"] * 2, eq_class=[0, 1], interference=[[], []])
-    >>> end_granularity(TileProblem.from_report(r, 0))
-    1024
+    brings ``g`` down to their gcd). The search rounds capacities and window ends down to it.
     """
-    return _model_of(problem).grain
-
-
-def _grain(size, lo, align, ils, elem_starts) -> int:
     if len(size) == 0:
         return 1
     vals = np.concatenate([size, lo, [ils], elem_starts[1:-1]]).astype(np.int64)
@@ -220,7 +210,7 @@ class _Model:
     ils: int
     nrs: bool
     sections_from: str  # "lifetimes", "interval" or "cliques"
-    grain: int  # see end_granularity
+    grain: int  # see _grain
 
     @property
     def num_sections(self) -> int:
@@ -244,27 +234,8 @@ def build_model(p: TileProblem) -> _Model:
     """The search arrays of ``p`` (independent of the capacity asked for)."""
     n = p.n
     size = np.maximum(p.size.astype(np.int64), 1)
-    tc = p.conflicts
-    nc = len(tc.classes)
-    al = tc.always_live.astype(bool)
-    by_class = np.argsort(tc.local_class, kind="stable").astype(np.int64)
-    class_ptr = np.zeros(nc + 1, np.int64)
-    np.cumsum(np.bincount(tc.local_class, minlength=nc), out=class_ptr[1:])
-
-    def sym(pairs):
-        a = np.concatenate([pairs[:, 0], pairs[:, 1]]).astype(np.int64)
-        b = np.concatenate([pairs[:, 1], pairs[:, 0]]).astype(np.int64)
-        order = np.argsort(a, kind="stable")
-        ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(a, minlength=n), out=ptr[1:])
-        return ptr, b[order]
-
-    ep_ptr, ep_idx = sym(p.element_pairs.reshape(-1, 2))
-    rp_ptr, rp_idx = sym(p.region_pairs.reshape(-1, 2))
-    adj_ptr, udst, ukind = K.interaction_csr(
-        n, tc.local_class.astype(np.int64), by_class, class_ptr,
-        tc.class_adj.indptr.astype(np.int64), tc.class_adj.indices.astype(np.int64),
-        al.astype(np.int64), np.flatnonzero(al).astype(np.int64), ep_ptr, ep_idx, rp_ptr, rp_idx)
+    adj_ptr, udst, ukind = K.interaction_csr(n, *p.conflicts.conflict_csr(), *p.element_adj,
+                                             *p.region_adj)
     usrc = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj_ptr))
 
     sections, width, how = _sections(p, size)
@@ -286,20 +257,20 @@ def build_model(p: TileProblem) -> _Model:
     if n and np.any(span_hi <= span_lo):
         raise AssertionError("a variable is in no section")
     half = usrc < udst
-    pairs_ = half & ((ukind & (K.K_ELEMENT | K.K_REGION)) != 0)
+    pairs_ = half & ((ukind & (K_ELEMENT | K_REGION)) != 0)
     K.extend_spans(span_lo, span_hi, usrc[half], udst[half])
     by_lo = np.argsort(span_lo, kind="stable").astype(np.int64)
     lo_idx = np.searchsorted(span_lo[by_lo], np.arange(S + 1)).astype(np.int64)
 
     has_elem = np.zeros(n, np.int64)
     has_reg = np.zeros(n, np.int64)
-    has_elem[usrc[(ukind & K.K_ELEMENT) != 0]] = 1
-    has_reg[usrc[(ukind & K.K_REGION) != 0]] = 1
+    has_elem[usrc[(ukind & K_ELEMENT) != 0]] = 1
+    has_reg[usrc[(ukind & K_REGION) != 0]] = 1
     nsec = np.diff(vsec_ptr)
     deg = np.diff(adj_ptr)
     need = 2 + deg + nsec + (span_hi - span_lo)  # trail records one placement may write
     t = p.target
-    elem_starts = np.append(t.memory_element_offsets.astype(np.int64), t.tile_memory)
+    elem_starts = element_bounds(p)
     return _Model(
         n=n, size=size, align=p.align.astype(np.int64), lo=p.lo.astype(np.int64),
         hi=p.hi.astype(np.int64), adj_ptr=adj_ptr, adj_idx=udst.astype(np.int64),
@@ -323,7 +294,7 @@ def _sections(p: TileProblem, size: np.ndarray):
     - "lifetimes": maximal cross-sections of the class steps, when every two variables live
       together conflict (then each cross-section is a clique);
     - "interval": the same over an interval model of the class graph when it has one
-      (``tilemem.graphalg.interval_order``, verified): exactly its maximal cliques;
+      (``tilemem.liveness.graphalg.interval_order``, verified): exactly its maximal cliques;
     - "cliques": otherwise a greedy clique cover of the class graph.
     """
     n = p.n
@@ -382,11 +353,7 @@ def _with_window_groups(sections, lo, hi):
 
 def _class_interval_model(p: TileProblem, rest: np.ndarray):
     """Per local class ``[start, end)`` positions of an interval model of the graph of the
-    classes of ``rest``, or None (not an interval graph, or the model finder is missing)."""
-    try:
-        from ..liveness.graphalg import interval_order
-    except ImportError:  # optional: the liveness stage's graph algorithms
-        return None
+    classes of ``rest``, or None (not an interval graph)."""
     tc = p.conflicts
     nc = len(tc.classes)
     used = np.zeros(nc, bool)
@@ -411,19 +378,6 @@ def _class_interval_model(p: TileProblem, rest: np.ndarray):
     return out
 
 
-def _class_adjacency(tc):
-    """Dense boolean class adjacency (local classes) with a true diagonal, or None when too
-    large."""
-    nc = len(tc.classes)
-    if nc > 4096:
-        return None
-    adj = np.zeros((nc, nc), bool)
-    if tc.class_adj.nnz:
-        adj[tc.class_adj.row_ids(), tc.class_adj.indices] = True
-    np.fill_diagonal(adj, True)  # a class conflicts with itself
-    return adj
-
-
 def _time_sections(p: TileProblem, rest: np.ndarray, lt: np.ndarray, verify: bool):
     """Maximal cross-sections of the lifetimes ``lt`` of the variables ``rest``, as arrays of
     variables, or None when a lifetime is empty or (``verify``) a cross-section is not a
@@ -431,8 +385,8 @@ def _time_sections(p: TileProblem, rest: np.ndarray, lt: np.ndarray, verify: boo
     start, end = lt[:, 0], lt[:, 1]
     if np.any(end <= start):
         return None
-    adj = _class_adjacency(p.conflicts) if verify else None
-    if verify and adj is None:
+    adj = p.conflicts.class_matrix if verify else None
+    if verify and adj is None:  # past the dense limit: not verified, so not used
         return None
     starts_sorted = np.sort(start)
     rec = []
@@ -476,9 +430,7 @@ def _clique_sections(p: TileProblem, rest: np.ndarray):
 
     tc = p.conflicts
     nc = len(tc.classes)
-    members = [[] for _ in range(nc)]
-    for i in rest.tolist():
-        members[tc.local_class[i]].append(i)
+    members = tc.class_members(always_live=False)
     present = np.array([len(x) > 0 for x in members], bool)
     ca = tc.class_adj
     g = csr_matrix((np.ones(ca.nnz, np.int8), ca.indices, ca.indptr), shape=(nc, nc))
@@ -511,8 +463,8 @@ def _clique_sections(p: TileProblem, rest: np.ndarray):
             cliques.append([c])
     cliques.sort(key=lambda cl: (min(pos[x] for x in cl), max(pos[x] for x in cl)))
     cliques = [cliques[i] for i in _short_span_order(cliques, nc)]
-    return [np.asarray([i for y in sorted(cl, key=pos.__getitem__) for i in members[y]],
-                       np.int64) for cl in cliques]
+    return [np.concatenate([members[y] for y in sorted(cl, key=pos.__getitem__)]).astype(np.int64)
+            for cl in cliques]
 
 
 def _short_span_order(cliques, nc, rounds: int = 12) -> list[int]:
@@ -665,9 +617,4 @@ class _Run:
 
 def _norm0(sm: _Model, hi: np.ndarray) -> np.ndarray:
     """The lowest legal offset of every variable on its own (INF where it has none)."""
-    a = sm.align
-    x = -(-sm.lo // a) * a
-    if sm.nrs:
-        span = (x < sm.ils) & (x + sm.size > sm.ils)
-        x = np.where(span, -(-sm.ils // a) * a, x)
-    return np.where(x + sm.size > hi, K.INF, x).astype(np.int64)
+    return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, sm.ils, sm.nrs)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-INF = np.int64(1) << np.int64(60)
+from .guard import INF, K_CONFLICT, K_ELEMENT, K_REGION, bound_after, lowest_legal
 
 # run() results
 FOUND, INFEASIBLE, ABORTED, PAUSED, NEED_TRAIL = 1, 2, 3, 4, 5
@@ -49,8 +49,7 @@ NUM_REGS = 7
 # trail record kinds
 T_OFF, T_M, T_TOTAL, T_CUT, T_PRE = range(5)
 
-# interaction kinds (bits of adj_kind)
-K_CONFLICT, K_ELEMENT, K_REGION = 1, 2, 4
+# interaction kinds (bits of adj_kind): the guard's K_CONFLICT, K_ELEMENT, K_REGION
 
 # static order keys: W(idth), A(rea), T(otal of the sections) and R (a given random or hint
 # key) descending as in MiniMalloc; D(eadline: the end of the window) ascending
@@ -60,55 +59,17 @@ KEY_W, KEY_A, KEY_T, KEY_R, KEY_D, KEY_Z = 0, 1, 2, 3, 4, 5
 @njit(cache=True, inline="always")
 def _norm(k, b, size, align, lo, hi, ils, nrs):
     """Lowest legal offset of ``k`` at or above ``b`` (INF if none)."""
-    x = b if b > lo[k] else lo[k]
-    a = align[k]
-    r = x % a
-    if r:
-        x += a - r
-    if nrs and x < ils and x + size[k] > ils:
-        x = ils
-        r = x % a
-        if r:
-            x += a - r
-    if x + size[k] > hi[k]:
-        return INF
-    return x
+    x = lowest_legal(b, size[k], align[k], lo[k], hi[k], ils, nrs)
+    return INF if x < 0 else x
 
 
-@njit(cache=True, inline="always")
-def _next_element_start(addr, elem_starts):
-    """Start of the element after the one holding byte ``addr`` (elem_starts ends with the
-    end of memory)."""
-    lo_ = 0
-    hi_ = len(elem_starts) - 1  # elem_starts[lo_] <= addr < elem_starts[hi_]
-    while hi_ - lo_ > 1:
-        mid = (lo_ + hi_) >> 1
-        if elem_starts[mid] <= addr:
-            lo_ = mid
-        else:
-            hi_ = mid
-    return elem_starts[hi_]
-
-
-@njit(cache=True, inline="always")
-def _after_region(addr, ils):
-    return ils if addr < ils else INF
-
-
-@njit(cache=True, inline="always")
-def _bound(kind, top, elem_starts, ils):
-    """Lower bound on a variable's offset placed after one ending at ``top`` that it
-    interacts with (``kind`` bits: conflict, element partner, region partner)."""
-    bnd = top if kind & K_CONFLICT else 0
-    if kind & K_ELEMENT:
-        x = _next_element_start(top - 1, elem_starts)
-        if x > bnd:
-            bnd = x
-    if kind & K_REGION:
-        x = _after_region(top - 1, ils)
-        if x > bnd:
-            bnd = x
-    return bnd
+@njit(cache=True)
+def lowest_offsets(size, align, lo, hi, ils, nrs):
+    """``_norm`` of every variable from 0: its lowest legal offset on its own."""
+    out = np.empty(len(size), np.int64)
+    for k in range(len(size)):
+        out[k] = _norm(k, 0, size, align, lo, hi, ils, nrs)
+    return out
 
 
 @njit(cache=True)
@@ -136,17 +97,22 @@ def _undo(mark, trail, reg, off, m, total, cuts, pre):
 def dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils):
     """An offset at or above which no variable may be placed while ``k`` is unplaced: ``k``
     would fit wholly below it at ``m[k]`` (a gap a left-justified solution never leaves)."""
-    top = m[k] + size[k]
-    h = top
-    if has_elem[k]:
-        e = _next_element_start(top - 1, elem_starts)
-        if e > h:
-            h = e
-    if has_reg[k]:
-        e = _after_region(top - 1, ils)
-        if e > h:
-            h = e
-    return h
+    kind = K_CONFLICT | (K_ELEMENT if has_elem[k] else 0) | (K_REGION if has_reg[k] else 0)
+    return bound_after(kind, m[k] + size[k], elem_starts, ils)
+
+
+@njit(cache=True, inline="always")
+def _node_frame(frames, q, a, b, thr_m, thr_p):
+    """Frame ``q`` becomes a fresh search node of part ``[a, b)`` whose placements must be
+    canonical above ``(thr_m, thr_p)`` (-1: anything goes)."""
+    frames[q, F_KIND] = NODE
+    frames[q, F_A] = a
+    frames[q, F_B] = b
+    frames[q, F_THR_M] = thr_m
+    frames[q, F_THR_P] = thr_p
+    frames[q, F_LAST_M] = -1
+    frames[q, F_LAST_P] = -1
+    frames[q, F_CUR] = -1
 
 
 @njit(cache=True)
@@ -194,14 +160,7 @@ def run(model, state, heur, limit, budget):
             _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width,
                       area, rand_key, hi, size, trail, reg, tmp_vars, tmp_key)
             q = sp + 1
-            frames[q, F_KIND] = NODE
-            frames[q, F_A] = a
-            frames[q, F_B] = b
-            frames[q, F_THR_M] = -1
-            frames[q, F_THR_P] = -1
-            frames[q, F_LAST_M] = -1
-            frames[q, F_LAST_P] = -1
-            frames[q, F_CUR] = -1
+            _node_frame(frames, q, a, b, -1, -1)
             reg[R_SP] = q
             reg[R_MODE] = ENTER
             continue
@@ -325,14 +284,7 @@ def run(model, state, heur, limit, budget):
             frames[q, F_PI] = 0
             frames[q, F_MARK] = reg[R_TL]
         else:
-            frames[q, F_KIND] = NODE
-            frames[q, F_A] = a
-            frames[q, F_B] = b
-            frames[q, F_THR_M] = o
-            frames[q, F_THR_P] = best_p
-            frames[q, F_LAST_M] = -1
-            frames[q, F_LAST_P] = -1
-            frames[q, F_CUR] = -1
+            _node_frame(frames, q, a, b, o, best_p)
         reg[R_SP] = q
         reg[R_MODE] = ENTER
 
@@ -353,12 +305,12 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, elem_starts, span_lo, o
         kd = pair_kind[e]
         xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, ils, nrs)
         if xi < INF:
-            bk = _bound(kd, xi + size[i], elem_starts, ils)
+            bk = bound_after(kd, xi + size[i], elem_starts, ils)
             if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, ils, nrs) < INF:
                 continue
         xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, ils, nrs)
         if xk < INF:
-            bi = _bound(kd, xk + size[k], elem_starts, ils)
+            bi = bound_after(kd, xk + size[k], elem_starts, ils)
             if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, ils, nrs) < INF:
                 continue
         return False
@@ -392,7 +344,7 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
         if off[i] >= 0:
             continue
         hat = True
-        bnd = _bound(adj_kind[e], top, elem_starts, ils)
+        bnd = bound_after(adj_kind[e], top, elem_starts, ils)
         if bnd <= m[i]:
             continue
         nm = _norm(i, bnd, size, align, lo, hi, ils, nrs)
@@ -505,11 +457,11 @@ def _add_partners(ptr, idx, i, mark, bits, row, cnt, kind):
 
 
 @njit(cache=True)
-def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, always, live,
-                    ep_ptr, ep_idx, rp_ptr, rp_idx):
-    """Every variable's interacting variables with the kinds as bits (conflict: either
-    always-live, same class or interfering classes; element / region partners), as CSR
-    ``(ptr, idx, kind)``; two passes (count, fill), each row deduplicated with a mark."""
+def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
+    """Every variable's interacting variables with the kinds as bits: its conflicts (the
+    liveness stage's conflict graph, ``TileConflicts.conflict_csr``) and its element / region
+    partners, as CSR ``(ptr, idx, kind)``; two passes (count, fill), each row deduplicated
+    with a mark."""
     mark = np.full(n, -1, np.int64)
     bits = np.zeros(n, np.int64)
     row = np.zeros(n, np.int64)
@@ -523,31 +475,12 @@ def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, alw
         mark[:] = -1
         for i in range(n):
             cnt = 0
-            if always[i]:
-                for j in range(n):
-                    if j != i:
-                        mark[j] = i
-                        bits[j] = K_CONFLICT
-                        row[cnt] = j
-                        cnt += 1
-            else:
-                ci = local_class[i]
-                for q in range(-1, cadj_ptr[ci + 1] - cadj_ptr[ci]):
-                    cl = ci if q < 0 else cadj_idx[cadj_ptr[ci] + q]
-                    for t in range(class_ptr[cl], class_ptr[cl + 1]):
-                        j = by_class[t]
-                        if j != i and mark[j] != i:
-                            mark[j] = i
-                            bits[j] = K_CONFLICT
-                            row[cnt] = j
-                            cnt += 1
-                for t in range(len(live)):
-                    j = live[t]
-                    if j != i and mark[j] != i:
-                        mark[j] = i
-                        bits[j] = K_CONFLICT
-                        row[cnt] = j
-                        cnt += 1
+            for t in range(conf_ptr[i], conf_ptr[i + 1]):
+                j = conf_idx[t]
+                mark[j] = i
+                bits[j] = K_CONFLICT
+                row[cnt] = j
+                cnt += 1
             cnt = _add_partners(ep_ptr, ep_idx, i, mark, bits, row, cnt, K_ELEMENT)
             cnt = _add_partners(rp_ptr, rp_idx, i, mark, bits, row, cnt, K_REGION)
             if phase == 0:
@@ -558,28 +491,6 @@ def interaction_csr(n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx, alw
                     idx[base + t] = row[t]
                     kind[base + t] = bits[row[t]]
     return ptr, idx, kind
-
-
-@njit(cache=True)
-def placement_ok(off, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind, elem_starts):
-    """Does ``off`` respect every rule the search enforces (windows ``lo``/``hi``, alignment,
-    region span, conflicts, element and region partners)? Used to accept a hint as is."""
-    n = len(off)
-    for i in range(n):
-        o = off[i]
-        if o < lo[i] or o % align[i] != 0 or o + size[i] > hi[i]:
-            return False
-        if nrs and o < ils < o + size[i]:
-            return False
-    for i in range(n):
-        for e in range(adj_ptr[i], adj_ptr[i + 1]):
-            j = adj_idx[e]
-            if j <= i:
-                continue
-            a, b = (i, j) if off[i] <= off[j] else (j, i)  # a starts first
-            if off[b] < _bound(adj_kind[e], off[a] + size[a], elem_starts, ils):
-                return False
-    return True
 
 
 @njit(cache=True)

@@ -1,0 +1,162 @@
+"""The packing driver (``tilemem.pack.driver``) and its methods against independent
+expectations.
+
+- every method's allocation passes the independent checker (``pack_oracle.violations``);
+- exact is never worse than the heuristic, the heuristic never worse than replay;
+- identical tiles are solved once; the worker processes give the same offsets as one process.
+"""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pack_oracle import examples, passes_both_checkers, small_reports, violations
+from pack_oracle import objective as oracle_objective
+from tilemem.check import check_allocation
+from tilemem.model import Report
+from tilemem.pack import driver
+from tilemem.pack.bounds import tile_bounds
+from tilemem.pack.driver import allocate
+from tilemem.pack.result import TileResult
+from tilemem.model.target import Target
+
+
+def keys(r, off):
+    return [oracle_objective(r, off, t) for t in range(r.num_tiles)]
+
+
+@examples(1000)
+@given(small_reports(max_vars=10, tiles=2))
+def test_replay_and_heuristic_pass_the_checker(r):
+    rep = allocate(r, method="replay", workers=1)
+    heu = allocate(r, method="heuristic", workers=1)
+    passes_both_checkers(r, rep.offsets)
+    passes_both_checkers(r, heu.offsets)
+    for k_rep, k_heu in zip(keys(r, rep.offsets), keys(r, heu.offsets)):
+        assert k_heu <= k_rep  # replay's order is one of the heuristic's candidates
+    for res in heu.tiles:
+        over, total = oracle_objective(r, heu.offsets, res.tile)
+        assert (res.overflow_bytes, res.total_including_gaps) == (over, total)
+        if res.status == "optimal":  # claimed by the bound: the bound must be met
+            assert over == 0 and total <= res.bound
+
+
+@examples(200)
+@given(small_reports(max_vars=9, tiles=2), st.sampled_from(["auto", "exact"]))
+def test_exact_passes_the_checker_and_beats_the_heuristic(r, method):
+    heu = allocate(r, method="heuristic", workers=1)
+    ex = allocate(r, method=method, workers=1, time_limit=5, deterministic=True)
+    passes_both_checkers(r, ex.offsets)
+    for k_heu, k_ex in zip(keys(r, heu.offsets), keys(r, ex.offsets)):
+        assert k_ex <= k_heu
+
+
+def test_identical_tiles_are_solved_once():
+    n = 6
+    r = Report.from_columns(target=Target(3, 256, 128, np.array([0, 64, 128, 192])),
+                            var_id=range(3 * n), tile=[0] * n + [1] * n + [2] * n,
+                            size=[16, 24, 8, 40, 4, 12] * 3, alignment=[4] * (3 * n),
+                            offset=[0] * (3 * n), category=["variable"] * (3 * n),
+                            eq_class=[0, 1, 2, 0, 1, 2] * 3,
+                            interference=[[1], [0, 2], [1]],
+                            allocation_order=[list(range(t * n, t * n + n)) for t in range(3)])
+    a = allocate(r, method="heuristic", workers=1)
+    assert [t.note for t in a.tiles][1:] == ["same problem as tile 0"] * 2
+    assert a.offsets[:n].tolist() == a.offsets[n:2 * n].tolist() == a.offsets[2 * n:].tolist()
+    assert violations(r, a.offsets) == []
+
+
+@pytest.mark.parametrize("method", ["replay", "heuristic", "auto"])
+def test_process_pool_gives_the_same_offsets(method):
+    rng = np.random.default_rng(0)
+    n, tiles = 60, 4
+    r = Report.from_columns(target=Target(tiles, 1024, 512, np.array([0, 256, 512, 768])),
+                            var_id=range(n), tile=rng.integers(0, tiles, n),
+                            size=rng.integers(1, 30, n) * 4,
+                            alignment=rng.choice([4, 8, 16], n), offset=[0] * n,
+                            category=["variable"] * n, eq_class=rng.integers(0, 8, n),
+                            interference=[sorted(set(rng.integers(0, 8, 3).tolist()))
+                                          for _ in range(8)],
+                            in_interleaved_mem=rng.random(n) < 0.3)
+    one = allocate(r, method=method, workers=1, time_limit=2, deterministic=True)
+    two = allocate(r, method=method, workers=2, time_limit=2, deterministic=True)
+    assert violations(r, two.offsets) == []
+    if method != "auto":  # the exact part may stop at different points under load
+        assert one.offsets.tolist() == two.offsets.tolist()
+
+
+def test_generated_report_heuristic_never_overflows_more_than_replay():
+    """A generated Mk1 report with tiles out of memory: per tile, the heuristic (and auto)
+    overflows no more than replaying the report's own order, and everything checks."""
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=1.3, seed=1)
+    rep = allocate(r, method="replay", workers=1)
+    heu = allocate(r, method="heuristic", workers=2, verify=True)
+    auto = allocate(r, method="auto", workers=2, time_limit=1, verify=True)
+    assert rep.summary()["tilesThatFit"] < len(rep.tiles)  # some tiles really are full
+    assert check_allocation(r, rep.offsets).ok
+    for a, b, c in zip(rep.tiles, heu.tiles, auto.tiles):
+        assert a.tile == b.tile == c.tile
+        assert c.overflow_bytes <= b.overflow_bytes <= a.overflow_bytes
+        assert (c.overflow_bytes, c.total_including_gaps) <= (b.overflow_bytes,
+                                                             b.total_including_gaps)
+
+
+def three_tiles():
+    """Three different tiles (no two share a problem) of conflicting variables."""
+    rng = np.random.default_rng(7)
+    n = 18
+    return Report.from_columns(target=Target(3, 1024, 512, np.array([0, 256, 512, 768])),
+                               var_id=range(n), tile=np.repeat([0, 1, 2], 6),
+                               size=rng.integers(1, 30, n) * 4, alignment=[4] * n,
+                               offset=[0] * n, category=["variable"] * n,
+                               eq_class=rng.integers(0, 5, n),
+                               interference=[[1, 2], [0, 3], [0, 4], [1], [2]])
+
+
+def test_given_bounds_are_used_instead_of_computed(monkeypatch):
+    r = three_tiles()
+    computed = tile_bounds(r, [0, 1, 2])
+    calls = []
+
+    def counting(report, tiles, time_limit=10.0):
+        calls.append(sorted(int(t) for t in tiles))
+        return tile_bounds(report, tiles, time_limit)
+
+    monkeypatch.setattr(driver, "tile_bounds", counting)
+    own = allocate(r, method="heuristic", workers=1)
+    assert calls == [[0, 1, 2]]
+    given_ = allocate(r, method="heuristic", workers=1, bounds=computed)
+    assert calls == [[0, 1, 2]]  # nothing computed again
+    assert given_.offsets.tolist() == own.offsets.tolist()
+    assert [t.bound for t in given_.tiles] == [t.bound for t in own.tiles]
+    # only the tiles missing from ``bounds`` are computed; a given one is what the result says
+    calls.clear()
+    part = allocate(r, method="heuristic", workers=1, bounds={1: (5000, False)})
+    assert calls == [[0, 2]]
+    assert (part.tiles[1].bound, part.tiles[1].bound_exact) == (5000, False)
+
+
+def test_a_failing_worker_fails_the_call(monkeypatch):
+    def boom(p, method, **kw):
+        raise ValueError(f"boom on tile {p.tile}")
+
+    monkeypatch.setattr(driver, "solve_tile", boom)
+    with pytest.raises(ValueError, match="boom on tile"):
+        allocate(three_tiles(), method="heuristic", workers=2)
+
+
+def test_verify_raises_on_a_broken_allocation(monkeypatch):
+    def overlapping(p, method, **kw):  # every variable at 0: conflicting ones overlap
+        res = TileResult(tile=p.tile, method=method, status="heuristic", overflow_bytes=0,
+                         total_including_gaps=int(p.size.max()), bound=0, bound_exact=False,
+                         gap=0.0, seconds=0.0)
+        return res, np.zeros(p.n, np.int64)
+
+    monkeypatch.setattr(driver, "solve_tile", overlapping)
+    r = three_tiles()
+    assert violations(r, allocate(r, method="heuristic", workers=1).offsets) != []
+    with pytest.raises(AssertionError, match="failed the checker"):
+        allocate(r, method="heuristic", workers=1, verify=True)
+

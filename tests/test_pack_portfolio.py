@@ -1,0 +1,146 @@
+"""The exact portfolio (``tilemem.pack.portfolio``) against independent expectations.
+
+- exact equals a brute-force optimum (``pack_oracle.brute_force``, by enumeration) on tiny
+  tiles, and every result passes the independent checkers;
+- a bad solver result is rejected by the guard, a valid one is used;
+- CP-SAT's no-overlap cliques cover every conflicting pair; a model too large is skipped with
+  a valid allocation kept.
+"""
+import itertools
+
+import numpy as np
+from hypothesis import given
+
+from pack_oracle import (TINY_GEOMETRY, brute_force, examples, passes_both_checkers,
+                         small_reports, violations)
+from pack_oracle import objective as oracle_objective
+from tilemem.model import Report
+from tilemem.pack import heuristic as heuristic_mod
+from tilemem.pack import portfolio as portfolio_mod
+from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
+from tilemem.pack.driver import allocate
+from tilemem.pack.guard import self_check
+from tilemem.pack.portfolio import solve_tile
+from tilemem.pack.problem import TileProblem
+from tilemem.model.target import Target
+
+
+@examples(120)
+@given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
+def test_exact_matches_brute_force(r):
+    ex = allocate(r, method="exact", workers=1, time_limit=20, deterministic=True)
+    passes_both_checkers(r, ex.offsets)
+    assert ex.tiles[0].status == "optimal", ex.tiles[0].note
+    assert oracle_objective(r, ex.offsets, 0) == brute_force(r)
+
+
+def test_brute_force_on_a_hand_computed_case():
+    # 3 mutually conflicting 16-byte vars in 48 bytes, one must be interleaved (>= 32):
+    # optimum packs all three exactly, end 48.
+    r = Report.from_columns(target=TINY_GEOMETRY, var_id=[0, 1, 2], tile=[0] * 3,
+                            size=[16] * 3, alignment=[4] * 3, offset=[0] * 3,
+                            category=["variable"] * 3, eq_class=[0] * 3, interference=[[]],
+                            in_interleaved_mem=[1, 0, 0])
+    assert brute_force(r) == (0, 48)
+    # an element constraint between the two non-interleaved vars: elements [0,16), [16,32)
+    # still allow it; a region constraint between them does not -> 16 bytes overflow
+    r2 = Report.from_columns(target=TINY_GEOMETRY, var_id=[0, 1, 2], tile=[0] * 3,
+                             size=[16] * 3, alignment=[4] * 3, offset=[0] * 3,
+                             category=["variable"] * 3, eq_class=[0] * 3, interference=[[]],
+                             in_interleaved_mem=[1, 0, 0], region_constraints=[[], [2], []])
+    assert brute_force(r2) == (16, 64)
+    ex = allocate(r2, method="exact", workers=1, time_limit=10)
+    assert oracle_objective(r2, ex.offsets, 0) == (16, 64)
+    assert ex.tiles[0].status == "optimal"
+
+
+def test_bad_solver_results_are_rejected(monkeypatch):
+    # a fake exact search that returns an overlapping allocation: the driver must drop it
+    from types import SimpleNamespace
+
+    r = Report.from_columns(var_id=[0, 1, 2], tile=[0] * 3, size=[100, 100, 100],
+                            alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+                            eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
+    p = TileProblem.from_report(r, 0)
+
+    def bad_search(problem, time_limit, hint=None, capacity=None):
+        return SimpleNamespace(offsets=np.zeros(problem.n, np.int64), status="optimal")
+
+    monkeypatch.setattr(portfolio_mod, "_search_function", lambda: bad_search)
+    # no local search: the search's answer (then CP-SAT's) is what this test is about
+    monkeypatch.setattr(heuristic_mod, "improve", lambda p, start, **kw: (start, 0))
+    hint = np.array([0, 100, 200])  # valid, but 100 bytes above the bound
+    assert self_check(p, hint)
+    res, off = solve_tile(p, "auto", hint=hint, time_limit=5, bound=(200, True))
+    assert "rejected" in res.note
+    col = r.offset.copy()
+    col[p.rows] = off
+    assert violations(r, col) == []
+    assert res.total_including_gaps == 200 and res.status == "optimal"  # CP-SAT's answer
+
+
+def test_search_result_is_used_when_valid(monkeypatch):
+    # exact fit that greedy orders miss; a fake search that knows the answer
+    from types import SimpleNamespace
+
+    geometry = Target(1, 64, 64, np.array([0]))
+    # lifetimes: a[0,2) b[1,3) c[2,4) d[0,4); sizes chosen so only one layout fits in 64
+    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
+                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
+                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
+                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
+    p = TileProblem.from_report(r, 0)
+    answer = np.array([40, 24, 40, 0])
+    assert self_check(p, answer)
+    calls = []
+
+    def search(problem, time_limit, hint=None, capacity=None):
+        calls.append(hint is not None)
+        return SimpleNamespace(offsets=answer.copy(), status="optimal")
+
+    monkeypatch.setattr(portfolio_mod, "_search_function", lambda: search)
+    # start from a valid allocation that overflows d, as a weak heuristic might
+    hint = np.array([0, 24, 0, 64])
+    assert self_check(p, hint)
+    res, off = solve_tile(p, "auto", hint=hint, time_limit=5, bound=(64, True))
+    assert calls == [True]
+    assert res.status == "optimal" and res.total_including_gaps == 64
+    assert off.tolist() == answer.tolist()
+
+
+def test_conflict_cliques_cover_every_conflicting_pair():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n, k = 12, 6
+        cls = rng.integers(0, k, n)
+        inter = [sorted(set(rng.integers(0, k, 3).tolist())) for _ in range(k)]
+        r = Report.from_columns(var_id=range(n), tile=[0] * n, size=[4] * n,
+                                alignment=[4] * n, offset=[0] * n,
+                                category=["variable"] * n, eq_class=cls, interference=inter,
+                                always_live=rng.random(n) < 0.15)
+        p = TileProblem.from_report(r, 0)
+        cliques = conflict_cliques(p)
+        covered = {(int(a), int(b)) for c in cliques for a, b in itertools.combinations(c, 2)}
+        for a, b in itertools.combinations(range(n), 2):
+            if p.conflicts.conflicts(a, b):
+                assert (a, b) in covered
+        for c in cliques:  # and a clique is a clique
+            for a, b in itertools.combinations(c.tolist(), 2):
+                assert p.conflicts.conflicts(a, b)
+
+
+def test_cpsat_skipped_when_too_large_keeps_a_valid_allocation(monkeypatch):
+    from tilemem.pack import cpsat as cpsat_mod
+
+    monkeypatch.setattr(cpsat_mod, "MAX_CLIQUE_ENTRIES", 0)
+    monkeypatch.setattr(portfolio_mod, "_search_function", lambda: None)
+    r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[40, 30, 20, 10],
+                            alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+                            eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 3], [0], [1]])
+    p = TileProblem.from_report(r, 0)
+    res = solve_cpsat(p, hint=np.array([0, 40, 40, 0]), time_limit=5)
+    assert res.status == "unknown" and "too large" in res.note
+    assert res.offsets.tolist() == [0, 40, 40, 0]
+    out = allocate(r, method="exact", workers=1, time_limit=2)
+    passes_both_checkers(r, out.offsets)
+    assert "skipped" in out.tiles[0].note or out.tiles[0].status == "optimal"
