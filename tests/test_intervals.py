@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tilemem.graphalg import csr_from_edges
-from tilemem.intervals import (chordal_cliques, clique_path, consecutive_order, ordered_cliques,
-                               refine_colours, tree_order)
+from tilemem.intervals import (chordal_cliques, clique_path, consecutive_order, interval_model,
+                               ordered_cliques, refine_colours, tree_order)
 
 
 def _csr(g: nx.Graph):
@@ -221,3 +221,18 @@ def test_colours_do_not_depend_on_the_numbering():
 def test_colours_tell_a_path_end_from_its_middle():
     c = refine_colours(*csr_from_edges(5, [(0, 1), (1, 2), (2, 3), (3, 4)]), np.zeros(5))
     assert c[0] == c[4] and c[1] == c[3] and len({c[0], c[1], c[2]}) == 3
+
+
+def test_interval_model_overlaps_are_the_edges():
+    rng = np.random.default_rng(9)
+    for i in range(40):
+        n = int(rng.integers(1, 30))
+        g = _random_intervals(rng, n) if i % 2 else _random_chordal(rng, n)
+        model = interval_model(*_csr(g))
+        assert (model is not None) == _is_interval(g)
+        if model is not None:
+            a, b = model[:, 0], model[:, 1]
+            assert np.all(a < b)
+            got = {(u, v) for u in range(n) for v in range(u + 1, n)
+                   if a[u] < b[v] and a[v] < b[u]}
+            assert got == {tuple(sorted(e)) for e in g.edges()}

@@ -18,6 +18,7 @@ sorted, no self loops), as in ``tilemem.graphalg``. Cliques are returned as CSR 
   consecutive-ones test over the maximal cliques decides (overlap components, each arranged
   uniquely up to reversal, nested by containment; after Hsu's decomposition). Every order
   returned is verified: each vertex's cliques are consecutive.
+- ``interval_model``: the same as intervals ``[start, end)`` per vertex.
 - ``chordal_cliques``: the maximal cliques and a clique tree of a chordal graph (maximum
   cardinality search; Blair & Peyton), else ``None``.
 - ``tree_order``: a linear order of a clique tree's cliques in which vertices span few
@@ -384,6 +385,28 @@ def clique_path(indptr, indices, sweeps: int = 8):
     if order is None:
         return None
     return _reorder(ptr, members, order)
+
+
+def interval_model(indptr, indices) -> np.ndarray | None:
+    """An interval model of the graph, ``(n, 2)`` intervals ``[start, end)`` over clique
+    positions (two vertices adjacent exactly when their intervals overlap), from
+    ``clique_path``; ``None`` when the graph is not an interval graph.
+
+    >>> from tilemem.graphalg import csr_from_edges
+    >>> interval_model(*csr_from_edges(3, [(0, 1), (1, 2)])).tolist()
+    [[0, 1], [0, 2], [1, 2]]
+    """
+    path = clique_path(indptr, indices)
+    if path is None:
+        return None
+    ptr, members = path
+    n = len(indptr) - 1
+    at = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    start = np.full(n, len(ptr) - 1, np.int64)
+    end = np.zeros(n, np.int64)
+    np.minimum.at(start, members, at)
+    np.maximum.at(end, members, at + 1)
+    return np.stack([start, end], axis=1)
 
 
 def _reorder(ptr, members, order):
