@@ -514,8 +514,8 @@ def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) 
     ``labels``, compared as tuples), then repeatedly split colours by the multiset of
     neighbours' colours (with ``edge_labels``, small non-negative ints per CSR entry) until
     stable. Colours are ``0..c-1`` in an order fixed by the labels and the graph alone, so two
-    numberings of the same graph get the same colour per vertex (the multisets are compared
-    through 64-bit hashes: a collision would merely merge two colours).
+    numberings of the same graph get the same colour per vertex (colours and multisets are
+    compared through 64-bit hashes: a collision would merely merge two colours).
 
     >>> from tilemem.graphalg import csr_from_edges
     >>> c = refine_colours(*csr_from_edges(4, [(0, 1), (1, 2), (2, 3)]), np.zeros(4))
@@ -543,9 +543,13 @@ def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) 
             s = np.zeros(n, np.uint64)
             if len(indices):
                 s[nonempty] = np.add.reduceat(h, indptr[:-1][nonempty])
-        key = np.stack([colour.astype(np.uint64), s], axis=1)
-        _, new = np.unique(key, axis=0, return_inverse=True)
-        new = new.reshape(-1).astype(np.int64)
+            key = _mix(_mix(colour.astype(np.uint64)) ^ s)
+        order = np.argsort(key, kind="stable")
+        step = np.ones(n, np.int64)
+        step[0] = 0
+        step[1:] = key[order][1:] != key[order][:-1]
+        new = np.empty(n, np.int64)
+        new[order] = np.cumsum(step)
         new_num = int(new.max()) + 1
         colour = new
         if new_num == num:

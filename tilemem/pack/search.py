@@ -449,6 +449,8 @@ def _with_window_groups(sections, lo, hi):
     """Each section followed by its members that must end by an earlier window end, or start
     at or after a later window start, than the others (e.g. code below the interleaved
     region, interleaved variables above it): sub-cliques with their own capacity check."""
+    if len(lo) == 0 or (np.all(hi == hi[0]) and np.all(lo == lo[0])):
+        return sections  # one window for all: no sub-cliques
     out = []
     for sec in sections:
         out.append(sec)
@@ -490,9 +492,9 @@ def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
     dst = tc.class_adj.indices
     keep = used[src] & used[dst] & (src != dst)
     a, b = new[src[keep]], new[dst[keep]]
-    key = np.unique(a * len(ids) + b)
-    a, b = key // len(ids), key % len(ids)
     k = len(ids)
+    key = _sorted_unique(a * k + b)
+    a, b = key // k, key % k
     indptr = np.zeros(k + 1, np.int64)
     np.cumsum(np.bincount(a, minlength=k), out=indptr[1:])
     labels = np.stack([np.bincount(new[cls], weights=size[rest], minlength=k),
@@ -501,7 +503,7 @@ def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
     canon = np.lexsort((np.arange(k), colour))  # canon[j]: the class numbered j
     at = np.empty(k, np.int64)
     at[canon] = np.arange(k)
-    key = np.unique(at[a] * k + at[b])
+    key = _sorted_unique(at[a] * k + at[b])
     ca, cb = key // k, key % k
     cptr = np.zeros(k + 1, np.int64)
     np.cumsum(np.bincount(ca, minlength=k), out=cptr[1:])
@@ -510,13 +512,25 @@ def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
         return None
     ptr, members, how = got
     members = canon[members]
-    by = np.argsort(new[cls], kind="stable")
-    vptr = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(np.bincount(new[cls], minlength=len(ids)), out=vptr[1:])
-    vars_of = rest[by]
-    secs = [np.concatenate([vars_of[vptr[c]:vptr[c + 1]] for c in members[ptr[q]:ptr[q + 1]]])
-            for q in range(len(ptr) - 1)]
-    return secs, how
+    # each clique's variables: the variables of its classes, one after the other
+    vars_of = rest[np.argsort(new[cls], kind="stable")]
+    per_class = np.bincount(new[cls], minlength=k)
+    vptr = np.zeros(k + 1, np.int64)
+    np.cumsum(per_class, out=vptr[1:])
+    cnt = per_class[members]
+    flat = vars_of[np.repeat(vptr[members] - np.cumsum(cnt) + cnt, cnt)
+                   + np.arange(cnt.sum())]
+    bounds = np.zeros(len(ptr), np.int64)
+    np.cumsum(np.add.reduceat(cnt, ptr[:-1]) if len(cnt) else [], out=bounds[1:])
+    return np.split(flat, bounds[1:-1]), how
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an int64 array, by sorting (much faster here than its hash path)."""
+    x = np.sort(x)
+    keep = np.ones(len(x), bool)
+    keep[1:] = x[1:] != x[:-1]
+    return x[keep]
 
 
 def _canonical_orientation(secs, size):
