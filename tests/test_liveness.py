@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tilemem import liveness
 from tilemem.cli import cli
 from tilemem.load import save_report
 from tilemem.liveness import (always_live_bytes, class_graph, max_live, max_live_all,

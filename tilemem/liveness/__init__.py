@@ -697,8 +697,9 @@ def timeline(r: Report, tile: int | None = None) -> np.ndarray | None:
     - With the ``equivalenceClassSteps`` extension: those program steps (whatever ``tile``).
     - Otherwise, when the class graph (restricted to the classes of ``tile``'s allocated
       variables if given) is an interval graph: an interval model of it found by LexBFS sweeps
-      (``tilemem.liveness.graphalg.interval_order``; every model returned is verified), over positions
-      ``0..k-1``; classes outside the tile get ``[-1, -1]``. The order of program points is
+      (``tilemem.liveness.graphalg.interval_order``; every model returned is verified) or, when
+      they fail, by the exact test of ``tilemem.liveness.intervals.interval_model``, over
+      positions; classes outside the tile get ``[-1, -1]``. The order of program points is
       recovered only up to what the graph determines (e.g. mirror images are equally valid).
     - ``None`` when no interval model was found (e.g. If/Else branches make the graph
       non-interval): a time x address map cannot be drawn.
@@ -716,6 +717,10 @@ def timeline(r: Report, tile: int | None = None) -> np.ndarray | None:
         ip, ix = _local_graph(inter.indptr, inter.indices, classes,
                               np.full(max(r.num_classes, 1), -1, np.int64))
     model = interval_order(ip, ix)
+    if model is None:  # no LexBFS sweep found one: the exact test decides
+        from .intervals import interval_model
+
+        model = interval_model(ip, ix)
     if model is None:
         return None
     out = np.full((r.num_classes, 2), -1, np.int64)

@@ -87,15 +87,18 @@ class SearchResult:
 
 def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | None = None,
                  capacity: int | None = None, *,
-                 orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0) -> SearchResult:
+                 orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0,
+                 randomized: bool = True) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds.
 
     ``orderings``: the static orders of each round, as letters (D end of the window
     ascending, then descending keys: W lifetime width, A area, T largest section total, Z
-    size; R random, or ``hint``'s order by offset in the first round). ``seed`` makes the
-    random orders repeatable. Repeated calls on the same problem object reuse its arrays
-    (numba compiles once and caches). A ``hint`` (local offsets) that already places
+    size; R random, or ``hint``'s order by offset in the first round); every order ends with
+    the canonical rank (``_canonical_rank``). With ``randomized``, each round is followed by
+    as many nodes of short restarts from perturbed orders (``_random_restarts``). ``seed``
+    makes the random orders repeatable. Repeated calls on the same problem object reuse its
+    arrays (numba compiles once and caches). A ``hint`` (local offsets) that already places
     everything below ``capacity`` is returned as it is.
     """
     t0 = time.perf_counter()
@@ -114,25 +117,101 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     nodes = 0
     limit = max(sm.n, 1)
     first = True
+    canonical = sm.n - sm.rank  # the R key is descending: rank 0 first
+    restarts = _RandomRestarts(sm, rng) if randomized else None
+    verdicts = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible", K.PAUSED: "unknown"}
     while True:
         limit *= 2
-        run.random_key[:] = rng.permutation(sm.n)
+        # random keys are drawn per canonical position: renumbering changes nothing
+        random_key = rng.permutation(sm.n)[sm.rank]
         if first and hint is not None and len(hint) == sm.n:  # descending: lowest offset first
-            run.random_key[:] = -np.asarray(hint, np.int64)
+            random_key = -np.asarray(hint, np.int64)
         first = False
+        spent = 0
         for name in orderings:
-            heur = np.array([_CODES[ch] for ch in name], np.int64)
+            heur = [_CODES[ch] for ch in name]
+            run.random_key[:] = random_key if K.KEY_R in heur else canonical
+            if K.KEY_R not in heur:
+                heur.append(K.KEY_R)
             run.reset()
-            status = run.go(heur, limit, deadline)
-            nodes += int(run.state[10][K.R_NODES])
-            if status == K.FOUND:
-                return _result(sm, run, "optimal", nodes, t0)
-            if status == K.INFEASIBLE:
-                return _result(sm, run, "infeasible", nodes, t0)
-            if status == K.PAUSED:  # out of time
-                return _result(sm, run, "unknown", nodes, t0)
+            status = run.go(np.array(heur, np.int64), limit, deadline)
+            spent += int(run.state[10][K.R_NODES])
+            if status in verdicts:
+                return _result(sm, run, verdicts[status], nodes + spent, t0)
+        nodes += spent
+        if restarts is not None:
+            status, spent = restarts.run(run, spent, deadline)
+            nodes += spent
+            if status in verdicts:
+                return _result(sm, run, verdicts[status], nodes, t0)
         if time.perf_counter() >= deadline:
             return _result(sm, run, "unknown", nodes, t0)
+
+
+class _RandomRestarts:
+    """Short restarts from perturbed orders, their node limits following Luby's sequence
+    (``base`` x 1, 1, 2, 1, 1, 2, 4, ...: within a log factor of the best fixed limit for a run
+    time distribution nobody knows; Luby, Sinclair & Zuckerman 1993).
+
+    Why: a static order either leads the search straight to a packing or into a subtree it
+    does not leave for millions of nodes, and which one is a matter of fine detail. The width
+    key is the lifetime when lifetimes are known, but only the number of sections spanned when
+    they come from interference -- the same ranking give or take near-ties, which is enough to
+    turn one case into the other. So each restart perturbs width and area by random factors
+    (log-normal, ``sigma``) and sorts by one or the other first (MiniMalloc's WAT / AWT), or
+    by largest section total first; the noise is drawn per canonical position, so it does not
+    depend on how the problem is numbered.
+    """
+
+    def __init__(self, sm: _Model, rng, base: int = 8, sigma: float = 0.3):
+        self.sm = sm
+        self.rng = rng
+        self.base = base * max(sm.n, 1)
+        self.sigma = sigma
+        self.i = 0
+        self.log_w = np.log(np.maximum(sm.width, 1).astype(np.float64))
+        self.log_z = np.log(np.maximum(sm.size, 1).astype(np.float64))
+
+    def key(self):
+        """One perturbed order as an R key (descending) and the letters to use it with."""
+        sm, rng = self.sm, self.rng
+        noise = rng.standard_normal((2, sm.n))[:, sm.rank]
+        w = self.log_w + self.sigma * noise[0]
+        a = w + self.log_z + self.sigma * noise[1]
+        first = rng.integers(3)
+        order = np.lexsort((sm.rank, -a, -w) if first == 0 else (sm.rank, -w, -a))
+        key = np.empty(sm.n, np.int64)
+        key[order] = np.arange(sm.n, 0, -1)
+        heur = [K.KEY_D, K.KEY_T, K.KEY_R] if first == 2 else [K.KEY_D, K.KEY_R]
+        return key, np.array(heur, np.int64)
+
+    def run(self, run: "_Run", budget: int, deadline: float):
+        """Restarts until ``budget`` nodes are spent: ``(status, nodes)``, status ABORTED
+        when none decided."""
+        spent = 0
+        while spent < budget:
+            self.i += 1
+            key, heur = self.key()
+            run.random_key[:] = key
+            run.reset()
+            status = run.go(heur, self.base * _luby(self.i), deadline)
+            spent += int(run.state[10][K.R_NODES])
+            if status != K.ABORTED:
+                return status, spent
+        return K.ABORTED, spent
+
+
+def _luby(i: int) -> int:
+    """The ``i``-th term (from 1) of Luby's sequence 1, 1, 2, 1, 1, 2, 4, 1, ...
+
+    >>> [_luby(i) for i in range(1, 16)]
+    [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+    """
+    while True:
+        k = i.bit_length()
+        if i == (1 << k) - 1:
+            return 1 << (k - 1)
+        i -= (1 << (k - 1)) - 1
 
 
 def _grain(size, lo, align, ils, elem_starts) -> int:
@@ -209,8 +288,9 @@ class _Model:
     pair_kind: np.ndarray
     ils: int
     nrs: bool
-    sections_from: str  # "lifetimes", "interval" or "cliques"
+    sections_from: str  # "lifetimes", "interval", "chordal" or "cliques"
     grain: int  # see _grain
+    rank: np.ndarray  # the last tie-break of every static order (see _canonical_rank)
 
     @property
     def num_sections(self) -> int:
@@ -283,7 +363,8 @@ def build_model(p: TileProblem) -> _Model:
         ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
         sections_from=how,
         grain=_grain(size, p.lo.astype(np.int64), p.align.astype(np.int64),
-                     int(t.interleaved_memory_start), elem_starts))
+                     int(t.interleaved_memory_start), elem_starts),
+        rank=_canonical_rank(n, size, p, width, has_elem, has_reg, adj_ptr, udst, ukind))
 
 
 def _sections(p: TileProblem, size: np.ndarray):
@@ -293,9 +374,15 @@ def _sections(p: TileProblem, size: np.ndarray):
 
     - "lifetimes": maximal cross-sections of the class steps, when every two variables live
       together conflict (then each cross-section is a clique);
-    - "interval": the same over an interval model of the class graph when it has one
-      (``tilemem.liveness.graphalg.interval_order``, verified): exactly its maximal cliques;
+    - "interval": the maximal cliques of the class graph in a consecutive order when it is an
+      interval graph (``tilemem.liveness.intervals.clique_path``, verified): the same sections as the
+      lifetimes would give, up to the order's reversal and what the graph leaves open;
+    - "chordal": the maximal cliques of a chordal class graph along a clique tree
+      (``tilemem.liveness.intervals.tree_order``);
     - "cliques": otherwise a greedy clique cover of the class graph.
+
+    Of an order and its reverse the one whose sequence of section sizes is smaller comes
+    out (``_canonical_orientation``), so time running backwards changes nothing.
     """
     n = p.n
     tc = p.conflicts
@@ -312,16 +399,14 @@ def _sections(p: TileProblem, size: np.ndarray):
             how = "lifetimes"
             width = lt[:, 1] - lt[:, 0]
     if secs is None and len(rest):
-        model = _class_interval_model(p, rest)
-        if model is not None:
-            lt = model[tc.local_class]
-            secs = _time_sections(p, rest, lt[rest], verify=False)
-            if secs is not None:  # model positions are not times: width counts sections
-                how = "interval"
+        got = _class_sections(p, rest, size)
+        if got is not None:  # positions are not times: width counts sections
+            secs, how = got
     if secs is None:
         secs = _clique_sections(p, rest) if len(rest) else []
     if not secs:
         secs = [np.zeros(0, np.int64)]
+    secs = _canonical_orientation(secs, size)
     out = [np.sort(np.concatenate([s, live])).astype(np.int64) for s in secs]
     if width is None or len(live):
         count = np.zeros(n, np.int64)
@@ -335,6 +420,8 @@ def _with_window_groups(sections, lo, hi):
     """Each section followed by its members that must end by an earlier window end, or start
     at or after a later window start, than the others (e.g. code below the interleaved
     region, interleaved variables above it): sub-cliques with their own capacity check."""
+    if len(lo) == 0 or (np.all(hi == hi[0]) and np.all(lo == lo[0])):
+        return sections  # one window for all: no sub-cliques
     out = []
     for sec in sections:
         out.append(sec)
@@ -351,13 +438,21 @@ def _with_window_groups(sections, lo, hi):
     return out
 
 
-def _class_interval_model(p: TileProblem, rest: np.ndarray):
-    """Per local class ``[start, end)`` positions of an interval model of the graph of the
-    classes of ``rest``, or None (not an interval graph)."""
+def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
+    """``(sections, how)``: the ordered maximal cliques of the graph of the classes of
+    ``rest`` (``tilemem.liveness.intervals.ordered_cliques``: "interval" or "chordal"), each as the
+    array of its variables in ``rest``; None when the graph is not chordal.
+
+    The classes are first numbered in a canonical order (colour refinement from each class's
+    bytes and variable count), so that every tie the graph algorithms break by number is
+    broken the same way however the report numbers its classes."""
+    from ..liveness.intervals import ordered_cliques, refine_colours
+
     tc = p.conflicts
     nc = len(tc.classes)
+    cls = tc.local_class[rest]
     used = np.zeros(nc, bool)
-    used[tc.local_class[rest]] = True
+    used[cls] = True
     ids = np.flatnonzero(used)
     new = np.full(nc, -1, np.int64)
     new[ids] = np.arange(len(ids))
@@ -365,17 +460,74 @@ def _class_interval_model(p: TileProblem, rest: np.ndarray):
     dst = tc.class_adj.indices
     keep = used[src] & used[dst] & (src != dst)
     a, b = new[src[keep]], new[dst[keep]]
-    key = np.unique(a * len(ids) + b)
-    a, b = key // len(ids), key % len(ids)
-    indptr = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(np.bincount(a, minlength=len(ids)), out=indptr[1:])
-    model = interval_order(indptr, b.astype(np.int64))
-    if model is None:
+    k = len(ids)
+    key = _sorted_unique(a * k + b)
+    a, b = key // k, key % k
+    indptr = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(a, minlength=k), out=indptr[1:])
+    labels = np.stack([np.bincount(new[cls], weights=size[rest], minlength=k),
+                       np.bincount(new[cls], minlength=k)], axis=1)
+    colour = refine_colours(indptr, b.astype(np.int64), labels)
+    canon = np.lexsort((np.arange(k), colour))  # canon[j]: the class numbered j
+    at = np.empty(k, np.int64)
+    at[canon] = np.arange(k)
+    key = _sorted_unique(at[a] * k + at[b])
+    ca, cb = key // k, key % k
+    cptr = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(ca, minlength=k), out=cptr[1:])
+    got = ordered_cliques(cptr, cb.astype(np.int64))
+    if got is None:
         return None
-    out = np.zeros((nc, 2), np.int64)
-    out[:, 1] = 1
-    out[ids] = model
-    return out
+    ptr, members, how = got
+    members = canon[members]
+    # each clique's variables: the variables of its classes, one after the other
+    vars_of = rest[np.argsort(new[cls], kind="stable")]
+    per_class = np.bincount(new[cls], minlength=k)
+    vptr = np.zeros(k + 1, np.int64)
+    np.cumsum(per_class, out=vptr[1:])
+    cnt = per_class[members]
+    flat = vars_of[np.repeat(vptr[members] - np.cumsum(cnt) + cnt, cnt)
+                   + np.arange(cnt.sum())]
+    bounds = np.zeros(len(ptr), np.int64)
+    np.cumsum(np.add.reduceat(cnt, ptr[:-1]) if len(cnt) else [], out=bounds[1:])
+    return np.split(flat, bounds[1:-1]), how
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an int64 array, by sorting (much faster here than its hash path)."""
+    x = np.sort(x)
+    keep = np.ones(len(x), bool)
+    keep[1:] = x[1:] != x[:-1]
+    return x[keep]
+
+
+def _canonical_orientation(secs, size):
+    """``secs`` or its reverse, whichever has the smaller sequence of (bytes, count) per
+    section: the same for a problem and its mirror image (time reversed)."""
+    sig = [(int(size[x].sum()), len(x)) for x in secs]
+    return secs[::-1] if sig[::-1] < sig else secs
+
+
+#: Interactions above which the canonical rank uses the variables' own attributes only.
+RANK_REFINE_MAX = 4_000_000
+
+
+def _canonical_rank(n, size, p, width, has_elem, has_reg, adj_ptr, adj_idx, adj_kind):
+    """A strict order of the variables (``rank[i]``: 0 first) that follows their content --
+    size, alignment, window, width, constraints and, by colour refinement
+    (``tilemem.liveness.intervals.refine_colours``), the same of their interaction partners -- so that
+    renumbering variables or classes does not change the search; only variables that
+    refinement cannot tell apart (almost always interchangeable) keep their index order."""
+    if n == 0:
+        return np.zeros(0, np.int64)
+    labels = np.stack([size, p.align, p.lo, p.hi, width, has_elem, has_reg], axis=1)
+    from ..liveness.intervals import refine_colours
+
+    rounds = 16 if len(adj_idx) <= RANK_REFINE_MAX else 0
+    colour = refine_colours(adj_ptr, adj_idx, labels, adj_kind, rounds=rounds)
+    rank = np.empty(n, np.int64)
+    rank[np.lexsort((np.arange(n), colour))] = np.arange(n)
+    return rank
 
 
 def _time_sections(p: TileProblem, rest: np.ndarray, lt: np.ndarray, verify: bool):
