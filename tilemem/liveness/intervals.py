@@ -9,7 +9,7 @@ image). The exact search (``tilemem.pack.search``) uses these ordered cliques as
 "sections" exactly where it would use lifetimes.
 
 Graphs are CSR arrays ``indptr``, ``indices`` over vertices ``0..n-1`` (int64, symmetric, rows
-sorted, no self loops), as in ``tilemem.graphalg``. Cliques are returned as CSR too:
+sorted, no self loops), as in ``tilemem.liveness.graphalg``. Cliques are returned as CSR too:
 ``(ptr, members)``, clique ``c`` is ``members[ptr[c]:ptr[c + 1]]`` (sorted).
 
 - ``clique_path``: the maximal cliques in a consecutive order when the graph is an interval
@@ -30,7 +30,7 @@ sorted, no self loops), as in ``tilemem.graphalg``. Cliques are returned as CSR 
   colours depend only on the graph and labels, not on how vertices are numbered, so they make
   tie-breaks independent of presentation.
 
->>> from tilemem.graphalg import csr_from_edges
+>>> from tilemem.liveness.graphalg import csr_from_edges
 >>> path = csr_from_edges(4, [(0, 1), (1, 2), (2, 3), (1, 3)])   # 0-1, then 1-2-3 together
 >>> ptr, members = clique_path(*path)
 >>> [members[ptr[c]:ptr[c + 1]].tolist() for c in range(len(ptr) - 1)]
@@ -153,7 +153,7 @@ def chordal_cliques(indptr, indices):
     (``parent[c]`` another clique, ``-1`` at the root of each connected component; every
     vertex's cliques form a subtree), or ``None`` when the graph is not chordal.
 
-    >>> from tilemem.graphalg import csr_from_edges
+    >>> from tilemem.liveness.graphalg import csr_from_edges
     >>> ptr, m, parent = chordal_cliques(*csr_from_edges(4, [(0, 1), (1, 2), (0, 2), (2, 3)]))
     >>> sorted(m[ptr[c]:ptr[c + 1]].tolist() for c in range(len(ptr) - 1))
     [[0, 1, 2], [2, 3]]
@@ -392,7 +392,7 @@ def interval_model(indptr, indices) -> np.ndarray | None:
     positions (two vertices adjacent exactly when their intervals overlap), from
     ``clique_path``; ``None`` when the graph is not an interval graph.
 
-    >>> from tilemem.graphalg import csr_from_edges
+    >>> from tilemem.liveness.graphalg import csr_from_edges
     >>> interval_model(*csr_from_edges(3, [(0, 1), (1, 2)])).tolist()
     [[0, 1], [0, 2], [1, 2]]
     """
@@ -517,7 +517,7 @@ def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) 
     numberings of the same graph get the same colour per vertex (colours and multisets are
     compared through 64-bit hashes: a collision would merely merge two colours).
 
-    >>> from tilemem.graphalg import csr_from_edges
+    >>> from tilemem.liveness.graphalg import csr_from_edges
     >>> c = refine_colours(*csr_from_edges(4, [(0, 1), (1, 2), (2, 3)]), np.zeros(4))
     >>> bool(c[0] == c[3] != c[1] == c[2])      # ends and middles of a path
     True
