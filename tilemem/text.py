@@ -336,7 +336,13 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     overflow_bytes: int
     optimal: int
     mean_gap: float
+    median_gap: float
+    p95_gap: float
+    max_gap: float
+    within_one_percent: float
     seconds: float
+    from_journal: int
+    unreached: int
     tiles_that_fit_before: int
     tiles_that_fit_after: int
     output: str | None = None
@@ -368,6 +374,10 @@ def alloc_json(method: str, result, fit_before: int, output=None,
         summary=msgspec.convert(summary, AllocationSummary))
 
 
+#: Rows of ``alloc_view``'s table beyond which it shows only the worst half of this.
+MAX_ROWS = 60
+
+
 def alloc_view(c, name: str, doc: AllocationDocument) -> None:
     """One row per tile (method, status, overflow, totalIncludingGaps, bound, gap), then how
     many tiles fit before and after."""
@@ -383,7 +393,11 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
     for col in table.columns[4:]:
         col.justify = "right"
     table.columns[1].justify = "right"
-    for t in doc.tiles:
+    shown = doc.tiles
+    if len(shown) > MAX_ROWS:   # a whole IPU: the tiles a user looks at first
+        shown = sorted(shown, key=lambda t: (-t.overflow_bytes, -t.gap, t.tile))[:MAX_ROWS // 2]
+        table.title += f", the {len(shown)} worst of {len(doc.tiles):,} tiles (--json: all)"
+    for t in shown:
         table.add_row(str(t.tile), f"{t.num_vars:,}", t.method, t.status,
                       f"{t.overflow_bytes:,}", f"{t.total_including_gaps:,}",
                       f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
@@ -396,8 +410,15 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
     c.print(f"tiles that fit: {s.tiles_that_fit_before:,} of {len(doc.tiles):,} with the "
             f"report's offsets (within memory and accepted by the checker), "
             f"{s.tiles_that_fit_after:,} after; overflowed bytes "
-            f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; mean gap "
-            f"{100 * s.mean_gap:.2f}%")
+            f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; gap to the bound: median "
+            f"{100 * s.median_gap:.2f}%, 95th percentile {100 * s.p95_gap:.2f}%, worst "
+            f"{100 * s.max_gap:.2f}%; {100 * s.within_one_percent:.1f}% of tiles within 1%")
+    if s.unreached:
+        c.print(f"{s.unreached:,} tile(s) kept their first-pass allocation: the run's budget "
+                f"was spent before the exact stage reached them (--budget)")
+    if s.from_journal:
+        c.print(f"{s.from_journal:,} tile problem(s) taken from the journal of the "
+                f"interrupted run")
     c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
             "or interleaved start + heaviest interleaved-only clique where higher"
             + (" (* a lower bound, not proven maximum)"

@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import click
 
-from .guards import METHOD, SECONDS, nothing_to_analyse, output_path
+from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path, run_journal
 from .options import report_path_argument
+
+#: Default ``--budget``: a full Mk2 IPU (1472 tiles) in a few minutes on 2 cores.
+DEFAULT_BUDGET = 180.0
 
 
 @click.command()
@@ -15,19 +18,37 @@ from .options import report_path_argument
                    "or misses the bound; exact: the exact portfolio on every tile (also lowers "
                    "each region's high-water mark).")
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
-              help="Seconds per tile for the exact portfolio (auto, exact).")
+              help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
+@click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
+              help="Seconds for the whole run. Every tile gets the bound and the heuristic "
+                   "whatever the budget; the exact portfolio then goes to the tiles that "
+                   "overflow, then to the largest gaps, until the budget is spent (a tile it "
+                   "does not reach keeps its valid heuristic allocation). Not applied with "
+                   "--deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes (default: all cores).")
+@click.option("--scheduler", default=None,
+              help="Run the tiles on Dask: 'local' starts a LocalCluster on this machine (its "
+                   "dashboard address is printed), tcp://HOST:8786 uses a running scheduler "
+                   "(pip install 'tilemem[cluster]'). Default: this machine's process pool.")
+@click.option("--shared-report", is_flag=True,
+              help="With --scheduler: the workers see REPORT at this same path (a shared file "
+                   "system) and open it themselves (a capnp report is memory-mapped: each "
+                   "reads only its tiles) instead of receiving a copy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="CP-SAT and the local search stop on work done, not on the clock, so "
                    "they repeat exactly (the compiled search stays clock-bounded).")
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the report with the new offsets (.json or .capnp).")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run with -o OUT: tiles recorded in OUT.journal "
+                   "(same report, same settings) are not solved again.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def alloc(report, method, time_limit, tiles, workers, seed, deterministic, output, as_json):
+def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_report, seed,
+          deterministic, output, resume, as_json):
     """Re-run the allocation of REPORT's tiles and say how well each tile fits.
 
     Prints per tile the method, status (optimal: proven; feasible: time limit hit, not
@@ -49,6 +70,10 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
     from .options import console, echo_json, parse_tiles
 
     output_path(output, FORMATS)
+    if scheduler is not None:
+        from ..pack.cluster import make_executor
+
+        make_executor(scheduler, None)  # refuses a malformed address before any work
     r = load_report(report)
     empty = nothing_to_analyse(r)
     if empty and not as_json:
@@ -57,11 +82,26 @@ def alloc(report, method, time_limit, tiles, workers, seed, deterministic, outpu
         click.echo(f"{report}: {empty}" + (f"; wrote {output}" if output else ""))
         return
     chosen = parse_tiles(tiles, r.num_tiles)
-    result = allocate(r, method=method, tiles=chosen, time_limit=time_limit, workers=workers,
-                      seed=seed, deterministic=deterministic,
-                      progress=not as_json and sys.stderr.isatty())
-    if output:
-        save_report(r.with_offsets(result.offsets), output)
+    say = (lambda m: click.echo(m, err=True))
+    settings = {"command": "alloc", "method": method, "time_limit": time_limit, "seed": seed,
+                "deterministic": deterministic,
+                "tiles": None if chosen is None else chosen.tolist()}
+    journal = run_journal(output, r, settings, resume, echo=say)
+    try:
+        result = allocate(r, method=method, tiles=chosen, time_limit=time_limit,
+                          workers=workers, seed=seed, deterministic=deterministic,
+                          budget=budget, scheduler=scheduler,
+                          state_path=report if shared_report else None,
+                          journal=journal, echo=say,
+                          progress=not as_json and sys.stderr.isatty())
+        if output:
+            save_report(r.with_offsets(result.offsets), output)
+    except BaseException:
+        if journal is not None:
+            journal.close()   # kept: --resume continues from it
+        raise
+    if journal is not None:
+        journal.discard()     # OUT is safely written: nothing left to resume
     done = np.array([t.tile for t in result.tiles], np.int64)
     doc = alloc_json(method, result, tiles_fitting(r, done), output,
                      dump=(len(r.tiles_in_use()), r.num_tiles))

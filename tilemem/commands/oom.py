@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from .guards import METHOD, SECONDS, nothing_to_analyse
+from .guards import METHOD, SECONDS, nothing_to_analyse, output_path, run_journal
 from .options import report_path_argument
 
 
@@ -20,7 +20,13 @@ from .options import report_path_argument
               help="Packing method of the re-pack (see `tilemem alloc`; heuristic is fastest).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one screen per tile.")
-def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_json):
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Also write the diagnosis as JSON to this file (.json), atomically.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run with -o OUT: re-packed tiles recorded in "
+                   "OUT.journal (same report, same settings) are not solved again.")
+def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_json, output,
+        resume):
     """Diagnose the out-of-memory tiles of REPORT, worst first.
 
     For each tile whose allocation passes tileMemory: the excess, the maximum live bytes (no
@@ -40,9 +46,16 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
     from ..text import oom_view
     from .options import console, echo_json, parse_tiles
 
+    output_path(output, (".json",))
     r = load_report(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None
+    settings = {"command": "oom", "method": method, "time_limit": time_limit,
+                "tiles": None if tiles is None else tiles.tolist(),
+                "allocation": None if offsets is None else _digest(offsets)}
+    # the journal keeps the re-pack, the long part (--no-repack has nothing to keep)
+    journal = (None if no_repack else
+               run_journal(output, r, settings, resume, echo=lambda m: click.echo(m, err=True)))
     fig = memory_figures(r, offsets)
     oom_tiles = fig.out_of_memory()
     if tiles is not None:
@@ -50,20 +63,48 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
 
         oom_tiles = oom_tiles[np.isin(oom_tiles, tiles)]
     c = console()
-    if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
-        found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
-                         repack=not no_repack, method=method, figures=fig)
-    else:
-        from rich.progress import Progress
-
-        with Progress(console=c, transient=True) as p:
-            task = p.add_task("maximum live bytes", total=len(oom_tiles))
+    try:
+        if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
             found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                              repack=not no_repack, method=method, figures=fig,
-                             progress=lambda t: p.advance(task))
+                             journal=journal)
+        else:
+            from rich.progress import Progress
+
+            with Progress(console=c, transient=True) as p:
+                task = p.add_task("maximum live bytes", total=len(oom_tiles))
+                found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
+                                 repack=not no_repack, method=method, figures=fig,
+                                 progress=lambda t: p.advance(task), journal=journal)
+        if output:
+            _write_json(output, {"tiles": found})
+    except BaseException:
+        if journal is not None:
+            journal.close()   # kept: --resume continues from it
+        raise
+    if journal is not None:
+        journal.discard()
     if as_json:
         echo_json({"tiles": found})
     elif not found and nothing_to_analyse(r):
         c.print(f"{report}: {nothing_to_analyse(r)}")
     else:
         oom_view(c, report, found, fig, tiles)
+
+
+def _digest(offsets) -> str:
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.blake2b(np.ascontiguousarray(offsets, np.int64).tobytes(),
+                           digest_size=16).hexdigest()
+
+
+def _write_json(path, obj) -> None:
+    import msgspec
+
+    from ..load import atomic_write
+
+    with atomic_write(path) as f:
+        f.write(msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n")

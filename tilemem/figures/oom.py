@@ -201,9 +201,12 @@ class TileDiagnosis(msgspec.Struct, rename="camel"):
 def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
              time_limit: float = 10.0, top: int = 10, repack: bool = True,
              method: str = "auto",
-             figures: MemoryFigures | None = None, progress=None) -> list[TileDiagnosis]:
+             figures: MemoryFigures | None = None, progress=None,
+             journal=None) -> list[TileDiagnosis]:
     """Diagnose the out-of-memory tiles of ``offsets`` (default: the report's allocation),
-    worst first; ``tiles`` restricts the search. ``progress(tile)`` is called per tile."""
+    worst first; ``tiles`` restricts the search. ``progress(tile)`` is called per tile.
+    ``journal``: a ``tilemem.pack.journal.Journal`` the re-pack records its tiles in (and
+    skips those it already holds)."""
     fig = figures if figures is not None else memory_figures(r, offsets)
     oom = fig.out_of_memory()
     if tiles is not None:
@@ -217,7 +220,8 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
         from ..pack.driver import allocate
 
         known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in fits}
-        a = allocate(r, method=method, tiles=fits, time_limit=time_limit, bounds=known)
+        a = allocate(r, method=method, tiles=fits, time_limit=time_limit, bounds=known,
+                     journal=journal)
         offsets_new = np.asarray(a.offsets, np.int64)
         rejected = _rejected_by_checker(r, offsets_new, fits)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}

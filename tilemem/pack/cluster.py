@@ -100,7 +100,8 @@ class LocalPool:
 
             _POOL_STATE = self.state
             self._pool = ProcessPoolExecutor(self.workers,
-                                             mp_context=multiprocessing.get_context("fork"))
+                                             mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_die_with_parent)
             # fork every worker now (they inherit _POOL_STATE), not lazily later
             list(self._pool.map(_noop, range(self.workers)))
         return self
@@ -135,6 +136,22 @@ class LocalPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _die_with_parent() -> None:
+    """In a pool worker: be killed when the parent dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so a killed run leaves no worker solving on for nobody."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the pool's own shutdown still applies
+            pass
+        if os.getppid() == 1:  # the parent died before the call: follow it now
+            os._exit(1)
 
 
 def _pool_call(fn, task, deadline):

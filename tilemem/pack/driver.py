@@ -30,10 +30,6 @@ processes, which inherit the report at the fork rather than receive a copy of it
 from __future__ import annotations
 
 import hashlib
-import os
-import pickle
-import queue
-import traceback
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -44,55 +40,101 @@ from ..rules import DEFAULT_RULES, Rules
 from ..model.target import Target
 from . import search
 from .bounds import tile_bounds
+from .cluster import LocalPool, ReportFile, cores, deadline_after, make_executor, remaining
 from .firstfit import first_fit
 from .guard import self_check
+from .journal import FINAL, FIRST
 from .portfolio import solve_tile
 from .problem import TileProblem
 from .result import Allocation
 
 METHODS = ("auto", "exact", "heuristic", "replay")
+#: The note of a tile the exact stage did not reach within the run's budget.
+_SPENT = "run budget spent before the exact stage"
 
 
 def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: float = 10.0,
              workers: int | None = None, seed: int = 0, rules: Rules = DEFAULT_RULES,
              progress: bool = False, deterministic: bool = False, verify: bool = False,
-             bounds: dict[int, tuple[int, bool]] | None = None) -> Allocation:
+             bounds: dict[int, tuple[int, bool]] | None = None, budget: float | None = None,
+             scheduler: str | None = None, state_path=None, journal=None,
+             echo=None) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
-    ``time_limit``: seconds per tile for the exact part. ``workers``: processes (default all
-    cores). ``deterministic``: CP-SAT and the local search stop on work done rather than on
-    the clock (repeatable whatever the load; the compiled search stays clock-bounded).
-    ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
-    ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` (as ``tile_bounds``
-    gives), used instead of computing them again; tiles missing from it are computed.
+    ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
+    whole run (None: no run-wide limit); every tile gets the bound and the heuristic whatever
+    the budget, then the exact portfolio runs on the tiles that overflow first (most overflowed
+    bytes first), then on those with the largest gap to their bound, until the budget is spent;
+    a tile it does not reach keeps its heuristic allocation (valid, never worse than replay).
+    ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
+    pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
+    (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
+    themselves (a capnp report is memory-mapped) instead of receiving it.
+    ``deterministic``: CP-SAT and the local search stop on work done rather than on the clock
+    (repeatable whatever the load or the machine; the budget is then not applied, as it is a
+    clock). ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
+    ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` (as ``tile_bounds`` gives),
+    used instead of computing them again. ``journal``: a ``tilemem.pack.journal.Journal``:
+    tiles it has finished are not solved again, and every tile is appended as it finishes.
+    ``echo``: where to say which cluster runs the tasks.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     tiles = (report.tiles_in_use() if tiles is None
              else np.unique(np.asarray(tiles, np.int64)))
-    workers = _cores() if workers is None else max(1, int(workers))
+    deadline = None if deterministic else deadline_after(budget)
     _warm_up()
     groups = _group_identical(report, tiles, rules)
     reps = list(groups)
     known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}
-    with _Pool(_Shared(report, rules), workers, len(reps), progress) as run:
+    recorded = journal.records if journal is not None else {}
+    final = {t: v for t, v in recorded.get(FINAL, {}).items() if t in groups}
+    done = {t: v for t, v in recorded.get(FIRST, {}).items() if t in groups}
+    done.update(final)
+    resumed = set(final)   # not solved again at all
+    state = (_Shared(report, rules) if scheduler is None or state_path is None
+             else ReportFile(state_path, extra=rules))
+    with make_executor(scheduler, state, workers=workers, setup=_warm_up, echo=echo) as ex, \
+            _Progress(progress) as bar:
         # pass 0: maximum live bytes, in chunks of tiles (one compiled pass per chunk)
-        missing = [t for t in reps if t not in known]
+        missing = [t for t in reps if t not in known and t not in final]
         if missing:
-            known.update(run.bounds(missing, time_limit=min(time_limit, 10.0)))
-        # pass 1: replay or heuristic on every distinct problem
+            k = 1 if len(missing) < 64 else max(1, _workers_of(ex)) * 4
+            chunks = [missing[i::k] for i in range(k) if missing[i::k]]
+            tl = min(time_limit, 10.0) / len(chunks)
+            for _, part in bar.run(ex, _bounds, [(c, tl) for c in chunks], "maximum live bytes"):
+                known.update(part)
+        # pass 1: replay or heuristic on every distinct problem not yet done
         first_pass = "replay" if method == "replay" else "heuristic"
-        done = run.solve([(t, first_pass, None, known[t], time_limit, seed, 1, deterministic)
-                          for t in reps], first_pass)
-        if method in ("auto", "exact"):
-            todo = [t for t in reps if method == "exact" or done[t][0].status != "optimal"]
-            if todo:
-                cp_workers = max(1, _cores() // min(workers, len(todo)))
-                more = run.solve([(t, method, done[t][1], known[t], time_limit, seed,
-                                   cp_workers, deterministic) for t in todo], "exact")
-                for t, (res, off) in more.items():
-                    prev = done[t][0]
-                    done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
+        last = method in ("replay", "heuristic")
+        todo = [t for t in reps if t not in done]
+        tasks = [(t, first_pass, None, None, known[t], time_limit, seed, 1, deterministic)
+                 for t in todo]
+        for _, (t, res, off) in bar.run(ex, _solve, tasks, first_pass):
+            done[t] = (res, off)
+            is_final = last or (method == "auto" and res.status == "optimal")
+            if is_final:
+                final[t] = done[t]
+            if journal is not None:
+                journal.append(t, res, off, FINAL if is_final else FIRST)
+        if not last:
+            todo = [t for t in reps if t not in final
+                    and (method == "exact" or done[t][0].status != "optimal")]
+            # where exact effort matters most first: overflowed bytes, then the gap
+            todo.sort(key=lambda t: (-done[t][0].overflow_bytes, -done[t][0].gap, t))
+            n = max(1, min(_workers_of(ex), len(todo)))
+            # deterministic: one CP-SAT worker whatever the machine, so a run repeats on
+            # any number of cores and on a cluster
+            cp_workers = (max(1, cores() // n) if scheduler is None and not deterministic
+                          else 1)
+            tasks = [(t, method, done[t][1], done[t][0], known[t], time_limit, seed,
+                      cp_workers, deterministic) for t in todo]
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=deadline):
+                prev = done[t][0]
+                done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
+                final[t] = done[t]
+                if journal is not None:
+                    journal.append(t, done[t][0], off, FINAL)
     offsets = report.offset.copy()
     results = []
     for rep, members in groups.items():
@@ -106,7 +148,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 r = replace(r, placed_as_report=int(np.sum(off == report.offset[rows])))
             results.append(r)
     results.sort(key=lambda r: r.tile)
-    alloc = Allocation(offsets, results)
+    unreached = sum(len(groups[t]) for t in groups if _SPENT in done[t][0].note)
+    alloc = Allocation(offsets, results, from_journal=len(resumed), unreached=unreached)
     if verify:
         _verify(report, alloc, rules)
     return alloc
@@ -160,74 +203,67 @@ def _local_pair_key(csr, rows: np.ndarray) -> np.ndarray:
     return np.concatenate([lengths, local]).astype(np.int64)
 
 
-# ---- the tasks and the worker pool ----------------------------------------------------------
+# ---- the tasks and the progress bar ---------------------------------------------------------
 @dataclass(frozen=True)
 class _Shared:
-    """What every task reads: the report and the rules. Forked workers inherit it at the fork
-    (as an argument of their loop), so it is never pickled."""
+    """What every task reads: the report and the rules. Forked pool workers inherit it at the
+    fork; Dask workers receive it once (or open a ``ReportFile`` themselves)."""
 
     report: Report
     rules: Rules
 
 
-def _solve(shared: _Shared, task: tuple):
-    """Task: solve one tile, ``(tile, (TileResult, local offsets))``."""
-    tile, method, hint, bound, time_limit, seed, cp_workers, deterministic = task
-    p = TileProblem.from_report(shared.report, tile, shared.rules)
-    return tile, solve_tile(p, method, hint=hint,
-                            replay_order=_replay_order(shared.report, tile, p.rows),
-                            time_limit=time_limit, seed=seed, cp_workers=cp_workers,
-                            deterministic=deterministic, bound=bound)
+def _state(shared) -> tuple[Report, Rules]:
+    if isinstance(shared, ReportFile):
+        return shared.load(), shared.extra
+    return shared.report, shared.rules
 
 
-def _bounds(shared: _Shared, task: tuple) -> dict[int, tuple[int, bool]]:
+def _solve(shared, task: tuple, deadline: float | None):
+    """Task: solve one tile, ``(tile, TileResult, local offsets)``. The exact part gets what
+    is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
+    the deadline keeps its previous result (``prev``)."""
+    tile, method, hint, prev, bound, time_limit, seed, cp_workers, deterministic = task
+    if prev is not None and method in ("auto", "exact"):
+        time_limit = remaining(deadline, time_limit)
+        if time_limit < 0.05:
+            return tile, replace(prev, note=(prev.note + "," if prev.note else "")
+                                 + _SPENT), hint
+    report, rules = _state(shared)
+    p = TileProblem.from_report(report, tile, rules)
+    rows = p.rows
+    res, off = solve_tile(p, method, hint=hint,
+                          replay_order=_replay_order(report, tile, rows),
+                          time_limit=time_limit, seed=seed, cp_workers=cp_workers,
+                          deterministic=deterministic, bound=bound,
+                          given=None if method == "replay" else report.offset[rows])
+    return tile, res, off
+
+
+def _bounds(shared, task: tuple, deadline: float | None) -> dict[int, tuple[int, bool]]:
     """Task: ``tile_bounds`` of a chunk of tiles."""
     tiles, time_limit = task
-    return tile_bounds(shared.report, tiles, time_limit)
+    report, _ = _state(shared)
+    return tile_bounds(report, tiles, time_limit)
 
 
-def _serve(shared: _Shared, inbox, outbox) -> None:
-    """A worker process's loop: ``(i, fn, arg)`` from ``inbox`` -> ``(i, ok, fn(shared, arg)
-    or the exception)`` to ``outbox``, until ``None``."""
-    while True:
-        item = inbox.get()
-        if item is None:
-            return
-        i, fn, arg = item
-        try:
-            out = (i, True, fn(shared, arg))
-        except Exception as e:  # sent back and raised in the parent, with this traceback
-            e.add_note("in a packing worker:\n" + traceback.format_exc())
-            try:
-                pickle.dumps(e)
-            except Exception:
-                e = RuntimeError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-            out = (i, False, e)
-        outbox.put(out)
+def _workers_of(ex) -> int:
+    if isinstance(ex, LocalPool):
+        return ex.workers
+    try:
+        return max(1, len(ex.client.scheduler_info().get("workers", {})))
+    except Exception:  # noqa: BLE001 - a scheduler that does not say: assume one
+        return 1
 
 
-class _Pool:
-    """Runs tasks ``fn(shared, arg)`` in-process (one worker) or in forked worker processes
-    (``_serve``), with a progress bar."""
+class _Progress:
+    """A progress bar on stderr over the passes (or nothing)."""
 
-    def __init__(self, shared: _Shared, workers: int, num_tasks: int, progress: bool):
-        self.shared = shared
-        self.workers = workers if num_tasks > 1 else 1
-        self.procs: list = []
+    def __init__(self, show: bool):
+        self.show = show
         self.progress = None
-        self.show = progress
 
-    def __enter__(self):
-        if self.workers > 1:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("fork")
-            self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
-            # fork every worker now, before the progress bar's thread exists
-            self.procs = [ctx.Process(target=_serve, args=(self.shared, self.inbox, self.outbox),
-                                      daemon=True) for _ in range(self.workers)]
-            for p in self.procs:
-                p.start()
+    def __enter__(self) -> "_Progress":
         if self.show:
             from rich.console import Console
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -240,71 +276,18 @@ class _Pool:
             self.progress.start()
         return self
 
-    def _map(self, fn, args: list, label: str):
-        """``fn(shared, arg)`` of every ``arg`` as they complete, advancing a progress bar."""
-        bar = (self.progress.add_task(label, total=len(args))
-               if self.progress is not None else None)
-        if not self.procs or len(args) <= 1:
-            results = (fn(self.shared, a) for a in args)
-        else:
-            for i, a in enumerate(args):
-                self.inbox.put((i, fn, a))
-            results = (self._next() for _ in args)
-        for res in results:
+    def run(self, ex, fn, tasks: list, label: str, deadline: float | None = None):
+        """``ex.run`` of the tasks, advancing a bar as results arrive."""
+        bar = (self.progress.add_task(label, total=len(tasks))
+               if self.progress is not None and tasks else None)
+        for item in ex.run(fn, tasks, deadline=deadline):
             if bar is not None:
                 self.progress.advance(bar)
-            yield res
+            yield item
 
-    def _next(self):
-        while True:
-            try:
-                _, ok, out = self.outbox.get(timeout=1.0)
-            except queue.Empty:
-                dead = [p for p in self.procs if not p.is_alive()]
-                if dead:
-                    raise RuntimeError(f"a packing worker process died (exit code "
-                                       f"{dead[0].exitcode}; out of memory?)") from None
-                continue
-            if not ok:
-                raise out
-            return out
-
-    def solve(self, tasks: list[tuple], label: str) -> dict:
-        """``_solve`` of every task: ``tile -> (TileResult, local offsets)``."""
-        return dict(self._map(_solve, tasks, label))
-
-    def bounds(self, tiles: list[int], time_limit: float) -> dict[int, tuple[int, bool]]:
-        """``tile_bounds`` of ``tiles`` (one compiled pass per chunk of tiles), in parallel."""
-        k = 1 if not self.procs or len(tiles) < 64 else self.workers * 4
-        chunks = [tiles[i::k] for i in range(k) if tiles[i::k]]
-        out = {}
-        for part in self._map(_bounds, [(c, time_limit / len(chunks)) for c in chunks],
-                              "maximum live bytes"):
-            out.update(part)
-        return out
-
-    def __exit__(self, exc_type, *exc):
+    def __exit__(self, *exc) -> None:
         if self.progress is not None:
             self.progress.stop()
-        if self.procs:
-            if exc_type is None:
-                for _ in self.procs:
-                    self.inbox.put(None)
-            else:  # stop at once; what is queued is dropped
-                self.inbox.cancel_join_thread()
-                for p in self.procs:
-                    p.terminate()
-            for p in self.procs:
-                p.join()
-            self.inbox.close()
-            self.outbox.close()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _warm_up() -> None:

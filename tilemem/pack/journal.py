@@ -65,6 +65,8 @@ MAX_PAYLOAD = 1 << 30
 SYNC_INTERVAL = 1.0
 #: The phase of a tile's final result; the driver may journal earlier passes under other names.
 FINAL = "final"
+#: The phase of a tile's first-pass result (heuristic or replay) that the exact pass may improve.
+FIRST = "first"
 
 
 def journal_path(out_path) -> Path:

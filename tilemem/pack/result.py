@@ -78,18 +78,29 @@ class TileResult:
 
 @dataclass(frozen=True)
 class Allocation:
-    """A whole report's new allocation: the full offset column and one result per tile."""
+    """A whole report's new allocation: the full offset column and one result per tile.
+    ``from_journal``: distinct tile problems taken from a resumed run's journal rather than
+    solved again; ``unreached``: tiles the exact stage did not reach before the run's budget
+    ran out (they keep their valid first-pass allocation)."""
 
     offsets: np.ndarray
     tiles: list[TileResult] = field(default_factory=list)
+    from_journal: int = 0
+    unreached: int = 0
 
     def summary(self) -> dict:
         t = self.tiles
+        gaps = np.array([r.gap for r in t], np.float64)
+        q = (lambda p: float(np.quantile(gaps, p)) if len(gaps) else 0.0)
         return {"tiles": len(t), "tilesThatFit": sum(r.fits for r in t),
                 "overflowBytes": sum(r.overflow_bytes for r in t),
                 "optimal": sum(r.status == "optimal" for r in t),
-                "meanGap": float(np.mean([r.gap for r in t])) if t else 0.0,
-                "seconds": round(sum(r.seconds for r in t), 3)}
+                "meanGap": float(gaps.mean()) if len(t) else 0.0,
+                "medianGap": q(0.5), "p95Gap": q(0.95), "maxGap": q(1.0),
+                # the share the issue tracker asks about: end within 1 % of the lower bound
+                "withinOnePercent": float(np.mean(gaps <= 0.01)) if len(t) else 1.0,
+                "seconds": round(sum(r.seconds for r in t), 3),
+                "fromJournal": self.from_journal, "unreached": self.unreached}
 
 
 def gap_of(total: int, bound: int) -> float:
