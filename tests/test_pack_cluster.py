@@ -7,6 +7,7 @@ Independent expectations: every task's result is computed here from the task alo
 (``value * task``); how often the state was unpickled in a worker process is counted by the
 state itself.
 """
+import json
 import os
 import shutil
 import signal
@@ -281,3 +282,190 @@ def test_local_cluster_reports_its_dashboard(tmp_path):
         assert link.startswith("http://127.0.0.1:") and link in said[0]
         with urllib.request.urlopen(link, timeout=30) as resp:   # the dashboard answers
             assert resp.status == 200
+
+
+# ---- tilemem alloc end to end: on the cluster, with a worker killed, killed and resumed ------
+def _cli(*args):
+    """``tilemem ARGS`` in a fresh process (``python -m tilemem``): its exit status, stdout and
+    stderr. Bounded."""
+    p = subprocess.run([sys.executable, "-m", "tilemem", *map(str, args)], capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def two_ipu_report(tmp_path_factory):
+    """A generated 2-IPU Mk1 report as Poplar writes it (no equivalenceClassSteps) and the
+    local pool's deterministic allocation of it: (path, JSON of the run, offsets)."""
+    from dataclasses import replace
+
+    from tilemem.generate import generate_report
+    from tilemem.load import load_report, save_report
+
+    d = tmp_path_factory.mktemp("two-ipu")
+    r = replace(generate_report("mk1", tiles=6, steps=60, seed=3, ipus=2), class_steps=None)
+    path = d / "r.capnp"
+    save_report(r, path)
+    out = d / "pool.capnp"
+    code, stdout, err = _cli("alloc", path, *DET, "--workers", "2", "-o", out, "--json")
+    assert code == 0, err
+    return path, json.loads(stdout), load_report(out).offset
+
+
+#: The settings of the deterministic runs compared here.
+DET = ("--deterministic", "--time-limit", "0.3")
+
+
+def _check_passes(report_path, out):
+    code, stdout, err = _cli("check", report_path, "--allocation", out)
+    assert code == 0, stdout + err
+
+
+def test_alloc_on_a_dask_cluster_equals_the_local_pool(shared_cluster, two_ipu_report,
+                                                        tmp_path):
+    from tilemem.load import load_report
+
+    address, _ = shared_cluster
+    path, pool, pool_offsets = two_ipu_report
+    out = tmp_path / "dask.capnp"
+    code, stdout, err = _cli("alloc", path, *DET, "--scheduler", address, "-o", out, "--json")
+    assert code == 0, err
+    assert "Dask scheduler" in err and "2 worker(s)" in err   # it said where it ran
+    assert (load_report(out).offset == pool_offsets).all()
+    assert json.loads(stdout)["summary"]["tiles"] == pool["summary"]["tiles"] == 12
+    _check_passes(path, out)
+
+
+def test_alloc_survives_a_killed_dask_worker(dask_cluster, two_ipu_report, tmp_path):
+    """A worker SIGKILLed once results have started to arrive: the run completes, every tile
+    is there, the result is valid and (deterministic) the same as without the kill."""
+    from tilemem.load import load_report
+
+    address, workers = dask_cluster
+    path, pool, pool_offsets = two_ipu_report
+    out = tmp_path / "dask.capnp"
+    run = subprocess.Popen([sys.executable, "-m", "tilemem", "alloc", str(path), *DET,
+                            "--scheduler", address, "-o", str(out), "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        victim = next(iter(workers.values()))
+        _wait_for_records(tmp_path / "dask.capnp.journal", 3, run)
+        victim.send_signal(signal.SIGKILL)
+        stdout, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+    assert run.returncode == 0, err
+    doc = json.loads(stdout)
+    assert sorted(t["tile"] for t in doc["tiles"]) == sorted(t["tile"] for t in pool["tiles"])
+    assert (load_report(out).offset == pool_offsets).all()
+    _check_passes(path, out)
+
+
+def _journal_phases(path) -> list[str]:
+    """The phase of every complete record after the header of a journal file, read here from
+    its documented framing (u32 length, u32 CRC-32, msgpack ``[phase, tile, ...]``)."""
+    import struct
+    import zlib
+
+    import msgspec
+
+    from tilemem.pack.journal import MAGIC
+
+    try:
+        buf = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    pos, phases = len(MAGIC), []
+    while pos + 8 <= len(buf):
+        length, crc = struct.unpack_from("<II", buf, pos)
+        payload = buf[pos + 8:pos + 8 + length]
+        if len(payload) < length or zlib.crc32(payload) != crc:
+            break   # a torn last record
+        phases.append(msgspec.msgpack.decode(payload))
+        pos += 8 + length
+    return [rec[0] for rec in phases[1:]]   # phases[0] is the header
+
+
+def _journal_records(path) -> int:
+    return len(_journal_phases(path))
+
+
+def _wait_for_records(journal, k: int, proc, timeout: float = 240) -> None:
+    end = time.time() + timeout
+    while _journal_records(journal) < k:
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.time() < end, f"no {k} journal records within {timeout} s"
+        time.sleep(0.05)
+
+
+def _children(pid: int) -> set[int]:
+    """Every descendant of ``pid`` (from /proc)."""
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out.update(kids)
+        todo.extend(kids)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc (Linux)")
+def test_alloc_killed_then_resumed_solves_only_the_unfinished_tiles(two_ipu_report, tmp_path):
+    from tilemem.load import load_report
+
+    path, pool, pool_offsets = two_ipu_report
+    out = tmp_path / "out.capnp"
+    journal = tmp_path / "out.capnp.journal"
+    args = ["alloc", str(path), *DET, "--workers", "2", "-o", str(out), "--json"]
+    run = subprocess.Popen([sys.executable, "-m", "tilemem", *args], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        # past the first pass (12 records), into the exact pass
+        _wait_for_records(journal, 14, run)
+        workers = _children(run.pid)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert workers, "the pool had worker processes"
+    end = time.time() + 20   # the workers die with their parent
+    while any(Path(f"/proc/{w}").exists() and "Z" not in _state(w) for w in workers):
+        assert time.time() < end, "pool workers outlived the killed run"
+        time.sleep(0.1)
+    assert not out.exists()
+    # what the journal holds: the tile problems finished before the kill
+    finished_before = _journal_phases(journal).count("final")
+    problems = pool["summary"]["tiles"]
+    assert 0 < finished_before < problems
+    # another run's settings or no --resume: refused in one line, before any work
+    code, _, err = _cli("alloc", path, "--time-limit", "0.3", "--workers", "2", "-o", out,
+                        "--resume")
+    assert code == 2 and "other settings" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _cli(*args)
+    assert code == 2 and "--resume" in err and len(err.strip().splitlines()) == 1
+    # resumed: only the unfinished tiles are solved, and the result is the uninterrupted one
+    code, stdout, err = _cli(*args, "--resume")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["summary"]["fromJournal"] == finished_before
+    assert (load_report(out).offset == pool_offsets).all()
+    assert not journal.exists()   # the output is written: nothing left to resume
+    _check_passes(path, out)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

@@ -20,6 +20,7 @@ overflowed), "feasible" when the time limit stopped the proof.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -105,7 +106,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     4. CP-SAT for the rest, with the best allocation as its complete hint and the raised bound
        (always run with ``polish``, to lower the regions' high-water marks).
     """
-    t0 = time.perf_counter()
+    clock = _Clock(deterministic)
     tm = p.capacity
     best = hint
     lower = int(bound)
@@ -115,11 +116,16 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
 
     def probe(cap, until):
         nonlocal best
-        budget = until - time.perf_counter()
+        budget = until - clock.used()
         if budget <= 0.01:
             return "unknown"
         try:
-            r = search(p, time_limit=budget, hint=best, capacity=int(cap))
+            if deterministic:   # a node budget: the same verdict on any machine
+                r = search(p, time_limit=budget, hint=best, capacity=int(cap),
+                           max_nodes=int(budget * SEARCH_NODES_PER_SECOND))
+                clock.charge(r.nodes / SEARCH_NODES_PER_SECOND)
+            else:
+                r = search(p, time_limit=budget, hint=best, capacity=int(cap))
         except Exception as e:  # a failing helper must not lose the tile
             first_line = (str(e).strip().splitlines() or [""])[0][:120]
             notes.append(f"search failed: {type(e).__name__}: {first_line}")
@@ -138,23 +144,23 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         return _meets(p, best, lower) and not polish
 
     if search is not None and np.any(best >= tm) and lower <= tm and not done():
-        verdict = probe(tm, t0 + 0.5 * time_limit)
+        verdict = probe(tm, 0.5 * time_limit)
         notes.append(f"search fit {verdict}")
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
-        verdict = probe(lower, time.perf_counter() + 0.2 * (time_limit -
-                                                           (time.perf_counter() - t0)))
+        verdict = probe(lower, clock.used() + 0.2 * (time_limit - clock.used()))
         if verdict == "infeasible":
             lower += 1
         notes.append(f"search at bound {verdict}")
     if not _meets(p, best, lower) and p.n > 1:
-        share = 0.4 * (time_limit - (time.perf_counter() - t0))
+        share = 0.4 * (time_limit - clock.used())
         start = heuristic.HeuristicResult(best, "hint", np.argsort(best, kind="stable"), False)
         # deterministic: a budget of moves from the configured limit, not the clock
         its = max(10, int(40 * time_limit)) if deterministic else None
-        res, it = heuristic.improve(p, start, time_limit=share * (3 if deterministic else 1),
-                          bound=lower, seed=seed, max_iterations=its)
+        res, it = heuristic.improve(p, start, time_limit=math.inf if deterministic else share,
+                                    bound=lower, seed=seed, max_iterations=its)
+        clock.charge(share)
         if objective(p, res.offsets) < objective(p, best):
             best = res.offsets
         notes.append(f"local search {it} moves")
@@ -164,10 +170,10 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         first = "search at bound unknown" not in notes  # do not repeat a probe that stalled
         while probe_lo <= hi:
             cap = probe_lo if first else (probe_lo + hi) // 2
-            left = t0 + 0.8 * time_limit - time.perf_counter()
+            left = 0.8 * time_limit - clock.used()
             if left <= 0.01:
                 break
-            verdict = probe(cap, time.perf_counter() + (0.5 if first else 0.35) * left)
+            verdict = probe(cap, clock.used() + (0.5 if first else 0.35) * left)
             first = False
             if verdict == "found":
                 hi = objective(p, best)[1] - 1
@@ -181,7 +187,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                      f"[{lower:,}, {objective(p, best)[1]:,}]")
     if done() or (proven and not polish):
         return best, "optimal", ",".join(notes)
-    left = time_limit - (time.perf_counter() - t0)
+    left = time_limit - clock.used()
     if left > 0.05 or polish:
         res = solve_cpsat(p, hint=best, time_limit=max(left, 0.1), bound=lower,
                           allow_overflow=bool(np.any(best >= tm)), workers=cp_workers,
@@ -197,6 +203,28 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                 notes.append("cp-sat result rejected by self-check")
     status = "optimal" if proven or _meets(p, best, lower) else "feasible"
     return best, status, ",".join(notes)
+
+
+#: Deterministic runs measure the compiled search's work in nodes: this many per second of
+#: time limit (a conservative rate: the search runs 40-400 thousand nodes a second).
+SEARCH_NODES_PER_SECOND = 40_000
+
+
+class _Clock:
+    """Seconds of a tile's time limit used so far: the wall clock, or in a deterministic run
+    the work done at fixed rates (search nodes, local-search shares), so that every decision
+    taken on the time left is the same on any machine and under any load."""
+
+    def __init__(self, deterministic: bool):
+        self.deterministic = deterministic
+        self.t0 = time.perf_counter()
+        self.work = 0.0
+
+    def used(self) -> float:
+        return self.work if self.deterministic else time.perf_counter() - self.t0
+
+    def charge(self, seconds: float) -> None:
+        self.work += float(seconds)
 
 
 def _search_function():

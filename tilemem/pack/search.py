@@ -88,7 +88,7 @@ class SearchResult:
 def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | None = None,
                  capacity: int | None = None, *,
                  orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0,
-                 randomized: bool = True) -> SearchResult:
+                 randomized: bool = True, max_nodes: int | None = None) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds.
 
@@ -97,7 +97,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     size; R random, or ``hint``'s order by offset in the first round); every order ends with
     the canonical rank (``_canonical_rank``). With ``randomized``, each round is followed by
     as many nodes of short restarts from perturbed orders (``_random_restarts``). ``seed``
-    makes the random orders repeatable. Repeated calls on the same problem object reuse its
+    makes the random orders repeatable. ``max_nodes``: stop after this many search nodes
+    instead of at ``time_limit`` (the clock is then not read: the same call gives the same
+    result on any machine, under any load). Repeated calls on the same problem object reuse its
     arrays (numba compiles once and caches). A ``hint`` (local offsets) that already places
     everything below ``capacity`` is returned as it is.
     """
@@ -111,6 +113,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
                                 seconds=time.perf_counter() - t0)
     run = _Run(sm, cap)
+    if max_nodes is not None:
+        run.node_cap = max(int(max_nodes), 1)
+        deadline = float("inf")
     if run.verdict is not None:
         return _result(sm, run, run.verdict, 0, t0)
     rng = np.random.default_rng(seed)
@@ -144,7 +149,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             nodes += spent
             if status in verdicts:
                 return _result(sm, run, verdicts[status], nodes, t0)
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline or run.spent():
             return _result(sm, run, "unknown", nodes, t0)
 
 
@@ -668,6 +673,8 @@ class _Run:
         self.cap = cap
         n, S = sm.n, sm.num_sections
         self.verdict = None
+        self.node_cap: int | None = None  # max_nodes of the call (None: the clock decides)
+        self.nodes_used = 0
         g = sm.grain  # ends of left-justified placements are multiples of it
         hi = np.minimum(sm.hi, cap) // g * g
         m0 = _norm0(sm, hi)
@@ -740,12 +747,25 @@ class _Run:
         reg[K.R_SP] = 0
         reg[K.R_MODE] = K.ENTER
 
+    def spent(self) -> bool:
+        """Whether the node cap of the call (``max_nodes``) is used up."""
+        return self.node_cap is not None and self.nodes_used >= self.node_cap
+
     def go(self, heur, limit, deadline):
-        """Run one restart to its end, its node limit or the deadline (then PAUSED)."""
+        """Run one restart to its end, its node limit, the deadline or the call's node cap
+        (then PAUSED)."""
         budget = self.SLICE
+        reg = self.state[10]
         while True:
+            if self.node_cap is not None:
+                if self.spent():
+                    return K.PAUSED
+                # slices end exactly at the cap: how the work is sliced changes nothing
+                budget = min(budget, self.node_cap - self.nodes_used)
             t = time.perf_counter()
+            before = int(reg[K.R_NODES])
             status = K.run(self.model, tuple(self.state), heur, limit, budget)
+            self.nodes_used += int(reg[K.R_NODES]) - before
             if status == K.NEED_TRAIL:
                 tr = self.state[7]
                 self.state[7] = np.concatenate([tr, np.zeros_like(tr)])
