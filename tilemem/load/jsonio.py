@@ -331,13 +331,7 @@ def read_json(buf) -> Report:
 
     inter = _lists_to_csr(top.equivalenceClassInterference, "equivalenceClassInterference")
     num_classes = inter.num_rows
-    bad = np.flatnonzero((inter.indices < 0) | (inter.indices >= num_classes))
-    if len(bad):
-        c = int(inter.row_ids()[bad[0]])
-        raise ReportError(f"names class {inter.indices[bad[0]]}, but there are only "
-                          f"{num_classes} classes", field=f"equivalenceClassInterference[{c}]",
-                          eq_class=c)
-    interference = symmetric_closure(num_classes, inter.row_ids(), inter.indices)
+    interference = class_interference(inter)
     del inter
 
     steps = None
@@ -468,3 +462,17 @@ def write_json(r: Report, f: BinaryIO) -> None:
     if r.class_steps is not None:
         f.write(b',\n"equivalenceClassSteps":' + enc(r.class_steps.tolist()))
     f.write(b"}\n")
+
+
+def class_interference(inter: Csr) -> Csr:
+    """The classes' interference from ``equivalenceClassInterference`` as written (one list per
+    class): every entry must name a class (else one ``ReportError`` line naming the list), and
+    the relation is made symmetric (``tilemem.model.symmetric_closure``)."""
+    num_classes = inter.num_rows
+    bad = np.flatnonzero((inter.indices < 0) | (inter.indices >= num_classes))
+    if len(bad):
+        c = int(inter.row_ids()[bad[0]])
+        raise ReportError(f"names class {inter.indices[bad[0]]}, but there are only "
+                          f"{num_classes} classes", field=f"equivalenceClassInterference[{c}]",
+                          eq_class=c)
+    return symmetric_closure(num_classes, inter.row_ids(), inter.indices)

@@ -37,9 +37,9 @@ import msgspec
 import numpy as np
 
 from ..errors import ReportError, ReportWarning
-from ..model import CATEGORIES, FLAG_FIELDS, Csr, Report, symmetric_closure
+from ..model import CATEGORIES, FLAG_FIELDS, Csr, Report
 from ..model.target import Target
-from .jsonio import (_INT_FIELDS, _KNOWN_CATEGORIES, MISSING, Int, _attrgetter, _decode_batch,
+from .jsonio import (_INT_FIELDS, class_interference, _KNOWN_CATEGORIES, MISSING, Int, _attrgetter, _decode_batch,
                      _near, _split_error, _Top, _Var)
 
 #: Bytes scanned and decoded at a time. The scan's numpy arrays and the decoded Structs of one
@@ -307,13 +307,7 @@ def _assemble(cols: _Columns, target: Target, cats: tuple, n: int, seen: dict) -
     inter_flat = cols.map("equivalenceClassInterference.flat", np.int64)
     inter = Csr.from_lengths(inter_len, inter_flat)
     num_classes = inter.num_rows
-    bad = np.flatnonzero((inter.indices < 0) | (inter.indices >= num_classes))
-    if len(bad):
-        k = int(inter.row_ids()[bad[0]])
-        raise ReportError(f"names class {inter.indices[bad[0]]}, but there are only "
-                          f"{num_classes} classes", field=f"equivalenceClassInterference[{k}]",
-                          eq_class=k)
-    interference = symmetric_closure(num_classes, inter.row_ids(), inter.indices)
+    interference = class_interference(inter)
     del inter, inter_len, inter_flat
     steps = None
     if "equivalenceClassSteps" in seen:
