@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import click
 
+from .guards import BUDGET, METHOD, SECONDS, output_path
 from .options import report_path_argument
 
 
@@ -11,20 +12,23 @@ from .options import report_path_argument
               help="Another allocation of the same variables (e.g. written by `tilemem alloc`): "
                    "adds the Compare view, the report's layout beside this one.")
 @click.option("--tiles", "tiles_spec", help="Also embed the full maps of these tiles, e.g. "
-                                            "0,5,100-200 (always, whatever the budget).")
+                                            "0,5,100-200 (always, whatever --max-vars).")
 @click.option("-o", "--output", default="report.html", show_default=True,
               type=click.Path(dir_okay=False), help="The HTML file to write (atomically).")
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+@click.option("--time-limit", type=SECONDS, default=2.0, show_default=True,
               help="Seconds per out-of-memory tile for its diagnosis (bound and re-pack).")
-@click.option("--method", default="auto", show_default=True,
-              help="Packing method of that re-pack (see `tilemem alloc`; heuristic is fastest, "
-                   "~0.6 s a tile on a full Mk2 report, where auto took ~9 s).")
+@click.option("--method", type=METHOD, default="auto", show_default=True,
+              help="Packing method of that re-pack (see `tilemem alloc`; heuristic is fastest).")
+@click.option("--budget", type=BUDGET, default=60.0, show_default=True,
+              help="Seconds for the whole re-pack: every out-of-memory tile gets the heuristic, "
+                   "then exact work goes to the worst until the budget is spent.")
 @click.option("--no-repack", is_flag=True,
               help="Diagnose out-of-memory tiles by their bound only (no packer run).")
 @click.option("--max-vars", type=click.IntRange(min=0), default=250_000, show_default=True,
               help="Budget of variables in full maps (~70 bytes each in the file): tiles out "
                    "of memory, then the fullest, join while it lasts.")
-def html(report, allocation, tiles_spec, output, time_limit, method, no_repack, max_vars):
+def html(report, allocation, tiles_spec, output, time_limit, method, budget, no_repack,
+         max_vars):
     """Write a one-file interactive HTML report of REPORT (opens offline in any browser).
 
     Overview: memory per tile (click a tile to open it), the histogram, totals by category
@@ -41,14 +45,12 @@ def html(report, allocation, tiles_spec, output, time_limit, method, no_repack, 
 
     from ..errors import ReportError
 
-    if Path(output).suffix.lower() not in (".html", ".htm"):
-        raise ReportError(f"unknown output format {Path(output).suffix!r}: use .html",
-                          path=output, field="--output")
+    output_path(output, (".html", ".htm"))
     try:
         import bokeh  # noqa: F401
     except ImportError:
-        raise click.ClickException("tilemem html needs Bokeh: pip install 'tilemem[html]'") \
-            from None
+        raise ReportError("tilemem html needs Bokeh: pip install 'tilemem[html]'",
+                          field="--output") from None
     import time
 
     from ..load import load_report
@@ -65,8 +67,9 @@ def html(report, allocation, tiles_spec, output, time_limit, method, no_repack, 
         data = write_html(output, r, source=Path(report).name, compare=compare,
                           compare_label=(f"allocation {Path(allocation).name}" if allocation
                                          else "allocation"),
-                          requested=tiles, time_limit=time_limit, repack=not no_repack, method=method,
-                          max_vars=max_vars, progress=lambda s: status.update(s))
+                          requested=tiles, time_limit=time_limit, repack=not no_repack,
+                          method=method, budget=budget, max_vars=max_vars,
+                          progress=lambda s: status.update(s))
     size = Path(output).stat().st_size
     c.print(f"wrote {output}: {size / 1e6:.1f} MB, full maps of {len(data['included']):,} of "
             f"{r.num_tiles:,} tiles, in {time.monotonic() - t0:.1f} s")

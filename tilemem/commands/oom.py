@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from .guards import METHOD, SECONDS, nothing_to_analyse, output_path, run_journal
+from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path, run_journal
 from .options import report_path_argument
 
 
@@ -18,6 +18,8 @@ from .options import report_path_argument
               help="How many peak variables and classes to list.")
 @click.option("--method", type=METHOD, default="auto", show_default=True,
               help="Packing method of the re-pack (see `tilemem alloc`; heuristic is fastest).")
+@click.option("--budget", type=BUDGET, default=180.0, show_default=True,
+              help="Seconds for the whole re-pack (see `tilemem alloc --budget`).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one screen per tile.")
 @click.option("-o", "--output", type=click.Path(), default=None,
@@ -25,8 +27,8 @@ from .options import report_path_argument
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run with -o OUT: re-packed tiles recorded in "
                    "OUT.journal (same report, same settings) are not solved again.")
-def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_json, output,
-        resume):
+def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repack, as_json,
+        output, resume):
     """Diagnose the out-of-memory tiles of REPORT, worst first.
 
     For each tile whose allocation passes tileMemory: the excess, the maximum live bytes (no
@@ -67,7 +69,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
         if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
             found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                              repack=not no_repack, method=method, figures=fig,
-                             journal=journal)
+                             journal=journal, budget=budget)
         else:
             from rich.progress import Progress
 
@@ -75,7 +77,8 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, no_repack, as_j
                 task = p.add_task("maximum live bytes", total=len(oom_tiles))
                 found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                                  repack=not no_repack, method=method, figures=fig,
-                                 progress=lambda t: p.advance(task), journal=journal)
+                                 progress=lambda t: p.advance(task), journal=journal,
+                                 budget=budget)
         if output:
             _write_json(output, {"tiles": found})
     except BaseException:

@@ -202,11 +202,13 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
              time_limit: float = 10.0, top: int = 10, repack: bool = True,
              method: str = "auto",
              figures: MemoryFigures | None = None, progress=None,
-             journal=None) -> list[TileDiagnosis]:
+             journal=None, budget: float | None = None) -> list[TileDiagnosis]:
     """Diagnose the out-of-memory tiles of ``offsets`` (default: the report's allocation),
     worst first; ``tiles`` restricts the search. ``progress(tile)`` is called per tile.
     ``journal``: a ``tilemem.pack.journal.Journal`` the re-pack records its tiles in (and
-    skips those it already holds)."""
+    skips those it already holds). ``budget``: seconds for the whole re-pack (see
+    ``tilemem.pack.driver.allocate``: the heuristic everywhere, exact work where it matters most
+    until the budget is spent)."""
     fig = figures if figures is not None else memory_figures(r, offsets)
     oom = fig.out_of_memory()
     if tiles is not None:
@@ -221,7 +223,7 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
 
         known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in fits}
         a = allocate(r, method=method, tiles=fits, time_limit=time_limit, bounds=known,
-                     journal=journal)
+                     journal=journal, budget=budget)
         offsets_new = np.asarray(a.offsets, np.int64)
         rejected = _rejected_by_checker(r, offsets_new, fits)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}

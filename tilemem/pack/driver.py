@@ -120,8 +120,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         if not last:
             todo = [t for t in reps if t not in final
                     and (method == "exact" or done[t][0].status != "optimal")]
-            # where exact effort matters most first: overflowed bytes, then the gap
-            todo.sort(key=lambda t: (-done[t][0].overflow_bytes, -done[t][0].gap, t))
+            todo.sort(key=lambda t: _exact_priority(done[t][0], report.target.tile_memory)
+                      + (t,))
             n = max(1, min(_workers_of(ex), len(todo)))
             # deterministic: one CP-SAT worker whatever the machine, so a run repeats on
             # any number of cores and on a cluster
@@ -153,6 +153,30 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     if verify:
         _verify(report, alloc, rules)
     return alloc
+
+
+def _exact_priority(res, tile_memory: int) -> tuple:
+    """Sort key of the exact stage: where exact effort matters most comes first.
+
+    First the tiles that overflow although their bound fits in memory (an exact allocation may
+    make them fit: the question a user with an out-of-memory tile asks), fewest overflowed bytes
+    first (the likeliest to be closed); then every other tile by its gap to the bound, largest
+    first (on a tile whose live data alone exceeds memory, lowering the end lowers the overflow
+    by as much).
+
+    >>> from tilemem.pack.result import TileResult
+    >>> def r(over, gap, bound=90):
+    ...     return TileResult(tile=0, method="heuristic", status="heuristic",
+    ...                       overflow_bytes=over, total_including_gaps=0, bound=bound,
+    ...                       bound_exact=True, gap=gap, seconds=0.0)
+    >>> keys = [_exact_priority(x, 100) for x in (r(0, 0.05), r(8, 0.2), r(4, 0.1),
+    ...                                            r(50, 0.3, bound=140))]
+    >>> sorted(range(4), key=keys.__getitem__)
+    [2, 1, 3, 0]
+    """
+    if res.overflow_bytes and res.bound <= tile_memory:
+        return (0, res.overflow_bytes, 0.0)
+    return (1, 0, -res.gap)
 
 
 # ---- the tiles' problems -------------------------------------------------------------------

@@ -195,7 +195,8 @@ def tile_entry(r: Report, tile: int, fig: MemoryFigures, offsets=None, *,
     return e
 
 
-def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progress) -> dict:
+def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progress,
+               budget) -> dict:
     """``{tile: oom diagnosis JSON}`` for the out-of-memory tiles among ``tiles``."""
     from ..figures.oom import diagnose
 
@@ -203,14 +204,14 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
     if not oom:
         return {}
     found = diagnose(r, oom, offsets=offsets, time_limit=time_limit, top=15, repack=repack,
-                     method=method, figures=fig, progress=progress)
+                     method=method, figures=fig, progress=progress, budget=budget)
     return {d.tile: msgspec.to_builtins(d) for d in found}
 
 
 def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "allocation",
               requested=None, title: str = "", fullest: int = FULLEST,
               max_vars: int = MAX_VARS, time_limit: float = 2.0, repack: bool = True,
-              method: str = "auto", progress=None) -> dict:
+              method: str = "auto", progress=None, budget: float | None = None) -> dict:
     """Everything the page shows (see the module docstring). ``offsets``: the allocation
     shown (default the report's); ``compare``: another offset column for the Compare view.
     ``progress(stage: str)`` is called as the work goes."""
@@ -247,7 +248,7 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
     }
     say("out-of-memory diagnosis")
     diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack, method,
-                      None)
+                      None, budget)
     say("tile maps and liveness")
     tiles = {}
     for c in chosen:
