@@ -45,16 +45,16 @@ def liveness(report, tile_spec, top, as_json, time_limit, steps):
     if tiles is None:
         tiles = r.tiles_in_use()
     if steps and not as_json:
-        from .liveness_steps import print_steps
+        from ..text import steps_view
 
-        print_steps(r, report, tiles, tile_spec is None)
+        steps_view(console(), r, report, tiles, tile_spec is None)
         return
     found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty()) \
         if len(tiles) else []  # no tile in use: nothing to analyse
     if as_json:
         out = msgspec.to_builtins(liveness_json(r, found))
         if steps:
-            from .liveness_steps import steps_json
+            from ..text import steps_json
 
             out.update(steps_json(r, tiles, out["tiles"]))
         echo_json(out)
