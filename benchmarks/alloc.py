@@ -1,16 +1,17 @@
-"""Packing speed and quality on a generated report: tiles per second and mean gap to the bound.
+"""Packing speed and quality on a generated report: wall time, proven tiles, gap to the bound.
 
-Runs ``tilemem.pack.driver.allocate`` with each method on the same report and prints, per
-method, wall seconds, tiles per second, tiles that fit, overflowed bytes and the mean gap of
-totalIncludingGaps to the tile's bound (maximum live bytes), with ratios against ``replay``
-(first fit in the report's own order) measured in the same run.
+Runs ``tilemem.pack.driver.allocate`` with each method on the same report, as Poplar writes it
+(``equivalenceClassSteps`` dropped unless ``--keep-steps``), and prints per method: wall
+seconds, tiles per second, tiles proven optimal, the share of tiles ending within 1.01 x their
+bound, the gap's median, 95th percentile and worst, overflowed bytes, tiles that fit, tiles
+worse than replay (overflow, then end address) and the peak RSS so far; with ratios against
+``replay`` (first fit in the report's own order) measured in the same run.
 
-    python benchmarks/alloc.py                      # full Mk2 report (1472 tiles; ~90 s to make)
+    python benchmarks/alloc.py --methods replay,auto         # full Mk2 report, default budget
     python benchmarks/alloc.py --preset mk1 --tiles 64 --methods replay,heuristic,auto
     python benchmarks/alloc.py --report some.capnp  # an existing report instead
 
-``auto``/``exact`` on a full report take about time-limit x tiles / workers: pass
-``--tiles``, ``--sample`` or a small ``--time-limit`` for those.
+``auto``/``exact`` spend at most ``--budget`` seconds on the whole run beyond the heuristic.
 """
 from __future__ import annotations
 
@@ -31,9 +32,14 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="replay,heuristic")
     ap.add_argument("--sample", type=int, default=None,
                     help="pack only this many tiles, spread over the report")
-    ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--budget", type=float, default=180.0)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--keep-steps", action="store_true",
+                    help="keep equivalenceClassSteps (Poplar's reports have none)")
     a = ap.parse_args(argv)
+    import resource
+    from dataclasses import replace
 
     from tilemem.pack.driver import allocate
 
@@ -48,6 +54,9 @@ def main(argv=None) -> int:
 
         r = generate_report(a.preset, tiles=a.tiles, pressure=a.pressure, seed=a.seed)
         what = f"generated {a.preset}, {r.num_tiles} tiles, pressure {a.pressure}"
+    if not a.keep_steps and r.class_steps is not None:
+        r = replace(r, class_steps=None)
+        what += ", equivalenceClassSteps dropped"
     made = time.perf_counter() - t0
     tiles = r.tiles_in_use()
     if a.sample:
@@ -55,22 +64,30 @@ def main(argv=None) -> int:
     per_tile = np.bincount(r.tile[r.allocated], minlength=r.num_tiles)[tiles]
     print(f"{what}: {r.num_vars:,} variables, {len(tiles)} tiles packed "
           f"(mean {per_tile.mean():.0f} variables per tile); report ready in {made:.1f} s")
-    rows = []
+    rows, first = [], None
     for method in a.methods.split(","):
         t0 = time.perf_counter()
         res = allocate(r, method=method, tiles=tiles, time_limit=a.time_limit,
-                       workers=a.workers)
+                       workers=a.workers, budget=a.budget)
         wall = time.perf_counter() - t0
         s = res.summary()
+        key = {t.tile: (t.overflow_bytes, t.total_including_gaps) for t in res.tiles}
+        first = first or key
+        worse = sum(key[t] > first[t] for t in key)
+        rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 2**20
         rows.append((method, wall, len(tiles) / wall, s["tilesThatFit"], s["overflowBytes"],
-                     s["meanGap"], s["optimal"]))
-        print(f"  {method:9s} {wall:8.1f} s  {len(tiles) / wall:8.1f} tiles/s  "
-              f"fit {s['tilesThatFit']:5d}  overflowed {s['overflowBytes']:>10,}  "
-              f"mean gap {100 * s['meanGap']:6.2f}%  optimal {s['optimal']}", flush=True)
+                     s["medianGap"]))
+        print(f"  {method:9s} {wall:7.1f} s  {len(tiles) / wall:7.1f} tiles/s  "
+              f"optimal {s['optimal']:5d}  within 1% {100 * s['withinOnePercent']:5.1f}%  "
+              f"gap median {100 * s['medianGap']:5.2f}% p95 {100 * s['p95Gap']:5.2f}% "
+              f"worst {100 * s['maxGap']:5.2f}%  overflowed {s['overflowBytes']:>9,}  "
+              f"fit {s['tilesThatFit']:5d}  worse than {a.methods.split(',')[0]} {worse}  "
+              f"exact not reached {s['unreached']}  peak RSS {rss:.2f} GB", flush=True)
     base = next((x for x in rows if x[0] == "replay"), rows[0])
     print(f"ratios against {base[0]} (same run):")
-    for method, wall, tps, fit, over, gap, _ in rows:
-        print(f"  {method:9s} speed x{tps / base[2]:.2f}  mean gap x{gap / base[5]:.2f}  "
+    for method, wall, tps, fit, over, gap in rows:
+        print(f"  {method:9s} speed x{tps / base[2]:.2f}  median gap x{gap / base[5]:.2f}  "
               f"overflowed bytes x{over / base[4] if base[4] else float('nan'):.2f}  "
               f"tiles that fit {fit - base[3]:+d}")
     return 0
