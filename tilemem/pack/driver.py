@@ -7,8 +7,10 @@
   how many variables land on the report's own offsets.
 - ``heuristic``: the best of a few greedy orders (``tilemem.pack.heuristic``), never worse
   than replay (the replay order is one of its candidates).
-- ``auto`` (default): the heuristic everywhere, then the exact portfolio
-  (``tilemem.pack.portfolio``) on the tiles where it overflows or stays above the lower bound.
+- ``auto`` (default): the heuristic everywhere, then a short quick search
+  (``tilemem.pack.portfolio.quick_search``) on every tile it leaves above the lower bound,
+  then the exact portfolio (``tilemem.pack.portfolio``) on the tiles that still overflow or
+  stay above it.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
@@ -49,6 +51,8 @@ from .problem import TileProblem
 from .result import Allocation
 
 METHODS = ("auto", "exact", "heuristic", "replay")
+#: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
+QUICK_SECONDS = 0.15
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -58,7 +62,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
              progress: bool = False, deterministic: bool = False, verify: bool = False,
              bounds: dict[int, tuple[int, bool]] | None = None, budget: float | None = None,
              scheduler: str | None = None, state_path=None, journal=None,
-             echo=None) -> Allocation:
+             echo=None, quick: float = QUICK_SECONDS) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
@@ -76,7 +80,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` (as ``tile_bounds`` gives),
     used instead of computing them again. ``journal``: a ``tilemem.pack.journal.Journal``:
     tiles it has finished are not solved again, and every tile is appended as it finishes.
-    ``echo``: where to say which cluster runs the tasks.
+    ``echo``: where to say which cluster runs the tasks. ``quick``: seconds per tile of
+    ``auto``'s quick search (``tilemem.pack.portfolio.quick_search``), run on every tile the
+    heuristic leaves above its bound before the exact stage (0: none; not with
+    ``deterministic``, as it stops on the clock).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -117,6 +124,25 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 final[t] = done[t]
             if journal is not None:
                 journal.append(t, res, off, FINAL if is_final else FIRST)
+        if method == "auto" and quick > 0 and not deterministic:
+            # pass 2: the quick search on every tile the heuristic left above its bound,
+            # largest gap first, within the run's budget: a little time on every tile
+            # lowers far more of them than seconds of exact effort on a few
+            todo = [t for t in reps if t not in final and done[t][0].status != "optimal"
+                    and done[t][0].overflow_bytes == 0]
+            todo.sort(key=lambda t: (-done[t][0].gap, t))
+            tasks = [(t, "quick", done[t][1], done[t][0], known[t], quick, seed, 1, False)
+                     for t in todo]
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, "quick search",
+                                            deadline=deadline):
+                prev = done[t][0]
+                if _SPENT in res.note:
+                    continue
+                done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
+                if res.status == "optimal":
+                    final[t] = done[t]
+                if journal is not None:
+                    journal.append(t, done[t][0], off, FINAL if t in final else FIRST)
         if not last:
             todo = [t for t in reps if t not in final
                     and (method == "exact" or done[t][0].status != "optimal")]
@@ -224,7 +250,7 @@ def _solve(shared, task: tuple, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev, bound, time_limit, seed, cp_workers, deterministic = task
-    if prev is not None and method in ("auto", "exact"):
+    if prev is not None and method in ("auto", "exact", "quick"):
         time_limit = remaining(deadline, time_limit)
         if time_limit < 0.05:
             return tile, replace(prev, note=(prev.note + "," if prev.note else "")
