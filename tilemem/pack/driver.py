@@ -52,7 +52,7 @@ from .result import Allocation
 
 METHODS = ("auto", "exact", "heuristic", "replay")
 #: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
-QUICK_SECONDS = 0.15
+QUICK_SECONDS = 0.3
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
