@@ -140,7 +140,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         if cap < lower or left <= 0.005:
             break
         # most of what is left, not all: a stalled probe must leave time for a looser cap
-        budget = left if left < 0.02 else max(0.7 * left, 0.02)
+        budget = left if left < 0.02 else max(0.85 * left, 0.02)
         r = solve_search(p, time_limit=budget, hint=best, capacity=int(cap), seed=seed)
         tried.append(f"{cap - lower:+,}:{r.status}")
         if r.offsets is not None:
