@@ -166,3 +166,46 @@ def test_exact_keeps_its_time_limit_on_overflowing_tiles():
         took = time.perf_counter() - t0
         assert took <= 2 * 1.0 + 1.5, f"tile {tile}: {took:.1f} s for a 1 s limit"
         assert out.tiles[0].method == "exact"
+
+
+@examples(40)
+@given(small_reports(max_vars=8, max_classes=4))
+def test_quick_search_is_valid_and_never_worse(r):
+    # the quick search from the heuristic: every result passes both independent checkers
+    # and is no worse than the heuristic
+    p = TileProblem.from_report(r, 0)
+    h, off_h = solve_tile(p, "heuristic", time_limit=1)
+    q, off_q = solve_tile(p, "quick", hint=off_h, time_limit=0.05)
+    col = r.offset.copy()
+    col[p.rows] = off_q
+    passes_both_checkers(r, col)
+    assert (q.overflow_bytes, q.total_including_gaps) <= (h.overflow_bytes,
+                                                          h.total_including_gaps)
+
+
+@examples(40)
+@given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
+def test_quick_search_optimal_only_when_it_is(r):
+    # "optimal" only at the brute-force optimum, and never below it
+    p = TileProblem.from_report(r, 0)
+    q, off_q = solve_tile(p, "quick", time_limit=0.05)
+    best = brute_force(r)
+    assert (q.overflow_bytes, q.total_including_gaps) >= best
+    if q.status == "optimal":
+        assert (q.overflow_bytes, q.total_including_gaps) == best
+
+
+def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
+    # lifetimes a[0,2) b[1,3) c[2,4) d[0,4): only one layout ends at 64, the bound; the hint
+    # ends at 72 (d on top). The real search finds the layout, the guard accepts it.
+    geometry = Target(1, 128, 128, np.array([0]))
+    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
+                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
+                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
+                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
+    p = TileProblem.from_report(r, 0)
+    hint = np.array([0, 24, 0, 48])
+    assert self_check(p, hint)
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 1.0)
+    assert self_check(p, off) and status == "optimal", note
+    assert int((off + p.size).max()) == 64

@@ -521,10 +521,30 @@ def _interval_ends(indptr, indices, order):
 
 
 def _sorted_by_key(indptr, indices, key):
-    """The same adjacency with each row sorted by ``key`` of the neighbour."""
-    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    perm = np.lexsort((key[indices], rows))
-    return indices[perm]
+    """The same adjacency with each row sorted by ``key`` of the neighbour (ties by index).
+
+    >>> ip, ix = csr_from_edges(3, [(0, 1), (0, 2), (1, 2)])
+    >>> _sorted_by_key(ip, ix, np.array([5, 9, 1])).tolist()   # rows 0 | 1 | 2
+    [2, 1, 2, 0, 0, 1]
+    """
+    order = np.argsort(np.asarray(key), kind="stable").astype(np.int64)
+    return _rows_in_order(np.asarray(indptr, np.int64), np.asarray(indices, np.int64), order)
+
+
+@njit(cache=True)
+def _rows_in_order(indptr, indices, order):
+    """Rows refilled by visiting the vertices in ``order``: as the graph is symmetric, ``u``
+    lands in the row of each neighbour in ``order``'s sequence (linear, where sorting every
+    row by key cost a third of a second on a dense tile graph)."""
+    n = len(indptr) - 1
+    out = np.empty(len(indices), np.int64)
+    fill = indptr[:n].copy()
+    for u in order:
+        for k in range(indptr[u], indptr[u + 1]):
+            v = indices[k]
+            out[fill[v]] = u
+            fill[v] += 1
+    return out
 
 
 def interval_order(indptr, indices, sweeps: int = 8) -> np.ndarray | None:

@@ -495,18 +495,27 @@ def ordered_cliques(indptr, indices):
 
 # ---- colour refinement -------------------------------------------------------------------------
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
+@njit(cache=True)
+def _mix1(x):
     """splitmix64's finaliser: a fixed bijection of uint64 that scatters bits."""
-    x = x.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True)
+def _refine_keys(indptr, indices, colour, el):
+    """One refinement round's keys: ``mix(mix(colour) ^ sum of mix(neighbour colour * 64 +
+    edge label))``, compiled (the numpy form cost 0.1 s per round on a dense tile graph)."""
+    n = len(indptr) - 1
+    key = np.empty(n, np.uint64)
+    for v in range(n):
+        s = np.uint64(0)
+        for k in range(indptr[v], indptr[v + 1]):
+            s += _mix1(np.uint64(colour[indices[k]]) * np.uint64(64) + el[k])
+        key[v] = _mix1(_mix1(np.uint64(colour[v])) ^ s)
+    return key
 
 
 def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) -> np.ndarray:
@@ -533,17 +542,10 @@ def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) 
     _, colour = np.unique(lab, axis=0, return_inverse=True)
     colour = colour.reshape(-1).astype(np.int64)
     num = int(colour.max()) + 1
-    deg = np.diff(indptr)
-    nonempty = deg > 0
     el = (np.zeros(len(indices), np.uint64) if edge_labels is None
           else np.asarray(edge_labels, np.uint64))
     for _ in range(rounds):
-        with np.errstate(over="ignore"):
-            h = _mix(colour[indices].astype(np.uint64) * np.uint64(64) + el)
-            s = np.zeros(n, np.uint64)
-            if len(indices):
-                s[nonempty] = np.add.reduceat(h, indptr[:-1][nonempty])
-            key = _mix(_mix(colour.astype(np.uint64)) ^ s)
+        key = _refine_keys(indptr, indices, colour, el)
         order = np.argsort(key, kind="stable")
         step = np.ones(n, np.int64)
         step[0] = 0

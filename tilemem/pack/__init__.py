@@ -11,8 +11,8 @@ One file per job, in the order the data flows:
 - ``heuristic``: the best of a few greedy orders, and a local search over orders;
 - ``search`` / ``search_kernel``: the compiled exact search (does everything fit below C?);
 - ``cpsat``: the OR-Tools CP-SAT model;
-- ``portfolio``: one tile as well as its time limit allows (``solve_tile``, the exact
-  portfolio);
+- ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the quick
+  search, the search as a constructive method near the bound; the exact portfolio);
 - ``driver``: a whole report (``allocate``: tile grouping, bounds, the worker processes);
 - ``result``: the objective and what packing returns.
 

@@ -7,8 +7,10 @@
   how many variables land on the report's own offsets.
 - ``heuristic``: the best of a few greedy orders (``tilemem.pack.heuristic``), never worse
   than replay (the replay order is one of its candidates).
-- ``auto`` (default): the heuristic everywhere, then the exact portfolio
-  (``tilemem.pack.portfolio``) on the tiles where it overflows or stays above the lower bound.
+- ``auto`` (default): the heuristic everywhere, then a short quick search
+  (``tilemem.pack.portfolio.quick_search``) on every tile it leaves above the lower bound,
+  then the exact portfolio (``tilemem.pack.portfolio``) on the tiles that still overflow or
+  stay above it.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
@@ -49,6 +51,8 @@ from .problem import TileProblem
 from .result import Allocation
 
 METHODS = ("auto", "exact", "heuristic", "replay")
+#: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
+QUICK_SECONDS = 0.3
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -58,14 +62,15 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
              progress: bool = False, deterministic: bool = False, verify: bool = False,
              bounds: dict[int, tuple[int, bool]] | None = None, budget: float | None = None,
              scheduler: str | None = None, state_path=None, journal=None,
-             echo=None) -> Allocation:
+             echo=None, quick: float = QUICK_SECONDS) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
-    whole run (None: no run-wide limit); every tile gets the bound and the heuristic whatever
-    the budget, then the exact portfolio runs on the tiles that overflow first (most overflowed
-    bytes first), then on those with the largest gap to their bound, until the budget is spent;
-    a tile it does not reach keeps its heuristic allocation (valid, never worse than replay).
+    whole run (None: no run-wide limit). Every tile gets the bound and the heuristic whatever
+    the budget; then, while the budget lasts: the exact portfolio on the tiles that overflow
+    although their bound fits (fewest overflowed bytes first), ``auto``'s quick search on the
+    tiles above their bound (largest gap first), and the exact portfolio on the rest (largest
+    gap first). A tile not reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
@@ -76,7 +81,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` (as ``tile_bounds`` gives),
     used instead of computing them again. ``journal``: a ``tilemem.pack.journal.Journal``:
     tiles it has finished are not solved again, and every tile is appended as it finishes.
-    ``echo``: where to say which cluster runs the tasks.
+    ``echo``: where to say which cluster runs the tasks. ``quick``: seconds per tile of
+    ``auto``'s quick search (``tilemem.pack.portfolio.quick_search``), run on every tile the
+    heuristic leaves above its bound before the exact stage (0: none; not with
+    ``deterministic``, as it stops on the clock).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -94,6 +102,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     resumed = set(final)   # not solved again at all
     state = (_Shared(report, rules) if scheduler is None or state_path is None
              else ReportFile(state_path, extra=rules))
+    tm = report.target.tile_memory
     with make_executor(scheduler, state, workers=workers, setup=_warm_up, echo=echo) as ex, \
             _Progress(progress) as bar:
         # pass 0: maximum live bytes, in chunks of tiles (one compiled pass per chunk)
@@ -117,24 +126,52 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 final[t] = done[t]
             if journal is not None:
                 journal.append(t, res, off, FINAL if is_final else FIRST)
-        if not last:
+        if last:
+            todo = []
+        else:
             todo = [t for t in reps if t not in final
                     and (method == "exact" or done[t][0].status != "optimal")]
-            todo.sort(key=lambda t: _exact_priority(done[t][0], report.target.tile_memory)
-                      + (t,))
-            n = max(1, min(_workers_of(ex), len(todo)))
+            todo.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             # deterministic: one CP-SAT worker whatever the machine, so a run repeats on
             # any number of cores and on a cluster
+            n = max(1, min(_workers_of(ex), len(todo)))
             cp_workers = (max(1, cores() // n) if scheduler is None and not deterministic
                           else 1)
+
+        def exact(tiles_: list[int]) -> None:
             tasks = [(t, method, done[t][1], done[t][0], known[t], time_limit, seed,
-                      cp_workers, deterministic) for t in todo]
+                      cp_workers, deterministic) for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=deadline):
                 prev = done[t][0]
                 done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
                 final[t] = done[t]
                 if journal is not None:
                     journal.append(t, done[t][0], off, FINAL)
+
+        # pass 2: exact first where a tile overflows although its bound fits (would a
+        # better allocation fit? what a user with an out-of-memory tile asks)
+        fittable = [t for t in todo if _exact_priority(done[t][0], tm)[0] == 0]
+        exact(fittable)
+        if method == "auto" and quick > 0 and not deterministic:
+            # pass 3: the quick search on every tile the heuristic left above its bound,
+            # largest gap first, within the run's budget: a little time on every tile
+            # lowers far more of them than seconds of exact effort on a few
+            fast = [t for t in todo if t not in final and done[t][0].overflow_bytes == 0]
+            fast.sort(key=lambda t: (-done[t][0].gap, t))
+            tasks = [(t, "quick", done[t][1], done[t][0], known[t], quick, seed, 1, False)
+                     for t in fast]
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, "quick search",
+                                            deadline=deadline):
+                prev = done[t][0]
+                if _SPENT in res.note:
+                    continue
+                done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
+                if res.status == "optimal":
+                    final[t] = done[t]
+                if journal is not None:
+                    journal.append(t, done[t][0], off, FINAL if t in final else FIRST)
+        # pass 4: exact on the rest, largest gap first, while the budget lasts
+        exact([t for t in todo if t not in final])
     offsets = report.offset.copy()
     results = []
     for rep, members in groups.items():
@@ -248,7 +285,7 @@ def _solve(shared, task: tuple, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev, bound, time_limit, seed, cp_workers, deterministic = task
-    if prev is not None and method in ("auto", "exact"):
+    if prev is not None and method in ("auto", "exact", "quick"):
         time_limit = remaining(deadline, time_limit)
         if time_limit < 0.05:
             return tile, replace(prev, note=(prev.note + "," if prev.note else "")

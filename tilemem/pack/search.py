@@ -60,6 +60,7 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..liveness.graphalg import interval_order
 from . import search_kernel as K
@@ -427,20 +428,73 @@ def _with_window_groups(sections, lo, hi):
     region, interleaved variables above it): sub-cliques with their own capacity check."""
     if len(lo) == 0 or (np.all(hi == hi[0]) and np.all(lo == lo[0])):
         return sections  # one window for all: no sub-cliques
-    out = []
-    for sec in sections:
-        out.append(sec)
-        h = hi[sec]
-        for d in np.unique(h)[:-1]:
-            grp = sec[h <= d]
-            if len(grp) > 1:
-                out.append(grp)
-        lw = lo[sec]
-        for r in np.unique(lw)[1:]:
-            grp = sec[lw >= r]
-            if len(grp) > 1:
-                out.append(grp)
-    return out
+    if not sections:
+        return sections
+    sec_ptr = np.zeros(len(sections) + 1, np.int64)
+    np.cumsum([len(x) for x in sections], out=sec_ptr[1:])
+    flat = np.concatenate(sections).astype(np.int64)
+    ptr, members = _window_groups(sec_ptr, flat, lo, hi, np.unique(hi), np.unique(lo))
+    return np.split(members, ptr[1:-1])
+
+
+@njit(cache=True)
+def _window_groups(sec_ptr, sec_vars, lo, hi, his, los):
+    """``_with_window_groups`` over CSR sections, compiled (``his``/``los``: the distinct
+    window ends / starts, ascending): per section, the section, then for each window end
+    ``d`` its members have below their largest, the members ending by ``d`` (when more
+    than one), then likewise for each window start above their smallest."""
+    S = len(sec_ptr) - 1
+    total = sec_ptr[S] * (len(his) + len(los) - 1)
+    members = np.empty(total, np.int64)
+    ptr = np.empty(S * (len(his) + len(los) - 1) + 1, np.int64)
+    ptr[0] = 0
+    k = 0  # groups written
+    w = 0  # members written
+    for s in range(S):
+        a, b = sec_ptr[s], sec_ptr[s + 1]
+        for q in range(a, b):
+            members[w] = sec_vars[q]
+            w += 1
+        k += 1
+        ptr[k] = w
+        hmax = hi[sec_vars[a]]
+        lmin = lo[sec_vars[a]]
+        for q in range(a, b):
+            hmax = max(hmax, hi[sec_vars[q]])
+            lmin = min(lmin, lo[sec_vars[q]])
+        for d in his:
+            if d >= hmax:
+                break
+            present = False
+            count = 0
+            for q in range(a, b):
+                h = hi[sec_vars[q]]
+                present |= h == d
+                count += h <= d
+            if present and count > 1:
+                for q in range(a, b):
+                    if hi[sec_vars[q]] <= d:
+                        members[w] = sec_vars[q]
+                        w += 1
+                k += 1
+                ptr[k] = w
+        for r in los:
+            if r <= lmin:
+                continue
+            present = False
+            count = 0
+            for q in range(a, b):
+                x = lo[sec_vars[q]]
+                present |= x == r
+                count += x >= r
+            if present and count > 1:
+                for q in range(a, b):
+                    if lo[sec_vars[q]] >= r:
+                        members[w] = sec_vars[q]
+                        w += 1
+                k += 1
+                ptr[k] = w
+    return ptr[:k + 1].copy(), members[:w].copy()
 
 
 def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
