@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=None,
                     help="pack only this many tiles, spread over the report")
     ap.add_argument("--time-limit", type=float, default=10.0)
-    ap.add_argument("--budget", type=float, default=180.0)
+    ap.add_argument("--budget", type=float, default=240.0)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--keep-steps", action="store_true",
                     help="keep equivalenceClassSteps (Poplar's reports have none)")

@@ -6,7 +6,7 @@ from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path, ru
 from .options import report_path_argument
 
 #: Default ``--budget``: a full Mk2 IPU (1472 tiles) in a few minutes on 2 cores.
-DEFAULT_BUDGET = 180.0
+DEFAULT_BUDGET = 240.0
 
 
 @click.command()
