@@ -209,3 +209,35 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     off, status, note = portfolio_mod.quick_search(p, hint, 64, 1.0)
     assert self_check(p, off) and status == "optimal", note
     assert int((off + p.size).max()) == 64
+
+
+def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):
+    """``fit`` (the driver's first exact pass on tiles that may fit) asks the search whether
+    the tile fits in memory and stops there: the end address is left to later passes, so it
+    reports "feasible" above the bound; ``auto`` goes on lowering it."""
+    from types import SimpleNamespace
+
+    geometry = Target(1, 72, 72, np.array([0]))
+    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
+                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
+                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
+                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
+    p = TileProblem.from_report(r, 0)
+    fits = np.array([0, 24, 0, 48])          # ends at 72 = tileMemory: fits, above the bound
+    hint = np.array([0, 24, 0, 72])          # d past tileMemory
+    assert self_check(p, fits) and self_check(p, hint)
+    calls = []
+
+    def search(problem, time_limit, hint=None, capacity=None, **kw):
+        calls.append(capacity)
+        return SimpleNamespace(offsets=fits.copy(), status="optimal", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "_search_function", lambda: search)
+    res, off = solve_tile(p, "fit", hint=hint, time_limit=5, bound=(64, True))
+    assert calls == [72]                     # one question: does it fit in memory?
+    assert res.overflow_bytes == 0 and res.total_including_gaps == 72
+    assert res.status == "feasible" and "cp-sat" not in res.note
+    assert off.tolist() == fits.tolist()
+    calls.clear()
+    res, _ = solve_tile(p, "auto", hint=hint, time_limit=2, bound=(64, True))
+    assert len(calls) > 1 and res.total_including_gaps == 64 and res.status == "optimal"

@@ -138,20 +138,23 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             cp_workers = (max(1, cores() // n) if scheduler is None and not deterministic
                           else 1)
 
-        def exact(tiles_: list[int]) -> None:
-            tasks = [(t, method, done[t][1], done[t][0], known[t], time_limit, seed,
+        def exact(tiles_: list[int], how: str = method) -> None:
+            tasks = [(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
                       cp_workers, deterministic) for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=deadline):
                 prev = done[t][0]
                 done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
-                final[t] = done[t]
+                # "fit" stops once the tile fits: it goes on to the later passes
+                if how != "fit" or res.status == "optimal" or res.overflow_bytes:
+                    final[t] = done[t]
                 if journal is not None:
-                    journal.append(t, done[t][0], off, FINAL)
+                    journal.append(t, done[t][0], off, FINAL if t in final else FIRST)
 
         # pass 2: exact first where a tile overflows although its bound fits (would a
-        # better allocation fit? what a user with an out-of-memory tile asks)
+        # better allocation fit? what a user with an out-of-memory tile asks); under auto
+        # only until it fits, its end address then lowered like every other tile's
         fittable = [t for t in todo if _exact_priority(done[t][0], tm)[0] == 0]
-        exact(fittable)
+        exact(fittable, "fit" if method == "auto" else method)
         if method == "auto" and quick > 0 and not deterministic:
             # pass 3: the quick search on every tile the heuristic left above its bound,
             # largest gap first, within the run's budget: a little time on every tile
@@ -285,7 +288,7 @@ def _solve(shared, task: tuple, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev, bound, time_limit, seed, cp_workers, deterministic = task
-    if prev is not None and method in ("auto", "exact", "quick"):
+    if prev is not None and method in ("auto", "exact", "quick", "fit"):
         time_limit = remaining(deadline, time_limit)
         if time_limit < 0.05:
             return tile, replace(prev, note=(prev.note + "," if prev.note else "")

@@ -44,7 +44,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
 
     ``method``: "replay", "heuristic", "quick" (``quick_search`` from ``hint`` or from the
     heuristic, ``time_limit`` seconds), "auto" or "exact" (the latter two run the exact
-    portfolio from ``hint`` or from the heuristic). ``bound``: ``(bytes, exact)``, else
+    portfolio from ``hint`` or from the heuristic), or "fit" (auto's exact portfolio, stopped
+    as soon as the tile no longer overflows: the driver's first question on a tile that may
+    fit, the end address left to later passes). ``bound``: ``(bytes, exact)``, else
     computed from the problem alone. ``given``: an allocation the caller has (e.g. the
     report's own offsets): when it passes the guard and is better, it is what is returned,
     so a re-run is never worse than the valid allocation it was given.
@@ -68,10 +70,11 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         if method == "quick" and status != "optimal":
             off, status, quick_note = quick_search(p, off, lower, time_limit, seed)
             note = (note + "," if note else "") + quick_note
-        if method in ("auto", "exact") and (method == "exact" or status != "optimal"):
+        if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
             ran_exact = True
             off, status, note = exact_portfolio(p, off, lower, time_limit, seed, cp_workers,
-                                                deterministic, polish=(method == "exact"))
+                                                deterministic, polish=(method == "exact"),
+                                                fit_only=(method == "fit"))
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
@@ -165,7 +168,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
 
 def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float, seed: int = 0,
                     cp_workers: int = 1, deterministic: bool = False,
-                    polish: bool = False) -> tuple[np.ndarray, str, str]:
+                    polish: bool = False, fit_only: bool = False
+                    ) -> tuple[np.ndarray, str, str]:
     """The exact portfolio from a valid ``hint``: ``(offsets, status, note)``.
 
     Within ``time_limit`` seconds, in turn:
@@ -221,6 +225,9 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     if search is not None and np.any(best >= tm) and lower <= tm and not done():
         verdict = probe(tm, 0.5 * time_limit)
         notes.append(f"search fit {verdict}")
+    if fit_only and not np.any(best >= tm):
+        # it fits: the end address is left to the passes every tile gets
+        return best, "optimal" if _meets(p, best, lower) else "feasible", ",".join(notes)
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
