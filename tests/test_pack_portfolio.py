@@ -25,6 +25,16 @@ from tilemem.pack.problem import TileProblem
 from tilemem.model.target import Target
 
 
+def four_variables(geometry) -> TileProblem:
+    """Lifetimes a[0,2) b[1,3) c[2,4) d[0,4) (as interference), sizes 24, 16, 24, 24: only one
+    layout ends at 64 (a and c share [40, 64), b at 24, d at 0)."""
+    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
+                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
+                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
+                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
+    return TileProblem.from_report(r, 0)
+
+
 @examples(120)
 @given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
 def test_exact_matches_brute_force(r):
@@ -85,11 +95,7 @@ def test_search_result_is_used_when_valid(monkeypatch):
 
     geometry = Target(1, 64, 64, np.array([0]))
     # lifetimes: a[0,2) b[1,3) c[2,4) d[0,4); sizes chosen so only one layout fits in 64
-    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
-                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
-                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
-                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
-    p = TileProblem.from_report(r, 0)
+    p = four_variables(geometry)
     answer = np.array([40, 24, 40, 0])
     assert self_check(p, answer)
     calls = []
@@ -199,11 +205,7 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     # lifetimes a[0,2) b[1,3) c[2,4) d[0,4): only one layout ends at 64, the bound; the hint
     # ends at 72 (d on top). The real search finds the layout, the guard accepts it.
     geometry = Target(1, 128, 128, np.array([0]))
-    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
-                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
-                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
-                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
-    p = TileProblem.from_report(r, 0)
+    p = four_variables(geometry)
     hint = np.array([0, 24, 0, 48])
     assert self_check(p, hint)
     off, status, note = portfolio_mod.quick_search(p, hint, 64, 1.0)
@@ -218,11 +220,7 @@ def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):
     from types import SimpleNamespace
 
     geometry = Target(1, 72, 72, np.array([0]))
-    r = Report.from_columns(target=geometry, var_id=range(4), tile=[0] * 4,
-                            size=[24, 16, 24, 24], alignment=[4] * 4, offset=[0] * 4,
-                            category=["variable"] * 4, eq_class=[0, 1, 2, 3],
-                            interference=[[1, 3], [0, 2, 3], [1, 3], [0, 1, 2]])
-    p = TileProblem.from_report(r, 0)
+    p = four_variables(geometry)
     fits = np.array([0, 24, 0, 48])          # ends at 72 = tileMemory: fits, above the bound
     hint = np.array([0, 24, 0, 72])          # d past tileMemory
     assert self_check(p, fits) and self_check(p, hint)
