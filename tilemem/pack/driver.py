@@ -291,7 +291,8 @@ def _solve(shared, task: tuple, deadline: float | None):
     if prev is not None and method in ("auto", "exact", "quick", "fit"):
         time_limit = remaining(deadline, time_limit)
         if time_limit < 0.05:
-            return tile, replace(prev, note=(prev.note + "," if prev.note else "")
+            # seconds=0: this task took none (the caller adds the passes' seconds up)
+            return tile, replace(prev, seconds=0.0, note=(prev.note + "," if prev.note else "")
                                  + _SPENT), hint
     report, rules = _state(shared)
     p = TileProblem.from_report(report, tile, rules)
