@@ -239,3 +239,21 @@ def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):
     calls.clear()
     res, _ = solve_tile(p, "auto", hint=hint, time_limit=2, bound=(64, True))
     assert len(calls) > 1 and res.total_including_gaps == 64 and res.status == "optimal"
+
+
+def test_a_zero_size_variable_does_not_raise_the_proven_end():
+    """Found by hypothesis: the search counts a zero-size variable as one byte, the end address
+    as none, so "infeasible below 16" does not prove an end of 17 here (one at 16 exists: the
+    zero-size variable at 16). Neither the quick search nor exact may call 17 optimal."""
+    from pack_oracle import brute_force
+
+    r = Report.from_columns(target=Target(1, 48, 32, np.array([0, 16, 32])),
+                            var_id=range(4), tile=[0] * 4, size=[0, 5, 3, 1],
+                            alignment=[1, 1, 1, 8], offset=[0] * 4,
+                            category=["variable"] * 4, eq_class=[0] * 4, interference=[[]])
+    p = TileProblem.from_report(r, 0)
+    assert brute_force(r) == (0, 16)
+    q, _ = solve_tile(p, "quick", time_limit=0.2)
+    assert q.status != "optimal" or q.total_including_gaps == 16
+    ex, off = solve_tile(p, "exact", time_limit=2)
+    assert (ex.overflow_bytes, ex.total_including_gaps) == (0, 16) and self_check(p, off)

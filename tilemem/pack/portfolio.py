@@ -90,6 +90,28 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     return res, off
 
 
+def end_bound_after_infeasible(p: TileProblem, cap: int) -> int:
+    """The lower bound on the end address that the search's "infeasible at ``cap``" proves.
+
+    The search places a zero-size variable as one byte (as the guard does: two variables at
+    one address would otherwise be judged apart by size alone), while the end address counts
+    it as ending where it starts. So "nothing fits below ``cap``" proves an end of at least
+    ``cap + 1`` only without zero-size variables; with them, one may end at ``cap`` itself
+    (it would need ``[cap, cap + 1)``), so only ``cap`` is proven.
+
+    >>> from tilemem.model import Report
+    >>> def tile(sizes):
+    ...     r = Report.from_columns(var_id=range(len(sizes)), tile=[0] * len(sizes),
+    ...         size=sizes, alignment=[4] * len(sizes), offset=[0] * len(sizes),
+    ...         category=["variable"] * len(sizes), eq_class=[0] * len(sizes),
+    ...         interference=[[]])
+    ...     return TileProblem.from_report(r, 0)
+    >>> end_bound_after_infeasible(tile([8, 4]), 11), end_bound_after_infeasible(tile([8, 0]), 11)
+    (12, 11)
+    """
+    return int(cap) + (0 if np.any(p.size == 0) else 1)
+
+
 def _meets(p: TileProblem, off: np.ndarray, bound: int) -> bool:
     over, total, _, _ = objective(p, off)
     return over == 0 and total <= bound
@@ -137,11 +159,12 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     slack = max(1, int(lower * QUICK_FIRST_SLACK))
     cap = lower + slack
     tried = []
+    refuted = -1   # the highest cap the search proved nothing fits under
     while True:
         end = objective(p, best)[1]
         cap = min(cap, end - 1, tm)
         left = deadline - time.perf_counter()
-        if cap < lower or left <= 0.005:
+        if cap < lower or cap <= refuted or left <= 0.005:
             break
         # most of what is left, not all: a stalled probe must leave time for a looser cap
         budget = left if left < 0.02 else max(0.85 * left, 0.02)
@@ -158,7 +181,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             tried.append("rejected")
             break
         if r.status == "infeasible":
-            lower = cap + 1  # proven: nothing fits at or below cap
+            lower, refuted = end_bound_after_infeasible(p, cap), cap
         # infeasible or stalled: a looser cap (which the first descent reaches more often)
         slack *= 2
         cap = lower + slack
@@ -233,7 +256,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # the proof, and on the rest a short "unknown"
         verdict = probe(lower, clock.used() + 0.2 * (time_limit - clock.used()))
         if verdict == "infeasible":
-            lower += 1
+            lower = end_bound_after_infeasible(p, lower)
         notes.append(f"search at bound {verdict}")
     if not _meets(p, best, lower) and p.n > 1:
         share = 0.4 * (time_limit - clock.used())
@@ -260,7 +283,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             if verdict == "found":
                 hi = objective(p, best)[1] - 1
             elif verdict == "infeasible":
-                lo = probe_lo = cap + 1
+                lo, probe_lo = end_bound_after_infeasible(p, cap), cap + 1
             else:  # unknown at cap: look for a better allocation above it instead of stopping
                 probe_lo = cap + 1
         lower = max(lower, lo)
