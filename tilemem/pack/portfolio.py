@@ -223,9 +223,10 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             return "unknown"
         try:
             if deterministic:   # a node budget: the same verdict on any machine
+                rate = SEARCH_NODE_VARIABLES_PER_SECOND / max(p.n, 1)   # nodes a second
                 r = search(p, time_limit=budget, hint=best, capacity=int(cap),
-                           max_nodes=int(budget * SEARCH_NODES_PER_SECOND))
-                clock.charge(r.nodes / SEARCH_NODES_PER_SECOND)
+                           max_nodes=int(budget * rate))
+                clock.charge(r.nodes / rate)
             else:
                 r = search(p, time_limit=budget, hint=best, capacity=int(cap))
         except Exception as e:  # a failing helper must not lose the tile
@@ -310,9 +311,12 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     return best, status, ",".join(notes)
 
 
-#: Deterministic runs measure the compiled search's work in nodes: this many per second of
-#: time limit (a conservative rate: the search runs 40-400 thousand nodes a second).
-SEARCH_NODES_PER_SECOND = 40_000
+#: Deterministic runs measure the compiled search's work in nodes; a node costs about as much
+#: as the tile has variables, so a second of time limit buys this many nodes x variables.
+#: Measured (2 s runs, set-up included): 2,800-9,400 nodes/s on Mk2 tiles of 1,700-1,800
+#: variables (5-16 M), about 37,000 nodes/s on MiniMalloc's instances of 150-300 buffers
+#: (~10 M); the lower end keeps a deterministic run near its clocked time.
+SEARCH_NODE_VARIABLES_PER_SECOND = 5_000_000
 
 
 class _Clock:
