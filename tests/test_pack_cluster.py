@@ -388,13 +388,9 @@ def _journal_phases(path) -> list[str]:
     return [rec[0] for rec in phases[1:]]   # phases[0] is the header
 
 
-def _journal_records(path) -> int:
-    return len(_journal_phases(path))
-
-
 def _wait_for_records(journal, k: int, proc, timeout: float = 240) -> None:
     end = time.time() + timeout
-    while _journal_records(journal) < k:
+    while len(_journal_phases(journal)) < k:
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.time() < end, f"no {k} journal records within {timeout} s"
         time.sleep(0.05)

@@ -46,7 +46,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     from ..load import load_report
     from ..load.allocation import offsets_from_file
     from ..text import oom_view
-    from .options import console, echo_json, parse_tiles
+    from .options import console, echo_json, parse_tiles, write_json
 
     output_path(output, (".json",))
     r = load_report(report)
@@ -80,7 +80,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
                                  progress=lambda t: p.advance(task), journal=journal,
                                  budget=budget)
         if output:
-            _write_json(output, {"tiles": found})
+            write_json(output, {"tiles": found})
     except BaseException:
         if journal is not None:
             journal.close()   # kept: --resume continues from it
@@ -102,12 +102,3 @@ def _digest(offsets) -> str:
 
     return hashlib.blake2b(np.ascontiguousarray(offsets, np.int64).tobytes(),
                            digest_size=16).hexdigest()
-
-
-def _write_json(path, obj) -> None:
-    import msgspec
-
-    from ..load import atomic_write
-
-    with atomic_write(path) as f:
-        f.write(msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n")

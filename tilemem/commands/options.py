@@ -9,10 +9,22 @@ from typing import Any
 import click
 
 
-def echo_json(obj: Any) -> None:
+def _json_text(obj: Any) -> bytes:
     import msgspec
 
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(obj), indent=2).decode() + "\n")
+    return msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
+
+
+def echo_json(obj: Any) -> None:
+    sys.stdout.write(_json_text(obj).decode())
+
+
+def write_json(path, obj: Any) -> None:
+    """What ``echo_json`` prints, written to ``path`` atomically."""
+    from ..load import atomic_write
+
+    with atomic_write(path) as f:
+        f.write(_json_text(obj))
 
 
 def console():

@@ -239,7 +239,7 @@ def _lists_to_csr(raws, top_field: str, num_rows: int | None = None) -> Csr:
 
 def read_json(buf) -> Report:
     """Decode a JSON report from a buffer (bytes or mmap). Raises ``ReportError``."""
-    from .validate import MAX_CATEGORIES, validate_report, validate_target
+    from .validate import MAX_CATEGORIES, validate_report
 
     try:
         top = msgspec.json.decode(buf, type=_Top)
@@ -255,12 +255,7 @@ def read_json(buf) -> Report:
         if where is None:
             raise ReportError(f"not a valid JSON report: {e}") from None
         raise _near(buf, int(where.group(1)), f"not a valid JSON report: {e}") from None
-    ti = top.targetMemoryInfo
-    validate_target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
-                    ti.memoryElementOffsets, top.tilesPerIPU)
-    target = Target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
-                    np.asarray(ti.memoryElementOffsets, np.int64), ti.supervisorInstrFetchDelay,
-                    top.tilesPerIPU)
+    target = target_of(top)
 
     n = len(top.vars)
     var_id = np.empty(n, np.int64)
@@ -476,3 +471,16 @@ def class_interference(inter: Csr) -> Csr:
                           f"{num_classes} classes", field=f"equivalenceClassInterference[{c}]",
                           eq_class=c)
     return symmetric_closure(num_classes, inter.row_ids(), inter.indices)
+
+
+def target_of(top) -> Target:
+    """The report's ``Target`` from its top-level fields (numTiles, targetMemoryInfo,
+    tilesPerIPU), checked by ``validate_target`` first."""
+    from .validate import validate_target
+
+    ti = top.targetMemoryInfo
+    validate_target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
+                    ti.memoryElementOffsets, top.tilesPerIPU)
+    return Target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
+                  np.asarray(ti.memoryElementOffsets, np.int64), ti.supervisorInstrFetchDelay,
+                  top.tilesPerIPU)

@@ -39,8 +39,8 @@ import numpy as np
 from ..errors import ReportError, ReportWarning
 from ..model import CATEGORIES, FLAG_FIELDS, Csr, Report
 from ..model.target import Target
-from .jsonio import (_INT_FIELDS, class_interference, _KNOWN_CATEGORIES, MISSING, Int, _attrgetter, _decode_batch,
-                     _near, _split_error, _Top, _Var)
+from .jsonio import (_INT_FIELDS, _KNOWN_CATEGORIES, MISSING, Int, _attrgetter, _decode_batch,
+                     _near, _split_error, _Top, _Var, class_interference, target_of)
 
 #: Bytes scanned and decoded at a time. The scan's numpy arrays and the decoded Structs of one
 #: window take a few times its size; 8 MiB keeps that near 50 MB while the calls stay long.
@@ -151,7 +151,7 @@ class _Array:
 def stream_json_columns(path, folder: Path) -> tuple[Report, list[int]]:
     """A ``Report`` of the JSON report at ``path`` whose columns map files in ``folder``
     (checked by ``validate_report``), and the rows whose text was repaired (not UTF-8)."""
-    from .validate import MAX_CATEGORIES, validate_report, validate_target
+    from .validate import MAX_CATEGORIES, validate_report
     from . import _map
 
     buf = _map(path)
@@ -213,23 +213,19 @@ def stream_json_columns(path, folder: Path) -> tuple[Report, list[int]]:
         raise _near(buf, n - 1, "not a valid JSON report: the file ends inside "
                     + (f"{current.key}" if current else "an object or array"))
     skeleton.append(bytes(buf[keep_from:]))
+    text = b"".join(skeleton)   # the top level with vars and the lists left out: small
     try:
-        top = msgspec.json.decode(b"".join(skeleton), type=_Top)
+        top = msgspec.json.decode(text, type=_Top)
     except msgspec.ValidationError as e:
         msg, where = _split_error(e)
         raise ReportError(msg, field=where.lstrip(".") or None) from None
     except msgspec.DecodeError as e:
         raise ReportError(f"not a valid JSON report: {e}") from None
-    ti = top.targetMemoryInfo
-    validate_target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
-                    ti.memoryElementOffsets, top.tilesPerIPU)
-    target = Target(top.numTiles, ti.tileMemory, ti.interleavedMemoryStart,
-                    np.asarray(ti.memoryElementOffsets, np.int64), ti.supervisorInstrFetchDelay,
-                    top.tilesPerIPU)
+    target = target_of(top)
     for key in ("vars", "equivalenceClassInterference"):
         if key not in seen:
             raise ReportError(f"missing required key {key}" if b'"' + key.encode() + b'"'
-                              not in b"".join(skeleton) else "expected an array", field=key)
+                              not in text else "expected an array", field=key)
     if len(cats) > MAX_CATEGORIES:
         raise ReportError(f"more than {MAX_CATEGORIES:,} categories (codes are int16; Poplar "
                           f"has {len(CATEGORIES)}): not a lowered-variables report",

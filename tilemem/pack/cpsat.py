@@ -233,25 +233,25 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
 
     best = hint
     proven = True
-    work = [0.0]   # deterministic time used by the phases so far
+    work = 0.0   # deterministic time used by the phases so far, in seconds of limit
 
     def used() -> float:
         # deterministic: the solver's own measure of work, so that the phases' shares are
         # the same on any machine; else the wall clock
-        return work[0] if deterministic else time.perf_counter() - t0
+        return work if deterministic else time.perf_counter() - t0
 
     status_names = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
                     cp_model.INFEASIBLE: "infeasible", cp_model.UNKNOWN: "unknown",
                     cp_model.MODEL_INVALID: "invalid"}
 
     def run(seconds):
-        nonlocal best
+        nonlocal best, work
         m.model.clear_hints()
         if best is not None:
             m.hint(best)
         s = solver_for(seconds)
         st = s.solve(m.model)
-        work[0] += float(s.response_proto.deterministic_time) / DETERMINISTIC_UNITS_PER_SECOND
+        work += float(s.response_proto.deterministic_time) / DETERMINISTIC_UNITS_PER_SECOND
         name = status_names.get(st, "unknown")
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = m.offsets(s)

@@ -119,42 +119,41 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         todo = [t for t in reps if t not in done]
         tasks = [(t, first_pass, None, None, known[t], time_limit, seed, 1, deterministic)
                  for t in todo]
-        for _, (t, res, off) in bar.run(ex, _solve, tasks, first_pass):
+
+        def record(t: int, res, off, is_final: bool) -> None:
+            """Keep a tile's latest result (its seconds summed over the passes) and journal
+            it, as final or as a first pass that later passes may improve."""
+            if t in done:
+                res = replace(res, seconds=res.seconds + done[t][0].seconds)
             done[t] = (res, off)
-            is_final = last or (method == "auto" and res.status == "optimal")
             if is_final:
                 final[t] = done[t]
             if journal is not None:
-                journal.append(t, res, off, FINAL if is_final else FIRST)
-        if last:
-            todo = []
-        else:
-            todo = [t for t in reps if t not in final
-                    and (method == "exact" or done[t][0].status != "optimal")]
-            todo.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
-            # deterministic: one CP-SAT worker whatever the machine, so a run repeats on
-            # any number of cores and on a cluster
-            n = max(1, min(_workers_of(ex), len(todo)))
-            cp_workers = (max(1, cores() // n) if scheduler is None and not deterministic
-                          else 1)
+                journal.append(t, res, off, FINAL if t in final else FIRST)
+
+        for _, (t, res, off) in bar.run(ex, _solve, tasks, first_pass):
+            record(t, res, off, last or (method == "auto" and res.status == "optimal"))
+        todo = [] if last else [t for t in reps if t not in final
+                                and (method == "exact" or done[t][0].status != "optimal")]
+        todo.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
+        # deterministic: one CP-SAT worker whatever the machine, so a run repeats on any
+        # number of cores and on a cluster
+        n = max(1, min(_workers_of(ex), len(todo)))
+        cp_workers = max(1, cores() // n) if scheduler is None and not deterministic else 1
 
         def exact(tiles_: list[int], how: str = method) -> None:
             tasks = [(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
                       cp_workers, deterministic) for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=deadline):
-                prev = done[t][0]
-                done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
                 # "fit" stops once the tile fits: it goes on to the later passes
-                if how != "fit" or res.status == "optimal" or res.overflow_bytes:
-                    final[t] = done[t]
-                if journal is not None:
-                    journal.append(t, done[t][0], off, FINAL if t in final else FIRST)
+                record(t, res, off, how != "fit" or res.status == "optimal"
+                       or res.overflow_bytes > 0)
 
         # pass 2: exact first where a tile overflows although its bound fits (would a
         # better allocation fit? what a user with an out-of-memory tile asks); under auto
         # only until it fits, its end address then lowered like every other tile's
-        fittable = [t for t in todo if _exact_priority(done[t][0], tm)[0] == 0]
-        exact(fittable, "fit" if method == "auto" else method)
+        exact([t for t in todo if _may_fit(done[t][0], tm)],
+              "fit" if method == "auto" else method)
         if method == "auto" and quick > 0 and not deterministic:
             # pass 3: the quick search on every tile the heuristic left above its bound,
             # largest gap first, within the run's budget: a little time on every tile
@@ -165,14 +164,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                      for t in fast]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "quick search",
                                             deadline=deadline):
-                prev = done[t][0]
-                if _SPENT in res.note:
-                    continue
-                done[t] = (replace(res, seconds=res.seconds + prev.seconds), off)
-                if res.status == "optimal":
-                    final[t] = done[t]
-                if journal is not None:
-                    journal.append(t, done[t][0], off, FINAL if t in final else FIRST)
+                if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
+                    record(t, res, off, res.status == "optimal")
         # pass 4: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
     offsets = report.offset.copy()
@@ -214,9 +207,14 @@ def _exact_priority(res, tile_memory: int) -> tuple:
     >>> sorted(range(4), key=keys.__getitem__)
     [2, 1, 3, 0]
     """
-    if res.overflow_bytes and res.bound <= tile_memory:
+    if _may_fit(res, tile_memory):
         return (0, res.overflow_bytes, 0.0)
     return (1, 0, -res.gap)
+
+
+def _may_fit(res, tile_memory: int) -> bool:
+    """The tile overflows although its lower bound fits in memory."""
+    return res.overflow_bytes > 0 and res.bound <= tile_memory
 
 
 # ---- the tiles' problems -------------------------------------------------------------------
