@@ -16,7 +16,7 @@ same run and prints its own "Elapsed time" and the ratio of our slowest presenta
 (below 1 is faster).
 
     python benchmarks/minimalloc.py [--instances A,B,...] [--generated 0-9] [--time-limit 60]
-                                    [--presentations lifetimes,interference,...]
+                                    [--presentations lifetimes,interference,...] [--no-lifetimes]
                                     [--minimalloc /path/to/minimalloc] [--dir DIR]
 
 Instances ``<name>.1048576.csv`` are read from ../shared/benchmarks/minimalloc (relative to
@@ -217,9 +217,13 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--presentations", default=",".join(PRESENTATIONS),
                     help=f"columns, of {', '.join(PRESENTATIONS)}")
+    ap.add_argument("--no-lifetimes", action="store_true",
+                    help="only the presentations without lifetimes, as Poplar writes reports")
     ap.add_argument("--minimalloc", default=None, help="path to a MiniMalloc binary")
     args = ap.parse_args(argv)
     shows = [x for x in args.presentations.split(",") if x]
+    if args.no_lifetimes:
+        shows = [x for x in shows if x != "lifetimes"]
     if any(x not in PRESENTATIONS for x in shows):
         ap.error(f"--presentations: choose from {', '.join(PRESENTATIONS)}")
     names = [x for x in args.instances.split(",") if x]

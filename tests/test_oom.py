@@ -318,3 +318,33 @@ def test_oom_tiles_without_oom_says_so_without_contradiction(tmp_path):
                            "them is tile 3 with 100 B including gaps of 1,024 B. 3 tile(s) out "
                            "of memory elsewhere, worst tile 0 (400 B over).")
     assert "fullest tile is 0" not in text
+
+
+def test_oom_output_is_the_json_and_its_journal_is_kept_only_while_running(tmp_path):
+    """``oom -o D.json`` writes what ``--json`` prints; the re-pack's journal beside it is
+    gone once D.json is written; a journal left by an interrupted run is refused without
+    ``--resume`` (one line, exit 2) and continued with it."""
+    from tilemem.cli import main
+    from tilemem.pack.journal import journal_path, open_journal, report_digest
+
+    path = tmp_path / "hand.json"
+    save_report(hand_report(), path)
+    out = tmp_path / "d.json"
+    args = ["oom", str(path), "--time-limit", "2", "--method", "heuristic"]
+    res = CliRunner().invoke(cli, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    res2 = CliRunner().invoke(cli, [*args, "-o", str(out)])
+    assert res2.exit_code == 0, res2.output
+    assert json.loads(out.read_text()) == json.loads(res.output)
+    assert not journal_path(out).exists()
+    # an interrupted run's journal (its header only): refused, then resumed
+    settings = {"command": "oom", "method": "heuristic", "time_limit": 2.0, "tiles": None,
+                "allocation": None}
+    _, j = open_journal(out, report_digest(hand_report()), settings)
+    j.close()
+    assert main([*args, "-o", str(out)]) == 2
+    assert journal_path(out).exists()
+    res3 = CliRunner().invoke(cli, [*args, "-o", str(out), "--resume"])
+    assert res3.exit_code == 0, res3.output
+    assert json.loads(out.read_text()) == json.loads(res.output)
+    assert not journal_path(out).exists()
