@@ -352,9 +352,8 @@ def build_model(p: TileProblem) -> _Model:
     has_reg = np.zeros(n, np.int64)
     has_elem[usrc[(ukind & K_ELEMENT) != 0]] = 1
     has_reg[usrc[(ukind & K_REGION) != 0]] = 1
-    nsec = np.diff(vsec_ptr)
     deg = np.diff(adj_ptr)
-    need = 2 + deg + nsec + (span_hi - span_lo)  # trail records one placement may write
+    need = 2 + deg  # trail records one placement may write (its own and its neighbours')
     t = p.target
     elem_starts = element_bounds(p)
     return _Model(
@@ -745,7 +744,7 @@ class _Run:
         starts = sm.sec_ptr[:-1]
         self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
         floor0 = np.minimum.reduceat(m0[sv], starts)
-        self.wit0 = sv[starts].astype(np.int64)
+        self.wit0 = starts.astype(np.int64)  # positions in sec_vars
         self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap // g * g)
         if np.any(floor0 + self.total0 > self.sec_cap):
             self.verdict = "infeasible"

@@ -47,7 +47,7 @@ R_SP, R_MODE, R_NODES, R_TL, R_PT, R_TRIES, R_PARTS = range(7)
 NUM_REGS = 7
 
 # trail record kinds
-T_OFF, T_M, T_TOTAL, T_CUT, T_PRE = range(5)
+T_OFF, T_M, T_PRE = range(3)
 
 # interaction kinds (bits of adj_kind): the guard's K_CONFLICT, K_ELEMENT, K_REGION
 
@@ -73,7 +73,11 @@ def lowest_offsets(size, align, lo, hi, ils, nrs):
 
 
 @njit(cache=True)
-def _undo(mark, trail, reg, off, m, total, cuts, pre):
+def _undo(mark, trail, reg, off, m, total, cuts, pre, size, vsec_ptr, vsecs, span_lo, span_hi):
+    """Undo the trail down to ``mark``. A placement's record (``T_OFF``) also stands for what
+    every placement changes the same way: the totals of its sections and the cuts across its
+    span, restored here from the model rather than written to the trail (on Mk2 tiles they
+    were most of it: ~100 MB a descent, allocated and zeroed for each probe)."""
     tl = reg[R_TL]
     while tl > mark:
         tl -= 1
@@ -82,12 +86,12 @@ def _undo(mark, trail, reg, off, m, total, cuts, pre):
         v = trail[tl, 2]
         if kind == T_M:
             m[i] = v
-        elif kind == T_TOTAL:
-            total[i] = v
-        elif kind == T_CUT:
-            cuts[i] = v
         elif kind == T_OFF:
             off[i] = v
+            for e in range(vsec_ptr[i], vsec_ptr[i + 1]):
+                total[vsecs[e]] += size[i]
+            for s in range(span_lo[i], span_hi[i] - 1):
+                cuts[s] += 1
         else:
             pre[i] = v
     reg[R_TL] = tl
@@ -138,20 +142,23 @@ def run(model, state, heur, limit, budget):
             return FOUND if mode == SUCC else INFEASIBLE
         if frames[sp, F_KIND] == DECOMP:
             if mode == FAIL:
-                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
+                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
+                      vsecs, span_lo, span_hi)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 continue
             # ENTER or SUCC: start the next part from the state at decomposition time
             if frames[sp, F_PI] == frames[sp, F_PN]:
-                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
+                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
+                      vsecs, span_lo, span_hi)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
             if reg[R_TL] + len(off) + 1 > trail.shape[0]:
                 return NEED_TRAIL
-            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
+            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
+                      vsecs, span_lo, span_hi)
             p = frames[sp, F_P0] + frames[sp, F_PI]
             frames[sp, F_PI] += 1
             reg[R_PARTS] += 1
@@ -210,7 +217,8 @@ def run(model, state, heur, limit, budget):
         # NEXT or FAIL: undo the last candidate (if any), then try the next one
         c = frames[sp, F_CUR]
         if c >= 0:
-            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre)
+            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
+                      vsecs, span_lo, span_hi)
             frames[sp, F_CUR] = -1
             if frames[sp, F_HAT] == 0:
                 # nothing unplaced interacts with c: every solution here places c there
@@ -324,19 +332,19 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
-    trail[tl, 0] = T_OFF
+    trail[tl, 0] = T_OFF  # undone with the totals and cuts below (see _undo)
     trail[tl, 1] = c
     trail[tl, 2] = off[c]
     tl += 1
     off[c] = o
     top = o + size[c]
     for e in range(vsec_ptr[c], vsec_ptr[c + 1]):
-        s = vsecs[e]
-        trail[tl, 0] = T_TOTAL
-        trail[tl, 1] = s
-        trail[tl, 2] = total[s]
-        tl += 1
-        total[s] -= size[c]
+        total[vsecs[e]] -= size[c]
+    split = False
+    for s in range(span_lo[c], span_hi[c] - 1):
+        cuts[s] -= 1
+        if cuts[s] == 0:
+            split = True
     hat = False
     ok = True
     for e in range(adj_ptr[c], adj_ptr[c + 1]):
@@ -361,7 +369,11 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
         # stack above the least of their lower bounds: max(o, min m) + total <= capacity.
         # Since o + total <= capacity already holds (see ENTER), the section fails exactly
         # when no unplaced member has m <= capacity - total. A member that does is cached
-        # as the section's witness (a hint only: it is re-checked on every use).
+        # as the section's witness (a hint only: it is re-checked on every use), by its
+        # position in the section. A new one is looked for from the old one onwards, round
+        # the section once: members behind the pointer were mostly placed already, so
+        # starting from the front each time made the scans quadratic (20,000 steps a node
+        # on Mk2 tiles, most of the search's time).
         for s in range(a, b):
             t = total[s]
             if t > 0:
@@ -369,31 +381,34 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
                 if o > slack:
                     ok = False
                     break
-                w = wit[s]
+                w = sec_vars[wit[s]]
                 if off[w] < 0 and m[w] <= slack:
                     continue
-                found = False
-                for e in range(sec_ptr[s], sec_ptr[s + 1]):
-                    k = sec_vars[e]
-                    if off[k] < 0 and m[k] <= slack:
-                        wit[s] = k
-                        found = True
-                        break
-                if not found:
+                if not _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit):
                     ok = False
                     break
-    split = False
-    if ok:
-        for s in range(span_lo[c], span_hi[c] - 1):
-            trail[tl, 0] = T_CUT
-            trail[tl, 1] = s
-            trail[tl, 2] = cuts[s]
-            tl += 1
-            cuts[s] -= 1
-            if cuts[s] == 0:
-                split = True
     reg[R_TL] = tl
     return (1 if ok else 0) | (2 if hat else 0) | (4 if split else 0)
+
+
+@njit(cache=True, inline="always")
+def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit):
+    """Point ``wit[s]`` at an unplaced member of section ``s`` with ``m <= slack``, searching
+    from the current witness onwards and round; False when there is none."""
+    s0 = sec_ptr[s]
+    s1 = sec_ptr[s + 1]
+    w = wit[s]
+    for e in range(w + 1, s1):
+        k = sec_vars[e]
+        if off[k] < 0 and m[k] <= slack:
+            wit[s] = e
+            return True
+    for e in range(s0, w + 1):
+        k = sec_vars[e]
+        if off[k] < 0 and m[k] <= slack:
+            wit[s] = e
+            return True
+    return False
 
 
 @njit(cache=True)
