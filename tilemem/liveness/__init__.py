@@ -275,8 +275,8 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     # one compiled pass over the tile's rows of the global graph; the numpy version (a
     # dense block or a gather, then nonzero and a sort) cost 60 ms a Mk2 tile, as much as
     # the heuristic that follows it
-    indptr, indices = _local_interference(classes.astype(np.int64), inter.indptr,
-                                          inter.indices, inter.num_rows)
+    indptr, indices = _local_graph(inter.indptr, inter.indices, classes.astype(np.int64),
+                                   np.full(max(inter.num_rows, 1), -1, np.int64))
     adj = Csr(indptr, indices)
     matrix = None
     if k <= DENSE_MAX:
@@ -284,38 +284,6 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     return TileConflicts(tile=int(tile), rows=rows, local_class=local.astype(np.int64),
                          classes=classes, class_adj=adj, always_live=r.always_live[rows].copy(),
                          class_matrix=matrix)
-
-
-@njit(cache=True)
-def _local_interference(classes, g_ptr, g_idx, num_classes):
-    """The interference among ``classes`` (sorted global ids) as CSR over their positions:
-    each class's row of the global CSR (sorted, symmetric) kept where the neighbour is one of
-    ``classes``; rows stay sorted, as positions follow global ids."""
-    k = len(classes)
-    pos = np.full(max(num_classes, 1), -1, np.int64)
-    for a in range(k):
-        pos[classes[a]] = a
-    ptr = np.zeros(k + 1, np.int64)
-    for a in range(k):
-        c = classes[a]
-        cnt = 0
-        if c < num_classes:
-            for q in range(g_ptr[c], g_ptr[c + 1]):
-                if g_idx[q] < num_classes and pos[g_idx[q]] >= 0:
-                    cnt += 1
-        ptr[a + 1] = ptr[a] + cnt
-    idx = np.empty(ptr[k], np.int64)
-    for a in range(k):
-        c = classes[a]
-        t = ptr[a]
-        if c < num_classes:
-            for q in range(g_ptr[c], g_ptr[c + 1]):
-                if g_idx[q] < num_classes:
-                    b = pos[g_idx[q]]
-                    if b >= 0:
-                        idx[t] = b
-                        t += 1
-    return ptr, idx
 
 
 @njit(cache=True)
@@ -744,6 +712,54 @@ def timeline(r: Report, tile: int | None = None) -> np.ndarray | None:
     out = np.full((r.num_classes, 2), -1, np.int64)
     out[classes] = model
     return out
+
+
+def class_intervals(r: Report) -> np.ndarray | None:
+    """An interval model of the whole report's class graph, ``(num_classes, 2)`` intervals
+    ``[start, end)`` over clique positions (two classes interfere exactly when their
+    intervals overlap: ``tilemem.liveness.intervals.interval_model``, verified), recovered from
+    the interference alone and cached per report; ``None`` when the graph is not an interval
+    graph (e.g. If/Else branches).
+
+    Restricted to the classes of one tile it is an interval model of that tile's class graph
+    (an induced subgraph of an interval graph), so the packers read each tile's ordered
+    maximal cliques off it with a sweep instead of recognising every tile's graph again
+    (0.15-0.3 s a tile on the generated Mk2 report; its whole class graph, 3,483 classes and
+    1.5 M edges, takes ~0.5 s once). Classes are numbered canonically first (colour
+    refinement from each class's bytes and variable count), so that renumbering the classes
+    of a report does not change which model comes out.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 1, 1], size=[4, 8, 4],
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0, 1, 2],
+    ...     interference=[[1], [0, 2], [1]])        # a path 0 - 1 - 2: intervals
+    >>> iv = class_intervals(r)
+    >>> def meet(a, b):
+    ...     return bool(iv[a, 0] < iv[b, 1] and iv[b, 0] < iv[a, 1])
+    >>> meet(0, 1), meet(1, 2), meet(0, 2)
+    (True, True, False)
+    """
+    return r.cached("class_intervals", lambda: _class_intervals(r))
+
+
+def _class_intervals(r: Report) -> np.ndarray | None:
+    from .intervals import interval_model, refine_colours
+
+    g = sorted_interference(r)
+    k = g.num_rows
+    if k == 0:
+        return np.zeros((0, 2), np.int64)
+    labels = np.stack([np.bincount(r.eq_class, weights=r.size, minlength=k),
+                       np.bincount(r.eq_class, minlength=k)], axis=1)
+    colour = refine_colours(g.indptr, g.indices, labels)
+    canon = np.lexsort((np.arange(k), colour))   # canon[j]: the class numbered j
+    at = np.empty(k, np.int64)
+    at[canon] = np.arange(k)
+    key = np.sort(at[g.row_ids()] * k + at[g.indices])
+    indptr = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(key // k, minlength=k), out=indptr[1:])
+    model = interval_model(indptr, (key % k).astype(np.int64))
+    return None if model is None else model[at]
 
 
 # ---- live bytes over program steps ---------------------------------------------------------------

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..check import check_allocation
+from ..liveness import class_intervals
 from ..model import Report
 from ..rules import DEFAULT_RULES, Rules
 from ..model.target import Target
@@ -93,6 +94,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     deadline = None if deterministic else deadline_after(budget)
     _warm_up()
     groups = _group_identical(report, tiles, rules)
+    if method in ("auto", "exact"):
+        _class_intervals(report)  # once, before the workers fork (they inherit it)
     reps = list(groups)
     known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}
     recorded = journal.records if journal is not None else {}
@@ -293,7 +296,9 @@ def _solve(shared, task: tuple, deadline: float | None):
             return tile, replace(prev, seconds=0.0, note=(prev.note + "," if prev.note else "")
                                  + _SPENT), hint
     report, rules = _state(shared)
-    p = TileProblem.from_report(report, tile, rules)
+    searched = method in ("auto", "exact", "quick", "fit")   # the passes that build sections
+    p = TileProblem.from_report(report, tile, rules,
+                                _class_intervals(report) if searched else None)
     rows = p.rows
     res, off = solve_tile(p, method, hint=hint,
                           replay_order=_replay_order(report, tile, rows),
@@ -301,6 +306,15 @@ def _solve(shared, task: tuple, deadline: float | None):
                           deterministic=deterministic, bound=bound,
                           given=None if method == "replay" else report.offset[rows])
     return tile, res, off
+
+
+def _class_intervals(report: Report) -> np.ndarray | None:
+    """The report's interval model (``tilemem.liveness.class_intervals``, cached on the
+    report) when it has several tiles in use: the search reads every tile's sections off it.
+    A one-tile report recognises its own graph as before (the same work, done once anyway)."""
+    if len(report.tiles_in_use()) < 2:
+        return None
+    return class_intervals(report)
 
 
 def _bounds(shared, task: tuple, deadline: float | None) -> dict[int, tuple[int, bool]]:

@@ -34,6 +34,9 @@ class TileProblem:
     - ``conflicts``: who may not share bytes (``TileConflicts``, local indices).
     - ``lifetimes``: ``(n, 2)`` program-step intervals ``[start, end)`` when the report carries
       class steps, else ``None``.
+    - ``intervals``: ``(n, 2)`` positions of the classes along an interval model of the whole
+      report's class graph (``tilemem.liveness.class_intervals``), when the caller passed one:
+      not times, but two variables' intervals overlap exactly when their classes interfere.
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[8, 100], alignment=[2, 16],
@@ -56,6 +59,7 @@ class TileProblem:
     target: Target
     rules: Rules = DEFAULT_RULES
     lifetimes: np.ndarray | None = None
+    intervals: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -76,7 +80,8 @@ class TileProblem:
         return _pair_adjacency(self.n, self.region_pairs)
 
     @staticmethod
-    def from_report(r: Report, tile: int, rules: Rules = DEFAULT_RULES) -> "TileProblem":
+    def from_report(r: Report, tile: int, rules: Rules = DEFAULT_RULES,
+                    class_intervals: np.ndarray | None = None) -> "TileProblem":
         tc = tile_conflicts(r, tile)
         rows = tc.rows
         t = r.target
@@ -94,7 +99,8 @@ class TileProblem:
             align=effective_alignment(r.alignment[rows]).astype(np.int64), lo=lo, hi=hi,
             conflicts=tc, element_pairs=_local_pairs(r.element_constraints, rows),
             region_pairs=_local_pairs(r.region_constraints, rows), target=t, rules=rules,
-            lifetimes=lifetimes)
+            lifetimes=lifetimes,
+            intervals=None if class_intervals is None else class_intervals[r.eq_class[rows]])
 
 
 def _local_pairs(csr, rows: np.ndarray) -> np.ndarray:

@@ -380,7 +380,9 @@ def _sections(p: TileProblem, size: np.ndarray):
     - "lifetimes": maximal cross-sections of the class steps, when every two variables live
       together conflict (then each cross-section is a clique);
     - "interval": the maximal cliques of the class graph in a consecutive order when it is an
-      interval graph (``tilemem.liveness.intervals.clique_path``, verified): the same sections as the
+      interval graph: read off the report's interval model when the problem carries one
+      (``TileProblem.intervals``), else recognised for the tile
+      (``tilemem.liveness.intervals.clique_path``, verified): the same sections as the
       lifetimes would give, up to the order's reversal and what the graph leaves open;
     - "chordal": the maximal cliques of a chordal class graph along a clique tree
       (``tilemem.liveness.intervals.tree_order``);
@@ -403,6 +405,12 @@ def _sections(p: TileProblem, size: np.ndarray):
         if secs is not None:
             how = "lifetimes"
             width = lt[:, 1] - lt[:, 0]
+    if secs is None and len(rest) and p.intervals is not None:
+        # the report's interval model, read off for this tile: the same sections as the
+        # tile's own graph gives below, without recognising it again
+        secs = _time_sections(p, rest, np.asarray(p.intervals, np.int64)[rest], verify=False)
+        if secs is not None:
+            how = "interval"   # positions, not times: width counts sections
     if secs is None and len(rest):
         got = _class_sections(p, rest, size)
         if got is not None:  # positions are not times: width counts sections
