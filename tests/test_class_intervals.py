@@ -82,8 +82,10 @@ def test_sections_read_off_the_model_are_each_tiles_maximal_cliques(seed):
     iv = class_intervals(r)
     for tile in range(4):
         p = TileProblem.from_report(r, tile, class_intervals=iv)
-        secs, _, how = _sections(p, np.maximum(p.size, 1))
+        ptr, members, _, how = _sections(p, np.maximum(p.size, 1))
         assert how == "interval"
+        secs = [members[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+        assert all(np.all(np.diff(s) > 0) for s in secs)   # members increasing
         al = p.conflicts.always_live.astype(bool)
         cls = p.conflicts.local_class
         g = nx.Graph()

@@ -324,22 +324,12 @@ def build_model(p: TileProblem) -> _Model:
                                              *p.region_adj)
     usrc = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj_ptr))
 
-    sections, width, how = _sections(p, size)
-    sections = _with_window_groups(sections, p.lo.astype(np.int64), p.hi.astype(np.int64))
+    sec_ptr, sec_vars, width, how = _sections(p, size)
+    sec_ptr, sec_vars = _with_window_groups(sec_ptr, sec_vars, p.lo.astype(np.int64),
+                                            p.hi.astype(np.int64))
     # spans: interval of the sections each variable is in, grown so interacting spans meet
-    S = len(sections)
-    sec_ptr = np.zeros(S + 1, np.int64)
-    np.cumsum([len(s) for s in sections], out=sec_ptr[1:])
-    sec_vars = (np.concatenate(sections).astype(np.int64) if S else np.zeros(0, np.int64))
-    sec_of = np.repeat(np.arange(S, dtype=np.int64), np.diff(sec_ptr))
-    vorder = np.argsort(sec_vars, kind="stable")
-    vsecs = sec_of[vorder]
-    vsec_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(sec_vars, minlength=n), out=vsec_ptr[1:])
-    span_lo = np.full(n, S, np.int64)
-    span_hi = np.zeros(n, np.int64)
-    np.minimum.at(span_lo, sec_vars, sec_of)
-    np.maximum.at(span_hi, sec_vars, sec_of + 1)
+    S = len(sec_ptr) - 1
+    vsec_ptr, vsecs, span_lo, span_hi = K.sections_of_variables(n, sec_ptr, sec_vars)
     if n and np.any(span_hi <= span_lo):
         raise AssertionError("a variable is in no section")
     half = usrc < udst
@@ -358,11 +348,11 @@ def build_model(p: TileProblem) -> _Model:
     elem_starts = element_bounds(p)
     return _Model(
         n=n, size=size, align=p.align.astype(np.int64), lo=p.lo.astype(np.int64),
-        hi=p.hi.astype(np.int64), adj_ptr=adj_ptr, adj_idx=udst.astype(np.int64),
-        adj_kind=ukind.astype(np.int64), sec_ptr=sec_ptr, sec_vars=sec_vars,
-        vsec_ptr=vsec_ptr, vsecs=vsecs.astype(np.int64), span_lo=span_lo, span_hi=span_hi,
+        hi=p.hi.astype(np.int64), adj_ptr=adj_ptr, adj_idx=np.asarray(udst, np.int64),
+        adj_kind=np.asarray(ukind, np.int64), sec_ptr=sec_ptr, sec_vars=sec_vars,
+        vsec_ptr=vsec_ptr, vsecs=vsecs, span_lo=span_lo, span_hi=span_hi,
         by_lo=by_lo, lo_idx=lo_idx, width=width, area=width * size, has_elem=has_elem,
-        has_reg=has_reg, need=need.astype(np.int64), elem_starts=elem_starts,
+        has_reg=has_reg, need=np.asarray(need, np.int64), elem_starts=elem_starts,
         pair_i=usrc[pairs_].astype(np.int64), pair_k=udst[pairs_].astype(np.int64),
         pair_kind=ukind[pairs_].astype(np.int64),
         ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
@@ -373,9 +363,9 @@ def build_model(p: TileProblem) -> _Model:
 
 
 def _sections(p: TileProblem, size: np.ndarray):
-    """Ordered cliques of the conflict graph, each an array of variables (every variable in at
-    least one; always-live variables in all), each variable's "width" for the static orders,
-    and where the sections came from:
+    """Ordered cliques of the conflict graph as CSR ``(ptr, members)``, each section's
+    variables increasing (every variable in at least one; always-live variables in all),
+    each variable's "width" for the static orders, and where the sections came from:
 
     - "lifetimes": maximal cross-sections of the class steps, when every two variables live
       together conflict (then each cross-section is a clique);
@@ -397,7 +387,7 @@ def _sections(p: TileProblem, size: np.ndarray):
     live = np.flatnonzero(al)
     rest = np.flatnonzero(~al)
     if n == 0:
-        return [], np.zeros(0, np.int64), "none"
+        return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), "none"
     secs, how, width = None, "cliques", None
     if len(rest) and p.lifetimes is not None:
         lt = np.asarray(p.lifetimes, np.int64)
@@ -405,43 +395,49 @@ def _sections(p: TileProblem, size: np.ndarray):
         if secs is not None:
             how = "lifetimes"
             width = lt[:, 1] - lt[:, 0]
+    csr = None   # (ptr, members) of the sections, always-live variables left out
     if secs is None and len(rest) and p.intervals is not None:
         # the report's interval model, read off for this tile: the same sections as the
-        # tile's own graph gives below, without recognising it again
-        secs = _time_sections(p, rest, np.asarray(p.intervals, np.int64)[rest], verify=False)
-        if secs is not None:
+        # tile's own graph gives below, without recognising it again (compiled, as CSR)
+        iv = np.asarray(p.intervals, np.int64)[rest]
+        if np.all(iv[:, 1] > iv[:, 0]):
+            csr = K.interval_sections(iv[:, 0].copy(), iv[:, 1].copy(), rest.astype(np.int64))
             how = "interval"   # positions, not times: width counts sections
-    if secs is None and len(rest):
+    if csr is None and secs is None and len(rest):
         got = _class_sections(p, rest, size)
         if got is not None:  # positions are not times: width counts sections
             secs, how = got
-    if secs is None:
+    if csr is None and secs is None:
         secs = _clique_sections(p, rest) if len(rest) else []
-    if not secs:
-        secs = [np.zeros(0, np.int64)]
-    secs = _canonical_orientation(secs, size)
-    out = [np.sort(np.concatenate([s, live])).astype(np.int64) for s in secs]
-    if width is None or len(live):
-        count = np.zeros(n, np.int64)
-        for s in out:
-            count[s] += 1
-        width = count if width is None else np.where(al, count, width)
-    return out, np.maximum(width, 1).astype(np.int64), how
+    if csr is None:
+        if not secs:
+            secs = [np.zeros(0, np.int64)]
+        csr = _csr_of(secs)
+    ptr, flat = _canonical_orientation(*csr, size)
+    ptr, flat = K.merge_into_sections(ptr, flat, live.astype(np.int64))
+    count = np.bincount(flat, minlength=n)
+    width = count if width is None else np.where(al, count, width)
+    return ptr, flat, np.maximum(width, 1).astype(np.int64), how
 
 
-def _with_window_groups(sections, lo, hi):
+def _csr_of(secs) -> tuple[np.ndarray, np.ndarray]:
+    """Sections given as arrays, as CSR with each section's members in increasing order."""
+    ptr = np.zeros(len(secs) + 1, np.int64)
+    np.cumsum([len(x) for x in secs], out=ptr[1:])
+    flat = np.concatenate([np.sort(np.asarray(x, np.int64)) for x in secs])
+    return ptr, flat.astype(np.int64)
+
+
+def _with_window_groups(sec_ptr, sec_vars, lo, hi):
     """Each section followed by its members that must end by an earlier window end, or start
     at or after a later window start, than the others (e.g. code below the interleaved
-    region, interleaved variables above it): sub-cliques with their own capacity check."""
+    region, interleaved variables above it): sub-cliques with their own capacity check.
+    Sections as CSR ``(ptr, members)`` in and out."""
     if len(lo) == 0 or (np.all(hi == hi[0]) and np.all(lo == lo[0])):
-        return sections  # one window for all: no sub-cliques
-    if not sections:
-        return sections
-    sec_ptr = np.zeros(len(sections) + 1, np.int64)
-    np.cumsum([len(x) for x in sections], out=sec_ptr[1:])
-    flat = np.concatenate(sections).astype(np.int64)
-    ptr, members = _window_groups(sec_ptr, flat, lo, hi, np.unique(hi), np.unique(lo))
-    return np.split(members, ptr[1:-1])
+        return sec_ptr, sec_vars  # one window for all: no sub-cliques
+    if len(sec_ptr) < 2:
+        return sec_ptr, sec_vars
+    return _window_groups(sec_ptr, sec_vars, lo, hi, np.unique(hi), np.unique(lo))
 
 
 @njit(cache=True)
@@ -567,11 +563,14 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
     return x[keep]
 
 
-def _canonical_orientation(secs, size):
-    """``secs`` or its reverse, whichever has the smaller sequence of (bytes, count) per
-    section: the same for a problem and its mirror image (time reversed)."""
-    sig = [(int(size[x].sum()), len(x)) for x in secs]
-    return secs[::-1] if sig[::-1] < sig else secs
+def _canonical_orientation(ptr, members, size):
+    """The sections ``(ptr, members)`` or their reverse, whichever has the smaller sequence of
+    (bytes, count) per section: the same for a problem and its mirror image (time
+    reversed)."""
+    cs = np.concatenate([[0], np.cumsum(size[members])]) if len(members) else np.zeros(1)
+    nbytes = (cs[ptr[1:]] - cs[ptr[:-1]]).astype(np.int64).tolist()
+    sig = list(zip(nbytes, np.diff(ptr).tolist()))
+    return K.reverse_sections(ptr, members) if sig[::-1] < sig else (ptr, members)
 
 
 #: Interactions above which the canonical rank uses the variables' own attributes only.

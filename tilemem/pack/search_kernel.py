@@ -519,3 +519,108 @@ def extend_spans(span_lo, span_hi, src, dst):
             span_hi[i] = span_lo[k] + 1
         elif span_hi[k] <= span_lo[i]:
             span_hi[k] = span_lo[i] + 1
+
+
+# ---- building the model's section arrays ----------------------------------------------------
+
+@njit(cache=True)
+def interval_sections(start, end, rest):
+    """The maximal cross-sections of the intervals ``[start, end)`` of the variables ``rest``
+    (increasing local indices) as CSR ``(ptr, members)``, in time order, each section's
+    members increasing: the live set just before every end time at which something started
+    since the last one (half-open intervals: at equal times ends come before starts)."""
+    m = len(rest)
+    ends = np.unique(end)
+    starts = np.sort(start)
+    rec = np.empty(len(ends), np.int64)
+    r = 0
+    for t in ends:
+        a = 0 if r == 0 else np.searchsorted(starts, rec[r - 1])
+        if np.searchsorted(starts, t) > a:
+            rec[r] = t
+            r += 1
+    rec = rec[:r]
+    first = np.searchsorted(rec, start, side="right")
+    stop = np.searchsorted(rec, end, side="right")
+    ptr = np.zeros(r + 1, np.int64)
+    for i in range(m):
+        for q in range(first[i], stop[i]):
+            ptr[q + 1] += 1
+    for q in range(r):
+        ptr[q + 1] += ptr[q]
+    fill = ptr[:-1].copy()
+    members = np.empty(ptr[r], np.int64)
+    for i in range(m):
+        for q in range(first[i], stop[i]):
+            members[fill[q]] = rest[i]
+            fill[q] += 1
+    return ptr, members
+
+
+@njit(cache=True)
+def merge_into_sections(ptr, members, live):
+    """Every section with the variables ``live`` merged in (both increasing): CSR."""
+    S = len(ptr) - 1
+    k = len(live)
+    out_ptr = np.empty(S + 1, np.int64)
+    out = np.empty(len(members) + S * k, np.int64)
+    w = 0
+    out_ptr[0] = 0
+    for s in range(S):
+        a, b = ptr[s], ptr[s + 1]
+        j = 0
+        for q in range(a, b):
+            while j < k and live[j] < members[q]:
+                out[w] = live[j]
+                w += 1
+                j += 1
+            out[w] = members[q]
+            w += 1
+        while j < k:
+            out[w] = live[j]
+            w += 1
+            j += 1
+        out_ptr[s + 1] = w
+    return out_ptr, out
+
+
+@njit(cache=True)
+def reverse_sections(ptr, members):
+    """The sections in reverse order (each keeps its members' order): CSR."""
+    S = len(ptr) - 1
+    out_ptr = np.empty(S + 1, np.int64)
+    out = np.empty(len(members), np.int64)
+    out_ptr[0] = 0
+    w = 0
+    for s in range(S - 1, -1, -1):
+        for q in range(ptr[s], ptr[s + 1]):
+            out[w] = members[q]
+            w += 1
+        out_ptr[S - s] = w
+    return out_ptr, out
+
+
+@njit(cache=True)
+def sections_of_variables(n, sec_ptr, sec_vars):
+    """Each variable's sections, increasing, as CSR ``(ptr, sections)``, and its span
+    ``[first, last + 1)`` (``[S, 0)`` for a variable in no section)."""
+    S = len(sec_ptr) - 1
+    vptr = np.zeros(n + 1, np.int64)
+    for q in range(len(sec_vars)):
+        vptr[sec_vars[q] + 1] += 1
+    for v in range(n):
+        vptr[v + 1] += vptr[v]
+    fill = vptr[:-1].copy()
+    vsecs = np.empty(len(sec_vars), np.int64)
+    for s in range(S):
+        for q in range(sec_ptr[s], sec_ptr[s + 1]):
+            v = sec_vars[q]
+            vsecs[fill[v]] = s
+            fill[v] += 1
+    span_lo = np.full(n, S, np.int64)
+    span_hi = np.zeros(n, np.int64)
+    for v in range(n):
+        if vptr[v + 1] > vptr[v]:
+            span_lo[v] = vsecs[vptr[v]]
+            span_hi[v] = vsecs[vptr[v + 1] - 1] + 1
+    return vptr, vsecs, span_lo, span_hi
