@@ -781,6 +781,7 @@ class _Run:
             np.zeros((S + 2 * n + 8, 2), np.int64),  # pieces
             np.zeros(K.NUM_REGS, np.int64),  # registers
             np.zeros(n, np.int64), np.zeros(n, np.int64),  # scratch
+            sv[self.wit0].astype(np.int64),  # the witnesses' variables
         ]
 
     def reset(self):
@@ -790,6 +791,7 @@ class _Run:
         st[2][:] = 0
         st[3][:] = self.total0
         st[4][:] = self.wit0
+        st[13][:] = self.sm.sec_vars[self.wit0]
         st[5][:] = self.cuts0
         st[6][:] = -1
         reg = st[10]

@@ -131,7 +131,7 @@ def run(model, state, heur, limit, budget):
      vsec_ptr, vsecs, span_lo, span_hi, by_lo, lo_idx, width, area, has_elem, has_reg,
      need, elem_starts, rand_key, pair_i, pair_k, pair_kind, params) = model
     (off, m, pre, total, wit, cuts, sol, trail, frames, pieces, reg,
-     tmp_vars, tmp_key) = state
+     tmp_vars, tmp_key, witv) = state
     ils = params[0]
     nrs = params[1] != 0
     used = 0
@@ -193,9 +193,12 @@ def run(model, state, heur, limit, budget):
                 if off[k] >= 0:
                     continue
                 any_left = True
-                h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils)
-                if h < mh:
-                    mh = h
+                # the height is at least the end of k at m[k]: look it up (a search of the
+                # element bounds) only when that could lower mh
+                if m[k] + size[k] < mh:
+                    h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils)
+                    if h < mh:
+                        mh = h
             if not any_left:
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
@@ -264,7 +267,7 @@ def run(model, state, heur, limit, budget):
         o = best_m
         status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind,
                         elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
-                        span_hi, off, m, total, wit, cuts, trail, reg)
+                        span_hi, off, m, total, wit, witv, cuts, trail, reg)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
             reg[R_MODE] = FAIL
@@ -328,7 +331,7 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, elem_starts, span_lo, o
 @njit(cache=True)
 def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind, elem_starts,
            sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
-           wit, cuts, trail, reg):
+           wit, witv, cuts, trail, reg):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
@@ -369,11 +372,12 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
         # stack above the least of their lower bounds: max(o, min m) + total <= capacity.
         # Since o + total <= capacity already holds (see ENTER), the section fails exactly
         # when no unplaced member has m <= capacity - total. A member that does is cached
-        # as the section's witness (a hint only: it is re-checked on every use), by its
-        # position in the section. A new one is looked for from the old one onwards, round
-        # the section once: members behind the pointer were mostly placed already, so
-        # starting from the front each time made the scans quadratic (20,000 steps a node
-        # on Mk2 tiles, most of the search's time).
+        # as the section's witness (a hint only: it is re-checked on every use): the
+        # variable (``witv``, read first: the sections' member list, ~1 M entries on a Mk2
+        # tile, is too big to stay in cache) and its position in the section (``wit``). A
+        # new one is looked for from the old one onwards, round the section once: members
+        # behind the pointer were mostly placed already, so starting from the front each
+        # time made the scans quadratic (20,000 steps a node on Mk2 tiles).
         for s in range(a, b):
             t = total[s]
             if t > 0:
@@ -381,10 +385,10 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
                 if o > slack:
                     ok = False
                     break
-                w = sec_vars[wit[s]]
+                w = witv[s]
                 if off[w] < 0 and m[w] <= slack:
                     continue
-                if not _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit):
+                if not _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv):
                     ok = False
                     break
     reg[R_TL] = tl
@@ -392,9 +396,10 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, adj_ptr, adj_idx, adj_kind
 
 
 @njit(cache=True, inline="always")
-def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit):
-    """Point ``wit[s]`` at an unplaced member of section ``s`` with ``m <= slack``, searching
-    from the current witness onwards and round; False when there is none."""
+def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv):
+    """Point ``wit[s]`` (``witv[s]``: the variable there) at an unplaced member of section
+    ``s`` with ``m <= slack``, searching from the current witness onwards and round; False
+    when there is none."""
     s0 = sec_ptr[s]
     s1 = sec_ptr[s + 1]
     w = wit[s]
@@ -402,11 +407,13 @@ def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit):
         k = sec_vars[e]
         if off[k] < 0 and m[k] <= slack:
             wit[s] = e
+            witv[s] = k
             return True
     for e in range(s0, w + 1):
         k = sec_vars[e]
         if off[k] < 0 and m[k] <= slack:
             wit[s] = e
+            witv[s] = k
             return True
     return False
 
