@@ -743,7 +743,7 @@ def class_intervals(r: Report) -> np.ndarray | None:
 
 
 def _class_intervals(r: Report) -> np.ndarray | None:
-    from .intervals import interval_model, refine_colours
+    from .intervals import canonical_numbering, interval_model
 
     g = sorted_interference(r)
     k = g.num_rows
@@ -751,15 +751,13 @@ def _class_intervals(r: Report) -> np.ndarray | None:
         return np.zeros((0, 2), np.int64)
     labels = np.stack([np.bincount(r.eq_class, weights=r.size, minlength=k),
                        np.bincount(r.eq_class, minlength=k)], axis=1)
-    colour = refine_colours(g.indptr, g.indices, labels)
-    canon = np.lexsort((np.arange(k), colour))   # canon[j]: the class numbered j
-    at = np.empty(k, np.int64)
-    at[canon] = np.arange(k)
-    key = np.sort(at[g.row_ids()] * k + at[g.indices])
-    indptr = np.zeros(k + 1, np.int64)
-    np.cumsum(np.bincount(key // k, minlength=k), out=indptr[1:])
-    model = interval_model(indptr, (key % k).astype(np.int64))
-    return None if model is None else model[at]
+    canon, indptr, indices = canonical_numbering(g.indptr, g.indices, labels)
+    model = interval_model(indptr, indices)   # over the canonical numbers
+    if model is None:
+        return None
+    out = np.empty_like(model)
+    out[canon] = model
+    return out
 
 
 # ---- live bytes over program steps ---------------------------------------------------------------

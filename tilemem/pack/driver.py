@@ -54,6 +54,8 @@ from .result import Allocation
 METHODS = ("auto", "exact", "heuristic", "replay")
 #: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
 QUICK_SECONDS = 0.3
+#: The passes that run the compiled search (on a previous result, within the run's budget).
+_SEARCHED = ("auto", "exact", "quick", "fit")
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -95,7 +97,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     _warm_up()
     groups = _group_identical(report, tiles, rules)
     if method in ("auto", "exact"):
-        _class_intervals(report)  # once, before the workers fork (they inherit it)
+        _report_intervals(report)  # once, before the workers fork (they inherit it)
     reps = list(groups)
     known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}
     recorded = journal.records if journal is not None else {}
@@ -289,16 +291,16 @@ def _solve(shared, task: tuple, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev, bound, time_limit, seed, cp_workers, deterministic = task
-    if prev is not None and method in ("auto", "exact", "quick", "fit"):
+    searched = method in _SEARCHED
+    if prev is not None and searched:
         time_limit = remaining(deadline, time_limit)
         if time_limit < 0.05:
             # seconds=0: this task took none (the caller adds the passes' seconds up)
             return tile, replace(prev, seconds=0.0, note=(prev.note + "," if prev.note else "")
                                  + _SPENT), hint
     report, rules = _state(shared)
-    searched = method in ("auto", "exact", "quick", "fit")   # the passes that build sections
     p = TileProblem.from_report(report, tile, rules,
-                                _class_intervals(report) if searched else None)
+                                _report_intervals(report) if searched else None)
     rows = p.rows
     res, off = solve_tile(p, method, hint=hint,
                           replay_order=_replay_order(report, tile, rows),
@@ -308,7 +310,7 @@ def _solve(shared, task: tuple, deadline: float | None):
     return tile, res, off
 
 
-def _class_intervals(report: Report) -> np.ndarray | None:
+def _report_intervals(report: Report) -> np.ndarray | None:
     """The report's interval model (``tilemem.liveness.class_intervals``, cached on the
     report) when it has several tiles in use: the search reads every tile's sections off it.
     A one-tile report recognises its own graph as before (the same work, done once anyway)."""

@@ -388,31 +388,28 @@ def _sections(p: TileProblem, size: np.ndarray):
     rest = np.flatnonzero(~al)
     if n == 0:
         return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), "none"
-    secs, how, width = None, "cliques", None
+    csr, how, width = None, "cliques", None   # csr: (ptr, members), always-live left out
     if len(rest) and p.lifetimes is not None:
         lt = np.asarray(p.lifetimes, np.int64)
-        secs = _time_sections(p, rest, lt[rest], verify=True)
-        if secs is not None:
+        csr = _time_sections(p, rest, lt[rest], verify=True)
+        if csr is not None:
             how = "lifetimes"
             width = lt[:, 1] - lt[:, 0]
-    csr = None   # (ptr, members) of the sections, always-live variables left out
-    if secs is None and len(rest) and p.intervals is not None:
+    if csr is None and len(rest) and p.intervals is not None:
         # the report's interval model, read off for this tile: the same sections as the
-        # tile's own graph gives below, without recognising it again (compiled, as CSR)
-        iv = np.asarray(p.intervals, np.int64)[rest]
-        if np.all(iv[:, 1] > iv[:, 0]):
-            csr = K.interval_sections(iv[:, 0].copy(), iv[:, 1].copy(), rest.astype(np.int64))
+        # tile's own graph gives below, without recognising it again
+        csr = _time_sections(p, rest, np.asarray(p.intervals, np.int64)[rest], verify=False)
+        if csr is not None:
             how = "interval"   # positions, not times: width counts sections
-    if csr is None and secs is None and len(rest):
-        got = _class_sections(p, rest, size)
-        if got is not None:  # positions are not times: width counts sections
-            secs, how = got
-    if csr is None and secs is None:
-        secs = _clique_sections(p, rest) if len(rest) else []
     if csr is None:
-        if not secs:
-            secs = [np.zeros(0, np.int64)]
-        csr = _csr_of(secs)
+        secs = None
+        if len(rest):
+            got = _class_sections(p, rest, size)
+            if got is not None:  # positions are not times: width counts sections
+                secs, how = got
+        if secs is None:
+            secs = _clique_sections(p, rest) if len(rest) else []
+        csr = _csr_of(secs or [np.zeros(0, np.int64)])
     ptr, flat = _canonical_orientation(*csr, size)
     ptr, flat = K.merge_into_sections(ptr, flat, live.astype(np.int64))
     count = np.bincount(flat, minlength=n)
@@ -508,7 +505,7 @@ def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
     The classes are first numbered in a canonical order (colour refinement from each class's
     bytes and variable count), so that every tie the graph algorithms break by number is
     broken the same way however the report numbers its classes."""
-    from ..liveness.intervals import ordered_cliques, refine_colours
+    from ..liveness.intervals import canonical_numbering, ordered_cliques
 
     tc = p.conflicts
     nc = len(tc.classes)
@@ -529,15 +526,8 @@ def _class_sections(p: TileProblem, rest: np.ndarray, size: np.ndarray):
     np.cumsum(np.bincount(a, minlength=k), out=indptr[1:])
     labels = np.stack([np.bincount(new[cls], weights=size[rest], minlength=k),
                        np.bincount(new[cls], minlength=k)], axis=1)
-    colour = refine_colours(indptr, b.astype(np.int64), labels)
-    canon = np.lexsort((np.arange(k), colour))  # canon[j]: the class numbered j
-    at = np.empty(k, np.int64)
-    at[canon] = np.arange(k)
-    key = _sorted_unique(at[a] * k + at[b])
-    ca, cb = key // k, key % k
-    cptr = np.zeros(k + 1, np.int64)
-    np.cumsum(np.bincount(ca, minlength=k), out=cptr[1:])
-    got = ordered_cliques(cptr, cb.astype(np.int64))
+    canon, cptr, cidx = canonical_numbering(indptr, b, labels)  # canon[j]: class numbered j
+    got = ordered_cliques(cptr, cidx)
     if got is None:
         return None
     ptr, members, how = got
@@ -596,45 +586,24 @@ def _canonical_rank(n, size, p, width, has_elem, has_reg, adj_ptr, adj_idx, adj_
 
 
 def _time_sections(p: TileProblem, rest: np.ndarray, lt: np.ndarray, verify: bool):
-    """Maximal cross-sections of the lifetimes ``lt`` of the variables ``rest``, as arrays of
-    variables, or None when a lifetime is empty or (``verify``) a cross-section is not a
-    clique of the conflict graph."""
+    """Maximal cross-sections of the intervals ``lt`` of the variables ``rest``
+    (``search_kernel.interval_sections``) as CSR ``(ptr, members)``, or None when an interval
+    is empty or (``verify``) a cross-section is not a clique of the conflict graph."""
     start, end = lt[:, 0], lt[:, 1]
     if np.any(end <= start):
         return None
     adj = p.conflicts.class_matrix if verify else None
     if verify and adj is None:  # past the dense limit: not verified, so not used
         return None
-    starts_sorted = np.sort(start)
-    rec = []
-    last = None
-    # record the live set at an end time when something started since the last record
-    # (half-open lifetimes: at equal times ends come before starts)
-    for t in np.unique(end).tolist():
-        a = 0 if last is None else np.searchsorted(starts_sorted, last, side="left")
-        if np.searchsorted(starts_sorted, t, side="left") > a:
-            rec.append(t)
-            last = t
-    rec = np.asarray(rec, np.int64)
-    first = np.searchsorted(rec, start, side="right")   # first record after the start
-    stop = np.searchsorted(rec, end, side="right")      # records up to the end (inclusive)
-    counts = stop - first
-    var = np.repeat(np.arange(len(rest)), counts)
-    sec = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) \
-        + np.repeat(first, counts)
-    order = np.argsort(sec, kind="stable")
-    var, sec = var[order], sec[order]
-    bounds = np.searchsorted(sec, np.arange(len(rec) + 1))
-    cls = p.conflicts.local_class[rest]
-    secs = []
-    for s in range(len(rec)):
-        mem = var[bounds[s]:bounds[s + 1]]
-        if verify:
-            c = np.unique(cls[mem])
+    ptr, members = K.interval_sections(start.astype(np.int64), end.astype(np.int64),
+                                       rest.astype(np.int64))
+    if verify:
+        cls = p.conflicts.local_class
+        for s in range(len(ptr) - 1):
+            c = np.unique(cls[members[ptr[s]:ptr[s + 1]]])
             if not adj[np.ix_(c, c)].all():
                 return None
-        secs.append(rest[mem])
-    return secs
+    return ptr, members
 
 
 def _clique_sections(p: TileProblem, rest: np.ndarray):
