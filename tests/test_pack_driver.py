@@ -160,3 +160,33 @@ def test_verify_raises_on_a_broken_allocation(monkeypatch):
     with pytest.raises(AssertionError, match="failed the checker"):
         allocate(r, method="heuristic", workers=1, verify=True)
 
+
+
+def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
+    """``auto``'s order of work: the heuristic on every tile, then the quick search stopped
+    within 1% of the bound ("near") on every tile it left above its bound, before any exact
+    work or a second, longer quick search ("quick") on any tile."""
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
+    calls = []
+    real = driver.solve_tile
+
+    def spy(p, method, **kw):
+        calls.append((p.tile, method))
+        return real(p, method, **kw)
+
+    monkeypatch.setattr(driver, "solve_tile", spy)
+    a = allocate(r, workers=1, time_limit=0.5, verify=True)
+    methods = [m for _, m in calls]
+    passes = [m for i, m in enumerate(methods) if i == 0 or m != methods[i - 1]]
+    assert passes[:2] == ["heuristic", "near"], passes
+    later = [m for m in passes[2:] if m != "fit"]
+    assert later == ["quick", "auto"][:len(later)], passes
+    # "near" saw every tile the heuristic left above its bound while it still fits
+    first = {t: None for t, m in calls if m == "heuristic"}
+    near = {t for t, m in calls if m == "near"}
+    above = {res.tile for res in allocate(r, method="heuristic", workers=1).tiles
+             if res.status != "optimal" and res.bound <= r.target.tile_memory}
+    assert above and above <= near and near <= set(first)
+    assert all(t.status in ("optimal", "heuristic", "feasible") for t in a.tiles)

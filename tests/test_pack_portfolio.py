@@ -213,6 +213,36 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     assert int((off + p.size).max()) == 64
 
 
+def test_near_stops_once_within_its_target(monkeypatch):
+    """``quick_search`` with a ``target`` stops at the first result at or below it (the
+    driver's first pass over every tile); without one it goes on towards the bound."""
+    from types import SimpleNamespace
+
+    geometry = Target(1, 128, 128, np.array([0]))
+    p = four_variables(geometry)
+    at72 = np.array([0, 24, 0, 48])          # ends at 72: above the bound (64)
+    hint = np.array([0, 24, 0, 72])          # ends at 96
+    assert self_check(p, at72) and self_check(p, hint)
+    caps = []
+
+    def search(problem, time_limit, hint=None, capacity=None, **kw):
+        caps.append(capacity)
+        if capacity >= 72:
+            return SimpleNamespace(offsets=at72.copy(), status="optimal", nodes=1)
+        return SimpleNamespace(offsets=None, status="unknown", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
+    assert off.tolist() == at72.tolist() and status == "heuristic"
+    # looser caps until one succeeds (65, 66, 68, 72), and no probe after it
+    assert caps[-1] >= 72 and all(c < 72 for c in caps[:-1]), caps
+    found = len(caps)
+    caps.clear()
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    assert off.tolist() == at72.tolist()
+    assert len(caps) > found and caps[found - 1] >= 72 and caps[found] < 72, caps
+
+
 def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):
     """``fit`` (the driver's first exact pass on tiles that may fit) asks the search whether
     the tile fits in memory and stops there: the end address is left to later passes, so it

@@ -421,6 +421,30 @@ def test_finds_larger_packings_that_exist(case):
     assert_valid(r, p, res, capacity)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports())
+def test_probe_finds_only_valid_packings_and_proves_nothing_false(case):
+    # the probe (short descents from changing orders) is incomplete: "unknown" is allowed,
+    # "infeasible" is not (a packing exists), and whatever it finds passes the checker
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    res = solve_search(p, time_limit=0.5, capacity=capacity, probe=True)
+    assert res.status in ("optimal", "unknown")
+    if res.status == "optimal":
+        assert_valid(r, p, res, capacity)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(), st.integers(1, 64))
+def test_probe_never_places_below_a_capacity_that_is_too_low(case, less):
+    # below the largest variable's size nothing fits: never "optimal"
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    low = int(p.size.max()) - less
+    res = solve_search(p, time_limit=0.2, capacity=max(low, 0), probe=True)
+    assert res.status in ("infeasible", "unknown")
+
+
 # ---- the shared MiniMalloc instances ---------------------------------------------------------
 
 needs_shared = pytest.mark.skipif(

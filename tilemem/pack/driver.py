@@ -55,7 +55,7 @@ METHODS = ("auto", "exact", "heuristic", "replay")
 #: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
 QUICK_SECONDS = 0.3
 #: The passes that run the compiled search (on a previous result, within the run's budget).
-_SEARCHED = ("auto", "exact", "quick", "fit")
+_SEARCHED = ("auto", "exact", "quick", "near", "fit")
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -154,24 +154,35 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 record(t, res, off, how != "fit" or res.status == "optimal"
                        or res.overflow_bytes > 0)
 
-        # pass 2: exact first where a tile overflows although its bound fits (would a
-        # better allocation fit? what a user with an out-of-memory tile asks); under auto
-        # only until it fits, its end address then lowered like every other tile's
-        exact([t for t in todo if _may_fit(done[t][0], tm)],
-              "fit" if method == "auto" else method)
-        if method == "auto" and quick > 0 and not deterministic:
-            # pass 3: the quick search on every tile the heuristic left above its bound,
-            # largest gap first, within the run's budget: a little time on every tile
-            # lowers far more of them than seconds of exact effort on a few
-            fast = [t for t in todo if t not in final and done[t][0].overflow_bytes == 0]
-            fast.sort(key=lambda t: (-done[t][0].gap, t))
-            tasks = [(t, "quick", done[t][1], done[t][0], known[t], quick, seed, 1, False)
-                     for t in fast]
-            for _, (t, res, off) in bar.run(ex, _solve, tasks, "quick search",
-                                            deadline=deadline):
+        def quick_pass(how: str, label: str, seed: int) -> None:
+            """The quick search (``how``: "near" or "quick") on the tiles that overflow
+            although their bound fits (fewest overflowed bytes first), then on those above
+            their bound (largest gap first), within the run's budget."""
+            tiles_ = [t for t in todo if t not in final
+                      and (done[t][0].overflow_bytes == 0 or _may_fit(done[t][0], tm))]
+            tiles_.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
+            tasks = [(t, how, done[t][1], done[t][0], known[t], quick, seed, 1, False)
+                     for t in tiles_]
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=deadline):
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
                     record(t, res, off, res.status == "optimal")
-        # pass 4: exact on the rest, largest gap first, while the budget lasts
+
+        searching = method == "auto" and quick > 0 and not deterministic
+        if searching:
+            # pass 2: every tile brought within 1% of its bound (or to fit) first, by short
+            # descents of the search stopped there: a little time on every tile lowers far
+            # more of them than seconds of exact effort on a few
+            quick_pass("near", "quick search, to 1% of the bound", seed)
+        # pass 3: exact where a tile still overflows although its bound fits (would a
+        # better allocation fit? what a user with an out-of-memory tile asks); under auto
+        # only until it fits, its end address then lowered like every other tile's
+        exact([t for t in todo if t not in final and _may_fit(done[t][0], tm)],
+              "fit" if method == "auto" else method)
+        if searching:
+            # pass 4: the quick search again, now as low as it gets, largest gap first (other
+            # random orders than pass 2's)
+            quick_pass("quick", "quick search", seed + 1)
+        # pass 5: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
     offsets = report.offset.copy()
     results = []

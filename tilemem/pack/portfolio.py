@@ -43,7 +43,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     """Pack one tile problem; ``(result, local offsets)``.
 
     ``method``: "replay", "heuristic", "quick" (``quick_search`` from ``hint`` or from the
-    heuristic, ``time_limit`` seconds), "auto" or "exact" (the latter two run the exact
+    heuristic, ``time_limit`` seconds), "near" (the same, stopped as soon as the end is within
+    ``NEAR`` of the bound), "auto" or "exact" (the latter two run the exact
     portfolio from ``hint`` or from the heuristic), or "fit" (auto's exact portfolio, stopped
     as soon as the tile no longer overflows: the driver's first question on a tile that may
     fit, the end address left to later passes). ``bound``: ``(bytes, exact)``, else
@@ -67,8 +68,10 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             hint, note = h.offsets, h.name
         off = hint
         status = "optimal" if _meets(p, off, lower) else "heuristic"
-        if method == "quick" and status != "optimal":
-            off, status, quick_note = quick_search(p, off, lower, time_limit, seed)
+        if method in ("quick", "near") and status != "optimal":
+            target = lower + int(lower * NEAR) if method == "near" else None
+            off, status, quick_note = quick_search(p, off, lower, time_limit, seed,
+                                                   target=target)
             note = (note + "," if note else "") + quick_note
         if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
             ran_exact = True
@@ -81,7 +84,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             off, note = own, (note + "," if note else "") + "the report's own offsets are better"
             status = "optimal" if _meets(p, off, lower) else status
     over, total, _, _ = objective(p, off)
-    used = method if method in ("replay", "heuristic", "quick") else (
+    used = ("quick" if method == "near" else method) if method in (
+        "replay", "heuristic", "quick", "near") else (
         "exact" if ran_exact else "heuristic")
     res = TileResult(tile=p.tile, method=used, status=status, overflow_bytes=over,
                      total_including_gaps=total, bound=lower, bound_exact=bool(b_exact),
@@ -117,13 +121,17 @@ def _meets(p: TileProblem, off: np.ndarray, bound: int) -> bool:
     return over == 0 and total <= bound
 
 
+#: How near the lower bound is near enough for a first pass over every tile (the "near"
+#: method: ``quick_search`` stopped at ``bound + NEAR * bound``): within 1%.
+NEAR = 0.01
+
 #: Caps of ``quick_search``'s first probe, above the lower bound (a fraction of it): the
 #: first is the 1% the driver aims at; each probe that stalls doubles it.
 QUICK_FIRST_SLACK = 0.01
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
-                 seed: int = 0) -> tuple[np.ndarray, str, str]:
+                 seed: int = 0, target: int | None = None) -> tuple[np.ndarray, str, str]:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: ``(offsets, status, note)``, status
     "optimal" when the result meets ``bound`` with nothing overflowed, else "heuristic".
@@ -134,8 +142,12 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     orders stay 2-5% above it (the sections keep the peak's variables from being scattered
     by earlier choices). So: a probe at ``bound`` + 1%; one that stalls is given up and the
     cap doubled above the bound; one that succeeds is followed by a probe halfway between
-    the bound and what it reached, while time remains. The search's arrays are built once
-    (not counted in ``time_limit``: they cost about as much as one probe) and every result
+    the bound and what it reached, while time remains (and until the end is at or below
+    ``target``, when given: a pass that should reach every tile stops there). Each probe is
+    a run of short descents from different orders (``solve_search``'s ``probe``): a descent
+    that goes wrong is abandoned, not backtracked for the rest of the time. The search's
+    arrays are built once (not counted in ``time_limit``: they cost about as much as one
+    probe) and every result
     passes the guard. Not run on a tile whose bound is past tileMemory (the search places
     only in memory; the exact portfolio handles overflow).
 
@@ -151,7 +163,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     best = np.asarray(hint, np.int64)
     lower = int(bound)
     tm = p.capacity
-    if p.n < 2 or lower > tm or _meets(p, best, lower):
+    if p.n < 2 or lower > tm or _meets(p, best, lower if target is None else max(lower, target)):
         return best, ("optimal" if _meets(p, best, lower) else "heuristic"), "quick search skipped"
     from .search import _model_of
     _model_of(p)  # build the arrays before the clock starts (cached for later calls)
@@ -168,13 +180,14 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             break
         # most of what is left, not all: a stalled probe must leave time for a looser cap
         budget = left if left < 0.02 else max(0.85 * left, 0.02)
-        r = solve_search(p, time_limit=budget, hint=best, capacity=int(cap), seed=seed)
+        r = solve_search(p, time_limit=budget, hint=best, capacity=int(cap), seed=seed,
+                         probe=True)
         tried.append(f"{cap - lower:+,}:{r.status}")
         if r.offsets is not None:
             cand = np.asarray(r.offsets, np.int64)
             if self_check(p, cand) and objective(p, cand) < objective(p, best):
                 best = cand
-                if _meets(p, best, lower):
+                if _meets(p, best, lower if target is None else max(lower, target)):
                     break
                 cap = lower + (objective(p, best)[1] - lower) // 2  # halfway down
                 continue
