@@ -9,7 +9,7 @@
 import itertools
 
 import numpy as np
-from hypothesis import given
+from hypothesis import assume, given
 
 from pack_oracle import (TINY_GEOMETRY, brute_force, examples, passes_both_checkers,
                          small_reports, violations)
@@ -22,6 +22,7 @@ from tilemem.pack.driver import allocate
 from tilemem.pack.guard import self_check
 from tilemem.pack.portfolio import solve_tile
 from tilemem.pack.problem import TileProblem
+from tilemem.pack.search import solve_search
 from tilemem.model.target import Target
 
 
@@ -211,6 +212,32 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     off, status, note = portfolio_mod.quick_search(p, hint, 64, 1.0)
     assert self_check(p, off) and status == "optimal", note
     assert int((off + p.size).max()) == 64
+
+
+@examples(50)  # the brute force with an overflow zone is the slow part (~0.35 s a case)
+@given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
+def test_search_past_tile_memory_matches_brute_force(r):
+    """Asked for a capacity past tileMemory, the search may use the overflow zone (only
+    alignment and no-overlap there): on tiles that must overflow it places everything below
+    the brute-force optimum's end and proves that nothing fits one byte lower. (Without
+    zero-size variables: the search gives them a byte, the strictest reading, so it may not
+    reach an optimum that lays one over another variable.)"""
+    assume(np.all(r.size > 0))
+    over, end = brute_force(r)
+    assume(over > 0)
+    p = TileProblem.from_report(r, 0)
+    res = solve_search(p, time_limit=20, capacity=end)
+    assert res.status == "optimal"
+    col = r.offset.copy()
+    col[p.rows] = res.offsets
+    passes_both_checkers(r, col)
+    assert int((res.offsets + np.maximum(p.size, 1)).max()) <= end
+    assert solve_search(p, time_limit=20, capacity=end - 1).status == "infeasible"
+    # the quick search lowers an overflowing tile to its optimum too, and says so only there
+    q, off_q = solve_tile(p, "quick", time_limit=0.05, bound=(end, True))
+    col[p.rows] = off_q
+    passes_both_checkers(r, col)
+    assert (q.overflow_bytes, q.total_including_gaps) >= (over, end)
 
 
 def test_near_stops_once_within_its_target(monkeypatch):

@@ -53,7 +53,7 @@ from .result import Allocation
 
 METHODS = ("auto", "exact", "heuristic", "replay")
 #: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
-QUICK_SECONDS = 0.3
+QUICK_SECONDS = 0.5
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = ("auto", "exact", "quick", "near", "fit")
 #: The note of a tile the exact stage did not reach within the run's budget.
@@ -156,10 +156,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
 
         def quick_pass(how: str, label: str, seed: int) -> None:
             """The quick search (``how``: "near" or "quick") on the tiles that overflow
-            although their bound fits (fewest overflowed bytes first), then on those above
-            their bound (largest gap first), within the run's budget."""
-            tiles_ = [t for t in todo if t not in final
-                      and (done[t][0].overflow_bytes == 0 or _may_fit(done[t][0], tm))]
+            although their bound fits (fewest overflowed bytes first), then on every other
+            tile above its bound (largest gap first), within the run's budget."""
+            tiles_ = [t for t in todo if t not in final]
             tiles_.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             tasks = [(t, how, done[t][1], done[t][0], known[t], quick, seed, 1, False)
                      for t in tiles_]

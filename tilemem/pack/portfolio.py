@@ -148,8 +148,9 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     that goes wrong is abandoned, not backtracked for the rest of the time. The search's
     arrays are built once (not counted in ``time_limit``: they cost about as much as one
     probe) and every result
-    passes the guard. Not run on a tile whose bound is past tileMemory (the search places
-    only in memory; the exact portfolio handles overflow).
+    passes the guard. On a tile whose bound is past tileMemory the caps are past it too, and
+    the search may place variables in the overflow zone (``solve_search``); "optimal" is then
+    the end at the bound.
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 8, 4],
@@ -163,8 +164,17 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     best = np.asarray(hint, np.int64)
     lower = int(bound)
     tm = p.capacity
-    if p.n < 2 or lower > tm or _meets(p, best, lower if target is None else max(lower, target)):
-        return best, ("optimal" if _meets(p, best, lower) else "heuristic"), "quick search skipped"
+    # a tile whose bound is past tileMemory overflows whatever we do: then the search places
+    # past it too (its overflow zone), and the end address is what is lowered
+    zone = lower > tm
+
+    def reached(off, x):
+        over, total = objective(p, off)[:2]
+        return total <= x and (over == 0 or zone)
+
+    stop = lower if target is None else max(lower, target)
+    if p.n < 2 or reached(best, stop):
+        return best, ("optimal" if reached(best, lower) else "heuristic"), "quick search skipped"
     from .search import _model_of
     _model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
@@ -174,7 +184,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     refuted = -1   # the highest cap the search proved nothing fits under
     while True:
         end = objective(p, best)[1]
-        cap = min(cap, end - 1, tm)
+        cap = min(cap, end - 1) if zone else min(cap, end - 1, tm)
         left = deadline - time.perf_counter()
         if cap < lower or cap <= refuted or left <= 0.005:
             break
@@ -187,7 +197,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             cand = np.asarray(r.offsets, np.int64)
             if self_check(p, cand) and objective(p, cand) < objective(p, best):
                 best = cand
-                if _meets(p, best, lower if target is None else max(lower, target)):
+                if reached(best, stop):
                     break
                 cap = lower + (objective(p, best)[1] - lower) // 2  # halfway down
                 continue
@@ -198,7 +208,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         # infeasible or stalled: a looser cap (which the first descent reaches more often)
         slack *= 2
         cap = lower + slack
-    status = "optimal" if _meets(p, best, lower) else "heuristic"
+    status = "optimal" if reached(best, lower) else "heuristic"
     return best, status, "quick search " + " ".join(tried)
 
 
