@@ -21,11 +21,12 @@ DEFAULT_BUDGET = 240.0
               help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds for the whole run. Every tile gets the bound and the heuristic "
-                   "whatever the budget; auto's quick search (0.3 s a tile) then goes to the "
-                   "largest gaps, then the exact portfolio to the tiles that overflow, then "
-                   "to the largest gaps, until the budget is spent (a tile they do not reach "
-                   "keeps its valid heuristic allocation). Not applied with "
-                   "--deterministic.")
+                   "whatever the budget; auto's quick search (up to 0.5 s a tile) then brings "
+                   "every tile it can within 1% of its bound (out-of-memory tiles first), the "
+                   "exact portfolio goes to tiles that still overflow although their bound "
+                   "fits, the quick search again to the largest gaps, then the exact portfolio, "
+                   "until the budget is spent (a tile they do not reach keeps its valid "
+                   "heuristic allocation). Not applied with --deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,

@@ -7,10 +7,11 @@
   how many variables land on the report's own offsets.
 - ``heuristic``: the best of a few greedy orders (``tilemem.pack.heuristic``), never worse
   than replay (the replay order is one of its candidates).
-- ``auto`` (default): the heuristic everywhere, then a short quick search
-  (``tilemem.pack.portfolio.quick_search``) on every tile it leaves above the lower bound,
-  then the exact portfolio (``tilemem.pack.portfolio``) on the tiles that still overflow or
-  stay above it.
+- ``auto`` (default): the heuristic everywhere; then the quick search
+  (``tilemem.pack.portfolio.quick_search``) stopped within 1% of the bound on every tile the
+  heuristic leaves above it (a little time on every tile first); the exact portfolio
+  (``tilemem.pack.portfolio``) on tiles that still overflow although their bound fits; the
+  quick search again, as low as it gets; then the exact portfolio on the rest.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
@@ -70,10 +71,11 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
 
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
     whole run (None: no run-wide limit). Every tile gets the bound and the heuristic whatever
-    the budget; then, while the budget lasts: the exact portfolio on the tiles that overflow
-    although their bound fits (fewest overflowed bytes first), ``auto``'s quick search on the
-    tiles above their bound (largest gap first), and the exact portfolio on the rest (largest
-    gap first). A tile not reached keeps its valid allocation, never worse than replay.
+    the budget; then, while the budget lasts: ``auto``'s quick search stopped within 1% of
+    the bound (the tiles that overflow although their bound fits first, fewest overflowed
+    bytes first, then the largest gaps), the exact portfolio on the tiles that still overflow
+    although their bound fits, the quick search again, and the exact portfolio on the rest
+    (largest gap first). A tile not reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
