@@ -63,40 +63,40 @@ G_ILS, G_NRS, G_TM, G_ZONE = range(4)
 
 
 @njit(cache=True, inline="always")
-def _norm(k, b, size, align, lo, hi, geo):
+def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc):
     """Lowest legal offset of ``k`` at or above ``b`` (INF if none): in its window in memory,
     else (with a zone) the first aligned offset past tileMemory. A window ends at or below
     tileMemory, so no offset found either way straddles it."""
-    x = lowest_legal(b, size[k], align[k], lo[k], hi[k], geo[G_ILS], geo[G_NRS] != 0)
+    x = lowest_legal(b, size[k], align[k], lo[k], hi[k], ils, nrs)
     if x >= 0:
         return x
-    if geo[G_ZONE] > 0:
-        tm = geo[G_TM]
+    if zc > 0:
         z = align_up(b if b > tm else tm, align[k])
-        if z + size[k] <= geo[G_ZONE]:
+        if z + size[k] <= zc:
             return z
     return INF
 
 
 @njit(cache=True, inline="always")
-def _after(kind, top, elem_starts, geo):
+def _after(kind, top, elem_starts, ils, tm, zc):
     """``bound_after`` with the zone: a partner ending past tileMemory is in no element or
     region (only the conflict remains), and a variable that no later region may take can
     still go past tileMemory."""
-    if geo[G_ZONE] > 0:
-        if top > geo[G_TM]:
+    if zc > 0:
+        if top > tm:
             return top if kind & K_CONFLICT else 0
-        b = bound_after(kind, top, elem_starts, geo[G_ILS])
-        return geo[G_TM] if b >= INF else b
-    return bound_after(kind, top, elem_starts, geo[G_ILS])
+        b = bound_after(kind, top, elem_starts, ils)
+        return tm if b >= INF else b
+    return bound_after(kind, top, elem_starts, ils)
 
 
 @njit(cache=True)
 def lowest_offsets(size, align, lo, hi, geo):
     """``_norm`` of every variable from 0: its lowest legal offset on its own."""
+    ils, nrs, tm, zc = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM], geo[G_ZONE]
     out = np.empty(len(size), np.int64)
     for k in range(len(size)):
-        out[k] = _norm(k, 0, size, align, lo, hi, geo)
+        out[k] = _norm(k, 0, size, align, lo, hi, ils, nrs, tm, zc)
     return out
 
 
@@ -126,11 +126,11 @@ def _undo(mark, trail, reg, off, m, total, cuts, pre, size, vsec_ptr, vsecs, spa
 
 
 @njit(cache=True)
-def dominance_height(k, m, size, has_elem, has_reg, elem_starts, geo):
+def dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils, tm, zc):
     """An offset at or above which no variable may be placed while ``k`` is unplaced: ``k``
     would fit wholly below it at ``m[k]`` (a gap a left-justified solution never leaves)."""
     kind = K_CONFLICT | (K_ELEMENT if has_elem[k] else 0) | (K_REGION if has_reg[k] else 0)
-    return _after(kind, m[k] + size[k], elem_starts, geo)
+    return _after(kind, m[k] + size[k], elem_starts, ils, tm, zc)
 
 
 @njit(cache=True, inline="always")
@@ -160,7 +160,11 @@ def run(model, state, heur, limit, budget):
      need, elem_starts, rand_key, pair_i, pair_k, pair_kind, params) = model
     (off, m, pre, total, wit, cuts, sol, trail, frames, pieces, reg,
      tmp_vars, tmp_key, witv) = state
-    geo = params
+    # the geometry as scalars (see G_ILS ...): read once, not at every use in the hot loops
+    ils = params[G_ILS]
+    nrs = params[G_NRS] != 0
+    tm = params[G_TM]
+    zc = params[G_ZONE]
     used = 0
     while True:
         sp = reg[R_SP]
@@ -223,7 +227,8 @@ def run(model, state, heur, limit, budget):
                 # the height is at least the end of k at m[k]: look it up (a search of the
                 # element bounds) only when that could lower mh
                 if m[k] + size[k] < mh:
-                    h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, geo)
+                    h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils,
+                                         tm, zc)
                     if h < mh:
                         mh = h
             if not any_left:
@@ -231,7 +236,8 @@ def run(model, state, heur, limit, budget):
                 reg[R_MODE] = SUCC
                 continue
             if len(pair_i) and not _partners_ok(frames[sp, F_THR_M], a, b, size, align, lo, hi,
-                                                geo, elem_starts, span_lo, off, m, pair_i,
+                                                ils, nrs, tm, zc, elem_starts, span_lo, off, m,
+                                                pair_i,
                                                 pair_k, pair_kind):
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = FAIL
@@ -292,8 +298,8 @@ def run(model, state, heur, limit, budget):
         frames[sp, F_MARK] = reg[R_TL]
         frames[sp, F_CUR] = c
         o = best_m
-        status = _place(c, o, a, b, size, align, lo, hi, geo, adj_ptr, adj_idx, adj_kind,
-                        elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
+        status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx,
+                        adj_kind, elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
                         span_hi, off, m, total, wit, witv, cuts, trail, reg)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
@@ -328,12 +334,12 @@ def run(model, state, heur, limit, budget):
 
 
 @njit(cache=True)
-def _partners_ok(o, a, b, size, align, lo, hi, geo, elem_starts, span_lo, off, m, pair_i,
-                 pair_k, pair_kind):
+def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, span_lo, off, m,
+                 pair_i, pair_k, pair_kind):
     """Two element (region) partners both unplaced in part ``[a, b)``: one goes first, at or
     above ``o``, and the other wholly past its last element (region). False if neither order
     fits for some pair. (With a zone both may go past tileMemory: no look-ahead then.)"""
-    if geo[G_ZONE] > 0:
+    if zc > 0:
         return True
     for e in range(len(pair_i)):
         i = pair_i[e]
@@ -343,23 +349,23 @@ def _partners_ok(o, a, b, size, align, lo, hi, geo, elem_starts, span_lo, off, m
         if span_lo[i] < a or span_lo[i] >= b:
             continue
         kd = pair_kind[e]
-        xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, geo)
+        xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, ils, nrs, tm, zc)
         if xi < INF:
-            bk = _after(kd, xi + size[i], elem_starts, geo)
-            if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, geo) < INF:
+            bk = _after(kd, xi + size[i], elem_starts, ils, tm, zc)
+            if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, ils, nrs, tm, zc) < INF:
                 continue
-        xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, geo)
+        xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, ils, nrs, tm, zc)
         if xk < INF:
-            bi = _after(kd, xk + size[k], elem_starts, geo)
-            if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, geo) < INF:
+            bi = _after(kd, xk + size[k], elem_starts, ils, tm, zc)
+            if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, ils, nrs, tm, zc) < INF:
                 continue
         return False
     return True
 
 
 @njit(cache=True)
-def _place(c, o, a, b, size, align, lo, hi, geo, adj_ptr, adj_idx, adj_kind, elem_starts,
-           sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
+def _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_kind,
+           elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
            wit, witv, cuts, trail, reg):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
@@ -384,10 +390,10 @@ def _place(c, o, a, b, size, align, lo, hi, geo, adj_ptr, adj_idx, adj_kind, ele
         if off[i] >= 0:
             continue
         hat = True
-        bnd = _after(adj_kind[e], top, elem_starts, geo)
+        bnd = _after(adj_kind[e], top, elem_starts, ils, tm, zc)
         if bnd <= m[i]:
             continue
-        nm = _norm(i, bnd, size, align, lo, hi, geo)
+        nm = _norm(i, bnd, size, align, lo, hi, ils, nrs, tm, zc)
         trail[tl, 0] = T_M
         trail[tl, 1] = i
         trail[tl, 2] = m[i]
