@@ -777,9 +777,9 @@ class _Run:
         if self.zone:
             g = _with_origin(g, tm, sm.align)
         hi = np.minimum(sm.hi, cap) // g * g
-        self.geo = np.array([sm.ils, int(sm.nrs), tm, cap // g * g if self.zone else 0],
-                            np.int64)
-        m0 = _norm0(sm, hi, self.geo)
+        self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
+        self.zone_cap = cap // g * g if self.zone else None  # see search_kernel.G_ILS
+        m0 = _norm0(sm, hi, self.geo, self.zone_cap)
         if n and np.any(m0 >= K.INF):
             self.verdict = "infeasible"
             return
@@ -870,7 +870,7 @@ class _Run:
                 budget = min(budget, self.node_cap - self.nodes_used)
             t = time.perf_counter()
             before = int(reg[K.R_NODES])
-            status = K.run(self.model, tuple(self.state), heur, limit, budget)
+            status = K.run(self.model, tuple(self.state), heur, limit, budget, self.zone_cap)
             self.nodes_used += int(reg[K.R_NODES]) - before
             if status == K.NEED_TRAIL:
                 tr = self.state[7]
@@ -893,9 +893,9 @@ class _Run:
         return self.state[6].copy()
 
 
-def _norm0(sm: _Model, hi: np.ndarray, geo: np.ndarray) -> np.ndarray:
+def _norm0(sm: _Model, hi: np.ndarray, geo: np.ndarray, zone_cap) -> np.ndarray:
     """The lowest legal offset of every variable on its own (INF where it has none)."""
-    return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, geo)
+    return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, geo, zone_cap)
 
 
 def _with_origin(g: int, origin: int, align) -> int:

@@ -56,10 +56,12 @@ T_OFF, T_M, T_PRE = range(3)
 KEY_W, KEY_A, KEY_T, KEY_R, KEY_D, KEY_Z = 0, 1, 2, 3, 4, 5
 
 
-# the geometry array ``geo``: interleavedMemoryStart, no region span (0/1), tileMemory, and
-# the capacity of the overflow zone (0: none; else the search may place past tileMemory,
-# below this, where only alignment and no-overlap apply)
-G_ILS, G_NRS, G_TM, G_ZONE = range(4)
+# the geometry array ``geo``: interleavedMemoryStart, no region span (0/1), tileMemory. The
+# overflow zone is an argument of its own, ``zc``: None (no zone: the search places only in
+# memory) or the capacity up to which it may place past tileMemory (only alignment and
+# no-overlap apply there). None is a type of its own to numba, so the kernel is compiled
+# twice and the zone's branches cost nothing to the search in memory.
+G_ILS, G_NRS, G_TM = range(3)
 
 
 @njit(cache=True, inline="always")
@@ -70,7 +72,7 @@ def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc):
     x = lowest_legal(b, size[k], align[k], lo[k], hi[k], ils, nrs)
     if x >= 0:
         return x
-    if zc > 0:
+    if zc is not None:
         z = align_up(b if b > tm else tm, align[k])
         if z + size[k] <= zc:
             return z
@@ -82,7 +84,7 @@ def _after(kind, top, elem_starts, ils, tm, zc):
     """``bound_after`` with the zone: a partner ending past tileMemory is in no element or
     region (only the conflict remains), and a variable that no later region may take can
     still go past tileMemory."""
-    if zc > 0:
+    if zc is not None:
         if top > tm:
             return top if kind & K_CONFLICT else 0
         b = bound_after(kind, top, elem_starts, ils)
@@ -91,9 +93,9 @@ def _after(kind, top, elem_starts, ils, tm, zc):
 
 
 @njit(cache=True)
-def lowest_offsets(size, align, lo, hi, geo):
+def lowest_offsets(size, align, lo, hi, geo, zc):
     """``_norm`` of every variable from 0: its lowest legal offset on its own."""
-    ils, nrs, tm, zc = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM], geo[G_ZONE]
+    ils, nrs, tm = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM]
     out = np.empty(len(size), np.int64)
     for k in range(len(size)):
         out[k] = _norm(k, 0, size, align, lo, hi, ils, nrs, tm, zc)
@@ -148,7 +150,7 @@ def _node_frame(frames, q, a, b, thr_m, thr_p):
 
 
 @njit(cache=True)
-def run(model, state, heur, limit, budget):
+def run(model, state, heur, limit, budget, zc):
     """Advance the search by at most ``budget`` nodes (and ``limit`` nodes in all).
 
     Returns FOUND (``sol`` holds a placement), INFEASIBLE (the search space is exhausted),
@@ -164,7 +166,6 @@ def run(model, state, heur, limit, budget):
     ils = params[G_ILS]
     nrs = params[G_NRS] != 0
     tm = params[G_TM]
-    zc = params[G_ZONE]
     used = 0
     while True:
         sp = reg[R_SP]
@@ -339,7 +340,7 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
     """Two element (region) partners both unplaced in part ``[a, b)``: one goes first, at or
     above ``o``, and the other wholly past its last element (region). False if neither order
     fits for some pair. (With a zone both may go past tileMemory: no look-ahead then.)"""
-    if zc > 0:
+    if zc is not None:
         return True
     for e in range(len(pair_i)):
         i = pair_i[e]
