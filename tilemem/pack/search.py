@@ -78,7 +78,7 @@ _CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R, "D": K.KEY_D, 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """``status``: "optimal" (``offsets`` place every variable inside memory), "infeasible"
+    """``status``: "optimal" (``offsets`` place every variable below the capacity), "infeasible"
     (proved that none exists), "unknown" (time limit; ``offsets`` is None)."""
 
     offsets: np.ndarray | None
@@ -93,7 +93,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                  randomized: bool = True, max_nodes: int | None = None,
                  probe: bool = False) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
-    rule respected, or prove it impossible, within ``time_limit`` seconds.
+    rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
+    tileMemory opens the overflow zone: variables may then also go past tileMemory, where
+    only alignment and no-overlap apply (never straddling it).
 
     ``orderings``: the static orders of each round, as letters (D end of the window
     ascending, then descending keys: W lifetime width, A area, T largest section total, Z
