@@ -7,11 +7,11 @@
   how many variables land on the report's own offsets.
 - ``heuristic``: the best of a few greedy orders (``tilemem.pack.heuristic``), never worse
   than replay (the replay order is one of its candidates).
-- ``auto`` (default): the heuristic everywhere; then the quick search
-  (``tilemem.pack.portfolio.quick_search``) stopped within 1% of the bound on every tile the
-  heuristic leaves above it (a little time on every tile first); the exact portfolio
-  (``tilemem.pack.portfolio``) on tiles that still overflow although their bound fits; the
-  quick search again, as low as it gets; then the exact portfolio on the rest.
+- ``auto`` (default): the heuristic everywhere; on the tiles that overflow although their
+  bound fits, the quick search (``tilemem.pack.portfolio.quick_search``) and then the exact
+  portfolio (``tilemem.pack.portfolio``) until they fit; the quick search stopped within 1%
+  of the bound on every other tile above it (a little time on every tile first); the quick
+  search again, as low as it gets; then the exact portfolio on the rest.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
@@ -71,10 +71,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
 
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
     whole run (None: no run-wide limit). Every tile gets the bound and the heuristic whatever
-    the budget; then, while the budget lasts: ``auto``'s quick search stopped within 1% of
-    the bound (the tiles that overflow although their bound fits first, fewest overflowed
-    bytes first, then the largest gaps), the exact portfolio on the tiles that still overflow
-    although their bound fits, the quick search again, and the exact portfolio on the rest
+    the budget; then, while the budget lasts: on the tiles that overflow although their bound
+    fits (fewest overflowed bytes first), ``auto``'s quick search and then the exact
+    portfolio until they fit; the quick search stopped within 1% of the bound on every other
+    tile (largest gap first); the quick search again; and the exact portfolio on the rest
     (largest gap first). A tile not reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
@@ -156,11 +156,11 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 record(t, res, off, how != "fit" or res.status == "optimal"
                        or res.overflow_bytes > 0)
 
-        def quick_pass(how: str, label: str, seed: int) -> None:
+        def quick_pass(how: str, label: str, seed: int, which=lambda t: True) -> None:
             """The quick search (``how``: "near" or "quick") on the tiles that overflow
             although their bound fits (fewest overflowed bytes first), then on every other
             tile above its bound (largest gap first), within the run's budget."""
-            tiles_ = [t for t in todo if t not in final]
+            tiles_ = [t for t in todo if t not in final and which(t)]
             tiles_.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             tasks = [(t, how, done[t][1], done[t][0], known[t], quick, seed, 1, False)
                      for t in tiles_]
@@ -169,21 +169,26 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                     record(t, res, off, res.status == "optimal")
 
         searching = method == "auto" and quick > 0 and not deterministic
+        may_fit = {t for t in todo if _may_fit(done[t][0], tm)}
         if searching:
-            # pass 2: every tile brought within 1% of its bound (or to fit) first, by short
-            # descents of the search stopped there: a little time on every tile lowers far
-            # more of them than seconds of exact effort on a few
-            quick_pass("near", "quick search, to 1% of the bound", seed)
-        # pass 3: exact where a tile still overflows although its bound fits (would a
-        # better allocation fit? what a user with an out-of-memory tile asks); under auto
-        # only until it fits, its end address then lowered like every other tile's
+            # pass 2: the tiles that overflow although their bound fits, brought to fit by
+            # short descents of the search (would a better allocation fit? what a user with
+            # an out-of-memory tile asks)
+            quick_pass("near", "quick search, to fit", seed, may_fit.__contains__)
+        # pass 3: exact where such a tile still overflows; under auto only until it fits,
+        # its end address then lowered like every other tile's
         exact([t for t in todo if t not in final and _may_fit(done[t][0], tm)],
               "fit" if method == "auto" else method)
         if searching:
-            # pass 4: the quick search again, now as low as it gets, largest gap first (other
+            # pass 4: every other tile brought within 1% of its bound, by short descents of
+            # the search stopped there: a little time on every tile lowers far more of them
+            # than seconds of exact effort on a few
+            quick_pass("near", "quick search, to 1% of the bound", seed,
+                       lambda t: t not in may_fit)
+            # pass 5: the quick search again, now as low as it gets, largest gap first (other
             # random orders than pass 2's)
             quick_pass("quick", "quick search", seed + 1)
-        # pass 5: exact on the rest, largest gap first, while the budget lasts
+        # pass 6: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
     offsets = report.offset.copy()
     results = []
