@@ -53,7 +53,7 @@ from .problem import TileProblem
 from .result import Allocation
 
 METHODS = ("auto", "exact", "heuristic", "replay")
-#: Seconds per tile of auto's quick search (pass 2), besides building the search's arrays.
+#: Seconds per tile of each of auto's quick searches, besides building the search's arrays.
 QUICK_SECONDS = 0.5
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = ("auto", "exact", "quick", "near", "fit")
@@ -186,7 +186,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             quick_pass("near", "quick search, to 1% of the bound", seed,
                        lambda t: t not in may_fit)
             # pass 5: the quick search again, now as low as it gets, largest gap first (other
-            # random orders than pass 2's)
+            # random orders than passes 2 and 4)
             quick_pass("quick", "quick search", seed + 1)
         # pass 6: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])

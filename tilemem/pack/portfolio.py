@@ -121,20 +121,18 @@ def _meets(p: TileProblem, off: np.ndarray, bound: int) -> bool:
     return over == 0 and total <= bound
 
 
-#: How near the lower bound is near enough for a first pass over every tile (the "near"
-#: method: ``quick_search`` stopped at ``bound + NEAR * bound``): within 1%.
+#: How near the lower bound is near enough, as a fraction of it: where ``quick_search``
+#: probes first (each probe that stalls doubles the slack) and where the "near" method, the
+#: driver's first pass over every tile, stops: within 1%.
 NEAR = 0.01
-
-#: Caps of ``quick_search``'s first probe, above the lower bound (a fraction of it): the
-#: first is the 1% the driver aims at; each probe that stalls doubles it.
-QUICK_FIRST_SLACK = 0.01
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
                  seed: int = 0, target: int | None = None) -> tuple[np.ndarray, str, str]:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: ``(offsets, status, note)``, status
-    "optimal" when the result meets ``bound`` with nothing overflowed, else "heuristic".
+    "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
+    itself is past tileMemory), else "heuristic".
 
     Asked for a cap slightly above the lower bound, the search's first descent (the lowest
     legal place first, left-justified, pruned by the sections' capacities) usually places a
@@ -147,10 +145,9 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     a run of short descents from different orders (``solve_search``'s ``probe``): a descent
     that goes wrong is abandoned, not backtracked for the rest of the time. The search's
     arrays are built once (not counted in ``time_limit``: they cost about as much as one
-    probe) and every result
-    passes the guard. On a tile whose bound is past tileMemory the caps are past it too, and
-    the search may place variables in the overflow zone (``solve_search``); "optimal" is then
-    the end at the bound.
+    probe) and every result passes the guard. On a tile whose bound is past tileMemory the
+    caps are past it too, and the search may place variables in the overflow zone
+    (``solve_search``).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 8, 4],
@@ -178,7 +175,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     from .search import _model_of
     _model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
-    slack = max(1, int(lower * QUICK_FIRST_SLACK))
+    slack = max(1, int(lower * NEAR))
     cap = lower + slack
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under

@@ -146,12 +146,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         first = False
         spent = 0
         for name in orderings:
-            heur = [_CODES[ch] for ch in name]
-            run.random_key[:] = random_key if K.KEY_R in heur else canonical
-            if K.KEY_R not in heur:
-                heur.append(K.KEY_R)
+            heur = _static_order(run, name, random_key, canonical)
             run.reset()
-            status = run.go(np.array(heur, np.int64), limit, deadline)
+            status = run.go(heur, limit, deadline)
             spent += int(run.state[10][K.R_NODES])
             if status in verdicts:
                 return _result(sm, run, verdicts[status], nodes + spent, t0)
@@ -163,6 +160,17 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                 return _result(sm, run, verdicts[status], nodes, t0)
         if time.perf_counter() >= deadline or run.spent():
             return _result(sm, run, "unknown", nodes, t0)
+
+
+def _static_order(run: "_Run", name: str, random_key, canonical) -> np.ndarray:
+    """The keys of static order ``name`` (letters, see ``solve_search``), with ``run``'s R key
+    set: ``random_key`` when the order uses R, else the canonical rank, which then ends the
+    order as its last tie-break."""
+    heur = [_CODES[ch] for ch in name]
+    run.random_key[:] = random_key if K.KEY_R in heur else canonical
+    if K.KEY_R not in heur:
+        heur.append(K.KEY_R)
+    return np.array(heur, np.int64)
 
 
 #: The static orders of ``_probe``'s first descents: the hint's order (by offset, ties by
@@ -195,18 +203,14 @@ def _probe(sm: "_Model", run: "_Run", hint, rng, deadline: float) -> tuple[int, 
     """
     nodes = 0
     canonical = sm.n - sm.rank
+    hinted = canonical   # the hint's order as an R key (descending: lowest offset first)
+    if hint is not None and len(hint) == sm.n:
+        hinted = -np.asarray(hint, np.int64)
     limit = probe_limit(sm.n)
     restarts = _RandomRestarts(sm, rng)
     for i in itertools.count():
         if i < len(PROBE_ORDERINGS):
-            heur = [_CODES[ch] for ch in PROBE_ORDERINGS[i]]
-            if K.KEY_R in heur and hint is not None and len(hint) == sm.n:
-                run.random_key[:] = -np.asarray(hint, np.int64)  # descending: lowest first
-            else:
-                run.random_key[:] = canonical
-            if K.KEY_R not in heur:
-                heur.append(K.KEY_R)
-            heur = np.array(heur, np.int64)
+            heur = _static_order(run, PROBE_ORDERINGS[i], hinted, canonical)
         else:
             if time.perf_counter() >= deadline:
                 break
@@ -298,7 +302,17 @@ def _grain(size, lo, align, ils, elem_starts) -> int:
     if len(size) == 0:
         return 1
     vals = np.concatenate([size, lo, [ils], elem_starts[1:-1]]).astype(np.int64)
-    g = max(int(np.gcd.reduce(vals)), 1)
+    return _aligned_grain(int(np.gcd.reduce(vals)), align)
+
+
+def _aligned_grain(g: int, align) -> int:
+    """``g`` brought down to its gcd with every alignment that neither divides nor is a
+    multiple of it (see ``_grain``); at least 1.
+
+    >>> _aligned_grain(32, np.array([4, 16])), _aligned_grain(32, np.array([12]))
+    (32, 4)
+    """
+    g = max(int(g), 1)
     for a in np.unique(align).tolist():
         if g % a and a % g:
             g = int(np.gcd(g, a))
@@ -776,8 +790,8 @@ class _Run:
         # past tileMemory: the overflow zone, searched only when the capacity reaches past it
         self.zone = cap > tm
         g = sm.grain  # ends of left-justified placements are multiples of it
-        if self.zone:
-            g = _with_origin(g, tm, sm.align)
+        if self.zone:  # placements may also start at tileMemory, where the zone begins
+            g = _aligned_grain(np.gcd(g, tm), sm.align)
         hi = np.minimum(sm.hi, cap) // g * g
         self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
         self.zone_cap = cap // g * g if self.zone else None  # see search_kernel.G_ILS
@@ -899,16 +913,3 @@ def _norm0(sm: _Model, hi: np.ndarray, geo: np.ndarray, zone_cap) -> np.ndarray:
     """The lowest legal offset of every variable on its own (INF where it has none)."""
     return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, geo, zone_cap)
 
-
-def _with_origin(g: int, origin: int, align) -> int:
-    """``_grain`` ``g`` when placements may also start at ``origin`` (tileMemory, where the
-    overflow zone begins).
-
-    >>> _with_origin(64, 96, np.array([4, 16]))
-    32
-    """
-    g = max(int(np.gcd(g, int(origin))), 1)
-    for a in np.unique(align).tolist():
-        if g % a and a % g:
-            g = int(np.gcd(g, a))
-    return g

@@ -238,8 +238,7 @@ def run(model, state, heur, limit, budget, zc):
                 continue
             if len(pair_i) and not _partners_ok(frames[sp, F_THR_M], a, b, size, align, lo, hi,
                                                 ils, nrs, tm, zc, elem_starts, span_lo, off, m,
-                                                pair_i,
-                                                pair_k, pair_kind):
+                                                pair_i, pair_k, pair_kind):
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = FAIL
                 continue
@@ -300,8 +299,8 @@ def run(model, state, heur, limit, budget, zc):
         frames[sp, F_CUR] = c
         o = best_m
         status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx,
-                        adj_kind, elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo,
-                        span_hi, off, m, total, wit, witv, cuts, trail, reg)
+                        adj_kind, elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs,
+                        span_lo, span_hi, off, m, total, wit, witv, cuts, trail, reg)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
             reg[R_MODE] = FAIL
@@ -366,8 +365,8 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
 
 @njit(cache=True)
 def _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_kind,
-           elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m, total,
-           wit, witv, cuts, trail, reg):
+           elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m,
+           total, wit, witv, cuts, trail, reg):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
