@@ -10,7 +10,7 @@ import dataclasses
 import itertools
 
 import numpy as np
-from hypothesis import assume, given
+from hypothesis import HealthCheck, assume, given, settings
 
 from pack_oracle import (TINY_GEOMETRY, brute_force, examples, passes_both_checkers,
                          small_reports, violations)
@@ -215,7 +215,11 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     assert int((off + p.size).max()) == 64
 
 
-@examples(50)  # the brute force with an overflow zone is the slow part (~0.35 s a case)
+# the brute force with an overflow zone is the slow part (~0.35 s a case); about one drawn
+# tile in six must overflow, so hypothesis' filter health check (which fails the run, at
+# random, when more than five in six are filtered out) is off here
+@settings(max_examples=50, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
 def test_search_past_tile_memory_matches_brute_force(r):
     """Asked for a capacity past tileMemory, the search may use the overflow zone (only

@@ -436,13 +436,21 @@ def test_probe_finds_only_valid_packings_and_proves_nothing_false(case):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(packed_reports(), st.integers(1, 64))
-def test_probe_never_places_below_a_capacity_that_is_too_low(case, less):
-    # below the largest variable's size nothing fits: never "optimal"
+def test_probe_agrees_with_the_complete_search_below_the_packing(case, less):
+    # at capacities below the construction's, where a packing may or may not exist: what the
+    # probe places is valid, and it says "optimal" / "infeasible" only when the complete
+    # search says the same
     r, rules, capacity = case
     p = TileProblem.from_report(r, 0, rules)
-    low = int(p.size.max()) - less
-    res = solve_search(p, time_limit=0.2, capacity=max(low, 0), probe=True)
-    assert res.status in ("infeasible", "unknown")
+    cap = max(capacity - less, 0)
+    res = solve_search(p, time_limit=0.2, capacity=cap, probe=True)
+    full = solve_search(p, time_limit=20, capacity=cap)
+    assert full.status in ("optimal", "infeasible")   # tiny: decided
+    assert res.status in ("unknown", full.status)
+    if res.status == "optimal":
+        assert_valid(r, p, res, cap)
+    if cap < int(p.size.max()):                # below the largest variable nothing fits
+        assert res.status in ("infeasible", "unknown")
 
 
 # ---- the shared MiniMalloc instances ---------------------------------------------------------
