@@ -276,6 +276,35 @@ def test_near_stops_once_within_its_target(monkeypatch):
     assert len(caps) > found and caps[found - 1] >= 72 and caps[found] < 72, caps
 
 
+def test_a_stalled_probes_completion_is_kept(monkeypatch):
+    """A probe that places nothing below its cap may return a completion above it (a failed
+    descent finished by first fit): ``quick_search`` keeps it when it is better than what it
+    had, and a target it meets ends the search; a completion the guard rejects is never
+    returned."""
+    from types import SimpleNamespace
+
+    geometry = Target(1, 128, 128, np.array([0]))
+    p = four_variables(geometry)
+    at72 = np.array([0, 24, 0, 48])          # ends at 72: above the bound (64)
+    hint = np.array([0, 24, 0, 72])          # ends at 96
+    bad = np.array([0, 0, 0, 0])             # overlapping conflicting variables
+    calls = []
+
+    def search(problem, time_limit, hint=None, capacity=None, enough=None, **kw):
+        calls.append((capacity, enough))
+        return SimpleNamespace(offsets=at72.copy(), status="unknown", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
+    assert off.tolist() == at72.tolist() and status == "heuristic"
+    assert len(calls) == 1 and calls[0][0] < 72 and calls[0][1] == 72
+    calls.clear()
+    monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, **k: SimpleNamespace(
+        offsets=bad.copy(), status="unknown", nodes=1))
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
+    assert off.tolist() == hint.tolist() and "rejected" in note
+
+
 def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):
     """``fit`` (the driver's first exact pass on tiles that may fit) asks the search whether
     the tile fits in memory and stops there: the end address is left to later passes, so it

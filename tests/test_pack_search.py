@@ -451,6 +451,72 @@ def test_probe_agrees_with_the_complete_search_below_the_packing(case, less):
         assert_valid(r, p, res, cap)
     if cap < int(p.size.max()):                # below the largest variable nothing fits
         assert res.status in ("infeasible", "unknown")
+    if res.status == "unknown" and res.offsets is not None:
+        # a failed descent completed by first fit: valid (both checkers), above the cap
+        assert_valid_anywhere(r, p, res.offsets)
+
+
+def assert_valid_anywhere(r: Report, p: TileProblem, offsets) -> None:
+    """Every rule holds (the overflow zone allowed: a completion may spill past memory)."""
+    assert len(offsets) == r.num_vars and self_check(p, np.asarray(offsets, np.int64))
+    chk = check_allocation(r, offsets=offsets, rules=p.rules)
+    assert chk.ok, [str(v) for v in chk.violations]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(max_vars=40), st.integers(1, 64), st.integers(0, 8))
+def test_a_failed_descent_is_completed_at_or_below_its_places(case, less, tries):
+    # a descent cut after a few tries (at a cap that may be too low) leaves a partial
+    # placement; _completion keeps every placed variable at or below its place there and
+    # gives a valid allocation of all of them
+    from tilemem.pack import search as S
+    from tilemem.pack import search_kernel as K
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    sm = S._model_of(p)
+    run = S._Run(sm, max(capacity - less, 1))
+    if run.verdict is not None:
+        return
+    run.try_limit = tries
+    heur = S._static_order(run, "DWAT", None, sm.n - sm.rank)
+    run.reset()
+    status = run.go(heur, 10 * sm.n + 64, float("inf"))
+    assert int(run.state[10][K.R_TRIES]) <= tries     # the try limit holds
+    if status != K.ABORTED:
+        return
+    partial = run.state[0].copy()
+    done = S._completion(p, partial)
+    placed = partial >= 0
+    assert (done[placed] <= partial[placed]).all()
+    assert_valid_anywhere(r, p, done)
+
+
+def test_a_probe_with_enough_stops_at_its_first_good_completion():
+    # generated tiles at their bound (the window and region bounds included), where short
+    # descents do not place everything: with ``enough`` past any end, the probe stops at the
+    # first completion with nothing overflowed, long before its time limit; without, it
+    # runs to the limit. Either way what it returns passes the checker.
+    from tilemem.generate import generate_report
+    from tilemem.pack.bounds import region_bound, tile_bounds, window_bound
+    from tilemem.pack.result import objective
+    r = generate_report("mk1", tiles=4, steps=300, pressure=0.7, seed=4)
+    bounds = tile_bounds(r, range(4))
+    stalled = 0
+    for t in range(4):
+        p = TileProblem.from_report(r, t)
+        cap = max(bounds[t][0], window_bound(p), region_bound(p))
+        res = solve_search(p, time_limit=5, capacity=cap, probe=True, enough=1 << 40)
+        if res.status != "unknown":
+            continue
+        stalled += 1
+        assert objective(p, res.offsets)[0] == 0 and res.seconds < 5
+        col = r.offset.copy()
+        col[p.rows] = res.offsets
+        assert check_allocation(r, offsets=col).ok
+        longer = solve_search(p, time_limit=0.3, capacity=cap, probe=True)
+        assert longer.status == "unknown" and longer.seconds >= 0.3
+        assert longer.offsets is not None and self_check(p, longer.offsets)
+    assert stalled >= 2
 
 
 # ---- the shared MiniMalloc instances ---------------------------------------------------------

@@ -65,8 +65,10 @@ from numba import njit
 
 from ..liveness.graphalg import interval_order
 from . import search_kernel as K
+from .firstfit import first_fit
 from .guard import K_ELEMENT, K_REGION, element_bounds, self_check
 from .problem import TileProblem
+from .result import objective
 
 #: Static orders tried in turn each round: MiniMalloc's three, then section total and width
 #: with ties broken at random ("R", reseeded every round; the hint's order in the first round);
@@ -79,7 +81,8 @@ _CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R, "D": K.KEY_D, 
 @dataclass(frozen=True)
 class SearchResult:
     """``status``: "optimal" (``offsets`` place every variable below the capacity), "infeasible"
-    (proved that none exists), "unknown" (time limit; ``offsets`` is None)."""
+    (proved that none exists), "unknown" (time limit; ``offsets`` is None, or with ``probe``
+    the best valid allocation its failed descents were completed to, above the capacity)."""
 
     offsets: np.ndarray | None
     status: str
@@ -91,7 +94,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                  capacity: int | None = None, *,
                  orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0,
                  randomized: bool = True, max_nodes: int | None = None,
-                 probe: bool = False) -> SearchResult:
+                 probe: bool = False, enough: int | None = None) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
     tileMemory opens the overflow zone: variables may then also go past tileMemory, where
@@ -109,7 +112,10 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     everything below ``capacity`` is returned as it is.
 
     ``probe``: look for a placement only, by short descents (``_probe``) until
-    ``time_limit``; never proves anything, so "unknown" when none is found.
+    ``time_limit``; never proves anything, so "unknown" when none is found (with the best
+    completion of a failed descent as ``offsets``: valid, but not below ``capacity``);
+    ``enough``: an end address at which such a completion also ends the probe (nothing
+    overflowed unless the capacity is past tileMemory).
     """
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
@@ -128,9 +134,13 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         return _result(sm, run, run.verdict, 0, t0)
     rng = np.random.default_rng(seed)
     if probe:
-        status, nodes = _probe(sm, run, hint, rng, deadline)
+        status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough)
         verdict = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible"}.get(status, "unknown")
-        return _result(sm, run, verdict, nodes, t0)
+        res = _result(sm, run, verdict, nodes, t0)
+        if verdict == "unknown" and completed is not None:
+            res = SearchResult(offsets=completed, status=verdict, nodes=nodes,
+                               seconds=res.seconds)
+        return res
     nodes = 0
     limit = max(sm.n, 1)
     first = True
@@ -186,10 +196,13 @@ def probe_limit(n: int) -> int:
     return n + n // 16 + 64
 
 
-def _probe(sm: "_Model", run: "_Run", hint, rng, deadline: float) -> tuple[int, int]:
-    """Short descents, each from another static order, until one places everything or
-    the deadline passes: ``(status, nodes)``, status FOUND or ABORTED (or INFEASIBLE when a
-    descent happened to exhaust the space).
+def _probe(p: TileProblem, sm: "_Model", run: "_Run", hint, rng, deadline: float,
+           enough: int | None = None) -> tuple[int, int, np.ndarray | None]:
+    """Short descents, each from another static order, until one places everything, the
+    deadline passes or a failed descent's completion ends at or below ``enough``:
+    ``(status, nodes, completed)``, status FOUND or ABORTED (or INFEASIBLE when a descent
+    happened to exhaust the space); ``completed``: the best of the failed descents' partial
+    placements completed by first fit (``_completion``), or None.
 
     Why: at a capacity a little above the optimum, a descent either places the tile with
     hardly any backtracking (about ``n`` nodes) or goes wrong early and then does not get
@@ -207,7 +220,9 @@ def _probe(sm: "_Model", run: "_Run", hint, rng, deadline: float) -> tuple[int, 
     if hint is not None and len(hint) == sm.n:
         hinted = -np.asarray(hint, np.int64)
     limit = probe_limit(sm.n)
+    run.try_limit = limit  # a descent gone wrong tries many candidates a node: cut it too
     restarts = _RandomRestarts(sm, rng)
+    completed, best = None, None
     for i in itertools.count():
         if i < len(PROBE_ORDERINGS):
             heur = _static_order(run, PROBE_ORDERINGS[i], hinted, canonical)
@@ -220,10 +235,36 @@ def _probe(sm: "_Model", run: "_Run", hint, rng, deadline: float) -> tuple[int, 
         status = run.go(heur, limit, deadline)
         nodes += int(run.state[10][K.R_NODES])
         if status in (K.FOUND, K.INFEASIBLE) or run.spent():
-            return status, nodes
+            return status, nodes, completed
+        if status == K.ABORTED:
+            off = _completion(p, run.state[0])
+            key = objective(p, off)
+            if best is None or key < best:
+                completed, best = off, key
+                if enough is not None and key[1] <= enough and (key[0] == 0 or run.zone):
+                    break
         if time.perf_counter() >= deadline:
             break
-    return K.ABORTED, nodes
+    return K.ABORTED, nodes, completed
+
+
+def _completion(p: TileProblem, partial: np.ndarray) -> np.ndarray:
+    """A valid allocation from an aborted descent's ``partial`` placement (-1: unplaced):
+    first fit of the placed variables in offset order, then of the rest, largest first.
+
+    Why: a descent that fails at a cap just above the optimum has mostly got stuck near
+    the top with a few variables left (on Mk2 tiles at the bound + 1%, often 10-60 of
+    ~1,800), and first fit tucks them into the holes below or just over the cap: an
+    allocation a little above the cap for ~4 ms, where the descent found none. The placed
+    variables keep their places or go lower: each one's offset in the descent stays legal,
+    as everything first fit placed before it went there or lower and, if it interacts
+    with it, lay below it in the descent.
+    """
+    placed = np.flatnonzero(partial >= 0)
+    rest = np.flatnonzero(partial < 0)
+    order = np.concatenate([placed[np.argsort(partial[placed], kind="stable")],
+                            rest[np.argsort(-p.size[rest], kind="stable")]])
+    return first_fit(p, order)
 
 
 class _RandomRestarts:
@@ -785,6 +826,7 @@ class _Run:
         n, S = sm.n, sm.num_sections
         self.verdict = None
         self.node_cap: int | None = None  # max_nodes of the call (None: the clock decides)
+        self.try_limit = K.INF  # candidates tried in one restart (see K.R_TRY_LIMIT)
         self.nodes_used = 0
         tm = int(sm.elem_starts[-1])
         # past tileMemory: the overflow zone, searched only when the capacity reaches past it
@@ -856,6 +898,7 @@ class _Run:
         st[6][:] = -1
         reg = st[10]
         reg[:] = 0
+        reg[K.R_TRY_LIMIT] = self.try_limit
         np_ = len(self.parts0)
         st[9][:np_] = self.parts0
         reg[K.R_PT] = np_
