@@ -116,9 +116,11 @@ def end_bound_after_infeasible(p: TileProblem, cap: int) -> int:
     return int(cap) + (0 if np.any(p.size == 0) else 1)
 
 
-def _meets(p: TileProblem, off: np.ndarray, bound: int) -> bool:
+def _meets(p: TileProblem, off: np.ndarray, bound: int, overflow_ok: bool = False) -> bool:
+    """``off`` ends at or below ``bound`` with nothing overflowed (``overflow_ok``: overflow
+    allowed, for a tile whose bound itself is past tileMemory)."""
     over, total, _, _ = objective(p, off)
-    return over == 0 and total <= bound
+    return total <= bound and (over == 0 or overflow_ok)
 
 
 #: How near the lower bound is near enough, as a fraction of it: where the "near" method,
@@ -172,14 +174,10 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     # a tile whose bound is past tileMemory overflows whatever we do: then the search places
     # past it too (its overflow zone), and the end address is what is lowered
     zone = lower > tm
-
-    def reached(off, x):
-        over, total = objective(p, off)[:2]
-        return total <= x and (over == 0 or zone)
-
     stop = lower if target is None else max(lower, target)
-    if p.n < 2 or reached(best, stop):
-        return best, ("optimal" if reached(best, lower) else "heuristic"), "quick search skipped"
+    if p.n < 2 or _meets(p, best, stop, zone):
+        status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
+        return best, status, "quick search skipped"
     from .search import _model_of
     _model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
@@ -205,7 +203,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                 break
             if objective(p, cand) < objective(p, best):
                 best = cand
-                if reached(best, stop):
+                if _meets(p, best, stop, zone):
                     break
             if r.status == "optimal":
                 cap = lower + (objective(p, best)[1] - lower) // 2  # halfway down
@@ -215,7 +213,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         # infeasible or stalled: a looser cap (which the first descent reaches more often)
         slack *= 2
         cap = lower + slack
-    status = "optimal" if reached(best, lower) else "heuristic"
+    status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
     return best, status, "quick search " + " ".join(tried)
 
 

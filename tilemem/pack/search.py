@@ -58,7 +58,7 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -137,10 +137,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough)
         verdict = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible"}.get(status, "unknown")
         res = _result(sm, run, verdict, nodes, t0)
-        if verdict == "unknown" and completed is not None:
-            res = SearchResult(offsets=completed, status=verdict, nodes=nodes,
-                               seconds=res.seconds)
-        return res
+        return res if verdict != "unknown" else replace(res, offsets=completed)
     nodes = 0
     limit = max(sm.n, 1)
     first = True
@@ -191,8 +188,8 @@ PROBE_ORDERINGS = ("DTWR", "DAWT", "DW", "DTAW", "DTWA")
 
 
 def probe_limit(n: int) -> int:
-    """Nodes of one of ``_probe``'s descents on ``n`` variables: a descent plus ~6% of
-    backtracking."""
+    """Nodes (and tries, ``search_kernel.R_TRY_LIMIT``) of one of ``_probe``'s descents on
+    ``n`` variables: a descent plus ~6% of backtracking."""
     return n + n // 16 + 64
 
 
@@ -209,7 +206,8 @@ def _probe(p: TileProblem, sm: "_Model", run: "_Run", hint, rng, deadline: float
     out in any time worth waiting (on 37 Mk2 tiles at the bound + 1%: every success took
     at most 1.04 n nodes, and a failing descent given 2 n nodes cost up to 14 successful
     ones). Run times that heavy-tailed are what restarts are for (Gomes, Selman & Kautz
-    1998): cut every descent at ``probe_limit`` nodes and change the order instead. The
+    1998): cut every descent at ``probe_limit`` nodes and tries and change the order
+    instead (then completed by first fit: ``_completion``). The
     orders: ``PROBE_ORDERINGS`` (the hint's first), then the perturbed orders of
     ``_RandomRestarts``. (On 106 Mk2 tiles, 30 of them ones where the first four orders
     had failed: some order within 5 descents placed 93 of them.)

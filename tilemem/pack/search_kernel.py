@@ -157,8 +157,8 @@ def run(model, state, heur, limit, budget, zc):
     """Advance the search by at most ``budget`` nodes (and ``limit`` nodes in all).
 
     Returns FOUND (``sol`` holds a placement), INFEASIBLE (the search space is exhausted),
-    ABORTED (``limit`` nodes or ``reg[R_TRY_LIMIT]`` tries reached), PAUSED (``budget`` used up; call again) or NEED_TRAIL (grow
-    the trail and call again).
+    ABORTED (``limit`` nodes or ``reg[R_TRY_LIMIT]`` tries reached), PAUSED (``budget`` used
+    up; call again) or NEED_TRAIL (grow the trail and call again).
     """
     (size, align, lo, hi, adj_ptr, adj_idx, adj_kind, sec_ptr, sec_vars, sec_cap,
      vsec_ptr, vsecs, span_lo, span_hi, by_lo, lo_idx, width, area, has_elem, has_reg,
