@@ -135,6 +135,12 @@ def test_conflict_cliques_cover_every_conflicting_pair():
         for c in cliques:  # and a clique is a clique
             for a, b in itertools.combinations(c.tolist(), 2):
                 assert p.conflicts.conflicts(a, b)
+        # a limit on the cliques' variables: the same cover up to it, None past it
+        entries = sum(len(c) for c in cliques)
+        capped = conflict_cliques(p, max_entries=entries)
+        assert [c.tolist() for c in capped] == [c.tolist() for c in cliques]
+        if entries:
+            assert conflict_cliques(p, max_entries=entries - 1) is None
 
 
 def test_cpsat_skipped_when_too_large_keeps_a_valid_allocation(monkeypatch):

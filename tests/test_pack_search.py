@@ -307,6 +307,42 @@ def test_rule_model_matches_the_rules(case, data):
     assert ok == (rule_violations(r, off, rules, capacity) == [])
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_reports(max_vars=8))
+def test_interaction_arrays_match_the_rules_pair_by_pair(case):
+    """The model's interaction rows (built per class, rows without partners copied as they
+    are) hold exactly each variable's conflicts and element / region partners, with the
+    right kind bits; the partner pairs and flags are the ones the constraints list."""
+    from tilemem.pack.guard import K_CONFLICT, K_ELEMENT, K_REGION
+    r, rules, _ = case
+    p = TileProblem.from_report(r, 0, rules)
+    m = build_model(p)
+    epairs = {tuple(x) for x in p.element_pairs.tolist()}
+    rpairs = {tuple(x) for x in p.region_pairs.tolist()}
+    expected_pairs = []
+    for i in range(p.n):
+        want = {}
+        for j in range(p.n):
+            bits = (K_CONFLICT if p.conflicts.conflicts(i, j) else 0) \
+                | (K_ELEMENT if (min(i, j), max(i, j)) in epairs else 0) \
+                | (K_REGION if (min(i, j), max(i, j)) in rpairs else 0)
+            if bits and j != i:
+                want[j] = bits
+                if i < j and bits & (K_ELEMENT | K_REGION):
+                    expected_pairs.append((i, j, bits))
+        row = m.adj_idx[m.adj_ptr[i]:m.adj_ptr[i + 1]].tolist()
+        kinds = m.adj_kind[m.adj_ptr[i]:m.adj_ptr[i + 1]].tolist()
+        assert len(row) == len(set(row)) and dict(zip(row, kinds)) == want
+        assert m.has_elem[i] == any(b & K_ELEMENT for b in want.values())
+        assert m.has_reg[i] == any(b & K_REGION for b in want.values())
+    assert sorted(zip(m.pair_i.tolist(), m.pair_k.tolist(), m.pair_kind.tolist())) == \
+        sorted(expected_pairs)
+    # interacting variables' section spans meet (what the decomposition relies on)
+    for i in range(p.n):
+        for j in m.adj_idx[m.adj_ptr[i]:m.adj_ptr[i + 1]].tolist():
+            assert m.span_lo[i] < m.span_hi[j] and m.span_lo[j] < m.span_hi[i]
+
+
 def test_end_granularity_by_hand():
     # sizes 2048 and 1024, window starts 0, alignment 4: left-justified ends are multiples of
     # 1024

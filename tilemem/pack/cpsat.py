@@ -59,8 +59,10 @@ class CpsatResult:
     note: str = ""
 
 
-def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
-    """A clique cover of the tile's conflict graph, as arrays of local variable indices.
+def conflict_cliques(p: TileProblem, max_entries: int | None = None) -> list[np.ndarray] | None:
+    """A clique cover of the tile's conflict graph, as arrays of local variable indices;
+    None as soon as the cliques would hold more than ``max_entries`` variables in all (the
+    greedy cover of a Mk2 tile's ~1,500 dense classes takes ~1.7 s to reach ~1 M of them).
 
     Built on classes: a greedy edge clique cover of the class interference graph, each class
     clique expanded to its members; always-live variables join every clique (they conflict with
@@ -85,7 +87,11 @@ def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
     # only classes with non-always-live members matter; the cover is of edges between two
     adj = c.class_matrix & present[:, None] & present[None, :]
     np.fill_diagonal(adj, False)
-    ptr, flat = _greedy_class_cliques(adj, present)
+    weight = np.array([len(m) for m in members], np.int64)
+    limit = -1 if max_entries is None else int(max_entries)
+    ptr, flat = _greedy_class_cliques(adj, present, weight, len(live), limit)
+    if len(ptr) == 0:
+        return None
     out = []
     for k in range(len(ptr) - 1):
         cl = flat[ptr[k]:ptr[k + 1]]
@@ -94,14 +100,18 @@ def conflict_cliques(p: TileProblem) -> list[np.ndarray]:
             out.append(np.sort(vars_).astype(np.int64))
     if len(ptr) == 1 and len(live) > 1:
         out.append(live.astype(np.int64))
+    if max_entries is not None and sum(len(c) for c in out) > max_entries:
+        return None
     return out
 
 
 @njit(cache=True)
-def _greedy_class_cliques(adj, present):
+def _greedy_class_cliques(adj, present, weight, extra, limit):
     """Greedy edge clique cover of a dense class graph: for each uncovered edge, grow a clique
     by the candidate covering most uncovered edges (ties: highest degree). Classes in no edge
-    get a clique of their own. Returns CSR ``(indptr, classes)``."""
+    get a clique of their own. Returns CSR ``(indptr, classes)``, or an empty ``indptr`` once
+    the cliques' variables (``weight`` per class, ``extra`` more per clique, cliques of one
+    variable not counted) pass ``limit`` (negative: no limit)."""
     nc = adj.shape[0]
     uncovered = adj.copy()
     degree = np.zeros(nc, np.int64)
@@ -110,6 +120,7 @@ def _greedy_class_cliques(adj, present):
             if adj[i, j]:
                 degree[i] += 1
     in_clique = np.zeros(nc, np.bool_)
+    total = 0   # variables in the cliques so far (see ``limit``)
     flat = []
     ptr = [0]
     cand = np.zeros(nc, np.bool_)
@@ -148,16 +159,26 @@ def _greedy_class_cliques(adj, present):
                     cand[j] = cand[j] and adj[w, j]
                     gain[j] += uncovered[w, j]
                     left += cand[j]
+            held = extra
             for x in range(size):
                 in_clique[members[x]] = True
                 flat.append(members[x])
+                held += weight[members[x]]
                 for y in range(size):
                     uncovered[members[x], members[y]] = False
             ptr.append(len(flat))
+            if held > 1:
+                total += held
+            if 0 <= limit < total:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
     for k in range(nc):
         if present[k] and not in_clique[k]:
             flat.append(k)
             ptr.append(len(flat))
+            if weight[k] + extra > 1:
+                total += weight[k] + extra
+    if 0 <= limit < total:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.array(ptr, np.int64), np.array(flat, np.int64)
 
 
@@ -427,10 +448,9 @@ class _Model:
             self.too_big = (f"{len(p.conflicts.classes):,} classes, past the dense class "
                             f"matrix limit")
             return
-        cliques = conflict_cliques(p)
-        entries = sum(len(cl) for cl in cliques)
-        if entries > MAX_CLIQUE_ENTRIES:
-            self.too_big = f"{entries:,} intervals in {len(cliques):,} no-overlap cliques"
+        cliques = conflict_cliques(p, max_entries=MAX_CLIQUE_ENTRIES)
+        if cliques is None:
+            self.too_big = f"more than {MAX_CLIQUE_ENTRIES:,} intervals in no-overlap cliques"
             return
         for cl in cliques:
             model.add_no_overlap([self.intervals[i] for i in cl.tolist()])

@@ -441,9 +441,9 @@ def build_model(p: TileProblem) -> _Model:
     """The search arrays of ``p`` (independent of the capacity asked for)."""
     n = p.n
     size = np.maximum(p.size.astype(np.int64), 1)
+    ep_ptr, rp_ptr = p.element_adj[0], p.region_adj[0]
     adj_ptr, udst, ukind = K.interaction_csr(n, *p.conflicts.conflict_csr(), *p.element_adj,
                                              *p.region_adj)
-    usrc = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj_ptr))
 
     sec_ptr, sec_vars, width, how = _sections(p, size)
     sec_ptr, sec_vars = _with_window_groups(sec_ptr, sec_vars, p.lo.astype(np.int64),
@@ -453,16 +453,13 @@ def build_model(p: TileProblem) -> _Model:
     vsec_ptr, vsecs, span_lo, span_hi = K.sections_of_variables(n, sec_ptr, sec_vars)
     if n and np.any(span_hi <= span_lo):
         raise AssertionError("a variable is in no section")
-    half = usrc < udst
-    pairs_ = half & ((ukind & (K_ELEMENT | K_REGION)) != 0)
-    K.extend_spans(span_lo, span_hi, usrc[half], udst[half])
+    K.extend_spans(span_lo, span_hi, adj_ptr, udst)
     by_lo = np.argsort(span_lo, kind="stable").astype(np.int64)
     lo_idx = np.searchsorted(span_lo[by_lo], np.arange(S + 1)).astype(np.int64)
 
-    has_elem = np.zeros(n, np.int64)
-    has_reg = np.zeros(n, np.int64)
-    has_elem[usrc[(ukind & K_ELEMENT) != 0]] = 1
-    has_reg[usrc[(ukind & K_REGION) != 0]] = 1
+    has_elem = (np.diff(ep_ptr) > 0).astype(np.int64)
+    has_reg = (np.diff(rp_ptr) > 0).astype(np.int64)
+    pair_i, pair_k, pair_kind = K.partner_entries(adj_ptr, udst, ukind, ep_ptr, rp_ptr)
     deg = np.diff(adj_ptr)
     need = 2 + deg  # trail records one placement may write (its own and its neighbours')
     t = p.target
@@ -474,8 +471,7 @@ def build_model(p: TileProblem) -> _Model:
         vsec_ptr=vsec_ptr, vsecs=vsecs, span_lo=span_lo, span_hi=span_hi,
         by_lo=by_lo, lo_idx=lo_idx, width=width, area=width * size, has_elem=has_elem,
         has_reg=has_reg, need=np.asarray(need, np.int64), elem_starts=elem_starts,
-        pair_i=usrc[pairs_].astype(np.int64), pair_k=udst[pairs_].astype(np.int64),
-        pair_kind=ukind[pairs_].astype(np.int64),
+        pair_i=pair_i, pair_k=pair_k, pair_kind=pair_kind,
         ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
         sections_from=how,
         grain=_grain(size, p.lo.astype(np.int64), p.align.astype(np.int64),

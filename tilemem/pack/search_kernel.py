@@ -521,9 +521,10 @@ def _add_partners(ptr, idx, i, mark, bits, row, cnt, kind):
 @njit(cache=True)
 def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
     """Every variable's interacting variables with the kinds as bits: its conflicts (the
-    liveness stage's conflict graph, ``TileConflicts.conflict_csr``) and its element / region
-    partners, as CSR ``(ptr, idx, kind)``; two passes (count, fill), each row deduplicated
-    with a mark."""
+    liveness stage's conflict graph, ``TileConflicts.conflict_csr``) and then its element /
+    region partners not among them, as CSR ``(ptr, idx, kind)``. A row without partners is
+    its conflict row as it is; only rows with partners are deduplicated, with a mark (most
+    variables have none, and the conflict rows hold ~1.7 M entries on a Mk2 tile)."""
     mark = np.full(n, -1, np.int64)
     bits = np.zeros(n, np.int64)
     row = np.zeros(n, np.int64)
@@ -532,12 +533,22 @@ def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
     kind = np.zeros(0, np.int64)
     for phase in range(2):
         if phase == 1:
-            idx = np.zeros(ptr[n], np.int64)
-            kind = np.zeros(ptr[n], np.int64)
+            idx = np.empty(ptr[n], np.int64)
+            kind = np.empty(ptr[n], np.int64)
         mark[:] = -1
         for i in range(n):
+            c0, c1 = conf_ptr[i], conf_ptr[i + 1]
+            if ep_ptr[i] == ep_ptr[i + 1] and rp_ptr[i] == rp_ptr[i + 1]:
+                if phase == 0:
+                    ptr[i + 1] = ptr[i] + c1 - c0
+                else:
+                    base = ptr[i] - c0
+                    for t in range(c0, c1):
+                        idx[base + t] = conf_idx[t]
+                        kind[base + t] = K_CONFLICT
+                continue
             cnt = 0
-            for t in range(conf_ptr[i], conf_ptr[i + 1]):
+            for t in range(c0, c1):
                 j = conf_idx[t]
                 mark[j] = i
                 bits[j] = K_CONFLICT
@@ -556,16 +567,49 @@ def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
 
 
 @njit(cache=True)
-def extend_spans(span_lo, span_hi, src, dst):
-    """Grow spans so that every pair ``(src[e], dst[e])`` has intersecting spans (the left one
-    reaches into the right one); spans only grow, so one pass suffices."""
-    for e in range(len(src)):
-        i = src[e]
-        k = dst[e]
-        if span_hi[i] <= span_lo[k]:
-            span_hi[i] = span_lo[k] + 1
-        elif span_hi[k] <= span_lo[i]:
-            span_hi[k] = span_lo[i] + 1
+def partner_entries(adj_ptr, adj_idx, adj_kind, ep_ptr, rp_ptr):
+    """The entries ``i < k`` of the interaction rows that carry an element or region bit
+    (rows in order, each in row order), as ``(i, k, kind)``; only the rows of variables with
+    partners are read."""
+    n = len(adj_ptr) - 1
+    total = 0
+    pi = np.zeros(0, np.int64)
+    pk = np.zeros(0, np.int64)
+    pkind = np.zeros(0, np.int64)
+    for phase in range(2):
+        if phase == 1:
+            pi = np.empty(total, np.int64)
+            pk = np.empty(total, np.int64)
+            pkind = np.empty(total, np.int64)
+        total = 0
+        for i in range(n):
+            if ep_ptr[i] == ep_ptr[i + 1] and rp_ptr[i] == rp_ptr[i + 1]:
+                continue
+            for t in range(adj_ptr[i], adj_ptr[i + 1]):
+                k = adj_idx[t]
+                if i < k and adj_kind[t] & (K_ELEMENT | K_REGION):
+                    if phase == 1:
+                        pi[total] = i
+                        pk[total] = k
+                        pkind[total] = adj_kind[t]
+                    total += 1
+    return pi, pk, pkind
+
+
+@njit(cache=True)
+def extend_spans(span_lo, span_hi, adj_ptr, adj_idx):
+    """Grow spans so that every interacting pair ``i < k`` (rows of ``adj``, in order) has
+    intersecting spans (the left one reaches into the right one); spans only grow, so one
+    pass suffices."""
+    for i in range(len(adj_ptr) - 1):
+        for t in range(adj_ptr[i], adj_ptr[i + 1]):
+            k = adj_idx[t]
+            if k <= i:
+                continue
+            if span_hi[i] <= span_lo[k]:
+                span_hi[i] = span_lo[k] + 1
+            elif span_hi[k] <= span_lo[i]:
+                span_hi[k] = span_lo[i] + 1
 
 
 # ---- building the model's section arrays ----------------------------------------------------
