@@ -190,3 +190,36 @@ def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
              if res.status != "optimal" and res.bound <= r.target.tile_memory}
     assert above and above <= near and near <= set(first)
     assert all(t.status in ("optimal", "heuristic", "feasible") for t in a.tiles)
+
+
+def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
+    """A run's budget that ends before any search: every tile the heuristic left above its
+    bound is "unreached" and "unsearched" (it keeps the first pass's allocation). One that
+    ends during the second quick pass: the tiles the near pass reached are unreached by the
+    exact stage but not unsearched."""
+    import time as time_mod
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
+    open_tiles = {res.tile for res in allocate(r, method="heuristic", workers=1).tiles
+                  if res.status != "optimal"}
+    assert open_tiles
+    a = allocate(r, workers=1, time_limit=0.5, budget=0.0)
+    assert a.unreached == a.unsearched == len(open_tiles)
+    assert a.summary()["unsearched"] == len(open_tiles)
+
+    calls = []
+    real = driver.solve_tile
+
+    def slow_quick(p, method, **kw):
+        calls.append((p.tile, method))
+        if method == "quick":
+            time_mod.sleep(3.0)   # the budget runs out here
+        return real(p, method, **kw)
+
+    monkeypatch.setattr(driver, "solve_tile", slow_quick)
+    a = allocate(r, workers=1, time_limit=0.5, budget=2.5)
+    near = {t for t, m in calls if m == "near"}
+    left = {t.tile for t in a.tiles if t.status != "optimal"}
+    assert "quick" in {m for _, m in calls} and left <= near
+    assert a.unsearched == 0 and a.unreached == len(left) > 0

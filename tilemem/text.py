@@ -349,6 +349,8 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     #: on a partial report only: tiles with variables in the report, and its numTiles
     tiles_in_dump: int | None = None
     num_tiles: int | None = None
+    #: tiles neither the exact stage nor the quick search reached (kept the first pass's)
+    unsearched: int = 0
 
 
 class AllocationDocument(msgspec.Struct):
@@ -414,8 +416,10 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
             f"{100 * s.median_gap:.2f}%, 95th percentile {100 * s.p95_gap:.2f}%, worst "
             f"{100 * s.max_gap:.2f}%; {100 * s.within_one_percent:.1f}% of tiles within 1%")
     if s.unreached:
-        c.print(f"{s.unreached:,} tile(s) kept their first-pass allocation: the run's budget "
-                f"was spent before the exact stage reached them (--budget)")
+        c.print(f"{s.unreached:,} tile(s) not reached by the exact stage before the run's "
+                f"budget ran out (--budget): they keep the quick search's allocation"
+                + (f", or for {s.unsearched:,} the first pass's (no search reached them)"
+                   if s.unsearched else ""))
     if s.from_journal:
         c.print(f"{s.from_journal:,} tile problem(s) taken from the journal of the "
                 f"interrupted run")

@@ -203,8 +203,13 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 r = replace(r, placed_as_report=int(np.sum(off == report.offset[rows])))
             results.append(r)
     results.sort(key=lambda r: r.tile)
-    unreached = sum(len(groups[t]) for t in groups if _SPENT in done[t][0].note)
-    alloc = Allocation(offsets, results, from_journal=len(resumed), unreached=unreached)
+    spent = [t for t in groups if _SPENT in done[t][0].note]
+    unreached = sum(len(groups[t]) for t in spent)
+    # a tile a search pass reached carries that pass's method ("quick" or "exact")
+    unsearched = sum(len(groups[t]) for t in spent
+                     if done[t][0].method in ("heuristic", "replay"))
+    alloc = Allocation(offsets, results, from_journal=len(resumed), unreached=unreached,
+                       unsearched=unsearched)
     if verify:
         _verify(report, alloc, rules)
     return alloc

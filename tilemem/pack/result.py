@@ -81,12 +81,14 @@ class Allocation:
     """A whole report's new allocation: the full offset column and one result per tile.
     ``from_journal``: distinct tile problems taken from a resumed run's journal rather than
     solved again; ``unreached``: tiles the exact stage did not reach before the run's budget
-    ran out (they keep their valid first-pass allocation)."""
+    ran out (they keep the quick search's valid allocation); ``unsearched``: those of them no
+    search pass reached either (they keep the first pass's)."""
 
     offsets: np.ndarray
     tiles: list[TileResult] = field(default_factory=list)
     from_journal: int = 0
     unreached: int = 0
+    unsearched: int = 0
 
     def summary(self) -> dict:
         t = self.tiles
@@ -100,7 +102,8 @@ class Allocation:
                 # the share the issue tracker asks about: end within 1 % of the lower bound
                 "withinOnePercent": float(np.mean(gaps <= 0.01)) if len(t) else 1.0,
                 "seconds": round(sum(r.seconds for r in t), 3),
-                "fromJournal": self.from_journal, "unreached": self.unreached}
+                "fromJournal": self.from_journal, "unreached": self.unreached,
+                "unsearched": self.unsearched}
 
 
 def gap_of(total: int, bound: int) -> float:
