@@ -197,7 +197,6 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     bound is "unreached" and "unsearched" (it keeps the first pass's allocation). One that
     ends during the second quick pass: the tiles the near pass reached are unreached by the
     exact stage but not unsearched."""
-    import time as time_mod
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
@@ -209,16 +208,19 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     assert a.summary()["unsearched"] == len(open_tiles)
 
     calls = []
-    real = driver.solve_tile
+    real_solve, real_remaining = driver.solve_tile, driver.remaining
 
-    def slow_quick(p, method, **kw):
+    def spy(p, method, **kw):
         calls.append((p.tile, method))
-        if method == "quick":
-            time_mod.sleep(3.0)   # the budget runs out here
-        return real(p, method, **kw)
+        return real_solve(p, method, **kw)
 
-    monkeypatch.setattr(driver, "solve_tile", slow_quick)
-    a = allocate(r, workers=1, time_limit=0.5, budget=2.5)
+    def remaining(deadline, limit):
+        # the budget runs out once the second quick pass has started (not on the clock)
+        return 0.0 if any(m == "quick" for _, m in calls) else real_remaining(deadline, limit)
+
+    monkeypatch.setattr(driver, "solve_tile", spy)
+    monkeypatch.setattr(driver, "remaining", remaining)
+    a = allocate(r, workers=1, time_limit=0.5, budget=600)
     near = {t for t, m in calls if m == "near"}
     left = {t.tile for t in a.tiles if t.status != "optimal"}
     assert "quick" in {m for _, m in calls} and left <= near

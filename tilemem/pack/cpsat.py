@@ -110,8 +110,8 @@ def _greedy_class_cliques(adj, present, weight, extra, limit):
     """Greedy edge clique cover of a dense class graph: for each uncovered edge, grow a clique
     by the candidate covering most uncovered edges (ties: highest degree). Classes in no edge
     get a clique of their own. Returns CSR ``(indptr, classes)``, or an empty ``indptr`` once
-    the cliques' variables (``weight`` per class, ``extra`` more per clique, cliques of one
-    variable not counted) pass ``limit`` (negative: no limit)."""
+    the variables of the cliques grown so far (``weight`` per class, ``extra`` more per
+    clique) pass ``limit`` (negative: no limit); the caller checks the finished cover."""
     nc = adj.shape[0]
     uncovered = adj.copy()
     degree = np.zeros(nc, np.int64)
@@ -120,7 +120,7 @@ def _greedy_class_cliques(adj, present, weight, extra, limit):
             if adj[i, j]:
                 degree[i] += 1
     in_clique = np.zeros(nc, np.bool_)
-    total = 0   # variables in the cliques so far (see ``limit``)
+    total = 0   # variables in the cliques grown so far (see ``limit``)
     flat = []
     ptr = [0]
     cand = np.zeros(nc, np.bool_)
@@ -159,26 +159,20 @@ def _greedy_class_cliques(adj, present, weight, extra, limit):
                     cand[j] = cand[j] and adj[w, j]
                     gain[j] += uncovered[w, j]
                     left += cand[j]
-            held = extra
+            total += extra
             for x in range(size):
                 in_clique[members[x]] = True
                 flat.append(members[x])
-                held += weight[members[x]]
+                total += weight[members[x]]
                 for y in range(size):
                     uncovered[members[x], members[y]] = False
             ptr.append(len(flat))
-            if held > 1:
-                total += held
             if 0 <= limit < total:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64)
     for k in range(nc):
         if present[k] and not in_clique[k]:
             flat.append(k)
             ptr.append(len(flat))
-            if weight[k] + extra > 1:
-                total += weight[k] + extra
-    if 0 <= limit < total:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.array(ptr, np.int64), np.array(flat, np.int64)
 
 
