@@ -311,6 +311,37 @@ def test_a_stalled_probes_completion_is_kept(monkeypatch):
     assert off.tolist() == hint.tolist() and "rejected" in note
 
 
+def test_a_stalled_probe_is_tried_top_down_at_the_same_cap(monkeypatch):
+    """When the bottom-up probe stalls at a cap, ``quick_search`` probes the mirrored
+    problem (top-down, ``tilemem.pack.mirror``) at the same cap before loosening it, and
+    uses what that finds; a bottom-up success needs no mirror."""
+    from types import SimpleNamespace
+
+    geometry = Target(1, 128, 128, np.array([0]))
+    p = four_variables(geometry)
+    at64 = np.array([40, 24, 40, 0])         # the only layout that ends at the bound
+    hint = np.array([0, 24, 0, 72])          # ends at 96
+    assert self_check(p, at64)
+    calls = []
+
+    def search(problem, time_limit, hint=None, capacity=None, mirrored=False, **kw):
+        calls.append((capacity, mirrored))
+        if mirrored:
+            return SimpleNamespace(offsets=at64.copy(), status="optimal", nodes=1)
+        return SimpleNamespace(offsets=None, status="unknown", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    assert off.tolist() == at64.tolist() and status == "optimal", note
+    assert calls == [(calls[0][0], False), (calls[0][0], True)], calls
+    calls.clear()
+    monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, mirrored=False, **k: (
+        calls.append(mirrored) or SimpleNamespace(offsets=at64.copy(), status="optimal",
+                                                  nodes=1)))
+    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    assert off.tolist() == at64.tolist() and calls == [False]
+
+
 def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):
     """``fit`` (the driver's first exact pass on tiles that may fit) asks the search whether
     the tile fits in memory and stops there: the end address is left to later passes, so it

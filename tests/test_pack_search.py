@@ -21,6 +21,7 @@ from tilemem.model import Report
 from tilemem.model.target import Target
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.guard import self_check
+from tilemem.pack.mirror import mirror
 from tilemem.pack.search import build_model, solve_search
 from tilemem.rules import Rules
 
@@ -525,6 +526,58 @@ def test_a_failed_descent_is_completed_at_or_below_its_places(case, less, tries)
     placed = partial >= 0
     assert (done[placed] <= partial[placed]).all()
     assert_valid_anywhere(r, p, done)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports())
+def test_the_mirror_of_a_packing_packs_the_mirror(case):
+    # the mirror adds no rule: the constructed packing (sizes are multiples of their
+    # alignment here) reversed below its end passes the guard on the mirrored problem, and
+    # maps back to itself
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    m = mirror(p, capacity)
+    reversed_ = m.from_original(r.offset)
+    assert self_check(m.problem, reversed_, capacity=m.top)
+    assert m.to_original(reversed_).tolist() == r.offset.tolist()
+    assert mirror(p, p.capacity + 1) is None     # the overflow zone has no mirror
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(max_vars=40), st.integers(0, 64))
+def test_a_mirrored_probe_finds_only_valid_packings_and_proves_nothing(case, less):
+    # top-down descents (the mirror), at and below the construction's capacity: what they
+    # place passes both checkers, below the cap when "optimal"; they never say "infeasible"
+    # (the mirror rounds sizes up: its verdicts are not the problem's)
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    cap = max(capacity - less, 1)
+    res = solve_search(p, time_limit=0.2, capacity=cap, probe=True, mirrored=True,
+                       hint=r.offset)
+    assert res.status in ("optimal", "unknown")
+    if res.status == "optimal":
+        assert_valid(r, p, res, cap)
+    elif res.offsets is not None:
+        assert_valid_anywhere(r, p, res.offsets)
+    with pytest.raises(ValueError):
+        solve_search(p, time_limit=0.1, capacity=cap, mirrored=True)
+
+
+def test_a_mirrored_probe_packs_a_tight_interleaved_region():
+    # four interleaved variables fill [ils, 64) exactly and a non-interleaved one is free to
+    # go anywhere: packed from the top, the interleaved ones come first and fit
+    t = Target(num_tiles=1, tile_memory=128, interleaved_memory_start=32,
+               memory_element_offsets=[0, 32, 64, 96])
+    r = Report.from_columns(target=t, var_id=range(5), tile=[0] * 5,
+                            size=[8, 8, 8, 8, 16], alignment=[8, 8, 8, 8, 4],
+                            offset=[0] * 5, category=["variable"] * 5, eq_class=[0] * 5,
+                            interference=[[]], in_interleaved_mem=[1, 1, 1, 1, 0])
+    p = TileProblem.from_report(r, 0)
+    res = solve_search(p, time_limit=5, capacity=64, probe=True, mirrored=True)
+    assert res.status == "optimal"
+    assert_valid(r, p, res, 64)
+    assert sorted(res.offsets[:4].tolist()) == [32, 40, 48, 56]
+    assert int(res.offsets[4]) == 0   # pressed down after the reversal
 
 
 def test_a_probe_with_enough_stops_at_its_first_good_completion():

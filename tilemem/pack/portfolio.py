@@ -153,7 +153,10 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     Each probe is a run of short descents from different orders (``solve_search``'s
     ``probe``): a descent that goes wrong is abandoned, not backtracked for the rest of the
     time, and completed by first fit instead; a stalled probe's best completion is kept
-    when it is better than what the quick search had. The search's
+    when it is better than what the quick search had. A probe that stalls is followed,
+    at the same cap, by one on the mirrored problem (``tilemem.pack.mirror``: top-down,
+    where a tile whose interleaved region is as full as the tile is tight) before the cap
+    is loosened. The search's
     arrays are built once (not counted in ``time_limit``: they cost about as much as one
     probe) and every result passes the guard. On a tile whose bound is past tileMemory the
     caps are past it too, and the search may place variables in the overflow zone
@@ -191,24 +194,38 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         left = deadline - time.perf_counter()
         if cap < lower or cap <= refuted or left <= 0.005:
             break
-        # most of what is left, not all: a stalled probe must leave time for a looser cap
-        budget = left if left < 0.02 else max(0.85 * left, 0.02)
-        r = solve_search(p, time_limit=budget, hint=best, capacity=int(cap), seed=seed,
-                         probe=True, enough=stop if target is not None else None)
-        tried.append(f"{cap - lower:+,}:{r.status}")
-        if r.offsets is not None:
-            cand = np.asarray(r.offsets, np.int64)
-            if not self_check(p, cand):
-                tried.append("rejected")
+        found = infeasible = rejected = False
+        # bottom-up, then (when that stalls) top-down: the mirror fills the top of memory
+        # first, where the tiles whose interleaved region is as full as the tile are tight
+        for mirrored in (False, True) if not zone else (False,):
+            left = deadline - time.perf_counter()
+            if left <= 0.005:
                 break
-            if objective(p, cand) < objective(p, best):
-                best = cand
-                if _meets(p, best, stop, zone):
+            # most of what is left, not all: a stalled probe must leave time for the other
+            # direction and a looser cap
+            budget = left if left < 0.02 else max((0.85 if mirrored else 0.5) * left, 0.02)
+            r = solve_search(p, time_limit=budget, hint=best, capacity=int(cap), seed=seed,
+                             probe=True, enough=stop if target is not None else None,
+                             mirrored=mirrored)
+            tried.append(f"{cap - lower:+,}{'v' if mirrored else ''}:{r.status}")
+            if r.offsets is not None:
+                cand = np.asarray(r.offsets, np.int64)
+                if not self_check(p, cand):
+                    tried.append("rejected")
+                    rejected = True
                     break
-            if r.status == "optimal":
-                cap = lower + (objective(p, best)[1] - lower) // 2  # halfway down
-                continue
-        if r.status == "infeasible":
+                if objective(p, cand) < objective(p, best):
+                    best = cand
+                found = r.status == "optimal"
+            infeasible = r.status == "infeasible"
+            if found or infeasible or _meets(p, best, stop, zone):
+                break
+        if rejected or _meets(p, best, stop, zone):
+            break
+        if found:
+            cap = lower + (objective(p, best)[1] - lower) // 2  # halfway down
+            continue
+        if infeasible:
             lower, refuted = end_bound_after_infeasible(p, cap), cap
         # infeasible or stalled: a looser cap (which the first descent reaches more often)
         slack *= 2

@@ -67,6 +67,7 @@ from ..liveness.graphalg import interval_order
 from . import search_kernel as K
 from .firstfit import first_fit
 from .guard import K_ELEMENT, K_REGION, element_bounds, self_check
+from .mirror import mirror
 from .problem import TileProblem
 from .result import objective
 
@@ -94,7 +95,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                  capacity: int | None = None, *,
                  orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0,
                  randomized: bool = True, max_nodes: int | None = None,
-                 probe: bool = False, enough: int | None = None) -> SearchResult:
+                 probe: bool = False, enough: int | None = None,
+                 mirrored: bool = False) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
     tileMemory opens the overflow zone: variables may then also go past tileMemory, where
@@ -116,10 +118,18 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     completion of a failed descent as ``offsets``: valid, but not below ``capacity``);
     ``enough``: an end address at which such a completion also ends the probe (nothing
     overflowed unless the capacity is past tileMemory).
+
+    ``mirrored`` (with ``probe``): the probe runs on the problem with its addresses reversed
+    below ``capacity`` (``tilemem.pack.mirror``: it fills memory from the top down) and its
+    results are mapped back; it never proves anything ("infeasible" there is "unknown").
     """
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
     cap = problem.capacity if capacity is None else int(capacity)
+    if mirrored:
+        if not probe:
+            raise ValueError("mirrored is a way to probe: it needs probe=True")
+        return _probe_mirrored(problem, cap, hint, seed, deadline, enough, t0)
     sm = _model_of(problem)
     if hint is not None and len(hint) == sm.n:
         h = np.asarray(hint, np.int64)
@@ -194,7 +204,7 @@ def probe_limit(n: int) -> int:
 
 
 def _probe(p: TileProblem, sm: "_Model", run: "_Run", hint, rng, deadline: float,
-           enough: int | None = None) -> tuple[int, int, np.ndarray | None]:
+           enough: int | None = None, to_p=None) -> tuple[int, int, np.ndarray | None]:
     """Short descents, each from another static order, until one places everything, the
     deadline passes or a failed descent's completion ends at or below ``enough``:
     ``(status, nodes, completed)``, status FOUND or ABORTED (or INFEASIBLE when a descent
@@ -235,7 +245,8 @@ def _probe(p: TileProblem, sm: "_Model", run: "_Run", hint, rng, deadline: float
         if status in (K.FOUND, K.INFEASIBLE) or run.spent():
             return status, nodes, completed
         if status == K.ABORTED:
-            off = _completion(p, run.state[0])
+            partial = run.state[0] if to_p is None else to_p(run.state[0])
+            off = _completion(p, partial)
             key = objective(p, off)
             if best is None or key < best:
                 completed, best = off, key
@@ -244,6 +255,34 @@ def _probe(p: TileProblem, sm: "_Model", run: "_Run", hint, rng, deadline: float
         if time.perf_counter() >= deadline:
             break
     return K.ABORTED, nodes, completed
+
+
+def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
+                    enough: int | None, t0: float) -> SearchResult:
+    """``solve_search(probe=True, mirrored=True)``: ``_probe`` on ``p``'s mirror below
+    ``cap``, its results as ``p``'s offsets; "optimal" or "unknown" (see
+    ``tilemem.pack.mirror``: the mirror's verdicts prove nothing about ``p``)."""
+    m = mirror(p, cap)
+    if m is None:
+        return SearchResult(offsets=None, status="unknown", nodes=0,
+                            seconds=time.perf_counter() - t0)
+    sm = build_model(m.problem)
+    run = _Run(sm, m.top)
+    if run.verdict is not None:
+        offsets = m.to_original(run.offsets()) if run.verdict == "optimal" else None
+        return SearchResult(offsets=offsets, status="optimal" if offsets is not None
+                            else "unknown", nodes=0, seconds=time.perf_counter() - t0)
+    h = m.from_original(hint) if hint is not None and len(hint) == sm.n else None
+    status, nodes, completed = _probe(p, sm, run, h, np.random.default_rng(seed), deadline,
+                                      enough, to_p=m.to_original)
+    if status == K.FOUND:
+        # pressed down again: packed from the top, it need not start at 0 (first fit in
+        # offset order moves nothing up, see _completion)
+        off = m.to_original(run.offsets())
+        return SearchResult(offsets=first_fit(p, np.argsort(off, kind="stable")),
+                            status="optimal", nodes=nodes, seconds=time.perf_counter() - t0)
+    return SearchResult(offsets=completed, status="unknown", nodes=nodes,
+                        seconds=time.perf_counter() - t0)
 
 
 def _completion(p: TileProblem, partial: np.ndarray) -> np.ndarray:
