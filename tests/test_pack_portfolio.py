@@ -311,10 +311,11 @@ def test_a_stalled_probes_completion_is_kept(monkeypatch):
     assert off.tolist() == hint.tolist() and "rejected" in note
 
 
-def test_a_stalled_probe_is_tried_top_down_at_the_same_cap(monkeypatch):
-    """When the bottom-up probe stalls at a cap, ``quick_search`` probes the mirrored
-    problem (top-down, ``tilemem.pack.mirror``) at the same cap before loosening it, and
-    uses what that finds; a bottom-up success needs no mirror."""
+def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatch):
+    """When the bottom-up probe stalls at its first cap, ``quick_search`` probes the
+    mirrored problem (top-down, ``tilemem.pack.mirror``) at the same cap or at NEAR, if
+    higher, before loosening it, and uses what that finds; a bottom-up success needs no
+    mirror."""
     from types import SimpleNamespace
 
     geometry = Target(1, 128, 128, np.array([0]))
@@ -333,7 +334,8 @@ def test_a_stalled_probe_is_tried_top_down_at_the_same_cap(monkeypatch):
     monkeypatch.setattr(portfolio_mod, "solve_search", search)
     off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at64.tolist() and status == "optimal", note
-    assert calls == [(calls[0][0], False), (calls[0][0], True)], calls
+    near = 64 + int(64 * portfolio_mod.NEAR)
+    assert calls == [(calls[0][0], False), (max(calls[0][0], near), True)], calls
     calls.clear()
     monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, mirrored=False, **k: (
         calls.append(mirrored) or SimpleNamespace(offsets=at64.copy(), status="optimal",
