@@ -10,6 +10,7 @@ One file per job, in the order the data flows:
 - ``firstfit``: compiled first / best fit in a given order (replay);
 - ``heuristic``: the best of a few greedy orders, and a local search over orders;
 - ``search`` / ``search_kernel``: the compiled exact search (does everything fit below C?);
+- ``mirror``: a tile with its addresses reversed, so that the search packs from the top down;
 - ``cpsat``: the OR-Tools CP-SAT model;
 - ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the quick
   search, the search as a constructive method near the bound; the exact portfolio);
