@@ -342,6 +342,22 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
                                                   nodes=1)))
     off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at64.tolist() and calls == [False]
+    # a bound large enough for AIM and NEAR to differ: two conflicting 500-byte variables,
+    # bound 1000: bottom-up at 1000 + 8 (AIM), top-down at 1000 + 10 (NEAR)
+    r = Report.from_columns(target=Target(1, 4096, 4096, np.array([0])), var_id=[0, 1],
+                            tile=[0, 0], size=[500, 500], alignment=[4, 4], offset=[0, 0],
+                            category=["variable"] * 2, eq_class=[0, 0], interference=[[]])
+    two = TileProblem.from_report(r, 0)
+    tight = np.array([0, 500])
+    calls.clear()
+    monkeypatch.setattr(portfolio_mod, "solve_search", lambda problem, time_limit, hint=None,
+                        capacity=None, mirrored=False, **kw: (
+        calls.append((capacity, mirrored)) or SimpleNamespace(
+            offsets=tight.copy() if mirrored else None,
+            status="optimal" if mirrored else "unknown", nodes=1)))
+    off, status, note = portfolio_mod.quick_search(two, np.array([0, 600]), 1000, 0.2)
+    assert off.tolist() == [0, 500] and status == "optimal", note
+    assert calls == [(1008, False), (1010, True)], calls
 
 
 def test_fit_stops_as_soon_as_the_tile_fits(monkeypatch):

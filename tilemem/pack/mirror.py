@@ -7,10 +7,11 @@ interleaved region is as full as the tile (the heaviest interleaved clique nearl
 bound), the tight part is at the top: bottom-up descents spend the slack on the
 non-interleaved region first, and then strand a few interleaved variables. Reversed, the
 interleaved region is the bottom, and the same descents pack it first. Neither direction is
-better on every tile (on samples of 40 generated Mk2 tiles without steps, one descent per
-order at the bound + 0.8% placed 35 / 30 / 35 tiles bottom-up and 29 / 35 / 37 top-down on
-three seeds, and 40 / 39 / 38 in one direction or the other), so the quick search tries
-both (``tilemem.pack.portfolio.quick_search``). It is the address-space counterpart of
+better on every tile (on samples of 40 generated Mk2 tiles without steps, of three seeds, a
+0.5 s probe at the bound + 0.8% placed 35 / 30 / 35 tiles bottom-up and 29 / 35 / 37
+top-down; with failed descents' completions, 40 / 32 / 38 ended within 1% bottom-up and
+40 / 39 / 38 one way or the other), so the quick search tries both
+(``tilemem.pack.portfolio.quick_search``). It is the address-space counterpart of
 reading a program's time backwards (``benchmarks/minimalloc.py``'s mirrored column).
 
 The mirror of ``p`` below a capacity ``C``: with ``top`` = ``C`` rounded up to a multiple
@@ -51,21 +52,20 @@ from .problem import TileProblem
 
 @dataclass(frozen=True)
 class Mirror:
-    """``problem``: the mirrored problem (its tileMemory is ``top``); ``size``: its sizes."""
+    """``problem``: the mirrored problem (its tileMemory is ``top``, its sizes rounded)."""
 
     problem: TileProblem
     top: int
-    size: np.ndarray
 
     def to_original(self, offsets: np.ndarray) -> np.ndarray:
         """Mirrored offsets as offsets of the original problem (-1, unplaced, kept)."""
         off = np.asarray(offsets, np.int64)
-        return np.where(off >= 0, self.top - off - self.size, -1)
+        return np.where(off >= 0, self.top - off - self.problem.size, -1)
 
     def from_original(self, offsets: np.ndarray) -> np.ndarray:
         """Offsets of the original problem reversed (not necessarily legal in the mirror:
         for ordering, e.g. a hint)."""
-        return self.top - np.asarray(offsets, np.int64) - self.size
+        return self.top - np.asarray(offsets, np.int64) - self.problem.size
 
 
 def mirror(p: TileProblem, cap: int) -> Mirror | None:
@@ -86,4 +86,4 @@ def mirror(p: TileProblem, cap: int) -> Mirror | None:
                      interleaved_memory_start=int(top - min(ils, top)))
     lo = np.maximum(top - np.minimum(p.hi.astype(np.int64), top), top - cap)
     hi = top - p.lo.astype(np.int64)
-    return Mirror(replace(p, size=size, lo=lo, hi=hi, target=target), int(top), size)
+    return Mirror(replace(p, size=size, lo=lo, hi=hi, target=target), int(top))

@@ -160,9 +160,9 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     the same cap except the first, where it aims at ``NEAR`` itself: its placements are
     pressed down after the reversal, so they end at or below their cap, while the AIM
     below NEAR is for the bottom-up completions, which land above it. (On 40 of the
-    generated seed-2 Mk2 tiles that the bottom-up probes left above 1%, two quick searches
-    of 0.5 s brought 4 within 1% with the mirror at the same cap, 24 with it at NEAR; on 60
-    random tiles of seed 1, 60 either way.) The search's
+    generated seed-2 Mk2 tiles that a default run with the mirror at the same cap left above
+    1%, two quick searches of 0.5 s brought 4 within 1% with the mirror at the same cap, 24
+    with it at NEAR; on 60 random tiles of seed 1, 60 either way.) The search's
     arrays are built once (not counted in ``time_limit``: they cost about as much as one
     probe) and every result passes the guard. On a tile whose bound is past tileMemory the
     caps are past it too, and the search may place variables in the overflow zone
