@@ -22,7 +22,7 @@ For every tile whose allocation passes tileMemory (worst first):
   not the data, is the problem, and what gaps and constraints cost).
 
 ``TileDiagnosis`` is also the JSON of ``tilemem oom --json`` (keys in camel case); its text
-view is ``tilemem.text.oom_panel``.
+view is ``tilemem.text.oom.oom_panel``.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Whole-report figures for ``tilemem info`` (column arithmetic only).
 
 ``Info`` is also the JSON of ``tilemem info --json`` (keys in camel case); its text view is
-``tilemem.text.info_view``.
+``tilemem.text.info.info_view``.
 """
 from __future__ import annotations
 
