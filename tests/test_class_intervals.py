@@ -16,7 +16,7 @@ from tilemem.liveness import class_intervals
 from tilemem.model import Report
 from tilemem.pack.driver import allocate
 from tilemem.pack.problem import TileProblem
-from tilemem.pack.search import _sections
+from tilemem.pack.search.sweep import _sections
 
 
 def _report(rng, num_classes, tiles, per_tile, interval=True):

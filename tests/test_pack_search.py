@@ -506,22 +506,24 @@ def test_a_failed_descent_is_completed_at_or_below_its_places(case, less, tries)
     # a descent cut after a few tries (at a cap that may be too low) leaves a partial
     # placement; _completion keeps every placed variable at or below its place there and
     # gives a valid allocation of all of them
-    from tilemem.pack import search as S
-    from tilemem.pack import search_kernel as K
+    from tilemem.pack.search import kernel as K
+    from tilemem.pack.search import solver as S
+    from tilemem.pack.search.run import SearchRun
+    from tilemem.pack.search.sweep import model_of
     r, rules, capacity = case
     p = TileProblem.from_report(r, 0, rules)
-    sm = S._model_of(p)
-    run = S._Run(sm, max(capacity - less, 1))
+    sm = model_of(p)
+    run = SearchRun(sm, max(capacity - less, 1))
     if run.verdict is not None:
         return
     run.try_limit = tries
     heur = S._static_order(run, "DWAT", None, sm.n - sm.rank)
     run.reset()
     status = run.go(heur, 10 * sm.n + 64, float("inf"))
-    assert int(run.state[10][K.R_TRIES]) <= tries     # the try limit holds
+    assert run.tries <= tries     # the try limit holds
     if status != K.ABORTED:
         return
-    partial = run.state[0].copy()
+    partial = run.state.off.copy()
     done = S._completion(p, partial)
     placed = partial >= 0
     assert (done[placed] <= partial[placed]).all()

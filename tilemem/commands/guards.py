@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import click
 
-#: The packing methods (``tilemem.pack``), for every ``--method``.
-METHODS = ("auto", "exact", "heuristic", "replay")
+from ..pack.kinds import METHODS
+
+#: The packing methods (``tilemem.pack.kinds.Method``), for every ``--method``.
 METHOD = click.Choice(METHODS)
 #: Every ``--time-limit``: seconds, more than zero.
 SECONDS = click.FloatRange(min=0, min_open=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -46,6 +47,19 @@ from ..model import Csr, Report
 #: Search nodes per second of the exact branch and bound (measured here: ~1e7 on a dense
 #: 400-vertex graph); turns a time limit into a deterministic node budget.
 NODES_PER_SECOND = 5_000_000
+
+
+class ConflictArrays(NamedTuple):
+    """A tile's conflict structure as plain arrays for compiled code (``conflict_row``,
+    ``conflict``, the packers' kernels): each variable's local class and whether it is always
+    live, the class conflict matrix (0x0 past the dense limit) and the class adjacency as
+    CSR."""
+
+    local_class: np.ndarray
+    always_live: np.ndarray
+    class_matrix: np.ndarray
+    class_ptr: np.ndarray
+    class_idx: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -91,14 +105,16 @@ class TileConflicts:
         return len(self.rows)
 
     @cached_property
-    def arrays(self) -> tuple:
+    def arrays(self) -> "ConflictArrays":
         """The structure as plain arrays for compiled code (``conflict_row``, ``conflict``):
-        ``(local_class, always_live, class_matrix or a 0x0 matrix, class_adj.indptr,
-        class_adj.indices)``."""
+        a ``ConflictArrays`` (the class matrix a 0x0 matrix past the dense limit)."""
         m = self.class_matrix
-        return (self.local_class.astype(np.int64), self.always_live.astype(np.bool_),
-                np.ascontiguousarray(m if m is not None else np.zeros((0, 0), np.bool_)),
-                self.class_adj.indptr.astype(np.int64), self.class_adj.indices.astype(np.int64))
+        return ConflictArrays(
+            local_class=self.local_class.astype(np.int64),
+            always_live=self.always_live.astype(np.bool_),
+            class_matrix=np.ascontiguousarray(m if m is not None else np.zeros((0, 0), np.bool_)),
+            class_ptr=self.class_adj.indptr.astype(np.int64),
+            class_idx=self.class_adj.indices.astype(np.int64))
 
     @cached_property
     def members(self) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +150,8 @@ class TileConflicts:
         n = self.num_vars
         sub = np.arange(n, dtype=np.int64) if sub is None else np.asarray(sub, np.int64)
         class_ptr, by_class = self.members
-        lc, al, _, cptr, cidx = self.arrays
+        a = self.arrays
+        lc, al, cptr, cidx = a.local_class, a.always_live, a.class_ptr, a.class_idx
         ptr, idx = _conflict_rows(sub, n, lc, by_class, class_ptr, cptr, cidx, al)
         if sort and len(idx):
             row = np.repeat(np.arange(len(sub), dtype=np.int64), np.diff(ptr))

@@ -71,26 +71,40 @@ def cliques_of_intervals(start, end) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(1, np.int64), np.zeros(0, np.int64)
     if np.any(end <= start):
         raise ValueError("empty interval")
-    starts_sorted = np.sort(start)
+    return _interval_cliques(start, end)
+
+
+@njit(cache=True)
+def _interval_cliques(start, end):
+    """``cliques_of_intervals`` compiled, in one pass without sorting the memberships (the
+    exact search builds a model per tile from it): each record time keeps the intervals
+    started since the previous record and not yet ended, in index order."""
+    m = len(start)
     ends = np.unique(end)
-    started = np.searchsorted(starts_sorted, ends, side="left")   # starts before each end
-    rec = []
-    seen = 0   # starts before the last record
-    for t, c in zip(ends.tolist(), started.tolist()):
-        if c > seen:
-            rec.append(t)
-            seen = int(np.searchsorted(starts_sorted, t, side="left"))
-    rec = np.asarray(rec, np.int64)
-    first = np.searchsorted(rec, start, side="right")   # first record after the start
-    stop = np.searchsorted(rec, end, side="right")      # records up to the end (inclusive)
-    counts = stop - first
-    var = np.repeat(np.arange(len(start)), counts)
-    sec = (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-           + np.repeat(first, counts))
-    order = np.lexsort((var, sec))
-    var, sec = var[order], sec[order]
-    ptr = np.searchsorted(sec, np.arange(len(rec) + 1)).astype(np.int64)
-    return ptr, var.astype(np.int64)
+    starts = np.sort(start)
+    rec = np.empty(len(ends), np.int64)
+    r = 0
+    for t in ends:
+        a = 0 if r == 0 else np.searchsorted(starts, rec[r - 1])
+        if np.searchsorted(starts, t) > a:
+            rec[r] = t
+            r += 1
+    rec = rec[:r]
+    first = np.searchsorted(rec, start, side="right")
+    stop = np.searchsorted(rec, end, side="right")
+    ptr = np.zeros(r + 1, np.int64)
+    for i in range(m):
+        for q in range(first[i], stop[i]):
+            ptr[q + 1] += 1
+    for q in range(r):
+        ptr[q + 1] += ptr[q]
+    fill = ptr[:-1].copy()
+    members = np.empty(ptr[r], np.int64)
+    for i in range(m):
+        for q in range(first[i], stop[i]):
+            members[fill[q]] = i
+            fill[q] += 1
+    return ptr, members
 
 
 # ---- chordal graphs: maximal cliques and a clique tree --------------------------------------

@@ -9,7 +9,9 @@ One file per job, in the order the data flows:
 - ``bounds``: lower bounds on a tile's end address (maximum live bytes, window, region);
 - ``firstfit``: compiled first / best fit in a given order (replay);
 - ``heuristic``: the best of a few greedy orders, and a local search over orders;
-- ``search`` / ``search_kernel``: the compiled exact search (does everything fit below C?);
+- ``search`` (a package: ``sweep``, ``run``, ``kernel``, ``solver``): the compiled exact search
+  (does everything fit below C?);
+- ``lattice``: the step left-justified placements' addresses are multiples of (search, CP-SAT);
 - ``mirror``: a tile with its addresses reversed, so that the search packs from the top down;
 - ``cpsat``: the OR-Tools CP-SAT model;
 - ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the quick

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .lattice import aligned_grain
 from .problem import TileProblem
 from .result import objective
 
@@ -330,18 +331,13 @@ def lattice_alignment(p: TileProblem) -> np.ndarray:
     optimal allocation. On MiniMalloc's instances (sizes multiples of 1024) the search space
     shrinks 256-fold.
     """
-    import math
-
     a = p.align.astype(np.int64)
     if p.n == 0 or len(p.element_pairs) or len(p.region_pairs):
         return a
     t = p.target
     values = np.concatenate([np.maximum(p.size, 1), p.lo, p.hi,
                              [t.tile_memory, t.interleaved_memory_start]]).astype(np.int64)
-    g = int(np.gcd.reduce(values[values > 0])) if np.any(values > 0) else 1
-    for x in np.unique(a).tolist():
-        if g % x and x % g:
-            g = math.gcd(g, x)
+    g = aligned_grain(np.gcd.reduce(values[values > 0]) if np.any(values > 0) else 1, a)
     return np.lcm(a, g) if g > 1 else a
 
 

@@ -33,7 +33,9 @@ processes, which inherit the report at the fork rather than receive a copy of it
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from msgspec.structs import replace
 
 import numpy as np
 
@@ -50,13 +52,12 @@ from .guard import self_check
 from .journal import FINAL, FIRST
 from .portfolio import solve_tile
 from .problem import TileProblem
-from .result import Allocation
+from .result import METHODS, Allocation, Method, Pass, Stage, Status, TileResult
 
-METHODS = ("auto", "exact", "heuristic", "replay")
 #: Seconds per tile of each of auto's quick searches, besides building the search's arrays.
 QUICK_SECONDS = 0.5
 #: The passes that run the compiled search (on a previous result, within the run's budget).
-_SEARCHED = ("auto", "exact", "quick", "near", "fit")
+_SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -98,7 +99,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     deadline = None if deterministic else deadline_after(budget)
     _warm_up()
     groups = _group_identical(report, tiles, rules)
-    if method in ("auto", "exact"):
+    if method in (Method.AUTO, Method.EXACT):
         _report_intervals(report)  # once, before the workers fork (they inherit it)
     reps = list(groups)
     known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}
@@ -118,14 +119,15 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             k = 1 if len(missing) < 64 else max(1, _workers_of(ex)) * 4
             chunks = [missing[i::k] for i in range(k) if missing[i::k]]
             tl = min(time_limit, 10.0) / len(chunks)
-            for _, part in bar.run(ex, _bounds, [(c, tl) for c in chunks], "maximum live bytes"):
+            for _, part in bar.run(ex, _bounds, [BoundsTask(c, tl) for c in chunks],
+                                   "maximum live bytes"):
                 known.update(part)
         # pass 1: replay or heuristic on every distinct problem not yet done
-        first_pass = "replay" if method == "replay" else "heuristic"
-        last = method in ("replay", "heuristic")
+        first_pass = Pass.REPLAY if method == Method.REPLAY else Pass.HEURISTIC
+        last = method in (Method.REPLAY, Method.HEURISTIC)
         todo = [t for t in reps if t not in done]
-        tasks = [(t, first_pass, None, None, known[t], time_limit, seed, 1, deterministic)
-                 for t in todo]
+        tasks = [TileTask(t, first_pass, None, None, known[t], time_limit, seed,
+                          deterministic=deterministic) for t in todo]
 
         def record(t: int, res, off, is_final: bool) -> None:
             """Keep a tile's latest result (its seconds summed over the passes) and journal
@@ -139,55 +141,55 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 journal.append(t, res, off, FINAL if t in final else FIRST)
 
         for _, (t, res, off) in bar.run(ex, _solve, tasks, first_pass):
-            record(t, res, off, last or (method == "auto" and res.status == "optimal"))
+            record(t, res, off, last or (method == Method.AUTO and res.status == Status.OPTIMAL))
         todo = [] if last else [t for t in reps if t not in final
-                                and (method == "exact" or done[t][0].status != "optimal")]
+                                and (method == Method.EXACT or done[t][0].status != Status.OPTIMAL)]
         todo.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
         # deterministic: one CP-SAT worker whatever the machine, so a run repeats on any
         # number of cores and on a cluster
         n = max(1, min(_workers_of(ex), len(todo)))
         cp_workers = max(1, cores() // n) if scheduler is None and not deterministic else 1
 
-        def exact(tiles_: list[int], how: str = method) -> None:
-            tasks = [(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
-                      cp_workers, deterministic) for t in tiles_]
+        def exact(tiles_: list[int], how: Pass = Pass(method)) -> None:
+            tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
+                              cp_workers, deterministic) for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=deadline):
                 # "fit" stops once the tile fits: it goes on to the later passes
-                record(t, res, off, how != "fit" or res.status == "optimal"
+                record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
                        or res.overflow_bytes > 0)
 
-        def quick_pass(how: str, label: str, seed: int, which=lambda t: True) -> None:
+        def quick_pass(how: Pass, label: str, seed: int, which=lambda t: True) -> None:
             """The quick search (``how``: "near" or "quick") on the tiles that overflow
             although their bound fits (fewest overflowed bytes first), then on every other
             tile above its bound (largest gap first), within the run's budget."""
             tiles_ = [t for t in todo if t not in final and which(t)]
             tiles_.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
-            tasks = [(t, how, done[t][1], done[t][0], known[t], quick, seed, 1, False)
+            tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], quick, seed)
                      for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=deadline):
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
-                    record(t, res, off, res.status == "optimal")
+                    record(t, res, off, res.status == Status.OPTIMAL)
 
-        searching = method == "auto" and quick > 0 and not deterministic
+        searching = method == Method.AUTO and quick > 0 and not deterministic
         may_fit = {t for t in todo if _may_fit(done[t][0], tm)}
         if searching:
             # pass 2: the tiles that overflow although their bound fits, brought to fit by
             # short descents of the search (would a better allocation fit? what a user with
             # an out-of-memory tile asks)
-            quick_pass("near", "quick search, to fit", seed, may_fit.__contains__)
+            quick_pass(Pass.NEAR, "quick search, to fit", seed, may_fit.__contains__)
         # pass 3: exact where such a tile still overflows; under auto only until it fits,
         # its end address then lowered like every other tile's
         exact([t for t in todo if t not in final and _may_fit(done[t][0], tm)],
-              "fit" if method == "auto" else method)
+              Pass.FIT if method == Method.AUTO else Pass(method))
         if searching:
             # pass 4: every other tile brought within 1% of its bound, by short descents of
             # the search stopped there: a little time on every tile lowers far more of them
             # than seconds of exact effort on a few
-            quick_pass("near", "quick search, to 1% of the bound", seed,
+            quick_pass(Pass.NEAR, "quick search, to 1% of the bound", seed,
                        lambda t: t not in may_fit)
             # pass 5: the quick search again, now as low as it gets, largest gap first (other
             # random orders than passes 2 and 4)
-            quick_pass("quick", "quick search", seed + 1)
+            quick_pass(Pass.QUICK, "quick search", seed + 1)
         # pass 6: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
     offsets = report.offset.copy()
@@ -199,7 +201,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             offsets[rows] = off
             r = res if t == rep else replace(res, tile=int(t), seconds=0.0,
                                               note=f"same problem as tile {rep}")
-            if method == "replay":
+            if method == Method.REPLAY:
                 r = replace(r, placed_as_report=int(np.sum(off == report.offset[rows])))
             results.append(r)
     results.sort(key=lambda r: r.tile)
@@ -207,7 +209,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     unreached = sum(len(groups[t]) for t in spent)
     # a tile a search pass reached carries that pass's method ("quick" or "exact")
     unsearched = sum(len(groups[t]) for t in spent
-                     if done[t][0].method in ("heuristic", "replay"))
+                     if done[t][0].method in (Stage.HEURISTIC, Stage.REPLAY))
     alloc = Allocation(offsets, results, from_journal=len(resumed), unreached=unreached,
                        unsearched=unsearched)
     if verify:
@@ -308,11 +310,38 @@ def _state(shared) -> tuple[Report, Rules]:
     return shared.report, shared.rules
 
 
-def _solve(shared, task: tuple, deadline: float | None):
+@dataclass(frozen=True)
+class TileTask:
+    """One tile for a worker (``_solve``): pack ``tile`` with ``method`` (a method or a pass of
+    ``solve_tile``) from ``hint`` (local offsets) within ``time_limit`` seconds; ``prev``: its
+    result so far (kept when the run's budget is spent before it is reached); ``bound``:
+    ``(maximum live bytes, exact)``; ``cp_workers``: CP-SAT's threads."""
+
+    tile: int
+    method: Pass
+    hint: np.ndarray | None
+    prev: TileResult | None
+    bound: tuple[int, bool]
+    time_limit: float
+    seed: int
+    cp_workers: int = 1
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class BoundsTask:
+    """A chunk of tiles whose bounds a worker computes (``_bounds``)."""
+
+    tiles: list[int]
+    time_limit: float
+
+
+def _solve(shared, task: TileTask, deadline: float | None):
     """Task: solve one tile, ``(tile, TileResult, local offsets)``. The exact part gets what
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
-    tile, method, hint, prev, bound, time_limit, seed, cp_workers, deterministic = task
+    tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
+    time_limit = task.time_limit
     searched = method in _SEARCHED
     if prev is not None and searched:
         time_limit = remaining(deadline, time_limit)
@@ -326,9 +355,9 @@ def _solve(shared, task: tuple, deadline: float | None):
     rows = p.rows
     res, off = solve_tile(p, method, hint=hint,
                           replay_order=_replay_order(report, tile, rows),
-                          time_limit=time_limit, seed=seed, cp_workers=cp_workers,
-                          deterministic=deterministic, bound=bound,
-                          given=None if method == "replay" else report.offset[rows])
+                          time_limit=time_limit, seed=task.seed, cp_workers=task.cp_workers,
+                          deterministic=task.deterministic, bound=task.bound,
+                          given=None if method == Pass.REPLAY else report.offset[rows])
     return tile, res, off
 
 
@@ -341,11 +370,10 @@ def _report_intervals(report: Report) -> np.ndarray | None:
     return class_intervals(report)
 
 
-def _bounds(shared, task: tuple, deadline: float | None) -> dict[int, tuple[int, bool]]:
+def _bounds(shared, task: BoundsTask, deadline: float | None) -> dict[int, tuple[int, bool]]:
     """Task: ``tile_bounds`` of a chunk of tiles."""
-    tiles, time_limit = task
     report, _ = _state(shared)
-    return tile_bounds(report, tiles, time_limit)
+    return tile_bounds(report, task.tiles, task.time_limit)
 
 
 def _workers_of(ex) -> int:

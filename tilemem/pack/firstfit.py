@@ -29,10 +29,12 @@ may not, whatever convention a checker uses for empty ranges).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from ..liveness import clear_row, conflict_row, conflicts_with
+from ..liveness import ConflictArrays, clear_row, conflict_row, conflicts_with
 from .guard import align_up, element_bounds, element_of, lowest_legal
 from .problem import TileProblem
 
@@ -65,18 +67,40 @@ def complete_order(n: int, order) -> np.ndarray:
     return np.concatenate([order, missing]).astype(np.int64)
 
 
-def kernel_args(p: TileProblem) -> tuple:
-    """The plain arrays the compiled kernel takes (build once, place in many orders)."""
+class FirstFitArgs(NamedTuple):
+    """The plain arrays the compiled first fit takes (build once, place in many orders):
+    sizes, alignments and windows, the conflict structure, element and region partners as
+    CSR, the element starts, and the geometry."""
+
+    size: np.ndarray
+    align: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    conflicts: ConflictArrays
+    eptr: np.ndarray
+    eidx: np.ndarray
+    rptr: np.ndarray
+    ridx: np.ndarray
+    bounds: np.ndarray
+    tm: np.int64
+    ils: np.int64
+    no_span: bool
+
+
+def kernel_args(p: TileProblem) -> FirstFitArgs:
+    """The arrays of ``p`` the compiled first fit takes (``place``)."""
     t = p.target
-    return (p.size.astype(np.int64), p.align.astype(np.int64), p.lo.astype(np.int64),
-            p.hi.astype(np.int64), p.conflicts.arrays, *p.element_adj, *p.region_adj,
-            element_bounds(p), np.int64(t.tile_memory), np.int64(t.interleaved_memory_start),
-            bool(p.rules.no_region_span))
+    (eptr, eidx), (rptr, ridx) = p.element_adj, p.region_adj
+    return FirstFitArgs(
+        size=p.size.astype(np.int64), align=p.align.astype(np.int64), lo=p.lo.astype(np.int64),
+        hi=p.hi.astype(np.int64), conflicts=p.conflicts.arrays, eptr=eptr, eidx=eidx,
+        rptr=rptr, ridx=ridx, bounds=element_bounds(p), tm=np.int64(t.tile_memory),
+        ils=np.int64(t.interleaved_memory_start), no_span=bool(p.rules.no_region_span))
 
 
-def place(args: tuple, order: np.ndarray, best_fit: bool = False) -> np.ndarray:
+def place(args: FirstFitArgs, order: np.ndarray, best_fit: bool = False) -> np.ndarray:
     """Run the kernel on ``kernel_args(problem)`` in a complete ``order``."""
-    return _place(*args, np.ascontiguousarray(order, np.int64), bool(best_fit))
+    return _place(args, np.ascontiguousarray(order, np.int64), bool(best_fit))
 
 
 @njit(cache=True)
@@ -177,13 +201,16 @@ def _sweep(s, al, lo, hi, in_memory, av, row, ps, pe, pa, pc, pmax, m, ils, no_s
 
 
 @njit(cache=True)
-def _place(size, align, lo, hi, conflicts, eptr, eidx, rptr, ridx, bounds, tm, ils, no_span,
-           order, best_fit):
+def _place(args, order, best_fit):
+    size, align, lo, hi, conflicts = args.size, args.align, args.lo, args.hi, args.conflicts
+    eptr, eidx, rptr, ridx, bounds = args.eptr, args.eidx, args.rptr, args.ridx, args.bounds
+    tm, ils, no_span = args.tm, args.ils, args.no_span
     n = len(size)
     off = np.full(n, -1, np.int64)
     ps = np.empty(n, np.int64)
     pe = np.empty(n, np.int64)
-    lclass, always, matrix, cptr, cidx = conflicts
+    lclass, always, matrix = conflicts.local_class, conflicts.always_live, conflicts.class_matrix
+    cptr, cidx = conflicts.class_ptr, conflicts.class_idx
     scratch = np.zeros(len(cptr) - 1, np.bool_)
     pa = np.empty(n, np.bool_)
     pc = np.empty(n, np.int64)

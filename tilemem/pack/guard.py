@@ -137,7 +137,8 @@ def _offsets_ok(off, size, align, lo, hi, tm, ils, no_span, in_memory, conflicts
         if lowest_legal(o, size[i], align[i], lo[i], hi[i], ils, no_span) != o:
             return False
     # no-overlap: sweep the variables by offset, each against the ones starting inside it
-    lclass, always, matrix, cptr, cidx = conflicts
+    lclass, always, matrix = conflicts.local_class, conflicts.always_live, conflicts.class_matrix
+    cptr, cidx = conflicts.class_ptr, conflicts.class_idx
     scratch = np.zeros(len(cptr) - 1, np.bool_)
     order = np.argsort(off, kind="mergesort")
     for a in range(n):

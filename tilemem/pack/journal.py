@@ -46,11 +46,11 @@ import os
 import struct
 import time
 import zlib
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
 import msgspec
+from msgspec.structs import asdict
 import numpy as np
 
 from ..errors import ReportError

@@ -31,7 +31,7 @@ from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .guard import self_check
 from .problem import TileProblem
-from .result import TileResult, gap_of, objective
+from .result import Pass, Stage, Status, TileResult, gap_of, objective
 from .search import solve_search
 
 
@@ -84,10 +84,14 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             off, note = own, (note + "," if note else "") + "the report's own offsets are better"
             status = "optimal" if _meets(p, off, lower) else status
     over, total, _, _ = objective(p, off)
-    used = ("quick" if method == "near" else method) if method in (
-        "replay", "heuristic", "quick", "near") else (
-        "exact" if ran_exact else "heuristic")
-    res = TileResult(tile=p.tile, method=used, status=status, overflow_bytes=over,
+    # the stage whose allocation is kept: passes are internal ("near" is the quick search)
+    if method in (Pass.REPLAY, Pass.HEURISTIC):
+        used = Stage(method)
+    elif method in (Pass.QUICK, Pass.NEAR):
+        used = Stage.QUICK
+    else:
+        used = Stage.EXACT if ran_exact else Stage.HEURISTIC
+    res = TileResult(tile=p.tile, method=used, status=Status(status), overflow_bytes=over,
                      total_including_gaps=total, bound=lower, bound_exact=bool(b_exact),
                      gap=gap_of(total, lower), seconds=time.perf_counter() - t0,
                      num_vars=p.n, note=note)
@@ -128,7 +132,7 @@ def _meets(p: TileProblem, off: np.ndarray, bound: int, overflow_ok: bool = Fals
 NEAR = 0.01
 #: Where ``quick_search`` probes first, as a share of ``NEAR``: a little below it, because a
 #: probe that finds no placement returns its best failed descent completed by first fit,
-#: which lands a little above the cap (``search._completion``), so then often still within
+#: which lands a little above the cap (``search.solver._completion``), so then often still within
 #: ``NEAR``. (On 43 sampled Mk2 tiles of a second seed: one descent per order at +1% placed
 #: 35 within 1%, at +0.8% with the completions 39; on 48 tiles of the first seed 48 and 48,
 #: each order doing as well or better.)
@@ -187,8 +191,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     if p.n < 2 or _meets(p, best, stop, zone):
         status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
         return best, status, "quick search skipped"
-    from .search import _model_of
-    _model_of(p)  # build the arrays before the clock starts (cached for later calls)
+    from .search import model_of
+    model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
     near = int(lower * NEAR)
     slack = max(1, int(lower * NEAR * AIM))

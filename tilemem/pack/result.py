@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from ..rules import overflow_bytes
+from .kinds import METHODS, Label, Method, Pass, Stage, Status  # noqa: F401 (re-exported)
 from .problem import TileProblem
 
 
@@ -43,8 +45,7 @@ def objective(p: TileProblem, offsets: np.ndarray) -> tuple[int, int, int, int]:
             int(end[in0].max()) if in0.any() else 0, int(end[in1].max()) if in1.any() else 0)
 
 
-@dataclass(frozen=True)
-class TileResult:
+class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     """How one tile was packed.
 
     ``status``: "optimal" (proven, on overflow and totalIncludingGaps), "feasible" (a valid
@@ -56,18 +57,22 @@ class TileResult:
     ``bound_exact`` says the maximum live bytes are proven (not just a clique found).
     ``gap = (totalIncludingGaps - bound) / bound``.
     ``placed_as_report``: for ``replay``, how many variables got the report's own offset.
+
+    It is also one tile of ``tilemem alloc --json`` (keys in camel case, ``num_vars`` as
+    "variables", ``placedAsReport`` only for replay, ``note`` only when there is one): the
+    document is defined here once. Change a field with ``msgspec.structs.replace``.
     """
 
     tile: int
-    method: str
-    status: str
+    method: Stage
+    status: Status
     overflow_bytes: int
     total_including_gaps: int
     bound: int
     bound_exact: bool
     gap: float
     seconds: float
-    num_vars: int = 0
+    num_vars: int = msgspec.field(default=0, name="variables")
     placed_as_report: int | None = None
     note: str = ""
 
@@ -96,7 +101,7 @@ class Allocation:
         q = (lambda p: float(np.quantile(gaps, p)) if len(gaps) else 0.0)
         return {"tiles": len(t), "tilesThatFit": sum(r.fits for r in t),
                 "overflowBytes": sum(r.overflow_bytes for r in t),
-                "optimal": sum(r.status == "optimal" for r in t),
+                "optimal": sum(r.status == Status.OPTIMAL for r in t),
                 "meanGap": float(gaps.mean()) if len(t) else 0.0,
                 "medianGap": q(0.5), "p95Gap": q(0.95), "maxGap": q(1.0),
                 # the share the issue tracker asks about: end within 1 % of the lower bound

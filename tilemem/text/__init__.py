@@ -19,8 +19,7 @@ their own JSON. Nothing here imports click: the CLI is the only layer that does.
 | ``oom`` | ``tilemem oom`` |
 """
 from ..model.names import base_name
-from .alloc import (MAX_ROWS, AllocationDocument, AllocationSummary, TileAllocation, alloc_json,
-                    alloc_view)
+from .alloc import MAX_ROWS, AllocationDocument, AllocationSummary, alloc_json, alloc_view
 from .check import check_text
 from .common import human_bytes, short
 from .info import info_view
@@ -30,7 +29,7 @@ from .profile import DISPLAY_NAMES, GAP_DISPLAY_NAMES, summary_text
 from .steps import SOURCE, STEP_ROWS, UNAVAILABLE, binned, steps_json, steps_view
 
 __all__ = ["base_name", "MAX_ROWS", "AllocationDocument", "AllocationSummary",
-           "TileAllocation", "alloc_json", "alloc_view", "check_text", "human_bytes", "short",
+           "alloc_json", "alloc_view", "check_text", "human_bytes", "short",
            "info_view", "LivenessDocument", "PeakVar", "TileLiveness", "liveness_json",
            "liveness_view", "no_oom_text", "oom_panel", "oom_view", "DISPLAY_NAMES",
            "GAP_DISPLAY_NAMES", "summary_text", "SOURCE", "STEP_ROWS", "UNAVAILABLE", "binned",

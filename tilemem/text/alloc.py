@@ -2,27 +2,9 @@
 from __future__ import annotations
 
 import msgspec
+from msgspec.structs import replace
 
-
-class TileAllocation(msgspec.Struct, rename="camel", omit_defaults=True):
-    """One tile of ``tilemem alloc --json``: a ``TileResult`` (``placedAsReport`` only for
-    replay, ``note`` only when there is one)."""
-
-    tile: int
-    method: str
-    status: str
-    overflow_bytes: int
-    total_including_gaps: int
-    bound: int
-    bound_exact: bool
-    gap: float
-    seconds: float
-    num_vars: int = msgspec.field(name="variables")
-    placed_as_report: int | None = None
-    note: str = ""
-
-    def __post_init__(self):
-        self.seconds = round(self.seconds, 4)
+from ..pack.result import TileResult
 
 
 class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -50,7 +32,7 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
 
 
 class AllocationDocument(msgspec.Struct):
-    tiles: list[TileAllocation]
+    tiles: list[TileResult]
     summary: AllocationSummary
 
 
@@ -68,7 +50,8 @@ def alloc_json(method: str, result, fit_before: int, output=None,
                "tilesInDump": dump[0] if partial else None,
                "numTiles": dump[1] if partial else None}
     return AllocationDocument(
-        tiles=[msgspec.convert(t, TileAllocation, from_attributes=True) for t in result.tiles],
+        # seconds to 0.1 ms: what a person reads, and what the JSON always carried
+        tiles=[replace(t, seconds=round(t.seconds, 4)) for t in result.tiles],
         summary=msgspec.convert(summary, AllocationSummary))
 
 

@@ -1,0 +1,70 @@
+"""The names packing speaks in: methods (what a user asks for), passes (what one call of
+``solve_tile`` is asked to do), stages (what made a tile's allocation) and statuses (how good
+it is known to be). A light module: the CLI reads ``METHODS`` from it for ``--method``
+without importing the packers.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Label(str, Enum):
+    """A string enum that prints, formats and reprs as its value, as the plain string did (so
+    JSON, tables, f-strings and doctests are unchanged), while code names the cases it
+    handles."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Method(Label):
+    """``--method``: what the user asks ``allocate`` for."""
+
+    AUTO = "auto"
+    EXACT = "exact"
+    HEURISTIC = "heuristic"
+    REPLAY = "replay"
+
+
+#: Every ``--method``, in the order the help lists them.
+METHODS = tuple(m.value for m in Method)
+
+
+class Pass(Label):
+    """What one call of ``solve_tile`` is asked to do: a method, or one of ``auto``'s passes
+    (``quick``: the quick search as low as it gets; ``near``: the quick search stopped within
+    1 % of the bound; ``fit``: the exact portfolio stopped once the tile fits). Passes are
+    internal: a result says which ``Stage`` made its allocation."""
+
+    REPLAY = "replay"
+    HEURISTIC = "heuristic"
+    QUICK = "quick"
+    NEAR = "near"
+    FIT = "fit"
+    AUTO = "auto"
+    EXACT = "exact"
+
+
+class Stage(Label):
+    """What made a tile's allocation (``TileResult.method``, "method" in the JSON): replay,
+    the heuristic, the quick search, or the exact portfolio."""
+
+    REPLAY = "replay"
+    HEURISTIC = "heuristic"
+    QUICK = "quick"
+    EXACT = "exact"
+
+
+class Status(Label):
+    """How good a tile's allocation is known to be."""
+
+    OPTIMAL = "optimal"     # proven, on overflow and totalIncludingGaps
+    FEASIBLE = "feasible"   # valid, not proven optimal (a limit stopped the proof)
+    HEURISTIC = "heuristic"  # the heuristic's allocation
+    REPLAY = "replay"       # the replayed order

@@ -1,0 +1,173 @@
+"""One capacity of the exact search: its kernel model, its state, and resumable runs.
+
+``SearchRun`` caps a ``SearchModel`` at a capacity (window ends and section capacities rounded
+down to the lattice's grain, the overflow zone opened when the capacity reaches past
+tileMemory), decides what is infeasible before any search (a variable with no legal offset, a
+section that cannot hold its members), and runs the compiled kernel in slices until it
+finds, exhausts, aborts or is paused by the clock or a node cap.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..lattice import aligned_grain
+from . import kernel as K
+from .state import KernelModel, SearchState
+from .sweep import SearchModel
+
+class SearchRun:
+    """State of the search for one capacity; ``reset`` starts a new restart."""
+
+    SLICE = 256  # nodes between clock checks (adapts to keep a slice between 10 and 40 ms)
+
+    def __init__(self, sm: SearchModel, cap: int):
+        self.sm = sm
+        self.cap = cap
+        n, S = sm.n, sm.num_sections
+        self.verdict = None
+        self.node_cap: int | None = None  # max_nodes of the call (None: the clock decides)
+        self.try_limit = K.INF  # candidates tried in one restart (see K.R_TRY_LIMIT)
+        self.nodes_used = 0
+        tm = int(sm.elem_starts[-1])
+        # past tileMemory: the overflow zone, searched only when the capacity reaches past it
+        self.zone = cap > tm
+        g = sm.grain  # ends of left-justified placements are multiples of it
+        if self.zone:  # placements may also start at tileMemory, where the zone begins
+            g = aligned_grain(np.gcd(g, tm), sm.align)
+        hi = np.minimum(sm.hi, cap) // g * g
+        self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
+        self.zone_cap = cap // g * g if self.zone else None  # see kernel.G_ILS
+        m0 = _norm0(sm, hi, self.geo, self.zone_cap)
+        if n and np.any(m0 >= K.INF):
+            self.verdict = "infeasible"
+            return
+        self.hi = hi
+        self.m0 = m0
+        if n == 0:
+            self.verdict = "optimal"
+            self.sol = np.zeros(0, np.int64)
+            return
+        sv = sm.sec_vars
+        starts = sm.sec_ptr[:-1]
+        self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
+        floor0 = np.minimum.reduceat(m0[sv], starts)
+        self.wit0 = starts.astype(np.int64)  # positions in sec_vars
+        self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap // g * g)
+        if self.zone:  # anything may go past tileMemory, up to the capacity
+            self.sec_cap[:] = cap // g * g
+        if np.any(floor0 + self.total0 > self.sec_cap):
+            self.verdict = "infeasible"
+            return
+        cnt = np.zeros(S + 1, np.int64)
+        np.add.at(cnt, sm.span_lo, 1)
+        np.add.at(cnt, sm.span_hi - 1, -1)
+        self.cuts0 = np.cumsum(cnt)[:max(S - 1, 0)].astype(np.int64)
+        # the independent parts at the start
+        bounds = np.flatnonzero(self.cuts0 == 0) + 1
+        edges = np.concatenate([[0], bounds, [S]])
+        self.parts0 = np.stack([edges[:-1], edges[1:]], axis=1).astype(np.int64)
+        self.random_key = np.zeros(n, np.int64)  # the "R" key, set before each round
+        self.model = KernelModel(
+            size=sm.size, align=sm.align, lo=sm.lo, hi=hi, adj_ptr=sm.adj_ptr,
+            adj_idx=sm.adj_idx, adj_kind=sm.adj_kind, sec_ptr=sm.sec_ptr, sec_vars=sm.sec_vars,
+            sec_cap=self.sec_cap, vsec_ptr=sm.vsec_ptr, vsecs=sm.vsecs, span_lo=sm.span_lo,
+            span_hi=sm.span_hi, by_lo=sm.by_lo, lo_idx=sm.lo_idx, width=sm.width,
+            area=sm.area, has_elem=sm.has_elem, has_reg=sm.has_reg, need=sm.need,
+            elem_starts=sm.elem_starts, rand_key=self.random_key, pair_i=sm.pair_i,
+            pair_k=sm.pair_k, pair_kind=sm.pair_kind, geo=self.geo)
+        depth = 2 * n + 8
+        trail_cap = int(max(4096, 4 * sm.need.max() + 16 * n))  # grows on demand
+        self.state = SearchState(
+            off=np.full(n, -1, np.int64), m=m0.copy(), pre=np.zeros(n, np.int64),
+            total=self.total0.copy(), wit=self.wit0.copy(), cuts=self.cuts0.copy(),
+            sol=np.full(n, -1, np.int64),
+            trail=np.zeros((trail_cap, 3), np.int64),  # grows on demand
+            frames=np.zeros((depth, K.NUM_FIELDS), np.int64),
+            pieces=np.zeros((S + 2 * n + 8, 2), np.int64),
+            reg=np.zeros(K.NUM_REGS, np.int64),
+            tmp_vars=np.zeros(n, np.int64), tmp_key=np.zeros(n, np.int64),
+            witv=sv[self.wit0].astype(np.int64))
+
+    def reset(self):
+        st = self.state
+        st.off[:] = -1
+        st.m[:] = self.m0
+        st.pre[:] = 0
+        st.total[:] = self.total0
+        st.wit[:] = self.wit0
+        st.witv[:] = self.sm.sec_vars[self.wit0]
+        st.cuts[:] = self.cuts0
+        st.sol[:] = -1
+        reg = st.reg
+        reg[:] = 0
+        reg[K.R_TRY_LIMIT] = self.try_limit
+        np_ = len(self.parts0)
+        st.pieces[:np_] = self.parts0
+        reg[K.R_PT] = np_
+        fr = st.frames
+        fr[0, :] = 0
+        fr[0, K.F_KIND] = K.DECOMP
+        fr[0, K.F_P0] = 0
+        fr[0, K.F_PN] = np_
+        fr[0, K.F_PI] = 0
+        fr[0, K.F_MARK] = 0
+        reg[K.R_SP] = 0
+        reg[K.R_MODE] = K.ENTER
+
+    def spent(self) -> bool:
+        """Whether the node cap of the call (``max_nodes``) is used up."""
+        return self.node_cap is not None and self.nodes_used >= self.node_cap
+
+    def go(self, heur, limit, deadline):
+        """Run one restart to its end, its node limit, the deadline or the call's node cap
+        (then PAUSED)."""
+        budget = self.SLICE
+        reg = self.state.reg
+        while True:
+            if self.node_cap is not None:
+                if self.spent():
+                    return K.PAUSED
+                # slices end exactly at the cap: how the work is sliced changes nothing
+                budget = min(budget, self.node_cap - self.nodes_used)
+            t = time.perf_counter()
+            before = int(reg[K.R_NODES])
+            status = K.run(self.model, self.state, heur, limit, budget, self.zone_cap)
+            self.nodes_used += int(reg[K.R_NODES]) - before
+            if status == K.NEED_TRAIL:
+                tr = self.state.trail
+                self.state = self.state._replace(trail=np.concatenate([tr, np.zeros_like(tr)]))
+                continue
+            if status != K.PAUSED:
+                return status
+            now = time.perf_counter()
+            if now >= deadline:
+                return K.PAUSED
+            took = now - t
+            if took < 0.01:
+                budget *= 2
+            elif took > 0.04 and budget > 64:
+                budget //= 2
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of the current restart."""
+        return int(self.state.reg[K.R_NODES])
+
+    @property
+    def tries(self) -> int:
+        """Candidates placed in the current restart (what ``try_limit`` bounds)."""
+        return int(self.state.reg[K.R_TRIES])
+
+    def offsets(self) -> np.ndarray:
+        if self.sm.n == 0:
+            return np.zeros(0, np.int64)
+        return self.state.sol.copy()
+
+
+def _norm0(sm: SearchModel, hi: np.ndarray, geo: np.ndarray, zone_cap) -> np.ndarray:
+    """The lowest legal offset of every variable on its own (INF where it has none)."""
+    return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, geo, zone_cap)
+
+

@@ -1,0 +1,343 @@
+"""The solver: ``solve_search``, the exact search's API -- restarts over static orders, the
+probe's short descents (the quick search's engine), the mirror (top-down) probe -- over a
+``SearchRun`` per capacity. What a caller gets is a ``SearchResult``.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..firstfit import first_fit
+from ..guard import self_check
+from ..mirror import mirror
+from ..problem import TileProblem
+from ..result import objective
+from . import kernel as K
+from .run import SearchRun
+from .sweep import SearchModel, build_model, model_of
+
+#: Static orders tried in turn each round: MiniMalloc's three, then section total and width
+#: with ties broken at random ("R", reseeded every round; the hint's order in the first round);
+#: all after the deadline ("D": variables whose window closes first), which only matters when
+#: windows differ.
+DEFAULT_ORDERINGS = ("DWAT", "DTAW", "DTWA", "DTWR")
+_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R, "D": K.KEY_D, "Z": K.KEY_Z}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """``status``: "optimal" (``offsets`` place every variable below the capacity), "infeasible"
+    (proved that none exists), "unknown" (time limit; ``offsets`` is None, or with ``probe``
+    the best valid allocation its failed descents were completed to, above the capacity)."""
+
+    offsets: np.ndarray | None
+    status: str
+    nodes: int
+    seconds: float
+
+
+def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | None = None,
+                 capacity: int | None = None, *,
+                 orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0,
+                 randomized: bool = True, max_nodes: int | None = None,
+                 probe: bool = False, enough: int | None = None,
+                 mirrored: bool = False) -> SearchResult:
+    """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
+    rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
+    tileMemory opens the overflow zone: variables may then also go past tileMemory, where
+    only alignment and no-overlap apply (never straddling it).
+
+    ``orderings``: the static orders of each round, as letters (D end of the window
+    ascending, then descending keys: W lifetime width, A area, T largest section total, Z
+    size; R random, or ``hint``'s order by offset in the first round); every order ends with
+    the canonical rank (``sweep._canonical_rank``). With ``randomized``, each round is followed by
+    as many nodes of short restarts from perturbed orders (``_RandomRestarts``). ``seed``
+    makes the random orders repeatable. ``max_nodes``: stop after this many search nodes
+    instead of at ``time_limit`` (the clock is then not read: the same call gives the same
+    result on any machine, under any load). Repeated calls on the same problem object reuse its
+    arrays (numba compiles once and caches). A ``hint`` (local offsets) that already places
+    everything below ``capacity`` is returned as it is.
+
+    ``probe``: look for a placement only, by short descents (``_probe``) until
+    ``time_limit``; never proves anything, so "unknown" when none is found (with the best
+    completion of a failed descent as ``offsets``: valid, but not below ``capacity``);
+    ``enough``: an end address at which such a completion also ends the probe (nothing
+    overflowed unless the capacity is past tileMemory).
+
+    ``mirrored`` (with ``probe``): the probe runs on the problem with its addresses reversed
+    below ``capacity`` (``tilemem.pack.mirror``: it fills memory from the top down) and its
+    results are mapped back; it never proves anything ("infeasible" there is "unknown").
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + max(float(time_limit), 0.0)
+    cap = problem.capacity if capacity is None else int(capacity)
+    if mirrored:
+        if not probe:
+            raise ValueError("mirrored is a way to probe: it needs probe=True")
+        return _probe_mirrored(problem, cap, hint, seed, deadline, enough, t0)
+    sm = model_of(problem)
+    if hint is not None and len(hint) == sm.n:
+        h = np.asarray(hint, np.int64)
+        if self_check(problem, h, capacity=cap):
+            return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
+                                seconds=time.perf_counter() - t0)
+    run = SearchRun(sm, cap)
+    if max_nodes is not None:
+        run.node_cap = max(int(max_nodes), 1)
+        deadline = float("inf")
+    if run.verdict is not None:
+        return _result(sm, run, run.verdict, 0, t0)
+    rng = np.random.default_rng(seed)
+    if probe:
+        status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough)
+        verdict = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible"}.get(status, "unknown")
+        res = _result(sm, run, verdict, nodes, t0)
+        return res if verdict != "unknown" else replace(res, offsets=completed)
+    nodes = 0
+    limit = max(sm.n, 1)
+    first = True
+    canonical = sm.n - sm.rank  # the R key is descending: rank 0 first
+    restarts = _RandomRestarts(sm, rng) if randomized else None
+    verdicts = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible", K.PAUSED: "unknown"}
+    while True:
+        limit *= 2
+        # random keys are drawn per canonical position: renumbering changes nothing
+        random_key = rng.permutation(sm.n)[sm.rank]
+        if first and hint is not None and len(hint) == sm.n:  # descending: lowest offset first
+            random_key = -np.asarray(hint, np.int64)
+        first = False
+        spent = 0
+        for name in orderings:
+            heur = _static_order(run, name, random_key, canonical)
+            run.reset()
+            status = run.go(heur, limit, deadline)
+            spent += run.nodes
+            if status in verdicts:
+                return _result(sm, run, verdicts[status], nodes + spent, t0)
+        nodes += spent
+        if restarts is not None:
+            status, spent = restarts.run(run, spent, deadline)
+            nodes += spent
+            if status in verdicts:
+                return _result(sm, run, verdicts[status], nodes, t0)
+        if time.perf_counter() >= deadline or run.spent():
+            return _result(sm, run, "unknown", nodes, t0)
+
+
+def _static_order(run: "SearchRun", name: str, random_key, canonical) -> np.ndarray:
+    """The keys of static order ``name`` (letters, see ``solve_search``), with ``run``'s R key
+    set: ``random_key`` when the order uses R, else the canonical rank, which then ends the
+    order as its last tie-break."""
+    heur = [_CODES[ch] for ch in name]
+    run.random_key[:] = random_key if K.KEY_R in heur else canonical
+    if K.KEY_R not in heur:
+        heur.append(K.KEY_R)
+    return np.array(heur, np.int64)
+
+
+#: The static orders of ``_probe``'s first descents: the hint's order (by offset, ties by
+#: section total and width), then orders that put the largest areas first and the longest
+#: lives first by turns (which of the two families places a tile differs from tile to tile;
+#: alternating finds one that works in the fewest descents).
+PROBE_ORDERINGS = ("DTWR", "DAWT", "DW", "DTAW", "DTWA")
+
+
+def probe_limit(n: int) -> int:
+    """Nodes (and tries, ``kernel.R_TRY_LIMIT``) of one of ``_probe``'s descents on
+    ``n`` variables: a descent plus ~6% of backtracking."""
+    return n + n // 16 + 64
+
+
+def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadline: float,
+           enough: int | None = None, to_p=None) -> tuple[int, int, np.ndarray | None]:
+    """Short descents, each from another static order, until one places everything, the
+    deadline passes or a failed descent's completion ends at or below ``enough``:
+    ``(status, nodes, completed)``, status FOUND or ABORTED (or INFEASIBLE when a descent
+    happened to exhaust the space); ``completed``: the best of the failed descents' partial
+    placements completed by first fit (``_completion``), or None.
+
+    Why: at a capacity a little above the optimum, a descent either places the tile with
+    hardly any backtracking (about ``n`` nodes) or goes wrong early and then does not get
+    out in any time worth waiting (on 37 Mk2 tiles at the bound + 1%: every success took
+    at most 1.04 n nodes, and a failing descent given 2 n nodes cost up to 14 successful
+    ones). Run times that heavy-tailed are what restarts are for (Gomes, Selman & Kautz
+    1998): cut every descent at ``probe_limit`` nodes and tries and change the order
+    instead (then completed by first fit: ``_completion``). The
+    orders: ``PROBE_ORDERINGS`` (the hint's first), then the perturbed orders of
+    ``_RandomRestarts``. (On 106 Mk2 tiles, 30 of them ones where the first four orders
+    had failed: some order within 5 descents placed 93 of them.)
+    """
+    nodes = 0
+    canonical = sm.n - sm.rank
+    hinted = canonical   # the hint's order as an R key (descending: lowest offset first)
+    if hint is not None and len(hint) == sm.n:
+        hinted = -np.asarray(hint, np.int64)
+    limit = probe_limit(sm.n)
+    run.try_limit = limit  # a descent gone wrong tries many candidates a node: cut it too
+    restarts = _RandomRestarts(sm, rng)
+    completed, best = None, None
+    for i in itertools.count():
+        if i < len(PROBE_ORDERINGS):
+            heur = _static_order(run, PROBE_ORDERINGS[i], hinted, canonical)
+        else:
+            if time.perf_counter() >= deadline:
+                break
+            key, heur = restarts.key()
+            run.random_key[:] = key
+        run.reset()
+        status = run.go(heur, limit, deadline)
+        nodes += run.nodes
+        if status in (K.FOUND, K.INFEASIBLE) or run.spent():
+            return status, nodes, completed
+        if status == K.ABORTED:
+            partial = run.state.off if to_p is None else to_p(run.state.off)
+            off = _completion(p, partial)
+            key = objective(p, off)
+            if best is None or key < best:
+                completed, best = off, key
+                if enough is not None and key[1] <= enough and (key[0] == 0 or run.zone):
+                    break
+        if time.perf_counter() >= deadline:
+            break
+    return K.ABORTED, nodes, completed
+
+
+def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
+                    enough: int | None, t0: float) -> SearchResult:
+    """``solve_search(probe=True, mirrored=True)``: ``_probe`` on ``p``'s mirror below
+    ``cap``, its results as ``p``'s offsets; "optimal" or "unknown" (see
+    ``tilemem.pack.mirror``: the mirror's verdicts prove nothing about ``p``)."""
+    m = mirror(p, cap)
+    if m is None:
+        return SearchResult(offsets=None, status="unknown", nodes=0,
+                            seconds=time.perf_counter() - t0)
+    sm = build_model(m.problem)
+    run = SearchRun(sm, m.top)
+    if run.verdict is not None:
+        offsets = m.to_original(run.offsets()) if run.verdict == "optimal" else None
+        return SearchResult(offsets=offsets, status="optimal" if offsets is not None
+                            else "unknown", nodes=0, seconds=time.perf_counter() - t0)
+    h = m.from_original(hint) if hint is not None and len(hint) == sm.n else None
+    status, nodes, completed = _probe(p, sm, run, h, np.random.default_rng(seed), deadline,
+                                      enough, to_p=m.to_original)
+    if status == K.FOUND:
+        # pressed down again: packed from the top, it need not start at 0 (first fit in
+        # offset order moves nothing up, see _completion)
+        off = m.to_original(run.offsets())
+        return SearchResult(offsets=first_fit(p, np.argsort(off, kind="stable")),
+                            status="optimal", nodes=nodes, seconds=time.perf_counter() - t0)
+    return SearchResult(offsets=completed, status="unknown", nodes=nodes,
+                        seconds=time.perf_counter() - t0)
+
+
+def _completion(p: TileProblem, partial: np.ndarray) -> np.ndarray:
+    """A valid allocation from an aborted descent's ``partial`` placement (-1: unplaced):
+    first fit of the placed variables in offset order, then of the rest, largest first.
+
+    Why: a descent that fails at a cap just above the optimum has mostly got stuck near
+    the top with a few variables left (on Mk2 tiles at the bound + 1%, often 10-60 of
+    ~1,800), and first fit tucks them into the holes below or just over the cap: an
+    allocation a little above the cap for ~4 ms, where the descent found none. The placed
+    variables keep their places or go lower: each one's offset in the descent stays legal,
+    as everything first fit placed before it went there or lower and, if it interacts
+    with it, lay below it in the descent.
+    """
+    placed = np.flatnonzero(partial >= 0)
+    rest = np.flatnonzero(partial < 0)
+    order = np.concatenate([placed[np.argsort(partial[placed], kind="stable")],
+                            rest[np.argsort(-p.size[rest], kind="stable")]])
+    return first_fit(p, order)
+
+
+class _RandomRestarts:
+    """Short restarts from perturbed orders, their node limits following Luby's sequence
+    (``base`` x 1, 1, 2, 1, 1, 2, 4, ...: within a log factor of the best fixed limit for a run
+    time distribution nobody knows; Luby, Sinclair & Zuckerman 1993).
+
+    Why: a static order either leads the search straight to a packing or into a subtree it
+    does not leave for millions of nodes, and which one is a matter of fine detail. The width
+    key is the lifetime when lifetimes are known, but only the number of sections spanned when
+    they come from interference -- the same ranking give or take near-ties, which is enough to
+    turn one case into the other. So each restart perturbs width and area by random factors
+    (log-normal, ``sigma``) and sorts by one or the other first (MiniMalloc's WAT / AWT), or
+    by largest section total first; the noise is drawn per canonical position, so it does not
+    depend on how the problem is numbered.
+    """
+
+    def __init__(self, sm: SearchModel, rng, base: int = 8, sigma: float = 0.3):
+        self.sm = sm
+        self.rng = rng
+        self.base = base * max(sm.n, 1)
+        self.sigma = sigma
+        self.i = 0
+        self.log_w = np.log(np.maximum(sm.width, 1).astype(np.float64))
+        self.log_z = np.log(np.maximum(sm.size, 1).astype(np.float64))
+
+    def key(self):
+        """One perturbed order as an R key (descending) and the letters to use it with."""
+        sm, rng = self.sm, self.rng
+        noise = rng.standard_normal((2, sm.n))[:, sm.rank]
+        w = self.log_w + self.sigma * noise[0]
+        a = w + self.log_z + self.sigma * noise[1]
+        first = rng.integers(3)
+        order = np.lexsort((sm.rank, -a, -w) if first == 0 else (sm.rank, -w, -a))
+        key = np.empty(sm.n, np.int64)
+        key[order] = np.arange(sm.n, 0, -1)
+        heur = [K.KEY_D, K.KEY_T, K.KEY_R] if first == 2 else [K.KEY_D, K.KEY_R]
+        return key, np.array(heur, np.int64)
+
+    def run(self, run: "SearchRun", budget: int, deadline: float):
+        """Restarts until ``budget`` nodes are spent: ``(status, nodes)``, status ABORTED
+        when none decided."""
+        spent = 0
+        while spent < budget:
+            self.i += 1
+            key, heur = self.key()
+            run.random_key[:] = key
+            run.reset()
+            status = run.go(heur, self.base * _luby(self.i), deadline)
+            spent += run.nodes
+            if status != K.ABORTED:
+                return status, spent
+        return K.ABORTED, spent
+
+
+def _luby(i: int) -> int:
+    """The ``i``-th term (from 1) of Luby's sequence 1, 1, 2, 1, 1, 2, 4, 1, ...
+
+    >>> [_luby(i) for i in range(1, 16)]
+    [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+    """
+    while True:
+        k = i.bit_length()
+        if i == (1 << k) - 1:
+            return 1 << (k - 1)
+        i -= (1 << (k - 1)) - 1
+
+
+def warm_up() -> None:
+    """Compile the search's kernels (or load them from numba's cache) on a tiny problem, e.g.
+    before forking workers or timing."""
+    from ...model import Report
+    from ...model.target import Target
+
+    r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 16, 32, 48])),
+                            var_id=[0, 1, 2], tile=[0] * 3, size=[8, 8, 4], alignment=[4] * 3,
+                            offset=[0] * 3, category=["variable"] * 3, eq_class=[0, 0, 1],
+                            interference=[[], []], element_constraints=[[2], [], []],
+                            region_constraints=[[], [2], []], executable=[True, False, False])
+    p = TileProblem.from_report(r, 0)
+    solve_search(p, time_limit=60, hint=np.zeros(3, np.int64))
+
+
+def _result(sm, run, status, nodes, t0) -> SearchResult:
+    offsets = None
+    if status == "optimal":
+        offsets = run.offsets()
+    return SearchResult(offsets=offsets, status=status, nodes=nodes,
+                        seconds=time.perf_counter() - t0)
+
+
