@@ -4,7 +4,8 @@ Runs the commands whose outputs a restructuring must keep (``alloc --determinist
 ``oom --json``, ``report``, ``liveness``, text and JSON) with the working tree and with another
 git revision checked out into a temporary worktree, on the bundled example and on any report
 given, and compares what they print, field for field, leaving out only what measures time
-(``seconds``). It also times both versions' CLI on the bundled example.
+(``seconds``). It also times both versions' CLI on the bundled example (each command run
+once before, so that both read numba's cache).
 
     python benchmarks/same_outputs.py --base HEAD~3 [REPORT ...] [--keep DIR]
 
@@ -36,6 +37,8 @@ COMMANDS = {
     "report-json": ["report", "{r}", "--json"],
     "liveness": ["liveness", "{r}"],
     "liveness-json": ["liveness", "{r}", "--json"],
+    "liveness-steps": ["liveness", "{r}", "--steps"],
+    "liveness-steps-tile": ["liveness", "{r}", "--tile", "0", "--steps", "--json"],
 }
 
 
@@ -89,6 +92,8 @@ def main(argv=None) -> int:
             for r in reports:
                 for name, template in COMMANDS.items():
                     args = [str(r) if t == "{r}" else t for t in template]
+                    if r == EXAMPLE:   # timed warm: numba's cache is per source path
+                        run(base, args), run(ROOT, args)
                     (ob, tb), (on, tn) = run(base, args), run(ROOT, args)
                     if r == EXAMPLE:
                         times["base"] += tb

@@ -273,7 +273,7 @@ def test_tile_conflicts_follow_the_rule(case, dense, rnd):
 
     with pytest.MonkeyPatch.context() as mp:
         if not dense:
-            mp.setattr(liveness, "DENSE_MAX", 0)
+            mp.setattr(liveness.conflicts, "DENSE_MAX", 0)
         for t in range(r.num_tiles):
             tc = liveness.tile_conflicts(r, t)
             rows = tc.rows.tolist()

@@ -32,7 +32,7 @@ def test_packers_past_the_dense_limit(r, rnd):
     the class rows instead: first fit and the search still place validly, and the guard
     still agrees with the independent checker."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(liveness, "DENSE_MAX", 0)
+        mp.setattr(liveness.conflicts, "DENSE_MAX", 0)
         p = TileProblem.from_report(r, 0)
         assert p.conflicts.class_matrix is None
         col = r.offset.copy()

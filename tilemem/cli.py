@@ -24,7 +24,8 @@ COMMANDS = {
     "liveness": ("tilemem.commands.liveness:liveness",
                  "Always-live bytes, maximum live bytes and the peak live set."),
     "check": ("tilemem.commands.check:check", "Check an allocation against every placement rule."),
-    "alloc": ("tilemem.commands.alloc:alloc", "Re-run allocation (replay, heuristic, exact)."),
+    "alloc": ("tilemem.commands.alloc:alloc",
+              "Re-run allocation (auto by default; replay, heuristic, exact)."),
     "report": ("tilemem.commands.report:report", "Memory figures in the graph profile's format."),
     "oom": ("tilemem.commands.oom:oom", "Diagnose out-of-memory tiles."),
     "plot": ("tilemem.commands.plot:plot", "Draw the memory map of one tile."),
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
             return 130
         except BrokenPipeError:
             return 0
-        except SystemExit as e:  # check's status 1 (violations): keep the warnings
+        except SystemExit:  # check's status 1 (violations): keep the warnings
             _show(caught, ReportWarning)
             raise
     _show(caught, ReportWarning)

@@ -21,12 +21,13 @@ DEFAULT_BUDGET = 240.0
               help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds for the whole run. Every tile gets the bound and the heuristic "
-                   "whatever the budget; auto's quick search (up to 0.5 s a tile) then brings "
-                   "every tile it can within 1% of its bound (out-of-memory tiles first), the "
-                   "exact portfolio goes to tiles that still overflow although their bound "
-                   "fits, the quick search again to the largest gaps, then the exact portfolio, "
-                   "until the budget is spent (a tile they do not reach keeps its valid "
-                   "heuristic allocation). Not applied with --deterministic.")
+                   "whatever the budget; then, under auto, until the budget is spent: the "
+                   "tiles that overflow although their bound fits get the quick search and "
+                   "then the exact portfolio until they fit; every other tile the quick search, "
+                   "stopped within 1% of its bound (largest gaps first); the quick search again, "
+                   "as low as it gets; then the exact portfolio on the rest (largest gaps "
+                   "first). A tile not reached keeps its valid allocation. Not applied with "
+                   "--deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -41,8 +42,11 @@ DEFAULT_BUDGET = 240.0
                    "reads only its tiles) instead of receiving a copy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
-              help="CP-SAT and the local search stop on work done, not on the clock, so "
-                   "they repeat exactly (the compiled search stays clock-bounded).")
+              help="Repeat exactly, on any machine and any number of workers: every stage "
+                   "stops on work done instead of the clock (CP-SAT's deterministic time with "
+                   "one worker, the compiled search's nodes, the local search's moves, each "
+                   "from --time-limit at a fixed rate); auto's quick search, which stops on "
+                   "the clock, is skipped, and --budget is not applied.")
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the report with the new offsets (.json or .capnp).")
 @click.option("--resume", is_flag=True,

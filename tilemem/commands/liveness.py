@@ -41,7 +41,7 @@ def liveness(report, tile_spec, top, as_json, time_limit, steps):
     from .options import console, echo_json, parse_tiles
 
     r = load_report(report)
-    tiles = parse_tiles(tile_spec, r.num_tiles)
+    tiles = parse_tiles(tile_spec, r.num_tiles, option="--tile")
     if tiles is None:
         tiles = r.tiles_in_use()
     if steps and not as_json:

@@ -38,8 +38,9 @@ def report_path_argument(f):
     return click.argument("report", type=click.Path())(f)
 
 
-def parse_tiles(spec: str | None, num_tiles: int):
+def parse_tiles(spec: str | None, num_tiles: int, option: str = "--tiles"):
     """``"0,5,100-200"`` -> sorted unique tile numbers; ``None`` -> ``None`` (all tiles).
+    ``option``: the option's name, for the error.
 
     >>> parse_tiles("3,0-2,3", 10).tolist()
     [0, 1, 2, 3]
@@ -62,11 +63,11 @@ def parse_tiles(spec: str | None, num_tiles: int):
             else:
                 tiles.append(int(part))
         except ValueError:
-            raise ReportError(f"--tiles: {part!r} is not a tile or a range like 100-200",
-                              field="--tiles") from None
+            raise ReportError(f"{option}: {part!r} is not a tile or a range like 100-200",
+                              field=option) from None
     arr = np.unique(np.asarray(tiles, np.int64))
     bad = arr[(arr < 0) | (arr >= num_tiles)]
     if len(bad):
-        raise ReportError(f"--tiles: tile {bad[0]} is outside [0, {num_tiles})", field="--tiles",
+        raise ReportError(f"{option}: tile {bad[0]} is outside [0, {num_tiles})", field=option,
                           tile=int(bad[0]))
     return arr

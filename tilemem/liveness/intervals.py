@@ -48,63 +48,11 @@ import numpy as np
 from numba import njit
 
 from .graphalg import _chordal_pass, interval_order
+from .sweep import cliques_of_intervals
 
 #: Largest (distinct vertex sets) x (cliques) the exact consecutive-ones test runs on; it
 #: only runs when every LexBFS+ sweep failed, which random interval graphs never needed here.
 C1P_MAX_CELLS = 4_000_000
-
-
-# ---- cliques of an interval model -----------------------------------------------------------
-
-def cliques_of_intervals(start, end) -> tuple[np.ndarray, np.ndarray]:
-    """The maximal cliques of intervals ``[start, end)`` (all non-empty) in time order: the
-    live set just before each end time at which something started since the previous one
-    (half-open: at equal times ends come before starts).
-
-    >>> ptr, m = cliques_of_intervals([0, 1, 3], [2, 4, 5])
-    >>> [m[ptr[c]:ptr[c + 1]].tolist() for c in range(len(ptr) - 1)]
-    [[0, 1], [1, 2]]
-    """
-    start = np.asarray(start, np.int64)
-    end = np.asarray(end, np.int64)
-    if len(start) == 0:
-        return np.zeros(1, np.int64), np.zeros(0, np.int64)
-    if np.any(end <= start):
-        raise ValueError("empty interval")
-    return _interval_cliques(start, end)
-
-
-@njit(cache=True)
-def _interval_cliques(start, end):
-    """``cliques_of_intervals`` compiled, in one pass without sorting the memberships (the
-    exact search builds a model per tile from it): each record time keeps the intervals
-    started since the previous record and not yet ended, in index order."""
-    m = len(start)
-    ends = np.unique(end)
-    starts = np.sort(start)
-    rec = np.empty(len(ends), np.int64)
-    r = 0
-    for t in ends:
-        a = 0 if r == 0 else np.searchsorted(starts, rec[r - 1])
-        if np.searchsorted(starts, t) > a:
-            rec[r] = t
-            r += 1
-    rec = rec[:r]
-    first = np.searchsorted(rec, start, side="right")
-    stop = np.searchsorted(rec, end, side="right")
-    ptr = np.zeros(r + 1, np.int64)
-    for i in range(m):
-        for q in range(first[i], stop[i]):
-            ptr[q + 1] += 1
-    for q in range(r):
-        ptr[q + 1] += ptr[q]
-    fill = ptr[:-1].copy()
-    members = np.empty(ptr[r], np.int64)
-    for i in range(m):
-        for q in range(first[i], stop[i]):
-            members[fill[q]] = i
-            fill[q] += 1
-    return ptr, members
 
 
 # ---- chordal graphs: maximal cliques and a clique tree --------------------------------------

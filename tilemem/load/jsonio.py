@@ -325,7 +325,6 @@ def read_json(buf) -> Report:
     del names
 
     inter = _lists_to_csr(top.equivalenceClassInterference, "equivalenceClassInterference")
-    num_classes = inter.num_rows
     interference = class_interference(inter)
     del inter
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import os
 import re
 import shutil
 import tempfile
@@ -39,7 +38,7 @@ import numpy as np
 from ..errors import ReportError, ReportWarning
 from ..model import CATEGORIES, FLAG_FIELDS, Csr, Report
 from ..model.target import Target
-from .jsonio import (_INT_FIELDS, _KNOWN_CATEGORIES, MISSING, Int, _attrgetter, _decode_batch,
+from .jsonio import (_INT_FIELDS, MISSING, Int, _attrgetter, _decode_batch,
                      _near, _split_error, _Top, _Var, class_interference, target_of)
 
 #: Bytes scanned and decoded at a time. The scan's numpy arrays and the decoded Structs of one
@@ -151,7 +150,7 @@ class _Array:
 def stream_json_columns(path, folder: Path) -> tuple[Report, list[int]]:
     """A ``Report`` of the JSON report at ``path`` whose columns map files in ``folder``
     (checked by ``validate_report``), and the rows whose text was repaired (not UTF-8)."""
-    from .validate import MAX_CATEGORIES, validate_report
+    from .validate import MAX_CATEGORIES
     from . import _map
 
     buf = _map(path)
@@ -302,7 +301,6 @@ def _assemble(cols: _Columns, target: Target, cats: tuple, n: int, seen: dict) -
     inter_len = cols.map("equivalenceClassInterference.len", np.int64)
     inter_flat = cols.map("equivalenceClassInterference.flat", np.int64)
     inter = Csr.from_lengths(inter_len, inter_flat)
-    num_classes = inter.num_rows
     interference = class_interference(inter)
     del inter, inter_len, inter_flat
     steps = None

@@ -22,7 +22,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..figures.memory import GAP_CAUSES, OVERFLOWED, MemoryFigures
+from ..figures.memory import GAP_CAUSES, MemoryFigures
 from .pagedata import histogram_columns, overview_columns, page_data, totals_table
 
 #: Colours shared with the static pictures (tilemem.plot.maps).

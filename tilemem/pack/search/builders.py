@@ -2,7 +2,7 @@
 the interaction rows (conflicts, element and region partners, with kind bits), the partner
 pairs, the spans grown so interacting spans meet, and the section CSR helpers.
 
-Cross-sections of intervals are not here: they are ``tilemem.liveness.intervals.
+Cross-sections of intervals are not here: they are ``tilemem.liveness.sweep.
 cliques_of_intervals``, the one implementation every stage uses.
 """
 from __future__ import annotations

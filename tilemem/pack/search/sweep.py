@@ -20,7 +20,7 @@ from numba import njit
 from ..guard import element_bounds
 from ..lattice import grain
 from ..problem import TileProblem
-from ...liveness.intervals import cliques_of_intervals
+from ...liveness.sweep import cliques_of_intervals
 from . import builders as B
 
 @dataclass
@@ -344,7 +344,7 @@ def _canonical_rank(n, size, p, width, has_elem, has_reg, adj_ptr, adj_idx, adj_
 
 def _time_sections(p: TileProblem, rest: np.ndarray, lt: np.ndarray, verify: bool):
     """Maximal cross-sections of the intervals ``lt`` of the variables ``rest``
-    (``tilemem.liveness.intervals.cliques_of_intervals``) as CSR ``(ptr, members)``, or None when an interval
+    (``tilemem.liveness.sweep.cliques_of_intervals``) as CSR ``(ptr, members)``, or None when an interval
     is empty or (``verify``) a cross-section is not a clique of the conflict graph."""
     start, end = lt[:, 0], lt[:, 1]
     if np.any(end <= start):

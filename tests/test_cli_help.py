@@ -1,0 +1,67 @@
+"""Every command's --help runs, documents every option, and says what the code does: the
+commands are discovered from the CLI itself, and the help's claims that can be read off the
+code (defaults, choices, the command list) are compared with it."""
+from __future__ import annotations
+
+import inspect
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from tilemem.cli import COMMANDS, LazyGroup, cli
+from tilemem.pack.driver import allocate
+from tilemem.pack.kinds import METHODS, Method
+
+NAMES = LazyGroup.list_commands(cli, None)
+
+
+def command(name: str) -> click.Command:
+    return LazyGroup.get_command(cli, None, name)
+
+
+def test_the_commands_are_the_ones_the_group_lists():
+    assert NAMES == list(COMMANDS) and len(NAMES) >= 10
+    out = CliRunner().invoke(cli, ["--help"])
+    assert out.exit_code == 0
+    for name in NAMES:     # the top-level help lists every command with its line
+        assert name in out.output
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_help_runs_and_documents_every_option(name):
+    out = CliRunner().invoke(cli, [name, "--help"])
+    assert out.exit_code == 0, out.output
+    cmd = command(name)
+    assert (cmd.help or "").strip(), f"{name} has no description"
+    for p in cmd.params:
+        if isinstance(p, click.Option) and p.name != "help":
+            assert (p.help or "").strip(), f"{name} {p.opts[0]} has no help text"
+            for opt in p.opts:    # the help shows it
+                assert opt in out.output
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES
+                                  if any(p.name == "method" for p in command(n).params)])
+def test_method_choices_and_default_are_the_packers(name):
+    method = next(p for p in command(name).params if p.name == "method")
+    assert tuple(method.type.choices) == METHODS == tuple(m.value for m in Method)
+    assert method.default == inspect.signature(allocate).parameters["method"].default
+
+
+def test_the_command_list_names_alloc_s_default_method():
+    default = inspect.signature(allocate).parameters["method"].default
+    assert f"{default} by default" in COMMANDS["alloc"][1]
+
+
+def test_errors_name_the_option_that_was_given(capsys):
+    # liveness takes --tile, oom --tiles: each error must name the one the user typed
+    from pathlib import Path
+
+    from tilemem.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "seed.json"
+    for name, option in (("liveness", "--tile"), ("oom", "--tiles")):
+        assert main([name, str(example), option, "99999"]) == 2
+        line = capsys.readouterr().err.strip()
+        assert line.startswith("tilemem: error:") and f"{option}: tile 99999" in line, line
