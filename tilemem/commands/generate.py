@@ -19,12 +19,18 @@ import click
               help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.9 none "
                    "(measured with seed 0 on mk1 and mk2).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--available-memory-proportion", "amp", type=click.FloatRange(0, 1, min_open=True),
+              default=0.6, show_default=True,
+              help="Poplar's availableMemoryProportion for convolutions and matmuls: their "
+                   "temporaries (partial sums) are sized in proportion to it; the rest of the "
+                   "program is the same for one seed (two values: two compilations to "
+                   "compare with tilemem diff).")
 @click.option("--partial", type=click.IntRange(min=1), default=None, metavar="K",
               help="Write a partial report, as Poplar does with debug.loweredVarDumpNumOOMTiles: "
                    "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
-def generate(preset, tiles, steps, pressure, seed, ipus, partial, out):
+def generate(preset, tiles, steps, pressure, seed, amp, ipus, partial, out):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -44,6 +50,7 @@ def generate(preset, tiles, steps, pressure, seed, ipus, partial, out):
     output_path(out, FORMATS)
     c = console()
     r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
+                        available_memory_proportion=amp,
                         progress=True, ipus=ipus)
     over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     if partial is not None:

@@ -21,31 +21,38 @@ from .options import report_path_argument
 @click.option("--budget", type=BUDGET, default=180.0, show_default=True,
               help="Seconds for the whole re-pack (see `tilemem alloc --budget`).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one screen per tile.")
+@click.option("--panels", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Full panels for this many of the worst tiles (with --tiles: every tile "
+                   "asked for).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print JSON instead: {"summary": the program summary, "tiles": one '
+                   'diagnosis per out-of-memory tile}.')
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Also write the diagnosis as JSON to this file (.json), atomically.")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run with -o OUT: re-packed tiles recorded in "
                    "OUT.journal (same report, same settings) are not solved again.")
-def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repack, as_json,
-        output, resume):
-    """Diagnose the out-of-memory tiles of REPORT, worst first.
+def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repack, panels,
+        as_json, output, resume):
+    """Diagnose the out-of-memory tiles of REPORT: the program first, then each tile.
 
-    For each tile whose allocation passes tileMemory: the excess, the maximum live bytes (no
-    allocation can use less), the verdict (reduce data / re-packing fits / still overflows and
-    what gaps and constraints cost), the peak live set (* marks always-live variables), the
-    bytes lost in gaps by cause, and the next steps: in Poplar's terms (recomputation,
-    availableMemoryProportion, offloading, a smaller batch, pipelining over IPUs), tied to what
-    is live at the peak (activations and temporaries, gradients, weights and optimiser state,
-    exchange buffers, code).
+    First the answer for the program: how many tiles are out of memory, how many cannot fit
+    as they are (the live data alone exceeds tileMemory: reduce data, and how many bytes must
+    go), how many fit once re-packed, how many are undecided; the tensors (names without
+    #tile) and layers live at the peaks of most of them; and the next steps ranked by how
+    many tiles each brings under tileMemory by the bound, each with the `tilemem what-if`
+    options that try it. Then one line per tile, and full panels for the worst few: the
+    excess, the maximum live bytes (no allocation can use less), the verdict, the peak live
+    set (* marks always-live variables), the bytes lost in gaps by cause, and next steps in
+    Poplar's terms (recomputation, availableMemoryProportion, offloading, a smaller batch,
+    pipelining over IPUs).
 
     Example: tilemem oom report.json --tiles 0-99 --time-limit 5
     """
     from ..figures.memory import memory_figures
-    from ..figures.oom import diagnose
+    from ..figures.oom import diagnose_program
     from ..load import load_report
     from ..load.allocation import offsets_from_file
-    from ..text import oom_view
     from .options import console, echo_json, parse_tiles, write_json
 
     output_path(output, (".json",))
@@ -66,21 +73,19 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
         oom_tiles = oom_tiles[np.isin(oom_tiles, tiles)]
     c = console()
     try:
+        run = dict(offsets=offsets, time_limit=time_limit, top=top, repack=not no_repack,
+                   method=method, figures=fig, journal=journal, budget=budget)
         if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
-            found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
-                             repack=not no_repack, method=method, figures=fig,
-                             journal=journal, budget=budget)
+            summary, found = diagnose_program(r, tiles, **run)
         else:
             from rich.progress import Progress
 
             with Progress(console=c, transient=True) as p:
                 task = p.add_task("maximum live bytes", total=len(oom_tiles))
-                found = diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
-                                 repack=not no_repack, method=method, figures=fig,
-                                 progress=lambda t: p.advance(task), journal=journal,
-                                 budget=budget)
+                summary, found = diagnose_program(r, tiles, progress=lambda t: p.advance(task),
+                                                  **run)
         if output:
-            write_json(output, {"tiles": found})
+            write_json(output, {"summary": summary, "tiles": found})
     except BaseException:
         if journal is not None:
             journal.close()   # kept: --resume continues from it
@@ -88,11 +93,31 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     if journal is not None:
         journal.discard()
     if as_json:
-        echo_json({"tiles": found})
+        echo_json({"summary": summary, "tiles": found})
     elif not found and nothing_to_analyse(r):
         c.print(f"{report}: {nothing_to_analyse(r)}")
     else:
-        oom_view(c, report, found, fig, tiles)
+        show_oom(c, report, summary, found, fig, tiles, panels)
+
+
+def show_oom(c, report, summary, found, fig, tiles, panels: int) -> None:
+    """The program summary, the tile table and the panels (every tile asked for with
+    --tiles, else the ``panels`` worst)."""
+    from ..text import no_oom_text, oom_panel
+    from ..text.program import program_view, tile_table
+
+    if not found:
+        c.print(no_oom_text(fig, tiles))
+        return
+    program_view(c, report, summary, report_arg=report)
+    tile_table(c, found)
+    chosen = found if tiles is not None else found[:panels]
+    if chosen:
+        c.print(f"[bold]{'The tiles asked for' if tiles is not None else 'The worst tiles'}"
+                f"[/bold] ({len(chosen)} of {len(found):,}; --tiles T for others, --panels N "
+                "for more)")
+    for d in chosen:
+        oom_panel(d, c)
 
 
 def _digest(offsets) -> str:

@@ -209,33 +209,66 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
     skips those it already holds). ``budget``: seconds for the whole re-pack (see
     ``tilemem.pack.driver.allocate``: the heuristic everywhere, exact work where it matters most
     until the budget is spent)."""
+    return _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top, repack=repack,
+                     method=method, figures=figures, progress=progress, journal=journal,
+                     budget=budget)[0]
+
+
+def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
+                     time_limit: float = 10.0, top: int = 10, repack: bool = True,
+                     method: str = "auto", figures: MemoryFigures | None = None,
+                     progress=None, journal=None, budget: float | None = None,
+                     questioned: np.ndarray | None = None):
+    """``(ProgramSummary, diagnoses)``: ``diagnose``'s tiles and the answer for the program
+    they make (``tilemem.figures.program``). ``questioned``: the tiles in question instead
+    of those out of memory with the offsets (a what-if's: its data changed, the report's
+    offsets no longer say which tiles fit)."""
+    from .program import program_summary
+    from .summary import in_dump, tiles_fitting
+
     fig = figures if figures is not None else memory_figures(r, offsets)
-    oom = fig.out_of_memory()
+    found, peaks = _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
+                             repack=repack, method=method, figures=fig, progress=progress,
+                             journal=journal, budget=budget, questioned=questioned)
+    asked = (np.flatnonzero(in_dump(r)) if tiles is None
+             else np.asarray(tiles, np.int64)[in_dump(r)[np.asarray(tiles, np.int64)]])
+    summary = program_summary(r, found, peaks, fit_before=tiles_fitting(r, asked, offsets),
+                              tiles_in_dump=len(asked), time_limit=time_limit)
+    return summary, found
+
+
+def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, figures, progress,
+              journal, budget, questioned=None):
+    fig = figures if figures is not None else memory_figures(r, offsets)
+    oom = fig.out_of_memory() if questioned is None else np.asarray(questioned, np.int64)
     if tiles is not None:
         oom = oom[np.isin(oom, np.asarray(tiles, np.int64))]
     tm = r.target.tile_memory
     bounds = _bounds(r, oom, time_limit, progress)
-    # re-pack every tile whose live data fits, in one packer call that reuses the bounds
-    fits = [t for t in oom.tolist() if bounds[t].max_live_bytes <= tm]
+    # re-pack every out-of-memory tile in one packer call that reuses the bounds: the tiles
+    # whose live data fits (would a better allocation fit?) come first in its budget; the
+    # others' overflow is lowered too, as `tilemem alloc` would
+    todo = oom.tolist()
+    fits = [t for t in todo if bounds[t].max_live_bytes <= tm]
     packed, pack_fig, why, why_not = {}, None, None, {}
-    if fits and repack:
+    if todo and repack:
         from ..pack.driver import allocate
 
-        known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in fits}
-        a = allocate(r, method=method, tiles=fits, time_limit=time_limit, bounds=known,
+        known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in todo}
+        a = allocate(r, method=method, tiles=todo, time_limit=time_limit, bounds=known,
                      journal=journal, budget=budget)
         offsets_new = np.asarray(a.offsets, np.int64)
-        rejected = _rejected_by_checker(r, offsets_new, fits)
+        rejected = _rejected_by_checker(r, offsets_new, todo)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
         why_not = {t: f"the re-pack failed the checker: {v}" for t, v in rejected.items()}
-        pack_fig = memory_figures(r, offsets_new, tiles=fits)
+        pack_fig = memory_figures(r, offsets_new, tiles=todo)
     elif fits:
         why = "re-packing turned off"
     out = []
-    for t in oom.tolist():
+    for t in todo:
         out.append(_diagnose_tile(r, t, fig, bounds[t], packed.get(t), pack_fig,
                                   why_not.get(t, why), top))
-    return out
+    return out, bounds
 
 
 def _rejected_by_checker(r: Report, offsets: np.ndarray, tiles) -> dict[int, str]:
@@ -279,6 +312,11 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
     if not ml.exact:
         notes.append(f"maximum live bytes not proven within the time limit: between "
                      f"{bound:,} and {upper:,}")
+    if res is not None:
+        used = int(res.total_including_gaps)
+        repack = Repack(method=str(res.method), status=str(res.status),
+                        overflow_bytes=int(res.overflow_bytes), total_including_gaps=used,
+                        cost_over_bound=used - bound)
     if bound > tm:
         code = "reduceData"
         verdict = VERDICTS[code].format(over=bound - tm)
@@ -286,10 +324,6 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         code = "notRepacked"
         verdict = VERDICTS[code].format(free=tm - bound, why=why or "no result")
     else:
-        used = int(res.total_including_gaps)
-        repack = Repack(method=str(res.method), status=str(res.status),
-                        overflow_bytes=int(res.overflow_bytes), total_including_gaps=used,
-                        cost_over_bound=used - bound)
         if int(res.overflow_bytes) == 0 and used <= tm:
             code = "repackFits"
             verdict = VERDICTS[code].format(free=tm - used)

@@ -76,16 +76,29 @@ REFINE_STEPS = 8
 CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
+#: Poplar's default availableMemoryProportion for convolutions and matmuls: the share of a
+#: tile's memory their temporaries (partial sums) may take when Poplar plans them.
+DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
+
+
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
                     pressure: float = 1.0, seed: int = 0, progress: bool = False,
-                    ipus: int = 1) -> Report:
+                    ipus: int = 1,
+                    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION
+                    ) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
     number of program steps (default ``DEFAULT_STEPS`` times ``ipus``); ``pressure``:
     multiplies tensor sizes (1 = a few tiles out of memory; 0.5 = none; 1.5 = many);
     ``ipus``: pipeline stages, one per IPU; ``progress``: show a progress bar.
+    ``available_memory_proportion``: Poplar's option of that name for convolutions and
+    matmuls, which bounds their temporaries: the partial sums (``*/partials``) are sized in
+    proportion to it (the default, 0.6, gives the calibrated sizes; everything else is the
+    same for one seed, so two values make two compilations of one program to compare).
     """
+    if not 0 < available_memory_proportion <= 1:
+        raise ValueError("available_memory_proportion must be in (0, 1]")
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
     if pressure <= 0:
@@ -102,7 +115,8 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
         target = target.with_tiles(per_ipu)
     rng = np.random.default_rng(seed)
     program = build_program(rng, int(steps or DEFAULT_STEPS[preset] * ipus), ipus=ipus)
-    return _Assembler(program, target, rng).report(pressure, progress)
+    return _Assembler(program, target, rng).report(
+        pressure, progress, available_memory_proportion / DEFAULT_AVAILABLE_MEMORY_PROPORTION)
 
 
 class _Assembler:
@@ -236,7 +250,7 @@ class _Assembler:
         return lo if share_hi > 3 * want and share_lo > 0 else hi
 
     # ---- the report -----------------------------------------------------------------------
-    def report(self, pressure: float, progress: bool) -> Report:
+    def report(self, pressure: float, progress: bool, partials: float = 1.0) -> Report:
         T = self.t.num_tiles
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
             owner, tile, size = self.parts(1.0)
@@ -244,6 +258,9 @@ class _Assembler:
             scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
             owner, tile, size = self.parts(scale)
             scale = self.refine(scale, self._items(owner, tile))
+        if partials != 1.0:   # after calibration: the rest of the program stays as it was
+            is_partials = np.array([x.name.endswith("/partials") for x in self.p.tensors])
+            self.bpt = np.where(is_partials, self.bpt * partials, self.bpt)
         with _phase(progress, "mapping tensors, naming variables, constraints"):
             owner, tile, size = self.parts(scale * pressure)
             r = self.build(owner, tile, size, self._items(owner, tile), names=True)

@@ -6,6 +6,8 @@ that suffix removed.
 """
 from __future__ import annotations
 
+import numpy as np
+
 
 def base_name(name: str) -> str:
     """A variable's name without Poplar's ``#tile`` suffix (004: "may have a suffix of the
@@ -16,3 +18,76 @@ def base_name(name: str) -> str:
     """
     head, sep, tail = name.rpartition("#")
     return head if sep and tail.isdigit() else name
+
+
+def layer_of(base: str) -> str:
+    """The layer prefix of a tensor name: its ``/``-separated path without the last part
+    (``""`` for a name without a path).
+
+    >>> layer_of("layer208/fwd/momentum"), layer_of("loss")
+    ('layer208/fwd', '')
+    """
+    head, sep, _ = base.rpartition("/")
+    return head if sep else ""
+
+
+def tensor_codes(r, rows=None) -> tuple[np.ndarray, list[str]]:
+    """Every row's tensor -- its name without the ``#tile`` suffix -- as a code into a list of
+    distinct names: ``(codes, names)``, ``names[codes[i]]`` for row ``rows[i]`` (default: every
+    row of the report, cached on it).
+
+    Names are read from the report's name column once; tensors are far fewer than variables,
+    so everything downstream (patterns, groups) works on the distinct names.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 1, 1], size=[4] * 3,
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0] * 3,
+    ...     interference=[[]], names=["w#0", "w#1", "x"])
+    >>> codes, names = tensor_codes(r)
+    >>> [names[c] for c in codes.tolist()]
+    ['w', 'w', 'x']
+    """
+    if rows is None:
+        return r.cached("tensor_codes", lambda: _tensor_codes(r, np.arange(r.num_vars)))
+    return _tensor_codes(r, np.asarray(rows, np.int64))
+
+
+def _tensor_codes(r, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    blob, offs = r.name_blob, r.name_offsets
+    ids: dict[bytes, int] = {}
+    codes = np.fromiter(
+        (ids.setdefault(_base_bytes(blob[a:b]), len(ids))
+         for a, b in zip(offs[rows].tolist(), offs[rows + 1].tolist())),
+        np.int64, count=len(rows))
+    return codes, [k.decode("utf-8", "replace") for k in ids]
+
+
+def _base_bytes(name: bytes) -> bytes:
+    head, sep, tail = name.rpartition(b"#")
+    return head if sep and tail.isdigit() else name
+
+
+def name_matcher(pattern: str):
+    """A test of tensor names for ``pattern``: a shell-style glob over the whole name
+    (``layer1*/momentum``; ``*`` crosses ``/``), or with the prefix ``re:`` a regular
+    expression searched in the name. ``ValueError`` (saying why) for an invalid one.
+
+    >>> m = name_matcher("layer1*/momentum")
+    >>> m("layer12/momentum"), m("layer2/momentum")
+    (True, False)
+    >>> name_matcher("re:grad")("layer3/bwd/gradIn")
+    True
+    """
+    import fnmatch
+    import re
+
+    if not pattern:
+        raise ValueError("an empty pattern")
+    if pattern.startswith("re:"):
+        try:
+            rx = re.compile(pattern[3:])
+        except re.error as e:
+            raise ValueError(f"{pattern[3:]!r} is not a valid regular expression ({e})") from None
+        return lambda name: rx.search(name) is not None
+    rx = re.compile(fnmatch.translate(pattern))
+    return lambda name: rx.match(name) is not None

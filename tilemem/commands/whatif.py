@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import click
+
+from .guards import BUDGET, METHOD, SECONDS, output_path
+from .options import report_path_argument
+
+
+@click.command("what-if")
+@report_path_argument
+@click.option("--offload", multiple=True, metavar="PATTERN",
+              help="Remove the variables of the tensors matching PATTERN (moved to streaming "
+                   "memory). A glob over names without #tile ('layer*/momentum'), or re: and "
+                   "a regular expression. Repeat for more.")
+@click.option("--scale", multiple=True, metavar="PATTERN=FACTOR",
+              help="Multiply the sizes of the tensors matching PATTERN by FACTOR (a "
+                   "micro-batch half as large: 0.5 on the activations). Repeat for more; "
+                   "edits apply in order, offloads first.")
+@click.option("--repack", is_flag=True,
+              help="Also re-pack the tiles in question (slower): which fit, checked by "
+                   "tilemem check's rules, and which stay undecided.")
+@click.option("--method", type=METHOD, default="auto", show_default=True,
+              help="Packing method of the re-pack (see `tilemem alloc`).")
+@click.option("--budget", type=BUDGET, default=180.0, show_default=True,
+              help="Seconds for the whole re-pack (see `tilemem alloc --budget`).")
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
+              help="Seconds per tile for the maximum live bytes and for the re-pack.")
+@click.option("--json", "as_json", is_flag=True, help="Print the program summary as JSON.")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Write the changed report (.json or .capnp): every other command opens it.")
+def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output):
+    """How many tiles would still be out of memory with some tensors offloaded or shrunk?
+
+    Answers with `tilemem oom`'s program summary for the changed data: by the bound (each
+    tile's maximum live bytes recomputed, all tiles at once), and with --repack by a
+    re-pack the checker accepts. The tiles in question are those out of memory in REPORT
+    and those whose live data no longer fits. It assumes the same program with other sizes:
+    the same variables on the same tiles, with the same lifetimes and interference (a real
+    recompilation also changes lifetimes -- recomputation shortens them --, the mapping and
+    the code).
+
+    Example: tilemem what-if report.capnp --offload '*/momentum' --scale '*/activations=0.5'
+    """
+    import numpy as np
+
+    from ..errors import ReportError
+    from ..figures.oom import diagnose_program
+    from ..figures.whatif import ASSUMPTIONS, apply_edits, parse_edits
+    from ..liveness import max_live_all
+    from ..load import load_report, save_report
+    from ..text.program import program_view, tile_table
+    from .options import console, echo_json
+
+    output_path(output, (".json", ".capnp"))
+    edits = parse_edits(offload, scale)
+    if not edits:
+        raise ReportError("nothing to change: give --offload PATTERN or --scale PATTERN=FACTOR",
+                          field="--offload")
+    r = load_report(report)
+    changed, applied = apply_edits(r, edits)
+    for a in applied:
+        if not a.variables:
+            click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "
+                       "variable", err=True)
+    tm = r.target.tile_memory
+    from ..figures.memory import memory_figures
+
+    before = memory_figures(r).out_of_memory()
+    tiles = changed.tiles_in_use()
+    bound = np.array([m.max_live_bytes for m in max_live_all(changed, tiles,
+                                                             time_limit=time_limit)], np.int64)
+    questioned = np.union1d(before[np.isin(before, tiles)], tiles[bound > tm])
+    summary, found = diagnose_program(changed, questioned=questioned, repack=repack,
+                                      method=method, budget=budget, time_limit=time_limit)
+    summary.edits = applied
+    summary.assumptions = [ASSUMPTIONS]
+    if output:
+        save_report(changed, output)
+    if as_json:
+        echo_json({"summary": summary, "tiles": found})
+        return
+    c = console()
+    program_view(c, f"{report} (what-if)", summary, report_arg=report)
+    tile_table(c, found)
+    if output:
+        c.print(f"wrote {output}")

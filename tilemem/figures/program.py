@@ -1,0 +1,235 @@
+"""The out-of-memory answer for a whole program: one verdict, what is live at most peaks, and
+the changes that would bring the most tiles under tileMemory.
+
+Built from the per-tile diagnoses (``tilemem.figures.oom``) and their maximum live bytes:
+
+- how many tiles are out of memory with the report's offsets, and of them how many cannot fit
+  as they are (``reduceData``: maximum live bytes above tileMemory, with the bytes to free in
+  all, on the worst tile and as a distribution), how many fit once re-packed
+  (``repackFits``), how many are undecided (``undecided``: the live data fits, no fitting
+  allocation was found) and how many were not re-packed (``notRepacked``);
+- the tensors live at the peaks of most of those tiles, by name without Poplar's ``#tile``
+  suffix and by layer prefix, with the number of tiles and the bytes they hold there;
+- next steps, ranked by the number of tiles that need less data which each would bring under
+  tileMemory *by the bound* (their maximum live bytes recomputed with the change,
+  ``tilemem.figures.whatif.bound_after``): offloading one of those tensors or layers,
+  offloading the optimiser state, halving the activations (a smaller micro-batch); each with
+  the ``tilemem what-if`` options that try it.
+"""
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from ..model import Report
+from ..model.names import name_matcher, tensor_codes
+
+#: Verdict codes of the program summary; ``undecided`` is the per-tile ``repackOverflows``.
+VERDICT_ORDER = ("reduceData", "repackFits", "undecided", "notRepacked")
+
+#: Group-level changes tried as next steps besides the tensors and layers live at most peaks:
+#: (what to say, the ``what-if`` option, its argument, how to apply it). Patterns follow the
+#: name groups of ``tilemem.figures.oom.LIVE_GROUPS`` (a heuristic over the usual words of
+#: framework-built programs).
+GROUP_STEPS = (
+    ("offload the optimiser state to streaming memory", "offload",
+     r"re:(?i)momentum|velocity|optimi[sz]er|adam|lamb|accl|/m$|/v$", None),
+    ("halve the micro-batch (activations and gradients at half size)", "scale",
+     r"re:(?i)activ|acts|/out|grad|partials|preActivation|state", 0.5),
+)
+
+
+class PeakTensor(msgspec.Struct, rename="camel"):
+    """A tensor (or a layer) live at the peaks of ``tiles`` out-of-memory tiles, holding
+    ``bytes`` there in all."""
+
+    name: str
+    tiles: int
+    bytes: int
+
+
+class BytesToFree(msgspec.Struct, rename="camel"):
+    """What must go on the tiles that cannot fit as they are (maximum live bytes minus
+    tileMemory): in all, on the worst tile, and its distribution over those tiles."""
+
+    tiles: int
+    total: int
+    worst_tile: int | None
+    worst: int
+    median: int
+    p90: int
+
+
+class NextStep(msgspec.Struct, rename="camel"):
+    """A change to the data and how many of the tiles that need less data it brings under
+    tileMemory by the bound (``tiles_fixed`` of ``of_tiles``), removing ``bytes`` there."""
+
+    action: str
+    what_if: str
+    tiles_fixed: int
+    of_tiles: int
+    bytes: int
+
+
+class ProgramSummary(msgspec.Struct, rename="camel"):
+    """``tilemem oom``'s answer for the program (the ``summary`` of its JSON)."""
+
+    num_tiles: int
+    tiles_in_dump: int
+    tile_memory: int
+    out_of_memory: int
+    verdicts: dict[str, int]
+    bytes_to_free: BytesToFree
+    tiles_that_fit_before: int
+    overflow_bytes_before: int
+    tiles_that_fit_after: int | None
+    overflow_bytes_after: int | None
+    top_tensors: list[PeakTensor]
+    top_layers: list[PeakTensor]
+    next_steps: list[NextStep]
+    #: set by a what-if: what was changed and what the answer assumes
+    edits: list = []
+    assumptions: list[str] = []
+
+
+def verdict_of(code: str) -> str:
+    """The program summary's verdict of a tile diagnosis' code."""
+    return "undecided" if code == "repackOverflows" else code
+
+
+def program_summary(r: Report, diagnoses: list, peaks: dict, *, fit_before: int,
+                    tiles_in_dump: int, top: int = 8, steps: int = 6,
+                    time_limit: float = 10.0) -> ProgramSummary:
+    """The summary of ``diagnoses`` (``TileDiagnosis`` of every out-of-memory tile), with
+    ``peaks`` (tile -> ``MaxLive``: the peak live sets) and ``fit_before`` (tiles that fit
+    with the report's offsets, ``tilemem.figures.summary.tiles_fitting``)."""
+    tm = r.target.tile_memory
+    verdicts = {v: 0 for v in VERDICT_ORDER}
+    for d in diagnoses:
+        verdicts[verdict_of(d.verdict_code)] += 1
+    need = [d for d in diagnoses if d.verdict_code == "reduceData"]
+    free = np.array([d.max_live_bytes - tm for d in need], np.int64)
+    worst = need[int(np.argmax(free))] if len(need) else None
+    to_free = BytesToFree(
+        tiles=len(need), total=int(free.sum()), worst_tile=None if worst is None else worst.tile,
+        worst=int(free.max()) if len(free) else 0,
+        median=int(np.median(free)) if len(free) else 0,
+        p90=int(np.quantile(free, 0.9)) if len(free) else 0)
+    repacked = [d for d in diagnoses if d.repack is not None]
+    all_repacked = len(diagnoses) > 0 and len(repacked) == len(diagnoses)
+    fit_after = overflow_after = None
+    if all_repacked:
+        fit_after = fit_before + sum(d.verdict_code == "repackFits" for d in diagnoses)
+        overflow_after = sum(int(d.repack.overflow_bytes) for d in diagnoses)
+    tensors, layers = peak_tensors(r, diagnoses, peaks, top)
+    return ProgramSummary(
+        num_tiles=r.num_tiles, tiles_in_dump=tiles_in_dump, tile_memory=tm,
+        out_of_memory=len(diagnoses), verdicts=verdicts, bytes_to_free=to_free,
+        tiles_that_fit_before=fit_before,
+        overflow_bytes_before=sum(max(d.excess, 0) for d in diagnoses),
+        tiles_that_fit_after=fit_after, overflow_bytes_after=overflow_after,
+        top_tensors=tensors, top_layers=layers,
+        next_steps=next_steps(r, [d.tile for d in need], tensors, layers, steps,
+                              time_limit=time_limit))
+
+
+def peak_tensors(r: Report, diagnoses: list, peaks: dict, top: int):
+    """The tensors and the layers live at the most peaks of ``diagnoses``' tiles (always-live
+    variables left out: they are code, stack and the like, live on every tile), most tiles
+    first, then most bytes: ``(tensors, layers)``, ``top`` of each.
+
+    A *layer* is a prefix of tensor names at a ``/`` (``layer208`` and ``layer208/fwd`` of
+    ``layer208/fwd/out``). Of a prefix and a longer one holding the same data at the peaks
+    (same tiles, same bytes), only the longer is listed, and a prefix of every tensor there
+    (``model``, say) says nothing and is left out."""
+    tiles = [d.tile for d in diagnoses]
+    rows = [np.asarray(peaks[t].peak_rows, np.int64) for t in tiles]
+    rows = [x[~r.always_live[x]] for x in rows]
+    if not tiles or not sum(len(x) for x in rows):
+        return [], []
+    flat = np.concatenate(rows)
+    tile_of = np.repeat(np.arange(len(tiles)), [len(x) for x in rows])
+    codes, names = tensor_codes(r, flat)
+    size = r.size[flat]
+
+    def counted(code, k):
+        pair = np.unique(tile_of * k + code)
+        count = np.bincount(pair % k, minlength=k)
+        nbytes = np.bincount(code, weights=size, minlength=k).astype(np.int64)
+        return count, nbytes
+
+    def ranked(labels, count, nbytes, keep):
+        order = np.lexsort((np.arange(len(labels)), -nbytes, -count))
+        return [PeakTensor(labels[i], int(count[i]), int(nbytes[i]))
+                for i in order.tolist() if count[i] and keep[i]][:top]
+
+    count, nbytes = counted(codes, len(names))
+    tensors = ranked(names, count, nbytes, np.ones(len(names), bool))
+    # every proper prefix of every name, as (row, prefix) memberships
+    prefixes: dict[str, int] = {}
+    of_name = []
+    for n in names:
+        parts = n.split("/")
+        of_name.append([prefixes.setdefault("/".join(parts[:i]), len(prefixes))
+                        for i in range(1, len(parts))])
+    if not prefixes:
+        return tensors, []
+    labels = list(prefixes)
+    per = np.array([len(x) for x in of_name], np.int64)
+    member = np.repeat(np.arange(len(flat)), per[codes])
+    pcode = np.concatenate([np.asarray(of_name[c], np.int64) for c in codes.tolist()]
+                           + [np.zeros(0, np.int64)])
+    k = len(labels)
+    pair = np.unique(tile_of[member] * k + pcode)
+    pcount = np.bincount(pair % k, minlength=k)
+    pbytes = np.bincount(pcode, weights=size[member], minlength=k).astype(np.int64)
+    keep = pbytes < int(size.sum())          # a prefix of everything says nothing
+    longest = {}
+    for label, i in prefixes.items():        # the same data as a longer prefix: drop it
+        head = label.rpartition("/")[0]
+        if head in prefixes:
+            j = prefixes[head]
+            if pcount[j] == pcount[i] and pbytes[j] == pbytes[i]:
+                keep[j] = False
+        longest[label] = i
+    return tensors, ranked(labels, pcount, pbytes, keep)
+
+
+def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: int,
+               time_limit: float = 10.0) -> list[NextStep]:
+    """Changes to try on the tiles that need less data (``need``), ranked by how many of
+    them each brings under tileMemory by the bound, then by the fewest bytes removed."""
+    if not need:
+        return []
+    from .whatif import bound_after
+
+    tm = r.target.tile_memory
+    tiles = np.asarray(need, np.int64)
+    rows = np.concatenate([r.tile_rows(int(t)) for t in tiles.tolist()])
+    codes, names = tensor_codes(r, rows)
+    candidates = []
+    for t in tensors[:4]:
+        candidates.append((f"offload {t.name}", "offload", t.name, None))
+    for lay in layers[:3]:
+        candidates.append((f"offload {lay.name}/* (or recompute it)", "offload",
+                           f"{lay.name}/*", None))
+    candidates += list(GROUP_STEPS)
+    out = []
+    for action, kind, pattern, factor in candidates:
+        test = name_matcher(pattern)
+        hit = np.fromiter((test(n) for n in names), bool, count=len(names))
+        sel = rows[hit[codes] & ~r.always_live[rows]]
+        if not len(sel):
+            continue
+        if kind == "offload":
+            bound = bound_after(r, tiles, remove=sel, time_limit=time_limit)
+            removed = int(r.size[sel].sum())
+            opt = f"--offload '{pattern}'"
+        else:
+            bound = bound_after(r, tiles, scale={factor: sel}, time_limit=time_limit)
+            removed = int(r.size[sel].sum() - np.ceil(r.size[sel] * factor).sum())
+            opt = f"--scale '{pattern}={factor:g}'"
+        out.append(NextStep(action=action, what_if=opt, tiles_fixed=int((bound <= tm).sum()),
+                            of_tiles=len(tiles), bytes=removed))
+    out.sort(key=lambda s: (-s.tiles_fixed, s.bytes, s.action))
+    return out[:steps]

@@ -1,0 +1,183 @@
+"""What-if: the report as it would be with some tensors offloaded or shrunk, and what the
+tiles' maximum live bytes would then be.
+
+An *edit* names tensors by a pattern over their names without the ``#tile`` suffix
+(``tilemem.model.names.name_matcher``: a glob, or ``re:`` and a regular expression) and
+either removes their variables (``offload``: moved to streaming memory) or scales their sizes
+(``scale``: a smaller micro-batch halves activations, recomputation drops what is kept for
+the backward pass). Edits apply in order, so a later one sees the sizes an earlier one left.
+
+What it assumes, and says (``ASSUMPTIONS``): the same program -- the same variables on the
+same tiles, with the same lifetimes and interference -- only with other sizes. A real
+recompilation also changes lifetimes (recomputation shortens them), the tile mapping and the
+code; the answer is an estimate of the data's effect, not of the compiler's.
+
+>>> from tilemem.model import Report
+>>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[64, 32, 16],
+...     alignment=[4] * 3, offset=[0, 64, 96], category=["variable"] * 3,
+...     eq_class=[0, 1, 2], interference=[[1, 2], [0, 2], [0, 1]],
+...     names=["l1/acts#0", "l1/momentum#0", "l2/acts#0"])
+>>> edits = parse_edits(offload=["*/momentum"], scale=["*/acts=0.5"])
+>>> changed, applied = apply_edits(r, edits)
+>>> changed.size[changed.allocated].tolist(), [a.variables for a in applied]
+([32, 8], [1, 2])
+"""
+from __future__ import annotations
+
+import math
+
+import msgspec
+import numpy as np
+
+from ..errors import ReportError
+from ..model import Report
+from ..model.names import name_matcher, tensor_codes
+
+#: What every what-if answer assumes, said with it.
+ASSUMPTIONS = ("the same program with other sizes: the same variables on the same tiles, "
+               "with the same lifetimes and interference (a real recompilation also changes "
+               "lifetimes -- recomputation shortens them --, the tile mapping and the code)")
+
+
+class Edit(msgspec.Struct, frozen=True):
+    """One change to the data: ``kind`` "offload" (remove the variables) or "scale" (their
+    sizes times ``factor``), of the tensors matching ``pattern``."""
+
+    kind: str
+    pattern: str
+    factor: float = 0.0
+
+    def describe(self) -> str:
+        return (f"offload {self.pattern}" if self.kind == "offload"
+                else f"scale {self.pattern} by {self.factor:g}")
+
+
+class Applied(msgspec.Struct, rename="camel"):
+    """What an edit matched: tensors, variables and their bytes before and after."""
+
+    edit: str
+    tensors: int
+    variables: int
+    bytes_before: int
+    bytes_after: int
+
+
+def parse_edits(offload=(), scale=()) -> list[Edit]:
+    """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
+    first, then scales, each in the order given); ``ReportError`` naming the option for a
+    pattern or factor that is not valid.
+
+    >>> parse_edits(scale=["layer*/acts=0.5"])[0].factor
+    0.5
+    """
+    edits = []
+    for p in offload:
+        _check_pattern(p, "--offload")
+        edits.append(Edit("offload", p))
+    for s in scale:
+        pattern, sep, factor = s.rpartition("=")
+        if not sep or not pattern:
+            raise ReportError(f"--scale: {s!r} is not PATTERN=FACTOR (e.g. 'layer*/acts=0.5')",
+                              field="--scale")
+        try:
+            f = float(factor)
+        except ValueError:
+            f = float("nan")
+        if not (math.isfinite(f) and f >= 0):
+            raise ReportError(f"--scale: {factor!r} is not a factor of 0 or more", field="--scale")
+        _check_pattern(pattern, "--scale")
+        edits.append(Edit("scale", pattern, f))
+    return edits
+
+
+def _check_pattern(p: str, option: str) -> None:
+    try:
+        name_matcher(p)
+    except ValueError as e:
+        raise ReportError(f"{option}: pattern {p!r}: {e}", field=option) from None
+
+
+def matching_rows(r: Report, pattern: str) -> tuple[np.ndarray, int]:
+    """Allocated rows whose tensor name matches ``pattern``, and how many tensors matched."""
+    codes, names = tensor_codes(r)
+    test = name_matcher(pattern)
+    hit = np.fromiter((test(n) for n in names), bool, count=len(names))
+    rows = np.flatnonzero(hit[codes] & r.allocated)
+    return rows, int(np.unique(codes[rows]).size)
+
+
+def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
+    """The report with ``edits`` applied (offloaded variables unallocated, scaled sizes
+    rounded up to whole bytes; offsets kept), and what each matched."""
+    size = r.size.copy()
+    allocated = r.allocated.copy()
+    applied = []
+    for e in edits:
+        rows, tensors = matching_rows(r, e.pattern)
+        rows = rows[allocated[rows]]
+        before = int(size[rows].sum())
+        if e.kind == "offload":
+            allocated[rows] = False
+            after = 0
+        else:
+            size[rows] = np.ceil(size[rows] * e.factor).astype(size.dtype)
+            after = int(size[rows].sum())
+        applied.append(Applied(edit=e.describe(), tensors=tensors, variables=len(rows),
+                               bytes_before=before, bytes_after=after))
+    return changed_report(r, size, allocated), applied
+
+
+def changed_report(r: Report, size: np.ndarray, allocated: np.ndarray) -> Report:
+    """``r`` with other sizes and allocated flags: the same variables, classes and
+    interference; a variable no longer allocated is off its tile (its constraints and its
+    place in the allocation order go with it, as in a report Poplar writes); the caches that
+    depend on sizes or on which variables are on a tile are dropped, the interference's
+    kept."""
+    from dataclasses import replace
+
+    same_tiles = bool(np.array_equal(allocated, r.allocated))
+    extra = {}
+    if not same_tiles:
+        gone = r.allocated & ~allocated
+        tile, offset = r.tile.copy(), r.offset.copy()
+        tile[gone] = offset[gone] = -1
+        extra = dict(tile=tile, offset=offset,
+                     element_constraints=_without(r.element_constraints, gone, both=True),
+                     region_constraints=_without(r.region_constraints, gone, both=True),
+                     allocation_order=_without(r.allocation_order, gone, both=False))
+    out = replace(r, size=size, allocated=allocated, **extra,
+                  _tile_index=r._tile_index if same_tiles else None, _cache={})
+    for key in ("sorted_interference", "class_intervals", "tensor_codes"):  # not on sizes
+        if key in r._cache:
+            out._cache[key] = r._cache[key]
+    return out
+
+
+def _without(csr, gone: np.ndarray, both: bool):
+    """``csr`` (entries are rows) without the entries naming a row of ``gone``, and, when its
+    rows are rows too (``both``), without those rows' entries."""
+    from ..model import Csr
+
+    src = csr.row_ids()
+    keep = ~gone[csr.indices]
+    if both:
+        keep &= ~gone[src]
+    return Csr.from_lengths(np.bincount(src[keep], minlength=csr.num_rows), csr.indices[keep])
+
+
+def bound_after(r: Report, tiles: np.ndarray, remove: np.ndarray | None = None,
+                scale: dict | None = None, time_limit: float = 10.0) -> np.ndarray:
+    """Maximum live bytes of ``tiles`` with the rows ``remove`` weighing nothing and the rows
+    of ``scale`` (``{factor: rows}``) scaled: the bound of a what-if without building its
+    report's tile index again (a removed variable weighs what an offloaded one does)."""
+    from ..liveness import max_live_all
+
+    size = r.size.copy()
+    if remove is not None:
+        size[remove] = 0
+    for f, rows in (scale or {}).items():
+        size[rows] = np.ceil(size[rows] * f).astype(size.dtype)
+    changed = changed_report(r, size, r.allocated)
+    return np.array([m.max_live_bytes for m in
+                     max_live_all(changed, tiles, time_limit=time_limit * max(len(tiles), 1))],
+                    np.int64)

@@ -1,0 +1,103 @@
+"""``tilemem oom``'s first screen: the answer for the whole program (``ProgramSummary``), then
+one line per out-of-memory tile."""
+from __future__ import annotations
+
+from ..figures.program import ProgramSummary, verdict_of
+from .common import human_bytes, short
+
+#: Rows of the tile table beyond which only the worst are listed (the JSON has them all).
+TILE_ROWS = 30
+
+#: Short words for a tile's verdict in the tile table.
+VERDICT_WORDS = {"reduceData": "reduce data", "repackFits": "fits re-packed",
+                 "undecided": "undecided", "notRepacked": "not re-packed"}
+
+VERDICT_LINES = {
+    "reduceData": "cannot fit as they are: the live data alone exceeds tileMemory (reduce data)",
+    "repackFits": "fit once re-packed: a better allocation alone fits them",
+    "undecided": "undecided: the live data fits, but no allocation found fits",
+    "notRepacked": "live data fits; re-packing not run (--no-repack): a better allocation may fit",
+}
+
+
+def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") -> None:
+    """The program's verdict in one screen: counts by verdict, bytes to free, the tensors
+    live at most peaks, the ranked next steps."""
+    from rich.table import Column, Table
+
+    tm = s.tile_memory
+    dump = (f" ({s.tiles_in_dump:,} of {s.num_tiles:,} tiles in the dump)"
+            if s.tiles_in_dump < s.num_tiles else "")
+    if s.edits:   # a what-if: the report's offsets no longer say which tiles fit
+        c.print(f"[bold]{name}: {s.out_of_memory:,} of {s.tiles_in_dump:,} tiles in question"
+                f"[/bold] (out of memory in the report, or live data over tileMemory after "
+                f"the change; tileMemory {tm:,} B){dump}")
+    else:
+        c.print(f"[bold]{name}: {s.out_of_memory:,} of {s.tiles_in_dump:,} tiles out of "
+                f"memory[/bold] with the report's offsets (tileMemory {tm:,} B){dump}")
+    for v, n in s.verdicts.items():
+        if n:
+            line = VERDICT_LINES[v]
+            if s.edits and v == "notRepacked":
+                line = "now fit by the bound: the live data fits (--repack: does an allocation?)"
+            c.print(f"  {n:>6,} {line}")
+    f = s.bytes_to_free
+    if f.tiles:
+        c.print(f"  bytes to free on the {f.tiles:,} tiles that need less data: "
+                f"{human_bytes(f.total)} in all; worst tile {f.worst_tile} {f.worst:,} B; "
+                f"median {f.median:,} B, 90th percentile {f.p90:,} B")
+    if s.tiles_that_fit_after is not None:
+        c.print(f"  after re-packing: {s.tiles_that_fit_after:,} tiles fit "
+                f"({s.tiles_that_fit_before:,} with the report's offsets); overflowed bytes "
+                f"{s.overflow_bytes_after:,} ({s.overflow_bytes_before:,} with the report's)")
+    for a in s.edits:
+        c.print(f"  what-if: {a.edit}: {a.tensors:,} tensor(s), {a.variables:,} variables, "
+                f"{a.bytes_before:,} B -> {a.bytes_after:,} B")
+    for text in s.assumptions:
+        c.print(f"  [dim]assumes {text}[/dim]")
+    if s.top_tensors:
+        t = Table("tensor", Column("tiles", justify="right"),
+                  Column("bytes there", justify="right"), "", "layer",
+                  Column("tiles", justify="right"), Column("bytes there", justify="right"),
+                  box=None, padding=(0, 1), pad_edge=False,
+                  title="Live at the most peaks: tensors (names without #tile) and layers (name prefixes)",
+                  title_justify="left")
+        for i in range(max(len(s.top_tensors), len(s.top_layers))):
+            a = s.top_tensors[i] if i < len(s.top_tensors) else None
+            b = s.top_layers[i] if i < len(s.top_layers) else None
+            t.add_row(short(a.name, 40) if a else "", f"{a.tiles:,}" if a else "",
+                      f"{a.bytes:,}" if a else "", "",
+                      short(b.name, 28) if b else "", f"{b.tiles:,}" if b else "",
+                      f"{b.bytes:,}" if b else "")
+        c.print(t)
+    if s.next_steps:
+        of = s.next_steps[0].of_tiles
+        c.print(f"[bold]Next steps[/bold]: how many of the {of:,} tiles that need less data "
+                "each brings under tileMemory by the bound")
+        for k, st in enumerate(s.next_steps, 1):
+            c.print(f"  {k}. {st.action}: {st.tiles_fixed:,} tile(s), "
+                    f"{human_bytes(st.bytes)} less there")
+            c.print(f"     [dim]tilemem what-if {report_arg} {st.what_if}[/dim]", soft_wrap=True)
+
+
+def tile_table(c, diagnoses: list, rows: int = TILE_ROWS) -> None:
+    """One line per out-of-memory tile, worst first: excess, verdict, bound, re-pack."""
+    from rich.table import Column, Table
+
+    if not diagnoses:
+        return
+    shown = diagnoses[:rows]
+    more = len(diagnoses) - len(shown)
+    t = Table(Column("tile", justify="right"), Column("excess", justify="right"), "verdict",
+              Column("max live", justify="right"), Column("re-pack end", justify="right"),
+              "re-pack", box=None, padding=(0, 1), pad_edge=False, title_justify="left",
+              title="Out-of-memory tiles, worst first"
+                    + (f" (the {len(shown)} worst of {len(diagnoses):,}; --json has all)"
+                       if more else ""))
+    for d in shown:
+        rp = d.repack
+        t.add_row(str(d.tile), f"{d.excess:,}", VERDICT_WORDS[verdict_of(d.verdict_code)],
+                  f"{d.max_live_bytes:,}" + ("" if d.bound_exact else "*"),
+                  f"{rp.total_including_gaps:,}" if rp else "",
+                  f"{rp.method} ({rp.status})" if rp else "")
+    c.print(t)
