@@ -272,3 +272,57 @@ def test_ipu_boundaries_on_multi_ipu_reports():
     assert ipu_boundaries(MK1.with_tiles(3 * 1216))[0] == [1216, 2432]
     bounds, how = ipu_boundaries(MK2.with_tiles(2 * 1472))
     assert bounds == [1472] and "inferred from tileMemory" in how
+
+
+# ---- the program summary and two compilations --------------------------------------------
+@pytest.fixture(scope="module")
+def compilations(tmp_path_factory):
+    """One program at availableMemoryProportion 0.6 and 1.0 (larger partial sums): seed 3
+    has a tile that goes out of memory with them."""
+    from tilemem.generate import generate_report
+
+    d = tmp_path_factory.mktemp("amp")
+    paths = []
+    for amp in (0.6, 1.0):
+        p = d / f"amp{amp}.capnp"
+        save_report(generate_report("mk1", tiles=16, steps=400, seed=3,
+                                    available_memory_proportion=amp), p)
+        paths.append(p)
+    out = d / "against.html"
+    assert main(["html", str(paths[0]), "--against", str(paths[1]), "-o", str(out),
+                 "--method", "heuristic"]) == 0
+    return paths, out
+
+
+def test_program_summary_opens_the_page_and_compilations_are_compared(compilations):
+    (a, b), out = compilations
+    text = out.read_text()
+    data = page_data(out)
+    s = data["program"]
+    assert s["outOfMemory"] == len(data["outOfMemory"]) >= 1
+    # the program section comes before the overview, and says the counts it holds
+    assert text.index('id="program"') < text.index('id="overview"')
+    assert f"{s['outOfMemory']:,} of {s['tilesInDump']:,} tiles out of memory" in text
+    d = data["against"]
+    ra, rb = load_report(a), load_report(b)
+    assert d["tilesCompared"] and d["gained"]
+    assert (d["outOfMemoryBefore"], d["outOfMemoryAfter"]) == (
+        int((highest_ends(ra) > ra.target.tile_memory).sum()),
+        int((highest_ends(rb) > rb.target.tile_memory).sum()))
+    assert d["causeOfGained"][0]["name"].endswith("/partials")
+    assert 'id="against"' in text and "What grew on the tiles that went out of memory" in text
+    # a report with no out-of-memory tile has no program section
+    seed_page = out.parent / "seed.html"
+    assert main(["html", str(SEED), "-o", str(seed_page), "--no-repack"]) == 0
+    assert 'id="program"' not in seed_page.read_text()
+
+
+def test_compilations_in_a_browser(compilations, chromium):
+    _, out = compilations
+    with Browser(chromium) as b:
+        b.open(out.resolve().as_uri())
+        ready(b)
+        assert b.errors == []
+        shown = b.eval("!!document.querySelector('#against .bk-Canvas, #against canvas, "
+                       "#against .bk-root, #against div[data-root-id]')")
+        assert shown

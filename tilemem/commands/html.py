@@ -11,6 +11,10 @@ from .options import report_path_argument
 @click.option("--allocation", type=click.Path(dir_okay=False),
               help="Another allocation of the same variables (e.g. written by `tilemem alloc`): "
                    "adds the Compare view, the report's layout beside this one.")
+@click.option("--against", type=click.Path(dir_okay=False),
+              help="Another compilation of the program (another report): adds the "
+                   "Compilations view, both tile profiles overlaid and what changed "
+                   "(as tilemem diff).")
 @click.option("--tiles", "tiles_spec", help="Also embed the full maps of these tiles, e.g. "
                                             "0,5,100-200 (always, whatever --max-vars).")
 @click.option("-o", "--output", default="report.html", show_default=True,
@@ -27,7 +31,7 @@ from .options import report_path_argument
 @click.option("--max-vars", type=click.IntRange(min=0), default=250_000, show_default=True,
               help="Budget of variables in full maps (~70 bytes each in the file): tiles out "
                    "of memory, then the fullest, join while it lasts.")
-def html(report, allocation, tiles_spec, output, time_limit, method, budget, no_repack,
+def html(report, allocation, against, tiles_spec, output, time_limit, method, budget, no_repack,
          max_vars):
     """Write a one-file interactive HTML report of REPORT (opens offline in any browser).
 
@@ -36,7 +40,8 @@ def html(report, allocation, tiles_spec, output, time_limit, method, budget, no_
     category, class and flags), gaps by cause, the oom verdict of an out-of-memory tile.
     Liveness: live bytes over program steps, the always-live floor, the peak step and the
     variables live there. Compare (with --allocation): the two layouts per tile and the tiles
-    that changed. Full maps are embedded for the tiles out of memory, the fullest ones and
+    that changed. With out-of-memory tiles the page opens on the program summary (as
+    tilemem oom's first screen); with --against, two compilations compared. Full maps are embedded for the tiles out of memory, the fullest ones and
     those in --tiles (the page says which); report.html#tile=N opens tile N.
 
     Example: tilemem html report.json -o report.html
@@ -64,9 +69,12 @@ def html(report, allocation, tiles_spec, output, time_limit, method, budget, no_
         r = load_report(report)
         tiles = parse_tiles(tiles_spec, r.num_tiles)
         compare = offsets_from_file(r, allocation) if allocation else None
+        other = load_report(against) if against else None
         data = write_html(output, r, source=Path(report).name, compare=compare,
                           compare_label=(f"allocation {Path(allocation).name}" if allocation
                                          else "allocation"),
+                          against=other,
+                          against_label=Path(against).name if against else "other",
                           requested=tiles, time_limit=time_limit, repack=not no_repack,
                           method=method, budget=budget, max_vars=max_vars,
                           progress=lambda s: status.update(s))

@@ -304,6 +304,111 @@ def overview_html(fig: MemoryFigures) -> str:
             f'<div><h3>By region</h3>{reg}<h3>Gaps by likely cause</h3>{gaps}</div></div>')
 
 
+#: The program summary's verdicts, as its first screen says them.
+PROGRAM_VERDICTS = {
+    "reduceData": "cannot fit as they are: the live data alone exceeds tileMemory (reduce data)",
+    "repackFits": "fit once re-packed: a better allocation alone fits them",
+    "undecided": "undecided: the live data fits, but no allocation found fits",
+    "notRepacked": "live data fits; not re-packed (--no-repack)",
+}
+
+
+def program_html(s: dict | None, source: str) -> str:
+    """The program summary (``tilemem oom``'s first screen) as the page's first section;
+    "" when no tile is out of memory."""
+    if not s or not s["outOfMemory"]:
+        return ""
+    esc = _html.escape
+    lines = [f"<p><b>{s['outOfMemory']:,} of {s['tilesInDump']:,} tiles out of memory</b> "
+             f"with the report's offsets (tileMemory {s['tileMemory']:,} B)</p><ul>"]
+    for code, n in s["verdicts"].items():
+        if n:
+            lines.append(f"<li><b>{n:,}</b> {esc(PROGRAM_VERDICTS[code])}</li>")
+    lines.append("</ul>")
+    f = s["bytesToFree"]
+    if f["tiles"]:
+        lines.append(f"<p>Bytes to free on the {f['tiles']:,} tiles that need less data: "
+                     f"<b>{f['total']:,}</b> in all; worst tile "
+                     f"<a href=\"#tile={f['worstTile']}\">{f['worstTile']}</a> "
+                     f"{f['worst']:,} B; median {f['median']:,} B, 90th percentile "
+                     f"{f['p90']:,} B.</p>")
+    if s["tilesThatFitAfter"] is not None:
+        lines.append(f"<p>After re-packing {s['tilesThatFitAfter']:,} tiles fit "
+                     f"({s['tilesThatFitBefore']:,} with the report's offsets); overflowed "
+                     f"bytes {s['overflowBytesAfter']:,} ({s['overflowBytesBefore']:,} with "
+                     "the report's).</p>")
+    tensors = _table(s["topTensors"], [("name", "tensor (name without #tile)"),
+                                       ("tiles", "peaks of tiles"), ("bytes", "bytes there")],
+                     "totals")
+    layers = _table(s["topLayers"], [("name", "layer (name prefix)"),
+                                     ("tiles", "peaks of tiles"), ("bytes", "bytes there")],
+                    "totals")
+    lines.append(f'<div class="tables"><div><h3>Live at the most peaks</h3>{tensors}</div>'
+                 f'<div><h3>&nbsp;</h3>{layers}</div></div>')
+    if s["nextSteps"]:
+        rows = [{"n": k, "action": st["action"], "fixed": st["tilesFixed"],
+                 "try": f"tilemem what-if {source} {st['whatIf']}"}
+                for k, st in enumerate(s["nextSteps"], 1)]
+        lines.append(f"<h3>Next steps: tiles of the {s['nextSteps'][0]['ofTiles']:,} that need "
+                     "less data brought under tileMemory by the bound</h3>"
+                     + _table(rows, [("n", "#"), ("action", "next step"),
+                                     ("fixed", "tiles fixed"), ("try", "try it with")],
+                              "totals steps"))
+    return ('<section id="program"><h2>Program: out of memory</h2>' + "".join(lines)
+            + "</section>")
+
+
+def against_html(d: dict | None) -> str:
+    """``tilemem diff``'s tables for the Compilations section ("" without ``--against``)."""
+    if not d:
+        return ""
+    esc = _html.escape
+    t = d["total"]
+    head = [f"<p>{esc(d['before'])} &rarr; {esc(d['after'])}: bytes of all variables "
+            f"{t['before']:,} &rarr; {t['after']:,} ({t['delta']:+,}); tiles out of memory "
+            f"{d['outOfMemoryBefore']:,} &rarr; {d['outOfMemoryAfter']:,}"
+            + (f"; went out of memory: {', '.join(map(str, d['gained'][:12]))}"
+               if d["gained"] else "") + "</p>"]
+    if d["leftOut"]:
+        head.append(f'<p class="note">{esc(d["leftOut"])}</p>')
+    cols = [("name", "name"), ("before", "before"), ("after", "after"), ("delta", "change")]
+    parts = []
+    for key, title in (("causeOfGained", "What grew on the tiles that went out of memory"),
+                       ("tensorsGrown", "Tensors that grew most"),
+                       ("tensorsShrunk", "Tensors that shrank most"),
+                       ("layersGrown", "Layers that grew most"),
+                       ("categories", "Categories that changed")):
+        if d.get(key):
+            parts.append(f"<div><h3>{title}</h3>{_table(d[key], cols, 'totals')}</div>")
+    return "".join(head) + f'<div class="tables">{"".join(parts)}</div>'
+
+
+def against_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str, str]):
+    """Both compilations' memory per tile overlaid (highest end)."""
+    from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
+
+    tm = fig.target.tile_memory
+    src = ColumnDataSource({"tile": np.arange(fig.num_tiles), "a": fig.highest_end,
+                            "b": other.highest_end,
+                            "delta": other.highest_end - fig.highest_end}, name="againstOverview")
+    top = max(tm, int(max(fig.highest_end.max(), other.highest_end.max())))
+    p = _figure(height=300, tools=TOOLS + ",tap", y_range=(0, top * 1.06),
+                title=f"Highest end per tile: {labels[0]} and {labels[1]}")
+    ra = p.vbar(x="tile", top="a", width=1.0, source=src, color=LIGHT_BLUE,
+                legend_label=labels[0])
+    p.scatter(x="tile", y="b", source=src, size=4, color="#d94801", legend_label=labels[1])
+    p.add_layout(Span(location=tm, dimension="width", line_color=RED, line_width=1.5))
+    p.add_tools(HoverTool(renderers=[ra], tooltips=[
+        ("tile", "@tile"), (labels[0], "@a{0,0} B"), (labels[1], "@b{0,0} B"),
+        ("change", "@delta{+0,0} B")]))
+    p.select_one(TapTool).renderers = [ra]
+    _select_on_tap(src)
+    _bytes_axis(p.yaxis)
+    p.xaxis.axis_label = "tile"
+    p.legend.orientation = "horizontal"
+    return p
+
+
 def _asset(name: str) -> str:
     return resources.files("tilemem.plot").joinpath(name).read_text(encoding="utf-8")
 
@@ -326,6 +431,10 @@ def render_page(built: dict, source: str) -> str:
     strip = gap_strip(fig, "gaps", m.x_range)
     models.update(map=m, gaps=strip, side=side_liveness(m.y_range),
                   liveness=liveness_figure(tm))
+    against = data.get("against")
+    if built.get("figuresOther") is not None:
+        models.update(againstOverview=against_overview(
+            fig, built["figuresOther"], (against["before"], against["after"])))
     if fig_b is not None:
         label = data["compareLabel"]
         a, _ = map_figure(fig, "cmpA", title="report's allocation")
@@ -347,12 +456,19 @@ def render_page(built: dict, source: str) -> str:
         "DATA": _json_for_script(data),
         "PAGE_JS": _asset("page.js"),
         "OVERVIEW_TABLES": overview_html(fig),
+        "PROGRAM": program_html(data.get("program"), source),
+        "AGAINST_TABLES": against_html(against),
     }
+    parts.setdefault("DIV_againstOverview", "")
     for k, v in divs.items():
         parts[f"DIV_{k}"] = v
     page = _TEMPLATE
     if fig_b is None:   # no Compare section (and no link to it) without --allocation
         page = re.sub(r"<!--compare-->.*?<!--/compare-->", "", page, flags=re.S)
+    if not against:     # no Compilations section without --against
+        page = re.sub(r"<!--against-->.*?<!--/against-->", "", page, flags=re.S)
+    if not parts["PROGRAM"]:
+        page = re.sub(r"<!--program-->.*?<!--/program-->", "", page, flags=re.S)
     # one pass, so nothing inserted (scripts, data) is ever read as a placeholder
     return re.sub(r"\{\{(\w+)\}\}", lambda m: parts[m.group(1)], page)
 
@@ -379,12 +495,13 @@ _TEMPLATE = """<!DOCTYPE html>
 </head><body>
 <header><h1>tilemem: <span class="src">{{SOURCE}}</span></h1>
 <p id="summary">{{SUMMARY}}</p>
-<nav><a href="#overview">Overview</a><a href="#tileview">Tile view</a><a href="#liveness">Liveness</a><!--compare--><a href="#compare">Compare</a><!--/compare-->
+<nav><!--program--><a href="#program">Program</a><!--/program--><a href="#overview">Overview</a><a href="#tileview">Tile view</a><a href="#liveness">Liveness</a><!--compare--><a href="#compare">Compare</a><!--/compare--><!--against--><a href="#against">Compilations</a><!--/against-->
 <label>tile <select id="tile-pick"></select></label>
 <label>any tile <input id="tile-any" type="number" min="0" step="1"></label></nav>
 <p id="included" class="note"></p>
 </header>
 <main>
+{{PROGRAM}}
 <section id="overview"><h2>Overview</h2>
 <p class="note" id="ipu-note"></p>
 {{DIV_overview}}
@@ -411,6 +528,10 @@ _TEMPLATE = """<!DOCTYPE html>
 <div class="pair"><div>{{DIV_cmpA}}</div><div>{{DIV_cmpB}}</div></div>
 <div id="cmp-changed"></div>
 </section><!--/compare-->
+<!--against--><section id="against"><h2>Compilations compared</h2>
+{{DIV_againstOverview}}
+{{AGAINST_TABLES}}
+</section><!--/against-->
 </main>
 <footer>Written by tilemem html: one self-contained file (BokehJS inlined), no network needed.</footer>
 <script type="application/json" id="tilemem-data">{{DATA}}</script>

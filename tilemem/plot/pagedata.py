@@ -196,25 +196,30 @@ def tile_entry(r: Report, tile: int, fig: MemoryFigures, offsets=None, *,
 
 
 def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progress,
-               budget) -> dict:
-    """``{tile: oom diagnosis JSON}`` for the out-of-memory tiles among ``tiles``."""
-    from ..figures.oom import diagnose
+               budget) -> tuple[dict | None, dict]:
+    """The program summary of every out-of-memory tile (``None`` when none is), and
+    ``{tile: oom diagnosis JSON}`` for those among ``tiles``."""
+    from ..figures.oom import diagnose_program
 
-    oom = [t for t in tiles if fig.highest_end[t] > r.target.tile_memory]
-    if not oom:
-        return {}
-    found = diagnose(r, oom, offsets=offsets, time_limit=time_limit, top=15, repack=repack,
-                     method=method, figures=fig, progress=progress, budget=budget)
-    return {d.tile: msgspec.to_builtins(d) for d in found}
+    if not len(fig.out_of_memory()):
+        return None, {}
+    summary, found = diagnose_program(r, offsets=offsets, time_limit=time_limit, top=15,
+                                      repack=repack, method=method, figures=fig,
+                                      progress=progress, budget=budget)
+    keep = set(int(t) for t in tiles)
+    return (msgspec.to_builtins(summary),
+            {d.tile: msgspec.to_builtins(d) for d in found if d.tile in keep})
 
 
 def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "allocation",
               requested=None, title: str = "", fullest: int = FULLEST,
               max_vars: int = MAX_VARS, time_limit: float = 2.0, repack: bool = True,
-              method: str = "auto", progress=None, budget: float | None = None) -> dict:
+              method: str = "auto", progress=None, budget: float | None = None,
+              against: Report | None = None, against_label: str = "other") -> dict:
     """Everything the page shows (see the module docstring). ``offsets``: the allocation
-    shown (default the report's); ``compare``: another offset column for the Compare view.
-    ``progress(stage: str)`` is called as the work goes."""
+    shown (default the report's); ``compare``: another offset column for the Compare view;
+    ``against``: another compilation of the program (``tilemem diff``'s comparison and both
+    tile profiles). ``progress(stage: str)`` is called as the work goes."""
     from ..liveness import max_over_tiles
 
     say = progress or (lambda stage: None)
@@ -247,8 +252,9 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
         "compareLabel": compare_label if compare is not None else None,
     }
     say("out-of-memory diagnosis")
-    diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack, method,
-                      None, budget)
+    program, diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack,
+                               method, None, budget)
+    data["program"] = program
     say("tile maps and liveness")
     tiles = {}
     for c in chosen:
@@ -268,7 +274,17 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
             "changed": [{"tile": int(k), "endA": int(a[k]), "endB": int(b[k]),
                          "overA": int(oa[k]), "overB": int(ob[k])} for k in changed.tolist()],
             "fitA": int((a <= t.tile_memory).sum()), "fitB": int((b <= t.tile_memory).sum())}
-    return {"data": data, "figures": fig, "figuresB": fig_b}
+    fig_other = None
+    if against is not None:
+        from ..figures.diff import compare as compare_reports
+
+        say("comparing the two compilations")
+        fig_o = memory_figures(against)
+        d = compare_reports(r, against, names=(title or "this report", against_label),
+                            used=(fig.highest_end, fig_o.highest_end))
+        data["against"] = msgspec.to_builtins(d)
+        fig_other = fig_o if d.tiles_compared else None
+    return {"data": data, "figures": fig, "figuresB": fig_b, "figuresOther": fig_other}
 
 
 def overview_columns(fig: MemoryFigures) -> dict:
