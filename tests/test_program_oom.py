@@ -196,3 +196,13 @@ def test_the_what_if_assumption_is_said(pair, capsys):
     assert rc == 0
     assert "assumes the same program with other sizes" in " ".join(out.split())
     assert Path(pair[0]).exists()
+
+
+def test_names_are_printed_as_they_are(tmp_path, capsys):
+    # names are data, not markup: brackets in them reach the user unchanged
+    p = tmp_path / "brackets.json"
+    save_report(_tiny([40, 24, 16], ["l[bold]1/acts#0", "l1/m[sz]#0", "w[/]#0"]), p)
+    rc, out, _ = run(capsys, "oom", p, "--no-repack")
+    assert rc == 0
+    text = " ".join(out.split())
+    assert "l[bold]1/acts" in text and "l1/m[sz]" in text and "w[/]" in text

@@ -21,7 +21,7 @@ from .options import report_path_argument
 @click.option("--budget", type=BUDGET, default=180.0, show_default=True,
               help="Seconds for the whole re-pack (see `tilemem alloc --budget`).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
-@click.option("--panels", type=click.IntRange(min=0), default=3, show_default=True,
+@click.option("--panels", type=click.IntRange(min=0), default=2, show_default=True,
               help="Full panels for this many of the worst tiles (with --tiles: every tile "
                    "asked for).")
 @click.option("--json", "as_json", is_flag=True,

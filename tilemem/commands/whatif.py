@@ -66,14 +66,25 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     from ..figures.memory import memory_figures
 
     before = memory_figures(r).out_of_memory()
-    tiles = changed.tiles_in_use()
-    bound = np.array([m.max_live_bytes for m in max_live_all(changed, tiles,
-                                                             time_limit=time_limit)], np.int64)
+    # every tile's bound before the change; again after it on the tiles it touched
+    tiles = r.tiles_in_use()
+    before_ml = max_live_all(r, tiles, time_limit=time_limit)
+    bound_before = np.array([m.max_live_bytes for m in before_ml], np.int64)
+    touched = np.zeros(r.num_tiles, bool)
+    diff = (changed.size != r.size) | (changed.allocated != r.allocated)
+    touched[r.tile[diff & r.allocated]] = True
+    after = {m.tile: m for m in before_ml if not touched[m.tile]}
+    redo = tiles[touched[tiles]]
+    if len(redo):
+        after.update({m.tile: m for m in max_live_all(changed, redo, time_limit=time_limit)})
+    bound = np.array([after[int(t)].max_live_bytes for t in tiles.tolist()], np.int64)
     questioned = np.union1d(before[np.isin(before, tiles)], tiles[bound > tm])
     summary, found = diagnose_program(changed, questioned=questioned, repack=repack,
-                                      method=method, budget=budget, time_limit=time_limit)
+                                      method=method, budget=budget, time_limit=time_limit,
+                                      known=after)
     summary.edits = applied
     summary.assumptions = [ASSUMPTIONS]
+    summary.reduce_data_before = int((bound_before > tm).sum())
     if output:
         save_report(changed, output)
     if as_json:

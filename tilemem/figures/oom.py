@@ -218,18 +218,20 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
                      time_limit: float = 10.0, top: int = 10, repack: bool = True,
                      method: str = "auto", figures: MemoryFigures | None = None,
                      progress=None, journal=None, budget: float | None = None,
-                     questioned: np.ndarray | None = None):
+                     questioned: np.ndarray | None = None, known: dict | None = None):
     """``(ProgramSummary, diagnoses)``: ``diagnose``'s tiles and the answer for the program
     they make (``tilemem.figures.program``). ``questioned``: the tiles in question instead
     of those out of memory with the offsets (a what-if's: its data changed, the report's
-    offsets no longer say which tiles fit)."""
+    offsets no longer say which tiles fit). ``known``: ``{tile: MaxLive}`` the caller has
+    already computed."""
     from .program import program_summary
     from .summary import in_dump, tiles_fitting
 
     fig = figures if figures is not None else memory_figures(r, offsets)
     found, peaks = _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                              repack=repack, method=method, figures=fig, progress=progress,
-                             journal=journal, budget=budget, questioned=questioned)
+                             journal=journal, budget=budget, questioned=questioned,
+                             known=known)
     asked = (np.flatnonzero(in_dump(r)) if tiles is None
              else np.asarray(tiles, np.int64)[in_dump(r)[np.asarray(tiles, np.int64)]])
     summary = program_summary(r, found, peaks, fit_before=tiles_fitting(r, asked, offsets),
@@ -238,13 +240,16 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
 
 
 def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, figures, progress,
-              journal, budget, questioned=None):
+              journal, budget, questioned=None, known=None):
     fig = figures if figures is not None else memory_figures(r, offsets)
     oom = fig.out_of_memory() if questioned is None else np.asarray(questioned, np.int64)
     if tiles is not None:
         oom = oom[np.isin(oom, np.asarray(tiles, np.int64))]
     tm = r.target.tile_memory
-    bounds = _bounds(r, oom, time_limit, progress)
+    known = known or {}
+    bounds = {**{t: known[t] for t in oom.tolist() if t in known},
+              **_bounds(r, np.array([t for t in oom.tolist() if t not in known], np.int64),
+                        time_limit, progress)}
     # re-pack every out-of-memory tile in one packer call that reuses the bounds: the tiles
     # whose live data fits (would a better allocation fit?) come first in its budget; the
     # others' overflow is lowered too, as `tilemem alloc` would

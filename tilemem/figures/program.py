@@ -87,9 +87,11 @@ class ProgramSummary(msgspec.Struct, rename="camel"):
     top_tensors: list[PeakTensor]
     top_layers: list[PeakTensor]
     next_steps: list[NextStep]
-    #: set by a what-if: what was changed and what the answer assumes
+    #: set by a what-if: what was changed, what the answer assumes, and how many tiles
+    #: needed less data before the change (their maximum live bytes above tileMemory)
     edits: list = []
     assumptions: list[str] = []
+    reduce_data_before: int | None = None
 
 
 def verdict_of(code: str) -> str:

@@ -1,6 +1,8 @@
 """``tilemem diff``: two compilations compared, as text."""
 from __future__ import annotations
 
+from rich.markup import escape
+
 from ..figures.diff import Comparison
 from .common import short
 
@@ -14,7 +16,7 @@ def diff_view(c, d: Comparison) -> None:
     out of memory."""
     from rich.table import Column, Table
 
-    c.print(f"[bold]{d.before} -> {d.after}[/bold]")
+    c.print(f"[bold]{escape(d.before)} -> {escape(d.after)}[/bold]")
     if d.left_out:
         c.print(f"  {d.left_out}")
     t = d.total
@@ -62,5 +64,5 @@ def _changes(c, rows, what: str) -> None:
     t = Table(what, Column("before", justify="right"), Column("after", justify="right"),
               Column("change", justify="right"), box=None, padding=(0, 1), pad_edge=False)
     for x in rows:
-        t.add_row(short(x.name, 44), f"{x.before:,}", f"{x.after:,}", _signed(x.delta))
+        t.add_row(escape(short(x.name, 44)), f"{x.before:,}", f"{x.after:,}", _signed(x.delta))
     c.print(Padding(t, (0, 0, 0, 4), expand=False))

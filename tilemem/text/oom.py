@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+from rich.markup import escape
 
 from ..figures.memory import GAP_CAUSES, MemoryFigures
 from ..figures.oom import TileDiagnosis
@@ -86,12 +87,14 @@ def oom_panel(d: TileDiagnosis, console) -> None:
                         "its bytes with no other variable") if starred else None,
                caption_justify="left")
     for v in d.peak_vars:
-        pv.add_row(str(v["var"]), short(v["name"], 36) + (" *" if v["alwaysLive"] else ""),
+        pv.add_row(str(v["var"]),
+                   escape(short(v["name"], 36)) + (" *" if v["alwaysLive"] else ""),
                    v["category"], str(v["class"]), f"{v['size']:,}")
     pc = Table("class", "vars", "bytes", "largest", title="Largest classes at the peak",
                title_justify="left", box=None, pad_edge=False)
     for c in d.peak_classes[:6]:
-        pc.add_row(str(c["class"]), str(c["vars"]), f"{c['bytes']:,}", short(c["largest"], 28))
+        pc.add_row(str(c["class"]), str(c["vars"]), f"{c['bytes']:,}",
+                   escape(short(c["largest"], 28)))
     cat = Table("category", "bytes", title="Peak by category", title_justify="left", box=None,
                 pad_edge=False, min_width=30)
     for name, b in list(d.peak_by_category.items())[:8]:

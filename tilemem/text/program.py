@@ -2,6 +2,8 @@
 one line per out-of-memory tile."""
 from __future__ import annotations
 
+from rich.markup import escape
+
 from ..figures.program import ProgramSummary, verdict_of
 from .common import human_bytes, short
 
@@ -28,6 +30,7 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
     tm = s.tile_memory
     dump = (f" ({s.tiles_in_dump:,} of {s.num_tiles:,} tiles in the dump)"
             if s.tiles_in_dump < s.num_tiles else "")
+    name = escape(name)
     if s.edits:   # a what-if: the report's offsets no longer say which tiles fit
         c.print(f"[bold]{name}: {s.out_of_memory:,} of {s.tiles_in_dump:,} tiles in question"
                 f"[/bold] (out of memory in the report, or live data over tileMemory after "
@@ -39,8 +42,11 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
         if n:
             line = VERDICT_LINES[v]
             if s.edits and v == "notRepacked":
-                line = "now fit by the bound: the live data fits (--repack: does an allocation?)"
+                line = "live data fits: they fit by the bound (--repack: does an allocation?)"
             c.print(f"  {n:>6,} {line}")
+    if s.reduce_data_before is not None:
+        c.print(f"  tiles that need less data: {s.reduce_data_before:,} before the change, "
+                f"{s.verdicts['reduceData']:,} after")
     f = s.bytes_to_free
     if f.tiles:
         c.print(f"  bytes to free on the {f.tiles:,} tiles that need less data: "
@@ -51,7 +57,7 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
                 f"({s.tiles_that_fit_before:,} with the report's offsets); overflowed bytes "
                 f"{s.overflow_bytes_after:,} ({s.overflow_bytes_before:,} with the report's)")
     for a in s.edits:
-        c.print(f"  what-if: {a.edit}: {a.tensors:,} tensor(s), {a.variables:,} variables, "
+        c.print(f"  what-if: {escape(a.edit)}: {a.tensors:,} tensor(s), {a.variables:,} variables, "
                 f"{a.bytes_before:,} B -> {a.bytes_after:,} B")
     for text in s.assumptions:
         c.print(f"  [dim]assumes {text}[/dim]")
@@ -65,9 +71,9 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
         for i in range(max(len(s.top_tensors), len(s.top_layers))):
             a = s.top_tensors[i] if i < len(s.top_tensors) else None
             b = s.top_layers[i] if i < len(s.top_layers) else None
-            t.add_row(short(a.name, 40) if a else "", f"{a.tiles:,}" if a else "",
+            t.add_row(escape(short(a.name, 40)) if a else "", f"{a.tiles:,}" if a else "",
                       f"{a.bytes:,}" if a else "", "",
-                      short(b.name, 28) if b else "", f"{b.tiles:,}" if b else "",
+                      escape(short(b.name, 28)) if b else "", f"{b.tiles:,}" if b else "",
                       f"{b.bytes:,}" if b else "")
         c.print(t)
     if s.next_steps:
@@ -75,9 +81,10 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
         c.print(f"[bold]Next steps[/bold]: how many of the {of:,} tiles that need less data "
                 "each brings under tileMemory by the bound")
         for k, st in enumerate(s.next_steps, 1):
-            c.print(f"  {k}. {st.action}: {st.tiles_fixed:,} tile(s), "
+            c.print(f"  {k}. {escape(st.action)}: {st.tiles_fixed:,} tile(s), "
                     f"{human_bytes(st.bytes)} less there")
-            c.print(f"     [dim]tilemem what-if {report_arg} {st.what_if}[/dim]", soft_wrap=True)
+            c.print(f"     [dim]{escape(f'tilemem what-if {report_arg} {st.what_if}')}[/dim]",
+                    soft_wrap=True)
 
 
 def tile_table(c, diagnoses: list, rows: int = TILE_ROWS) -> None:
