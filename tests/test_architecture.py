@@ -162,3 +162,40 @@ def test_a_forbidden_arrow_is_named(file, source, message):
 ])
 def test_allowed_arrows_pass(file, source):
     assert forbidden(PACKAGE / file, source) == []
+
+
+def positional_slots(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` of every positional tuple of more than four slots that crosses a
+    function boundary in ``source``: a tuple literal returned, or a call's result unpacked
+    into more than four names (named tuples and dataclasses are the way instead)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) \
+                and len(node.value.elts) > 4:
+            found.append((node.lineno, f"returns a {len(node.value.elts)}-tuple"))
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) \
+                and len(node.targets[0].elts) > 4 \
+                and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)) \
+                and not (isinstance(node.value, ast.Call)
+                         and getattr(node.value.func, "id", "") == "range"):
+            found.append((node.lineno, f"unpacks {len(node.targets[0].elts)} slots"))
+    return found
+
+
+def test_no_positional_tuple_of_more_than_four_slots_in_pack():
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
+           for path in sorted((PACKAGE / "pack").rglob("*.py"))
+           for line, what in positional_slots(path.read_text())]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("source,count", [
+    ("def f():\n    return a, b, c, d, e\n", 1),
+    ("a, b, c, d, e = task\n", 1),
+    ("a, b, c, d, e = g(x)\n", 1),
+    ("A, B, C, D, E = range(5)\n", 0),       # named constants, no function boundary
+    ("def f():\n    return a, b, c, d\n", 0),
+    ("a, b, c, d, e = x.f, x.g, x.h, x.i, x.j\n", 0),
+])
+def test_the_tuple_rule_sees_what_it_should(source, count):
+    assert len(positional_slots(source)) == count

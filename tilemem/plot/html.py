@@ -245,21 +245,29 @@ def liveness_figure(tm: int):
 
 
 def compare_overview(fig, fig_b, label: str):
+    """The Compare view's overview: the report's allocation and another, per tile."""
+    return overlay_overview(fig, fig_b, ("report's allocation", label), "cmpOverview")
+
+
+def overlay_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str, str],
+                     name: str):
+    """Two highest ends per tile overlaid (bars: the first, dots: the second), with
+    tileMemory; a tap opens the tile. For two allocations (Compare) or two compilations."""
     from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 
     tm = fig.target.tile_memory
     src = ColumnDataSource({"tile": np.arange(fig.num_tiles), "a": fig.highest_end,
-                            "b": fig_b.highest_end,
-                            "delta": fig_b.highest_end - fig.highest_end}, name="cmpOverview")
-    top = max(tm, int(max(fig.highest_end.max(), fig_b.highest_end.max())))
+                            "b": other.highest_end,
+                            "delta": other.highest_end - fig.highest_end}, name=name)
+    top = max(tm, int(max(fig.highest_end.max(), other.highest_end.max())))
     p = _figure(height=300, tools=TOOLS + ",tap", y_range=(0, top * 1.06),
-                title="Highest end per tile: the report's allocation and " + label)
+                title=f"Highest end per tile: {labels[0]} and {labels[1]}")
     ra = p.vbar(x="tile", top="a", width=1.0, source=src, color=LIGHT_BLUE,
-                legend_label="report's allocation")
-    p.scatter(x="tile", y="b", source=src, size=4, color="#d94801", legend_label=label)
+                legend_label=labels[0])
+    p.scatter(x="tile", y="b", source=src, size=4, color="#d94801", legend_label=labels[1])
     p.add_layout(Span(location=tm, dimension="width", line_color=RED, line_width=1.5))
     p.add_tools(HoverTool(renderers=[ra], tooltips=[
-        ("tile", "@tile"), ("report", "@a{0,0} B"), (label, "@b{0,0} B"),
+        ("tile", "@tile"), (labels[0], "@a{0,0} B"), (labels[1], "@b{0,0} B"),
         ("change", "@delta{+0,0} B")]))
     p.select_one(TapTool).renderers = [ra]
     _select_on_tap(src)
@@ -383,32 +391,6 @@ def against_html(d: dict | None) -> str:
     return "".join(head) + f'<div class="tables">{"".join(parts)}</div>'
 
 
-def against_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str, str]):
-    """Both compilations' memory per tile overlaid (highest end)."""
-    from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
-
-    tm = fig.target.tile_memory
-    src = ColumnDataSource({"tile": np.arange(fig.num_tiles), "a": fig.highest_end,
-                            "b": other.highest_end,
-                            "delta": other.highest_end - fig.highest_end}, name="againstOverview")
-    top = max(tm, int(max(fig.highest_end.max(), other.highest_end.max())))
-    p = _figure(height=300, tools=TOOLS + ",tap", y_range=(0, top * 1.06),
-                title=f"Highest end per tile: {labels[0]} and {labels[1]}")
-    ra = p.vbar(x="tile", top="a", width=1.0, source=src, color=LIGHT_BLUE,
-                legend_label=labels[0])
-    p.scatter(x="tile", y="b", source=src, size=4, color="#d94801", legend_label=labels[1])
-    p.add_layout(Span(location=tm, dimension="width", line_color=RED, line_width=1.5))
-    p.add_tools(HoverTool(renderers=[ra], tooltips=[
-        ("tile", "@tile"), (labels[0], "@a{0,0} B"), (labels[1], "@b{0,0} B"),
-        ("change", "@delta{+0,0} B")]))
-    p.select_one(TapTool).renderers = [ra]
-    _select_on_tap(src)
-    _bytes_axis(p.yaxis)
-    p.xaxis.axis_label = "tile"
-    p.legend.orientation = "horizontal"
-    return p
-
-
 def _asset(name: str) -> str:
     return resources.files("tilemem.plot").joinpath(name).read_text(encoding="utf-8")
 
@@ -433,8 +415,9 @@ def render_page(built: dict, source: str) -> str:
                   liveness=liveness_figure(tm))
     against = data.get("against")
     if built.get("figuresOther") is not None:
-        models.update(againstOverview=against_overview(
-            fig, built["figuresOther"], (against["before"], against["after"])))
+        models.update(againstOverview=overlay_overview(
+            fig, built["figuresOther"], (against["before"], against["after"]),
+            "againstOverview"))
     if fig_b is not None:
         label = data["compareLabel"]
         a, _ = map_figure(fig, "cmpA", title="report's allocation")
