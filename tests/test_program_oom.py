@@ -206,3 +206,24 @@ def test_names_are_printed_as_they_are(tmp_path, capsys):
     assert rc == 0
     text = " ".join(out.split())
     assert "l[bold]1/acts" in text and "l1/m[sz]" in text and "w[/]" in text
+
+
+def test_layers_at_the_peaks_by_hand():
+    # tile 0 holds m/l1/a (8) and m/l1/b (4) at its peak, tile 1 m/l1/a (8) and m/l2/c (16):
+    # m prefixes everything (left out); m/l1 is at both peaks with 20 bytes, m/l2 at one
+    from types import SimpleNamespace as NS
+
+    from tilemem.figures.program import peak_tensors
+
+    t = Target(num_tiles=2, tile_memory=64, interleaved_memory_start=64,
+               memory_element_offsets=[0])
+    r = Report.from_columns(target=t, var_id=range(4), tile=[0, 0, 1, 1], size=[8, 4, 8, 16],
+                            alignment=[4] * 4, offset=[0, 8, 0, 8], category=["variable"] * 4,
+                            eq_class=[0, 1, 0, 1], interference=[[1], [0]],
+                            names=["m/l1/a#0", "m/l1/b#0", "m/l1/a#1", "m/l2/c#1"])
+    diagnoses = [NS(tile=0), NS(tile=1)]
+    peaks = {0: NS(peak_rows=np.array([0, 1])), 1: NS(peak_rows=np.array([2, 3]))}
+    tensors, layers = peak_tensors(r, diagnoses, peaks, top=5)
+    assert [(x.name, x.tiles, x.bytes) for x in tensors] == [
+        ("m/l1/a", 2, 16), ("m/l2/c", 1, 16), ("m/l1/b", 1, 4)]
+    assert [(x.name, x.tiles, x.bytes) for x in layers] == [("m/l1", 2, 20), ("m/l2", 1, 16)]

@@ -186,14 +186,12 @@ def peak_tensors(r: Report, diagnoses: list, peaks: dict, top: int):
     pcount = np.bincount(pair % k, minlength=k)
     pbytes = np.bincount(pcode, weights=size[member], minlength=k).astype(np.int64)
     keep = pbytes < int(size.sum())          # a prefix of everything says nothing
-    longest = {}
     for label, i in prefixes.items():        # the same data as a longer prefix: drop it
         head = label.rpartition("/")[0]
         if head in prefixes:
             j = prefixes[head]
             if pcount[j] == pcount[i] and pbytes[j] == pbytes[i]:
                 keep[j] = False
-        longest[label] = i
     return tensors, ranked(labels, pcount, pbytes, keep)
 
 
