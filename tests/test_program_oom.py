@@ -227,3 +227,22 @@ def test_layers_at_the_peaks_by_hand():
     assert [(x.name, x.tiles, x.bytes) for x in tensors] == [
         ("m/l1/a", 2, 16), ("m/l2/c", 1, 16), ("m/l1/b", 1, 4)]
     assert [(x.name, x.tiles, x.bytes) for x in layers] == [("m/l1", 2, 20), ("m/l2", 1, 16)]
+
+
+def test_what_if_repack_writes_an_allocation_the_checker_accepts(pair, tmp_path, capsys):
+    changed = tmp_path / "repacked.capnp"
+    rc, out, _ = run(capsys, "what-if", pair[1], "--scale", "*/partials=0.5", "--repack",
+                     "--method", "heuristic", "--json", "-o", changed)
+    assert rc == 0
+    doc = json.loads(out)
+    fits = [t["tile"] for t in doc["tiles"] if t["verdictCode"] == "repackFits"]
+    assert fits
+    rc, out, _ = run(capsys, "check", changed, "--json")
+    res = json.loads(out)
+    assert rc == 0 and res["ok"], res
+    # the tiles the summary says fit once re-packed fit in the report it wrote
+    r = load_report(changed)
+    a = r.allocated
+    high = np.zeros(r.num_tiles, np.int64)
+    np.maximum.at(high, r.tile[a], r.offset[a] + r.size[a])
+    assert (high[fits] <= r.target.tile_memory).all()

@@ -76,13 +76,13 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
         run = dict(offsets=offsets, time_limit=time_limit, top=top, repack=not no_repack,
                    method=method, figures=fig, journal=journal, budget=budget)
         if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
-            summary, found = diagnose_program(r, tiles, **run)
+            summary, found, _ = diagnose_program(r, tiles, **run)
         else:
             from rich.progress import Progress
 
             with Progress(console=c, transient=True) as p:
                 task = p.add_task("maximum live bytes", total=len(oom_tiles))
-                summary, found = diagnose_program(r, tiles, progress=lambda t: p.advance(task),
+                summary, found, _ = diagnose_program(r, tiles, progress=lambda t: p.advance(task),
                                                   **run)
         if output:
             write_json(output, {"summary": summary, "tiles": found})

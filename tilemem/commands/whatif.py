@@ -27,7 +27,8 @@ from .options import report_path_argument
               help="Seconds per tile for the maximum live bytes and for the re-pack.")
 @click.option("--json", "as_json", is_flag=True, help="Print the program summary as JSON.")
 @click.option("-o", "--output", type=click.Path(), default=None,
-              help="Write the changed report (.json or .capnp): every other command opens it.")
+              help="Write the changed report (.json or .capnp): every other command opens it; "
+                   "with --repack it holds the re-packed tiles' offsets.")
 def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output):
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
@@ -79,14 +80,14 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
         after.update({m.tile: m for m in max_live_all(changed, redo, time_limit=time_limit)})
     bound = np.array([after[int(t)].max_live_bytes for t in tiles.tolist()], np.int64)
     questioned = np.union1d(before[np.isin(before, tiles)], tiles[bound > tm])
-    summary, found = diagnose_program(changed, questioned=questioned, repack=repack,
+    summary, found, repacked = diagnose_program(changed, questioned=questioned, repack=repack,
                                       method=method, budget=budget, time_limit=time_limit,
                                       known=after)
     summary.edits = applied
     summary.assumptions = [ASSUMPTIONS]
     summary.reduce_data_before = int((bound_before > tm).sum())
-    if output:
-        save_report(changed, output)
+    if output:   # with --repack, with the re-packs the checker accepted
+        save_report(changed if repacked is None else changed.with_offsets(repacked), output)
     if as_json:
         echo_json({"summary": summary, "tiles": found})
         return

@@ -27,6 +27,7 @@ view is ``tilemem.text.oom.oom_panel``.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -211,7 +212,7 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
     until the budget is spent)."""
     return _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top, repack=repack,
                      method=method, figures=figures, progress=progress, journal=journal,
-                     budget=budget)[0]
+                     budget=budget).tiles
 
 
 def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
@@ -219,8 +220,9 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
                      method: str = "auto", figures: MemoryFigures | None = None,
                      progress=None, journal=None, budget: float | None = None,
                      questioned: np.ndarray | None = None, known: dict | None = None):
-    """``(ProgramSummary, diagnoses)``: ``diagnose``'s tiles and the answer for the program
-    they make (``tilemem.figures.program``). ``questioned``: the tiles in question instead
+    """``(ProgramSummary, diagnoses, offsets)``: ``diagnose``'s tiles, the answer for the
+    program they make (``tilemem.figures.program``), and the offsets with every re-pack the
+    checker accepted (``None`` without a re-pack). ``questioned``: the tiles in question instead
     of those out of memory with the offsets (a what-if's: its data changed, the report's
     offsets no longer say which tiles fit). ``known``: ``{tile: MaxLive}`` the caller has
     already computed."""
@@ -228,7 +230,7 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
     from .summary import in_dump, tiles_fitting
 
     fig = figures if figures is not None else memory_figures(r, offsets)
-    found, peaks = _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
+    found, peaks, repacked = _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                              repack=repack, method=method, figures=fig, progress=progress,
                              journal=journal, budget=budget, questioned=questioned,
                              known=known)
@@ -236,7 +238,22 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
              else np.asarray(tiles, np.int64)[in_dump(r)[np.asarray(tiles, np.int64)]])
     summary = program_summary(r, found, peaks, fit_before=tiles_fitting(r, asked, offsets),
                               tiles_in_dump=len(asked), time_limit=time_limit)
-    return summary, found
+    return ProgramDiagnosis(summary, found, repacked)
+
+
+class ProgramDiagnosis(NamedTuple):
+    """What ``diagnose_program`` finds: the program summary, one diagnosis per out-of-memory
+    tile, and the offsets with every re-pack the checker accepted (``None`` without one)."""
+
+    summary: object
+    tiles: list
+    offsets: np.ndarray | None
+
+
+class _Found(NamedTuple):
+    tiles: list
+    peaks: dict
+    offsets: np.ndarray | None
 
 
 def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, figures, progress,
@@ -256,6 +273,7 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
     todo = oom.tolist()
     fits = [t for t in todo if bounds[t].max_live_bytes <= tm]
     packed, pack_fig, why, why_not = {}, None, None, {}
+    trusted = None   # the offsets with the accepted re-packs
     if todo and repack:
         from ..pack.driver import allocate
 
@@ -267,13 +285,17 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
         why_not = {t: f"the re-pack failed the checker: {v}" for t, v in rejected.items()}
         pack_fig = memory_figures(r, offsets_new, tiles=todo)
+        # the allocation to keep: the re-packs the checker accepted, elsewhere as given
+        trusted = (r.offset if offsets is None else np.asarray(offsets, np.int64)).copy()
+        good = np.isin(r.tile, [t for t in todo if t not in rejected]) & r.allocated
+        trusted[good] = offsets_new[good]
     elif fits:
         why = "re-packing turned off"
     out = []
     for t in todo:
         out.append(_diagnose_tile(r, t, fig, bounds[t], packed.get(t), pack_fig,
                                   why_not.get(t, why), top))
-    return out, bounds
+    return _Found(out, bounds, trusted)
 
 
 def _rejected_by_checker(r: Report, offsets: np.ndarray, tiles) -> dict[int, str]:

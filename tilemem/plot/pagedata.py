@@ -203,7 +203,7 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
 
     if not len(fig.out_of_memory()):
         return None, {}
-    summary, found = diagnose_program(r, offsets=offsets, time_limit=time_limit, top=15,
+    summary, found, _ = diagnose_program(r, offsets=offsets, time_limit=time_limit, top=15,
                                       repack=repack, method=method, figures=fig,
                                       progress=progress, budget=budget)
     keep = set(int(t) for t in tiles)
