@@ -9,7 +9,13 @@ capacity), in each presentation of the instance:
 - ``interference``: the same without lifetimes (sections come from the interference graph, as
   for reports as Poplar writes them);
 - ``mirrored``: time reversed (``[T - upper, T - lower)``), without lifetimes;
-- ``shuffled``: rows shuffled and equivalence classes renumbered, without lifetimes.
+- ``shuffled``: rows shuffled and equivalence classes renumbered, without lifetimes;
+- ``shuffledK`` / ``mirroredK`` (K a seed, e.g. ``shuffled3``, ``mirrored2``): the same with
+  another random renumbering (mirrored first for ``mirroredK``). Each hands the search a
+  different arrangement of one interference graph (the recovered order of the maximal cliques
+  and the endpoints depend on the ids), so their spread measures how much the search depends
+  on the arrangement rather than the graph. ``--arrangements K`` adds ``shuffled1..K`` and
+  ``mirrored1..K``.
 
 With ``--minimalloc PATH`` it also runs a MiniMalloc binary on the original instance in the
 same run and prints its own "Elapsed time" and the ratio of our slowest presentation to it
@@ -30,6 +36,7 @@ cache) before the timings.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import subprocess
 import sys
@@ -85,7 +92,12 @@ def renumbered(r: Report, seed: int = 2) -> Report:
 def presentation(b: Buffers, how: str, capacity: int = CAPACITY):
     """The report of ``b`` in presentation ``how`` and its one tile's problem (without
     lifetimes except for "lifetimes")."""
-    if how == "mirrored":
+    m = re.fullmatch(r"(shuffled|mirrored)(\d+)", how)
+    if m:
+        k = int(m.group(2))
+        base = mirrored(b) if m.group(1) == "mirrored" else b
+        r = renumbered(report_from_minimalloc(shuffled(base, 100 + k), capacity), 200 + k)
+    elif how == "mirrored":
         r = report_from_minimalloc(mirrored(b), capacity)
     elif how == "shuffled":
         r = renumbered(report_from_minimalloc(shuffled(b), capacity))
@@ -219,12 +231,17 @@ def main(argv=None):
                     help=f"columns, of {', '.join(PRESENTATIONS)}")
     ap.add_argument("--no-lifetimes", action="store_true",
                     help="only the presentations without lifetimes, as Poplar writes reports")
+    ap.add_argument("--arrangements", type=int, default=0,
+                    help="add shuffled1..K and mirrored1..K (random renumberings)")
     ap.add_argument("--minimalloc", default=None, help="path to a MiniMalloc binary")
     args = ap.parse_args(argv)
     shows = [x for x in args.presentations.split(",") if x]
+    shows += [f"{kind}{k}" for kind in ("shuffled", "mirrored")
+              for k in range(1, args.arrangements + 1)]
     if args.no_lifetimes:
         shows = [x for x in shows if x != "lifetimes"]
-    if any(x not in PRESENTATIONS for x in shows):
+    if any(x not in PRESENTATIONS and not re.fullmatch(r"(shuffled|mirrored)\d+", x)
+           for x in shows):
         ap.error(f"--presentations: choose from {', '.join(PRESENTATIONS)}")
     names = [x for x in args.instances.split(",") if x]
     if names and not args.dir.is_dir():
@@ -234,18 +251,19 @@ def main(argv=None):
     cases += [(f"g{s}", lambda s=s: generated_instance(s)) for s in _seeds(args.generated)] \
         if args.generated else []
     warm_up()  # compile (or load from numba's cache) outside the timings
-    head = f"{'inst':6} {'n':>4}" + "".join(f" {x:>13}" for x in shows)
+    head = f"{'inst':6} {'n':>4}" + "".join(f" {x:>13}" for x in shows) + f" {'spread':>6}"
     if args.minimalloc:
         head += f" {'minimalloc':>11} {'ratio':>6}"
     print(head)
     total = {x: 0.0 for x in shows}
     solved = {x: 0 for x in shows}
     tot_mm, solved_mm = 0.0, 0
+    spreads = []
     all_fit = True
     for name, get in cases:
         b = get()
         line = f"{name:6} {len(b):4d}"
-        worst = 0.0
+        worst, fastest = 0.0, math.inf
         for how in shows:
             r, p = presentation(b, how)
             t0 = time.perf_counter()
@@ -255,8 +273,12 @@ def main(argv=None):
             all_fit &= ok
             solved[how] += ok
             total[how] += secs
-            worst = max(worst, secs)
+            worst = max(worst, secs if ok else args.time_limit)
+            fastest = min(fastest, secs)
             line += f" {secs:9.2f} {'yes' if ok else 'NO':>3}"
+        # the slowest presentation over the fastest: how much the arrangement matters
+        line += f" {worst / max(fastest, 1e-9):6.2f}"
+        spreads.append(worst / max(fastest, 1e-9))
         if args.minimalloc:
             mm_s, mm_ok = run_minimalloc(args.minimalloc, b, CAPACITY, args.time_limit)
             tot_mm += mm_s
@@ -264,6 +286,7 @@ def main(argv=None):
             line += f" {mm_s:7.2f} {'yes' if mm_ok else 'NO':>3} {worst / mm_s:6.2f}"
         print(line, flush=True)
     tail = f"{'total':6} {'':4}" + "".join(f" {total[x]:9.2f} {solved[x]:3d}" for x in shows)
+    tail += f" {max(spreads, default=0.0):6.2f}"
     if args.minimalloc:
         tail += f" {tot_mm:7.2f} {solved_mm:3d} {max(total.values()) / tot_mm:6.2f}"
     print(tail)

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilemem.cli import cli, main
+from tilemem.cli import cli
 from tilemem.load import load_report, save_report
 from tilemem.liveness import live_rows_at, max_live, max_over_tiles, step_profile
 from tilemem.model import Report

@@ -10,8 +10,10 @@
 - ``auto`` (default): the heuristic everywhere; on the tiles that overflow although their
   bound fits, the quick search (``tilemem.pack.portfolio.quick_search``) and then the exact
   portfolio (``tilemem.pack.portfolio``) until they fit; the quick search stopped within 1%
-  of the bound on every other tile above it (a little time on every tile first); the quick
-  search again, as low as it gets; then the exact portfolio on the rest.
+  of the bound on every other tile above it (a little time on every tile first); the exact
+  portfolio (on big tiles its neighbourhoods, ``tilemem.pack.neighbourhood``) on every tile
+  still above 1%; the quick search again, as low as it gets; then the exact portfolio on
+  the rest.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
@@ -50,7 +52,7 @@ from .cluster import LocalPool, ReportFile, cores, deadline_after, make_executor
 from .firstfit import first_fit
 from .guard import self_check
 from .journal import FINAL, FIRST
-from .portfolio import solve_tile
+from .portfolio import NEAR, solve_tile
 from .problem import TileProblem
 from .result import METHODS, Allocation, Method, Pass, Stage, Status, TileResult
 
@@ -75,8 +77,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     the budget; then, while the budget lasts: on the tiles that overflow although their bound
     fits (fewest overflowed bytes first), ``auto``'s quick search and then the exact
     portfolio until they fit; the quick search stopped within 1% of the bound on every other
-    tile (largest gap first); the quick search again; and the exact portfolio on the rest
-    (largest gap first). A tile not reached keeps its valid allocation, never worse than replay.
+    tile (largest gap first); the exact portfolio on every tile still above 1%; the quick
+    search again; and the exact portfolio on the rest (largest gap first). A tile not
+    reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
@@ -187,6 +190,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             # than seconds of exact effort on a few
             quick_pass(Pass.NEAR, "quick search, to 1% of the bound", seed,
                        lambda t: t not in may_fit)
+            # pass 4b: the exact stage (on big tiles its neighbourhoods) on every tile the
+            # quick search left above 1%, before any tile gets a second quick search
+            exact([t for t in todo if t not in final and done[t][0].gap > NEAR
+                   and not _may_fit(done[t][0], tm)])
             # pass 5: the quick search again, now as low as it gets, largest gap first (other
             # random orders than passes 2 and 4)
             quick_pass(Pass.QUICK, "quick search", seed + 1)

@@ -1,0 +1,108 @@
+"""The neighbourhood stage (``tilemem.pack.neighbourhood``) against independent expectations:
+the test oracle's checker and ``tilemem.check`` on every result, a brute force over the freed
+variables' addresses for whether a neighbourhood can be placed below its cap, and hand-made
+tiles whose answer is known."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pack_oracle import (TINY_GEOMETRY, examples, objective, passes_both_checkers,
+                         small_reports, violations)
+from tilemem.model import Report
+from tilemem.pack.firstfit import first_fit
+from tilemem.pack.neighbourhood import (conflicting, improve_by_neighbourhoods,
+                                        neighbourhood_of, solve_neighbourhood)
+from tilemem.pack.problem import TileProblem
+
+
+def _placeable(r: Report, column: np.ndarray, free: list[int], cap: int) -> bool:
+    """Brute force: can the rows ``free`` move to aligned addresses ending at or below
+    ``cap`` (everything else where ``column`` has it) with no rule broken?"""
+    choices = [range(0, cap - max(int(r.size[i]), 1) + 1, max(int(r.alignment[i]), 4))
+               for i in free]
+    for combo in itertools.product(*choices):
+        trial = column.copy()
+        trial[free] = combo
+        if violations(r, trial) == []:
+            return True
+    return False
+
+
+@examples(60)
+@given(small_reports(max_vars=6, geometry=TINY_GEOMETRY), st.data())
+def test_a_neighbourhood_is_placed_exactly_when_brute_force_can(r, data):
+    p = TileProblem.from_report(r, 0)
+    start = first_fit(p)
+    if violations(r, _column(r, p, start)):
+        return  # the oracle's strictest reading of a rule the packers read alike
+    k = data.draw(st.integers(1, min(3, p.n)))
+    free = sorted(data.draw(st.permutations(range(p.n)))[:k])
+    cap = data.draw(st.sampled_from([16, 24, 32, 40, 48]))
+    got = solve_neighbourhood(p, start, np.array(free), cap, time_limit=5)
+    column = _column(r, p, start)
+    expected = _placeable(r, column, [int(p.rows[i]) for i in free], cap)
+    assert (got is not None) == expected
+    if got is not None:
+        passes_both_checkers(r, _column(r, p, got))
+        kept = np.setdiff1d(np.arange(p.n), free)
+        assert np.array_equal(got[kept], start[kept])          # the rest stays put
+        assert int((got[free] + p.size[free]).max()) <= cap     # the freed end below the cap
+
+
+@examples(40)
+@given(small_reports(max_vars=8))
+def test_improving_never_breaks_a_rule_nor_makes_things_worse(r):
+    p = TileProblem.from_report(r, 0)
+    start = first_fit(p)
+    res = improve_by_neighbourhoods(p, start, bound=0, time_limit=0.5)
+    passes_both_checkers(r, _column(r, p, res.offsets))
+    assert objective(r, _column(r, p, res.offsets), 0) <= objective(r, _column(r, p, start), 0)
+
+
+def test_an_overflowing_tile_is_brought_to_fit():
+    # tileMemory 48 and three conflicting variables of 16: they fit only side by side; the
+    # start puts one in the overflow zone
+    r = Report.from_columns(target=TINY_GEOMETRY, var_id=range(3), tile=[0] * 3,
+                            size=[16] * 3, alignment=[16] * 3, offset=[0] * 3,
+                            category=["variable"] * 3, eq_class=[0, 1, 2],
+                            interference=[[1, 2], [0, 2], [0, 1]])
+    p = TileProblem.from_report(r, 0)
+    res = improve_by_neighbourhoods(p, np.array([0, 16, 48]), bound=48, time_limit=5)
+    passes_both_checkers(r, _column(r, p, res.offsets))
+    assert sorted(res.offsets.tolist()) == [0, 16, 32]
+
+
+def test_the_end_comes_down_to_the_bound_on_a_chain():
+    # a chain of classes 0-1-2-3-4 (each conflicts with its neighbours): two rows of
+    # 8 bytes suffice, so the end can come down from 40 to 16
+    n = 5
+    inter = [[j for j in (i - 1, i + 1) if 0 <= j < n] for i in range(n)]
+    r = Report.from_columns(var_id=range(n), tile=[0] * n, size=[8] * n, alignment=[4] * n,
+                            offset=[0] * n, category=["variable"] * n, eq_class=range(n),
+                            interference=inter)
+    p = TileProblem.from_report(r, 0)
+    res = improve_by_neighbourhoods(p, np.arange(n) * 8, bound=16, time_limit=5)
+    passes_both_checkers(r, _column(r, p, res.offsets))
+    assert int((res.offsets + p.size).max()) == 16
+
+
+def test_a_neighbourhood_is_the_variable_and_its_highest_conflicts():
+    r = Report.from_columns(var_id=range(5), tile=[0] * 5, size=[8] * 5, alignment=[4] * 5,
+                            offset=[0] * 5, category=["variable"] * 5,
+                            eq_class=[0, 1, 2, 3, 4], interference=[[1, 2, 3], [0], [0], [0], []],
+                            always_live=[0, 0, 0, 0, 1])
+    p = TileProblem.from_report(r, 0)
+    assert conflicting(p, 0).tolist() == [1, 2, 3, 4]     # var 4 is always live
+    assert conflicting(p, 1).tolist() == [0, 4]
+    off = np.array([0, 40, 8, 24, 16])
+    assert neighbourhood_of(p, off, 0, 3).tolist() == [0, 1, 3]   # the two ending highest
+
+
+def _column(r: Report, p: TileProblem, local: np.ndarray) -> np.ndarray:
+    out = np.zeros(r.num_vars, np.int64)
+    out[p.rows] = local
+    return out
