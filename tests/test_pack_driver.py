@@ -163,9 +163,9 @@ def test_verify_raises_on_a_broken_allocation(monkeypatch):
 
 
 def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
-    """``auto``'s order of work: the heuristic on every tile, then the quick search stopped
-    within 1% of the bound ("near") on every tile it left above its bound, before any exact
-    work or a second, longer quick search ("quick") on any tile."""
+    """``auto``'s order of work: on every tile, the heuristic and then the quick search
+    stopped within 1% of the bound ("near", one task from no hint), before any exact work or
+    a second, longer quick search ("quick") on any tile."""
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
@@ -173,23 +173,25 @@ def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
     real = driver.solve_tile
 
     def spy(p, method, **kw):
-        calls.append((p.tile, method))
+        calls.append((p.tile, method, kw.get("hint") is None))
         return real(p, method, **kw)
 
     monkeypatch.setattr(driver, "solve_tile", spy)
     a = allocate(r, workers=1, time_limit=0.5, verify=True)
-    methods = [m for _, m in calls]
+    methods = [m for _, m, _ in calls]
     passes = [m for i, m in enumerate(methods) if i == 0 or m != methods[i - 1]]
-    assert passes[:2] == ["heuristic", "near"], passes
-    later = [m for i, m in enumerate(passes[2:]) if m != "fit" and passes[1 + i] != "fit"]
+    assert passes[0] == "near", passes
+    later = [m for m in passes[1:] if m != "fit"]
     assert later == ["quick", "auto"][:len(later)], passes
-    # "near" saw every tile the heuristic left above its bound while it still fits
-    first = {t: None for t, m in calls if m == "heuristic"}
-    near = {t for t, m in calls if m == "near"}
-    above = {res.tile for res in allocate(r, method="heuristic", workers=1).tiles
-             if res.status != "optimal" and res.bound <= r.target.tile_memory}
-    assert above and above <= near and near <= set(first)
+    # "near" came first on every tile, from no hint (the heuristic inside the same task)
+    first = {}
+    for t, m, fresh in calls:
+        first.setdefault(t, (m, fresh))
+    assert set(first) == set(a.tiles[i].tile for i in range(len(a.tiles)))
+    assert all(m == "near" and fresh for m, fresh in first.values())
     assert all(t.status in ("optimal", "heuristic", "feasible") for t in a.tiles)
+    assert [x.label for x in a.passes][:2] == ["maximum live bytes",
+                                              "heuristic, then quick search to 1% of the bound"]
 
 
 def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):

@@ -41,6 +41,8 @@ VERDICTS = {
     "repackFits": "live data fits: re-packing fits ({free:,} bytes to spare)",
     "repackOverflows": ("live data fits: re-packing still overflows by {over:,} bytes "
                         "(gaps and constraints cost {cost:,})"),
+    "provenNoFit": ("live data fits, but no allocation does: proven on {n:,} variables live "
+                    "together (re-packing overflows by {over:,} bytes)"),
     "notRepacked": ("live data fits with {free:,} bytes to spare; re-packing was not tried "
                     "({why})"),
 }
@@ -137,6 +139,12 @@ def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, boun
         steps.append(f"in Poplar the placement is its allocator's: freeing {excess:,} B on "
                      "this tile (the excess) makes the report's own placement fit; the "
                      "options below free data live at the peak")
+    elif code == "provenNoFit":
+        steps.append(f"the live data fits ({bound:,} B) but the placement rules do not let it: "
+                     f"some variables live together cannot be placed within tileMemory under "
+                     f"alignment, regions and elements (a proof, not a search that gave up); "
+                     f"free at least {(repack_used or highest_end) - tile_memory:,} B of what "
+                     "is live at the peak, or relax the constraints on it")
     elif code == "repackOverflows":
         steps.append(f"the live data fits ({bound:,} B) but no allocation found does: gaps and "
                      f"placement rules cost {(repack_used or highest_end) - bound:,} B"
@@ -164,6 +172,10 @@ class Repack(msgspec.Struct, rename="camel"):
     overflow_bytes: int
     total_including_gaps: int
     cost_over_bound: int
+    #: would an allocation fit? (``tilemem.pack.proof.fit_verdict``) and, when proven not
+    #: to, on how many variables
+    verdict: str = ""
+    proven_on: int | None = None
 
 
 class TileDiagnosis(msgspec.Struct, rename="camel"):
@@ -343,7 +355,8 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         used = int(res.total_including_gaps)
         repack = Repack(method=str(res.method), status=str(res.status),
                         overflow_bytes=int(res.overflow_bytes), total_including_gaps=used,
-                        cost_over_bound=used - bound)
+                        cost_over_bound=used - bound, verdict=res.verdict,
+                        proven_on=res.proven_on)
     if bound > tm:
         code = "reduceData"
         verdict = VERDICTS[code].format(over=bound - tm)
@@ -354,6 +367,10 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         if int(res.overflow_bytes) == 0 and used <= tm:
             code = "repackFits"
             verdict = VERDICTS[code].format(free=tm - used)
+        elif res.proven_on is not None:
+            code = "provenNoFit"
+            verdict = VERDICTS[code].format(n=int(res.proven_on),
+                                            over=max(used - tm, int(res.overflow_bytes)))
         else:
             code = "repackOverflows"
             verdict = VERDICTS[code].format(over=max(used - tm, int(res.overflow_bytes)),

@@ -6,7 +6,8 @@ Built from the per-tile diagnoses (``tilemem.figures.oom``) and their maximum li
 - how many tiles are out of memory with the report's offsets, and of them how many cannot fit
   as they are (``reduceData``: maximum live bytes above tileMemory, with the bytes to free in
   all, on the worst tile and as a distribution), how many fit once re-packed
-  (``repackFits``), how many are undecided (``undecided``: the live data fits, no fitting
+  (``repackFits``), how many are proven not to fit although their live data does
+  (``provenNoFit``: ``tilemem.pack.proof``), how many are undecided (``undecided``: the live data fits, no fitting
   allocation was found) and how many were not re-packed (``notRepacked``);
 - the tensors live at the peaks of most of those tiles, by name without Poplar's ``#tile``
   suffix and by layer prefix, with the number of tiles and the bytes they hold there;
@@ -25,7 +26,7 @@ from ..model import Report
 from ..model.names import name_matcher, tensor_codes
 
 #: Verdict codes of the program summary; ``undecided`` is the per-tile ``repackOverflows``.
-VERDICT_ORDER = ("reduceData", "repackFits", "undecided", "notRepacked")
+VERDICT_ORDER = ("reduceData", "provenNoFit", "repackFits", "undecided", "notRepacked")
 
 #: Group-level changes tried as next steps besides the tensors and layers live at most peaks:
 #: (what to say, the ``what-if`` option, its argument, how to apply it). Patterns follow the

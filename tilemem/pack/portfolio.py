@@ -31,6 +31,7 @@ from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .guard import self_check
 from .neighbourhood import improve_by_neighbourhoods
+from .proof import fit_verdict, prove_no_fit
 from .problem import TileProblem
 from .result import Pass, Stage, Status, TileResult, gap_of, objective
 from .search import solve_search
@@ -58,18 +59,20 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     # all three are valid lower bounds on the end address of an allocation that fits
     lower = max(int(b), window_bound(p), region_bound(p))
     note = ""
-    ran_exact = False
+    ran_exact = ran_quick = hint_given = False
     if method == "replay":
         off = first_fit(p, replay_order)
         status = "replay"
     else:
+        hint_given = hint is not None
         if hint is None:
             extra = [replay_order] if replay_order is not None else []
             h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed)
             hint, note = h.offsets, h.name
         off = hint
         status = "optimal" if _meets(p, off, lower) else "heuristic"
-        if method in ("quick", "near") and status != "optimal":
+        if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
+            ran_quick = True
             target = lower + int(lower * NEAR) if method == "near" else None
             off, status, quick_note = quick_search(p, off, lower, time_limit, seed,
                                                    target=target)
@@ -85,17 +88,27 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             off, note = own, (note + "," if note else "") + "the report's own offsets are better"
             status = "optimal" if _meets(p, off, lower) else status
     over, total, _, _ = objective(p, off)
+    proven_on = None
+    if over and b <= p.capacity and ran_exact and p.n > 1:
+        # the live data fits but no allocation found does: is there one? (a proof on part
+        # of the tile that none is; "undecided" otherwise)
+        proven_on = prove_no_fit(p, min(PROOF_SECONDS, max(time_limit / 4, 0.2)))
+        if proven_on is not None:
+            note = (note + "," if note else "") + f"no fit proven on {proven_on:,} variables"
     # the stage whose allocation is kept: passes are internal ("near" is the quick search)
     if method in (Pass.REPLAY, Pass.HEURISTIC):
         used = Stage(method)
     elif method in (Pass.QUICK, Pass.NEAR):
-        used = Stage.QUICK
+        # a first pass whose budget was spent is the heuristic's allocation
+        used = Stage.QUICK if ran_quick or hint_given else Stage.HEURISTIC
     else:
         used = Stage.EXACT if ran_exact else Stage.HEURISTIC
     res = TileResult(tile=p.tile, method=used, status=Status(status), overflow_bytes=over,
                      total_including_gaps=total, bound=lower, bound_exact=bool(b_exact),
                      gap=gap_of(total, lower), seconds=time.perf_counter() - t0,
-                     num_vars=p.n, note=note)
+                     num_vars=p.n, note=note,
+                     verdict=fit_verdict(over, max(int(b), lower), p.capacity, proven_on),
+                     proven_on=proven_on)
     return res, off
 
 
@@ -273,9 +286,10 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     4. CP-SAT for the rest, with the best allocation as its complete hint and the raised bound
        (always run with ``polish``, to lower the regions' high-water marks).
 
-    A tile of ``NEIGHBOURHOOD_VARIABLES`` or more (not ``deterministic``: the neighbourhoods
-    stop on the clock) goes from step 1 to neighbourhoods solved exactly
-    (``tilemem.pack.neighbourhood``) for the rest of its time instead of steps 2-4.
+    A tile of ``NEIGHBOURHOOD_VARIABLES`` or more (not ``deterministic``: these stop on the
+    clock) goes from step 1 to the search's descents (``quick_search``) and neighbourhoods
+    solved exactly (``tilemem.pack.neighbourhood``) for the rest of its time instead of
+    steps 2-4.
     """
     clock = _Clock(deterministic)
     tm = p.capacity
@@ -322,14 +336,23 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # it fits: the end address is left to the passes every tile gets
         return best, "optimal" if _meets(p, best, lower) else "feasible", ",".join(notes)
     if p.n >= NEIGHBOURHOOD_VARIABLES and not deterministic and not done():
-        # a big tile: neighbourhoods solved exactly, where the whole tile's exact models are
-        # out of reach (CP-SAT's would be skipped as too large, the bisection's probes stall)
-        res = improve_by_neighbourhoods(p, best, lower, max(time_limit - clock.used(), 0.0),
-                                        seed=seed, fit_only=fit_only)
-        clock.charge(res.seconds)
-        if objective(p, res.offsets) < objective(p, best):
-            best = res.offsets
-        notes.append(res.note)
+        # a big tile, where the whole tile's exact models are out of reach (CP-SAT's is
+        # skipped as too large, the bisection's probes stall): the search's descents with
+        # most of the time (on a tile that fits), then neighbourhoods solved exactly
+        if not np.any(best >= tm):
+            share = QUICK_SHARE * max(time_limit - clock.used(), 0.0)
+            t_q = time.perf_counter()
+            best, _, quick_note = quick_search(p, best, lower, share, seed=seed + 7)
+            clock.charge(time.perf_counter() - t_q)
+            notes.append(quick_note)
+        if not done():
+            res = improve_by_neighbourhoods(p, best, lower,
+                                            max(time_limit - clock.used(), 0.0),
+                                            seed=seed, fit_only=fit_only)
+            clock.charge(res.seconds)
+            if objective(p, res.offsets) < objective(p, best):
+                best = res.offsets
+            notes.append(res.note)
         return best, "optimal" if _meets(p, best, lower) else "feasible", ",".join(notes)
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
@@ -390,14 +413,20 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     return best, status, ",".join(notes)
 
 
-#: From this many variables on, the exact portfolio improves a tile by neighbourhoods
+#: Seconds (at most) for a proof that an out-of-memory tile whose live data fits cannot fit.
+PROOF_SECONDS = 2.0
+
+#: From this many variables on, the exact portfolio gives a tile the search's descents
+#: (``quick_search``, ``QUICK_SHARE`` of its time) and then neighbourhoods solved exactly
 #: (``tilemem.pack.neighbourhood``) instead of the local search, the bisection and CP-SAT on
 #: the whole tile: on the generated Mk2 tiles (1,700-2,600 variables) CP-SAT's model is
-#: skipped as too large and the bisection's probes end "unknown", while 5 s of
-#: neighbourhoods lowered 6 of 7 sampled tiles further than 5 s of the portfolio did
-#: (seed 1, tiles 940, 960, 937, 959, 1209, 675, 51). MiniMalloc's instances (up to ~320
-#: buffers) stay with the whole-tile methods.
+#: skipped as too large and the bisection's probes end "unknown". Measured on the six tiles
+#: of seed 1 left furthest above their bound by a default run (1.05-1.45 %): 5 s of the
+#: portfolio lowered them to 1.18-1.45 %, 5 s of neighbourhoods to 1.02-1.27 %, 5 s of
+#: descents to 0.18-0.94 % (neighbourhoods after 2.5 s of descents improved none of them).
+#: MiniMalloc's instances (up to ~320 buffers) stay with the whole-tile methods.
 NEIGHBOURHOOD_VARIABLES = 1000
+QUICK_SHARE = 0.75
 
 #: Deterministic runs measure the compiled search's work in nodes; a node costs about as much
 #: as the tile has variables, so a second of time limit buys this many nodes x variables.

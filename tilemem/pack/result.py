@@ -19,6 +19,7 @@ it (0 when none).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -57,6 +58,9 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     ``bound_exact`` says the maximum live bytes are proven (not just a clique found).
     ``gap = (totalIncludingGaps - bound) / bound``.
     ``placed_as_report``: for ``replay``, how many variables got the report's own offset.
+    ``verdict``: would an allocation of the tile fit? "fits", "cannot fit: live data",
+    "cannot fit: proven on N variables" or "undecided" (``tilemem.pack.proof``);
+    ``proven_on``: that N (the variables of the subset proven not to fit), else None.
 
     It is also one tile of ``tilemem alloc --json`` (keys in camel case, ``num_vars`` as
     "variables", ``placedAsReport`` only for replay, ``note`` only when there is one): the
@@ -75,10 +79,20 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     num_vars: int = msgspec.field(default=0, name="variables")
     placed_as_report: int | None = None
     note: str = ""
+    verdict: str = ""
+    proven_on: int | None = None
 
     @property
     def fits(self) -> bool:
         return self.overflow_bytes == 0
+
+
+class PassTime(NamedTuple):
+    """One pass of a run: its label, wall seconds and tasks (tiles)."""
+
+    label: str
+    seconds: float
+    tiles: int
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,7 @@ class Allocation:
     from_journal: int = 0
     unreached: int = 0
     unsearched: int = 0
+    passes: list[PassTime] = field(default_factory=list)
 
     def summary(self) -> dict:
         t = self.tiles
@@ -102,13 +117,19 @@ class Allocation:
         return {"tiles": len(t), "tilesThatFit": sum(r.fits for r in t),
                 "overflowBytes": sum(r.overflow_bytes for r in t),
                 "optimal": sum(r.status == Status.OPTIMAL for r in t),
+                # would an allocation fit? counted over the tiles that overflow
+                "cannotFitLiveData": sum(r.verdict == "cannot fit: live data" for r in t),
+                "cannotFitProven": sum(r.verdict.startswith("cannot fit: proven") for r in t),
+                "undecided": sum(r.verdict == "undecided" for r in t),
                 "meanGap": float(gaps.mean()) if len(t) else 0.0,
                 "medianGap": q(0.5), "p95Gap": q(0.95), "maxGap": q(1.0),
                 # the share the issue tracker asks about: end within 1 % of the lower bound
                 "withinOnePercent": float(np.mean(gaps <= 0.01)) if len(t) else 1.0,
                 "seconds": round(sum(r.seconds for r in t), 3),
                 "fromJournal": self.from_journal, "unreached": self.unreached,
-                "unsearched": self.unsearched}
+                "unsearched": self.unsearched,
+                "passes": [{"pass": x.label, "seconds": x.seconds, "tiles": x.tiles}
+                           for x in self.passes]}
 
 
 def gap_of(total: int, bound: int) -> float:

@@ -315,6 +315,7 @@ def overview_html(fig: MemoryFigures) -> str:
 #: The program summary's verdicts, as its first screen says them.
 PROGRAM_VERDICTS = {
     "reduceData": "cannot fit as they are: the live data alone exceeds tileMemory (reduce data)",
+    "provenNoFit": "cannot fit although their live data does: proven under the placement rules",
     "repackFits": "fit once re-packed: a better allocation alone fits them",
     "undecided": "undecided: the live data fits, but no allocation found fits",
     "notRepacked": "live data fits; not re-packed (--no-repack)",

@@ -29,6 +29,12 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     num_tiles: int | None = None
     #: tiles neither the exact stage nor the quick search reached (kept the first pass's)
     unsearched: int = 0
+    #: of the tiles that overflow: would an allocation fit? (``tilemem.pack.proof``)
+    cannot_fit_live_data: int = 0
+    cannot_fit_proven: int = 0
+    undecided: int = 0
+    #: where the run's time went: each pass's label, wall seconds and tiles
+    passes: list[dict] = []
 
 
 class AllocationDocument(msgspec.Struct):
@@ -94,6 +100,12 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
             f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; gap to the bound: median "
             f"{100 * s.median_gap:.2f}%, 95th percentile {100 * s.p95_gap:.2f}%, worst "
             f"{100 * s.max_gap:.2f}%; {100 * s.within_one_percent:.1f}% of tiles within 1%")
+    over = s.cannot_fit_live_data + s.cannot_fit_proven + s.undecided
+    if over:
+        c.print(f"of the {over:,} tile(s) that overflow: {s.cannot_fit_live_data:,} cannot fit "
+                f"(live data above tileMemory), {s.cannot_fit_proven:,} proven not to fit "
+                f"(live data fits, the placement rules do not), {s.undecided:,} undecided "
+                f"(live data fits; no fitting allocation found, none proven impossible)")
     if s.unreached:
         c.print(f"{s.unreached:,} tile(s) not reached by the exact stage before the run's "
                 f"budget ran out (--budget): they keep the quick search's allocation"

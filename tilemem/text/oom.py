@@ -67,7 +67,7 @@ def oom_panel(d: TileDiagnosis, console) -> None:
                     + (f" (live together over steps {first:,}-{end - 1:,})" if end - 1 > first
                        else "") + "\n")
     style = {"reduceData": "bold red", "repackFits": "bold green",
-             "repackOverflows": "bold yellow"}.get(d.verdict_code, "bold")
+             "repackOverflows": "bold yellow", "provenNoFit": "bold red"}.get(d.verdict_code, "bold")
     head.append(d.verdict, style=style)
     if d.repack:
         head.append(f"\nre-pack: {d.repack.method} ({d.repack.status}), highest end "

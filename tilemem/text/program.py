@@ -11,11 +11,13 @@ from .common import human_bytes, short
 TILE_ROWS = 30
 
 #: Short words for a tile's verdict in the tile table.
-VERDICT_WORDS = {"reduceData": "reduce data", "repackFits": "fits re-packed",
+VERDICT_WORDS = {"reduceData": "reduce data", "provenNoFit": "proven no fit",
+                 "repackFits": "fits re-packed",
                  "undecided": "undecided", "notRepacked": "not re-packed"}
 
 VERDICT_LINES = {
     "reduceData": "cannot fit as they are: the live data alone exceeds tileMemory (reduce data)",
+    "provenNoFit": "cannot fit although their live data does: proven under the placement rules",
     "repackFits": "fit once re-packed: a better allocation alone fits them",
     "undecided": "undecided: the live data fits, but no allocation found fits",
     "notRepacked": "live data fits; re-packing not run (--no-repack): a better allocation may fit",

@@ -1,0 +1,63 @@
+"""Proofs that an out-of-memory tile cannot fit (``tilemem.pack.proof``), checked by brute
+force: whenever a proof is claimed, no allocation of the tile (nor of the subset it was
+proven on) fits, by the test oracle's own enumeration of every placement."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+
+from pack_oracle import TINY_GEOMETRY, brute_force, examples, small_reports
+from tilemem.model import Report
+from tilemem.pack.portfolio import solve_tile
+from tilemem.pack.problem import TileProblem
+from tilemem.pack.proof import _subsets, prove_no_fit, restrict
+
+
+@examples(80)
+@given(small_reports(max_vars=6, geometry=TINY_GEOMETRY))
+def test_every_claimed_proof_holds_by_brute_force(r):
+    p = TileProblem.from_report(r, 0)
+    proven_on = prove_no_fit(p, time_limit=2)
+    if proven_on is not None:
+        assert brute_force(r)[0] > 0, "a proof was claimed but an allocation fits"
+
+
+@examples(40)
+@given(small_reports(max_vars=6, geometry=TINY_GEOMETRY))
+def test_the_first_subset_is_a_clique_of_live_variables(r):
+    p = TileProblem.from_report(r, 0)
+    for subset in _subsets(p):
+        q = restrict(p, subset)
+        assert all(q.conflicts.conflicts(i, j) for i in range(q.n) for j in range(i))
+        assert np.all(p.size[subset] > 0)
+        break
+
+
+def test_an_alignment_proof_and_the_verdict_it_gives():
+    # two conflicting 20-byte variables aligned to 16 in 48 bytes with interleaved memory
+    # from 32: 40 live bytes fit, but the second cannot start below 32 (no overlap, no
+    # region span), so it ends at 52: proven on those two
+    r = Report.from_columns(target=TINY_GEOMETRY, var_id=range(3), tile=[0] * 3,
+                            size=[20, 20, 4], alignment=[16, 16, 4], offset=[0] * 3,
+                            category=["variable"] * 3, eq_class=[0, 1, 2],
+                            interference=[[1], [0], []])
+    assert brute_force(r)[0] > 0
+    p = TileProblem.from_report(r, 0)
+    assert prove_no_fit(p, time_limit=5) == 2
+    res, _ = solve_tile(p, "fit", time_limit=5)
+    assert res.overflow_bytes > 0
+    assert res.verdict == "cannot fit: proven on 2 variables"
+
+
+def test_verdicts_of_tiles_that_fit_and_of_too_much_live_data():
+    def tile(sizes):
+        n = len(sizes)
+        r = Report.from_columns(target=TINY_GEOMETRY, var_id=range(n), tile=[0] * n,
+                                size=sizes, alignment=[4] * n, offset=[0] * n,
+                                category=["variable"] * n, eq_class=[0] * n,
+                                interference=[[]])
+        return TileProblem.from_report(r, 0)
+
+    assert solve_tile(tile([8, 8]), "fit", time_limit=2)[0].verdict == "fits"
+    assert solve_tile(tile([16, 16, 20]), "fit", time_limit=2)[0].verdict == \
+        "cannot fit: live data"
