@@ -16,6 +16,11 @@ capacity), in each presentation of the instance:
   and the endpoints depend on the ids), so their spread measures how much the search depends
   on the arrangement rather than the graph. ``--arrangements K`` adds ``shuffled1..K`` and
   ``mirrored1..K``.
+- ``thinnedK``: shuffled as ``shuffledK`` and then 2 % of the interference pairs removed at
+  random (seed K): no longer an interval graph, as real reports can be (the search then
+  orders the cliques of a chordal graph along a clique tree, or covers a graph that is not
+  chordal greedily with cliques, ``tilemem.pack.search.sweep``); the original packing still
+  fits, so every instance stays feasible.
 
 With ``--minimalloc PATH`` it also runs a MiniMalloc binary on the original instance in the
 same run and prints its own "Elapsed time" and the ratio of our slowest presentation to it
@@ -89,11 +94,35 @@ def renumbered(r: Report, seed: int = 2) -> Report:
         class_steps=None if r.class_steps is None else r.class_steps[inv])
 
 
+def thinned(r: Report, seed: int, share: float = 0.02) -> Report:
+    """The same report with a random ``share`` of its interference pairs removed: a graph
+    that is no longer an interval graph (nor, mostly, chordal), as real classes can interfere
+    in patterns no single timeline gives; the original packing still fits it."""
+    rng = np.random.default_rng(seed)
+    nc = r.num_classes
+    pairs = [(a, int(b)) for a in range(nc) for b in r.interference.row(a).tolist() if a < b]
+    drop = set(rng.choice(len(pairs), int(len(pairs) * share), replace=False).tolist()) \
+        if pairs else set()
+    inter = [[] for _ in range(nc)]
+    for k, (a, b) in enumerate(pairs):
+        if k not in drop:
+            inter[a].append(b)
+            inter[b].append(a)
+    return Report.from_columns(
+        target=r.target, var_id=r.var_id, tile=r.tile, size=r.size, alignment=r.alignment,
+        offset=r.offset, category=r.category, eq_class=r.eq_class,
+        interference=[sorted(x) for x in inter], class_steps=None)
+
+
 def presentation(b: Buffers, how: str, capacity: int = CAPACITY):
     """The report of ``b`` in presentation ``how`` and its one tile's problem (without
     lifetimes except for "lifetimes")."""
-    m = re.fullmatch(r"(shuffled|mirrored)(\d+)", how)
-    if m:
+    m = re.fullmatch(r"(shuffled|mirrored|thinned)(\d+)", how)
+    if m and m.group(1) == "thinned":
+        k = int(m.group(2))
+        r = thinned(renumbered(report_from_minimalloc(shuffled(b, 100 + k), capacity), 200 + k),
+                    300 + k)
+    elif m:
         k = int(m.group(2))
         base = mirrored(b) if m.group(1) == "mirrored" else b
         r = renumbered(report_from_minimalloc(shuffled(base, 100 + k), capacity), 200 + k)
@@ -240,7 +269,7 @@ def main(argv=None):
               for k in range(1, args.arrangements + 1)]
     if args.no_lifetimes:
         shows = [x for x in shows if x != "lifetimes"]
-    if any(x not in PRESENTATIONS and not re.fullmatch(r"(shuffled|mirrored)\d+", x)
+    if any(x not in PRESENTATIONS and not re.fullmatch(r"(shuffled|mirrored|thinned)\d+", x)
            for x in shows):
         ap.error(f"--presentations: choose from {', '.join(PRESENTATIONS)}")
     names = [x for x in args.instances.split(",") if x]

@@ -216,7 +216,7 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     p = four_variables(geometry)
     hint = np.array([0, 24, 0, 48])
     assert self_check(p, hint)
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 1.0)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 1.0)
     assert self_check(p, off) and status == "optimal", note
     assert int((off + p.size).max()) == 64
 
@@ -271,13 +271,13 @@ def test_near_stops_once_within_its_target(monkeypatch):
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
     monkeypatch.setattr(portfolio_mod, "solve_search", search)
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
     assert off.tolist() == at72.tolist() and status == "heuristic"
     # looser caps until one succeeds (65, 66, 68, 72), and no probe after it
     assert caps[-1] >= 72 and all(c < 72 for c in caps[:-1]), caps
     found = len(caps)
     caps.clear()
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at72.tolist()
     assert len(caps) > found and caps[found - 1] >= 72 and caps[found] < 72, caps
 
@@ -301,13 +301,13 @@ def test_a_stalled_probes_completion_is_kept(monkeypatch):
         return SimpleNamespace(offsets=at72.copy(), status="unknown", nodes=1)
 
     monkeypatch.setattr(portfolio_mod, "solve_search", search)
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
     assert off.tolist() == at72.tolist() and status == "heuristic"
     assert len(calls) == 1 and calls[0][0] < 72 and calls[0][1] == 72
     calls.clear()
     monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, **k: SimpleNamespace(
         offsets=bad.copy(), status="unknown", nodes=1))
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
     assert off.tolist() == hint.tolist() and "rejected" in note
 
 
@@ -332,7 +332,7 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
     monkeypatch.setattr(portfolio_mod, "solve_search", search)
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at64.tolist() and status == "optimal", note
     near = 64 + int(64 * portfolio_mod.NEAR)
     assert calls == [(calls[0][0], False), (max(calls[0][0], near), True)], calls
@@ -340,7 +340,7 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
     monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, mirrored=False, **k: (
         calls.append(mirrored) or SimpleNamespace(offsets=at64.copy(), status="optimal",
                                                   nodes=1)))
-    off, status, note = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at64.tolist() and calls == [False]
     # a bound large enough for AIM and NEAR to differ: two conflicting 500-byte variables,
     # bound 1000: bottom-up at 1000 + 8 (AIM), top-down at 1000 + 10 (NEAR)
@@ -355,7 +355,7 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
         calls.append((capacity, mirrored)) or SimpleNamespace(
             offsets=tight.copy() if mirrored else None,
             status="optimal" if mirrored else "unknown", nodes=1)))
-    off, status, note = portfolio_mod.quick_search(two, np.array([0, 600]), 1000, 0.2)
+    off, status, note, _ = portfolio_mod.quick_search(two, np.array([0, 600]), 1000, 0.2)
     assert off.tolist() == [0, 500] and status == "optimal", note
     assert calls == [(1008, False), (1010, True)], calls
 

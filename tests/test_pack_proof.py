@@ -63,3 +63,19 @@ def test_verdicts_of_tiles_that_fit_and_of_too_much_live_data():
     assert solve_tile(tile([8, 8]), "fit", time_limit=2)[0].verdict == "fits"
     assert solve_tile(tile([16, 16, 20]), "fit", time_limit=2)[0].verdict == \
         "cannot fit: live data"
+
+
+def test_the_gap_is_to_the_best_bound_proven():
+    # two conflicting 20-byte variables aligned to 16: 40 live bytes, but the second starts
+    # at 32 at the lowest, so no allocation ends below 52. The exact portfolio proves it
+    # (the search finds nothing below 52) and reports 52 as the bound: gap 0, optimal.
+    from tilemem.model.target import Target
+
+    r = Report.from_columns(target=Target(1, 256, 128, np.array([0, 128])), var_id=range(2),
+                            tile=[0, 0], size=[20, 20], alignment=[16, 16], offset=[0, 0],
+                            category=["variable"] * 2, eq_class=[0, 1],
+                            interference=[[1], [0]])
+    p = TileProblem.from_report(r, 0)
+    res, off = solve_tile(p, "exact", time_limit=5, bound=(40, True))
+    assert res.total_including_gaps == 52 == brute_force(r)[1]
+    assert (res.status, res.bound, res.gap) == ("optimal", 52, 0.0)

@@ -38,7 +38,9 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
 
     First the answer for the program: how many tiles are out of memory, how many cannot fit
     as they are (the live data alone exceeds tileMemory: reduce data, and how many bytes must
-    go), how many fit once re-packed, how many are undecided; the tensors (names without
+    go), how many fit once re-packed, how many are proven not to fit although their live
+    data does (variables live together that cannot be placed under the rules), how many are
+    undecided; the tensors (names without
     #tile) and layers live at the peaks of most of them; and the next steps ranked by how
     many tiles each brings under tileMemory by the bound, each with the `tilemem what-if`
     options that try it. Then one line per tile, and full panels for the worst few: the

@@ -55,7 +55,8 @@ from .guard import self_check
 from .journal import FINAL, FIRST
 from .portfolio import NEAR, solve_tile
 from .problem import TileProblem
-from .result import METHODS, Allocation, Method, Pass, PassTime, Stage, Status, TileResult
+from .result import (METHODS, Allocation, Method, Pass, PassTime, Stage, Status, TileResult,
+                     gap_of)
 
 #: Seconds per tile of each of auto's quick searches, besides building the search's arrays.
 QUICK_SECONDS = 0.5
@@ -152,7 +153,12 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             """Keep a tile's latest result (its seconds summed over the passes) and journal
             it, as final or as a first pass that later passes may improve."""
             if t in done:
-                res = replace(res, seconds=res.seconds + done[t][0].seconds)
+                # the seconds of every pass, and the highest bound any of them proved
+                prev = done[t][0]
+                bound = max(res.bound, prev.bound)
+                res = replace(res, seconds=res.seconds + prev.seconds, bound=bound,
+                              gap=gap_of(res.total_including_gaps, bound),
+                              bound_exact=res.bound_exact or prev.bound_exact)
             done[t] = (res, off)
             if is_final:
                 final[t] = done[t]

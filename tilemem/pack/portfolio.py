@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,17 @@ from .proof import fit_verdict, prove_no_fit
 from .problem import TileProblem
 from .result import Pass, Stage, Status, TileResult, gap_of, objective
 from .search import solve_search
+
+
+class Outcome(NamedTuple):
+    """What a stage of the portfolio leaves: the best valid ``offsets``, their status, a
+    note, and the ``bound``: the highest lower bound on the end address proven so far (the
+    one given, raised where the search proved a capacity infeasible)."""
+
+    offsets: np.ndarray
+    status: str
+    note: str
+    bound: int
 
 
 def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
@@ -74,14 +86,14 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
             ran_quick = True
             target = lower + int(lower * NEAR) if method == "near" else None
-            off, status, quick_note = quick_search(p, off, lower, time_limit, seed,
-                                                   target=target)
+            off, status, quick_note, lower = quick_search(p, off, lower, time_limit, seed,
+                                                          target=target)
             note = (note + "," if note else "") + quick_note
         if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
             ran_exact = True
-            off, status, note = exact_portfolio(p, off, lower, time_limit, seed, cp_workers,
-                                                deterministic, polish=(method == "exact"),
-                                                fit_only=(method == "fit"))
+            off, status, note, lower = exact_portfolio(
+                p, off, lower, time_limit, seed, cp_workers, deterministic,
+                polish=(method == "exact"), fit_only=(method == "fit"))
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
@@ -154,7 +166,7 @@ AIM = 0.8
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
-                 seed: int = 0, target: int | None = None) -> tuple[np.ndarray, str, str]:
+                 seed: int = 0, target: int | None = None) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: ``(offsets, status, note)``, status
     "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
@@ -191,7 +203,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     ...     alignment=[4, 4, 4], offset=[0, 0, 0], category=["variable"] * 3,
     ...     eq_class=[0, 0, 1], interference=[[1], [0]])
     >>> p = TileProblem.from_report(r, 0)
-    >>> off, status, note = quick_search(p, np.array([0, 12, 24]), 20, 1.0)
+    >>> off, status, note, bound = quick_search(p, np.array([0, 12, 24]), 20, 1.0)
     >>> int((off + p.size).max()), status
     (20, 'optimal')
     """
@@ -204,7 +216,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     stop = lower if target is None else max(lower, target)
     if p.n < 2 or _meets(p, best, stop, zone):
         status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
-        return best, status, "quick search skipped"
+        return Outcome(best, status, "quick search skipped", lower)
     from .search import model_of
     model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
@@ -264,13 +276,13 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         slack = max(slack * 2 if slack >= near else near, slack + 1)
         cap = lower + slack
     status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
-    return best, status, "quick search " + " ".join(tried)
+    return Outcome(best, status, "quick search " + " ".join(tried), lower)
 
 
 def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float, seed: int = 0,
                     cp_workers: int = 1, deterministic: bool = False,
                     polish: bool = False, fit_only: bool = False
-                    ) -> tuple[np.ndarray, str, str]:
+                    ) -> Outcome:
     """The exact portfolio from a valid ``hint``: ``(offsets, status, note)``.
 
     Within ``time_limit`` seconds, in turn:
@@ -334,7 +346,8 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         notes.append(f"search fit {verdict}")
     if fit_only and not np.any(best >= tm):
         # it fits: the end address is left to the passes every tile gets
-        return best, "optimal" if _meets(p, best, lower) else "feasible", ",".join(notes)
+        return Outcome(best, "optimal" if _meets(p, best, lower) else "feasible",
+                       ",".join(notes), lower)
     if p.n >= NEIGHBOURHOOD_VARIABLES and not deterministic and not done():
         # a big tile, where the whole tile's exact models are out of reach (CP-SAT's is
         # skipped as too large, the bisection's probes stall): the search's descents with
@@ -342,7 +355,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         if not np.any(best >= tm):
             share = QUICK_SHARE * max(time_limit - clock.used(), 0.0)
             t_q = time.perf_counter()
-            best, _, quick_note = quick_search(p, best, lower, share, seed=seed + 7)
+            best, _, quick_note, lower = quick_search(p, best, lower, share, seed=seed + 7)
             clock.charge(time.perf_counter() - t_q)
             notes.append(quick_note)
         if not done():
@@ -353,7 +366,8 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             if objective(p, res.offsets) < objective(p, best):
                 best = res.offsets
             notes.append(res.note)
-        return best, "optimal" if _meets(p, best, lower) else "feasible", ",".join(notes)
+        return Outcome(best, "optimal" if _meets(p, best, lower) else "feasible",
+                       ",".join(notes), lower)
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
@@ -394,7 +408,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         notes.append(f"search end {'proven' if proven else 'open'} "
                      f"[{lower:,}, {objective(p, best)[1]:,}]")
     if done() or (proven and not polish):
-        return best, "optimal", ",".join(notes)
+        return Outcome(best, "optimal", ",".join(notes), lower)
     left = time_limit - clock.used()
     if left > 0.05 or polish:
         res = solve_cpsat(p, hint=best, time_limit=max(left, 0.1), bound=lower,
@@ -410,7 +424,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             else:
                 notes.append("cp-sat result rejected by self-check")
     status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-    return best, status, ",".join(notes)
+    return Outcome(best, status, ",".join(notes), lower)
 
 
 #: Seconds (at most) for a proof that an out-of-memory tile whose live data fits cannot fit.
