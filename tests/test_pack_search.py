@@ -776,3 +776,33 @@ def test_challenging_instances_fit_in_every_presentation(name):
         p = replace(TileProblem.from_report(r, 0), lifetimes=None)
         res = solve_search(p, time_limit=120)
         assert res.status == "optimal" and _fits(r, res.offsets), how
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(4, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
+                         min_size=n, max_size=3 * n))))
+def test_sections_of_a_graph_that_is_not_chordal_are_all_its_maximal_cliques(case):
+    """On a class graph with no interval or chordal model the search's sections are every
+    maximal clique (found here by brute force over subsets), each a clique: the capacity
+    pruning per section is then as strong as the graph allows, and valid."""
+    import itertools
+
+    n, edges = case
+    adj = [set() for _ in range(n)]
+    for a, b in edges:
+        if a != b:
+            adj[a].add(b)
+            adj[b].add(a)
+    r = Report.from_columns(var_id=range(n), tile=[0] * n, size=[4] * n, alignment=[4] * n,
+                            offset=[0] * n, category=["variable"] * n, eq_class=range(n),
+                            interference=[sorted(x) for x in adj])
+    m = build_model(TileProblem.from_report(r, 0))
+    if m.sections_from != "cliques":
+        return   # chordal or interval: their own sections (tested above)
+    sections = {tuple(sorted(m.sec_vars[m.sec_ptr[k]:m.sec_ptr[k + 1]].tolist()))
+                for k in range(m.num_sections)}
+    cliques = [set(c) for k in range(1, n + 1) for c in itertools.combinations(range(n), k)
+               if all(b in adj[a] for a, b in itertools.combinations(c, 2))]
+    maximal = {tuple(sorted(c)) for c in cliques if not any(c < d for d in cliques)}
+    assert sections == maximal

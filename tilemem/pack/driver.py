@@ -66,10 +66,13 @@ _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
 #: ``QUICK_SECONDS`` (on 37 sampled Mk2 tiles of seed 1 from the heuristic: 0.5 s of quick
 #: search gave a median gap of 0.37 %, 1 s 0.23 % and every tile within 1 %).
 QUICK_MAX_SHARE = 4
-#: The exact stage on the tiles the quick search leaves above 1%: each gets at least
-#: ``EXACT_SHARE`` seconds (at most ``time_limit``), all of them together at most
-#: ``EXACT_RESERVE`` of the budget left when possible.
-EXACT_SHARE, EXACT_RESERVE = 3.0, 0.25
+#: The exact stage on the tiles the first pass leaves above 1%: a reserve of ``EXACT_SHARE``
+#: seconds a tile (of the workers' time), at most ``EXACT_RESERVE`` of the budget left, kept
+#: from the quick search on them so that it reaches every one still above 1%, each with an
+#: equal share of what is left (at most ``time_limit``). (Seed 2 of the generated Mk2:
+#: without it, the quick search on the 62 tiles above 1% spent the budget and the exact
+#: stage reached none of the 49 left.)
+EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -184,19 +187,20 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
                        or res.overflow_bytes > 0)
 
-        def quick_pass(label: str, seed: int, tiles_: list[int]) -> None:
+        def quick_pass(label: str, seed: int, tiles_: list[int],
+                       until: float | None = deadline) -> None:
             """The quick search, as low as it gets, on ``tiles_`` (the tiles that overflow
             although their bound fits first, fewest overflowed bytes first; then the largest
             gap first) within the run's budget: each tile gets an equal share of the time
             left, between ``quick`` and ``QUICK_MAX_SHARE`` times it."""
             tiles_ = sorted(tiles_, key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             share = quick
-            if deadline is not None and tiles_:
-                share = (deadline - time.time()) * _workers_of(ex) / len(tiles_)
+            if until is not None and tiles_:
+                share = (until - time.time()) * _workers_of(ex) / len(tiles_)
             share = min(max(share, quick), QUICK_MAX_SHARE * quick)
             tasks = [TileTask(t, Pass.QUICK, done[t][1], done[t][0], known[t], share, seed)
                      for t in tiles_]
-            for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=deadline):
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=until):
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
                     record(t, res, off, res.status == Status.OPTIMAL)
 
@@ -216,13 +220,20 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             # neighbourhoods) on every tile still above 1%, a share of the budget each;
             # pass 5: the quick search on every other tile (a little time on every tile
             # lowers far more of them than seconds of exact effort on a few)
-            quick_pass("quick search, tiles above 1%", seed + 1, above_near())
+            high = above_near()
+            until = deadline
+            if deadline is not None and high:
+                # a reserve, so that the exact stage reaches every tile left above 1%
+                left = deadline - time.time()
+                until = deadline - min(EXACT_RESERVE * left, len(high) * EXACT_SHARE
+                                       / _workers_of(ex))
+            quick_pass("quick search, tiles above 1%", seed + 1, high, until)
             high = above_near()
             high.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             if high:
                 per = time_limit if deadline is None else min(
-                    time_limit, max(EXACT_SHARE, EXACT_RESERVE * (deadline - time.time())
-                                    * _workers_of(ex) / len(high)))
+                    time_limit, max(0.5, (deadline - time.time()) * _workers_of(ex)
+                                    / len(high)))
                 exact(high, limit=per)
             quick_pass("quick search", seed + 1, [t for t in todo if t not in final])
         # pass 6: exact on the rest, largest gap first, while the budget lasts
