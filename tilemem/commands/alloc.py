@@ -21,13 +21,14 @@ DEFAULT_BUDGET = 240.0
               help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds for the whole run. Every tile gets the bound and the heuristic "
-                   "whatever the budget; then, under auto, until the budget is spent: the "
-                   "tiles that overflow although their bound fits get the quick search and "
-                   "then the exact portfolio until they fit; every other tile the quick search, "
-                   "stopped within 1% of its bound (largest gaps first); the quick search again, "
-                   "as low as it gets; then the exact portfolio on the rest (largest gaps "
-                   "first). A tile not reached keeps its valid allocation. Not applied with "
-                   "--deterministic.")
+                   "whatever the budget; under auto, within the budget, also the quick search "
+                   "stopped within 1% of its bound; then: the tiles that overflow although "
+                   "their bound fits get the exact portfolio until they fit; the tiles above "
+                   "1% the quick search again and the exact portfolio (on big tiles its "
+                   "neighbourhoods), with a share of the budget kept for it; every tile the "
+                   "quick search again, as low as it gets; then the exact portfolio on the "
+                   "rest (largest gaps first). A tile not reached keeps its valid allocation. "
+                   "Not applied with --deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
