@@ -14,8 +14,8 @@ from pack_oracle import (TINY_GEOMETRY, examples, objective, passes_both_checker
                          small_reports, violations)
 from tilemem.model import Report
 from tilemem.pack.firstfit import first_fit
-from tilemem.pack.neighbourhood import (conflicting, improve_by_neighbourhoods,
-                                        neighbourhood_of, solve_neighbourhood)
+from tilemem.pack.neighbourhood import (improve_by_neighbourhoods, neighbourhood_of,
+                                        solve_neighbourhood)
 from tilemem.pack.problem import TileProblem
 
 
@@ -96,8 +96,8 @@ def test_a_neighbourhood_is_the_variable_and_its_highest_conflicts():
                             eq_class=[0, 1, 2, 3, 4], interference=[[1, 2, 3], [0], [0], [0], []],
                             always_live=[0, 0, 0, 0, 1])
     p = TileProblem.from_report(r, 0)
-    assert conflicting(p, 0).tolist() == [1, 2, 3, 4]     # var 4 is always live
-    assert conflicting(p, 1).tolist() == [0, 4]
+    assert p.conflicts.conflicting_with(0).tolist() == [1, 2, 3, 4]   # var 4 always live
+    assert p.conflicts.conflicting_with(1).tolist() == [0, 4]
     off = np.array([0, 40, 8, 24, 16])
     assert neighbourhood_of(p, off, 0, 3).tolist() == [0, 1, 3]   # the two ending highest
 

@@ -112,6 +112,28 @@ class TileConflicts:
         """Do local variables ``i`` and ``j`` conflict?"""
         return bool(conflict(int(i), int(j), *self.arrays))
 
+    def conflicting_with(self, i: int) -> np.ndarray:
+        """The variables that conflict with local variable ``i`` (sorted, ``i`` not among
+        them): every other one when ``i`` is always live, else its class, the classes
+        interfering with it and the always-live variables.
+
+        >>> from tilemem.model import Report
+        >>> r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[8] * 4,
+        ...     alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+        ...     eq_class=[0, 1, 2, 0], interference=[[1], [0], []], always_live=[0, 0, 0, 0])
+        >>> tile_conflicts(r, 0).conflicting_with(0).tolist()
+        [1, 3]
+        """
+        al = self.always_live.astype(bool)
+        if al[i]:
+            return np.delete(np.arange(self.num_vars, dtype=np.int64), i)
+        class_ptr, by_class = self.members
+        c = int(self.local_class[i])
+        classes = np.append(self.class_adj.row(c), c)
+        parts = [by_class[class_ptr[k]:class_ptr[k + 1]] for k in classes.tolist()]
+        out = np.unique(np.concatenate(parts + [np.flatnonzero(al)]).astype(np.int64))
+        return out[out != i]
+
     def conflict_csr(self, sub: np.ndarray | None = None,
                      sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The conflict graph of the variables ``sub`` (sorted local indices; default all) as

@@ -90,7 +90,7 @@ def conflict_cliques(p: TileProblem, max_entries: int | None = None) -> list[np.
     np.fill_diagonal(adj, False)
     weight = np.array([len(m) for m in members], np.int64)
     limit = -1 if max_entries is None else int(max_entries)
-    ptr, flat = _greedy_class_cliques(adj, present, weight, len(live), limit)
+    ptr, flat = greedy_class_cliques(adj, present, weight, len(live), limit)
     if len(ptr) == 0:
         return None
     out = []
@@ -107,7 +107,7 @@ def conflict_cliques(p: TileProblem, max_entries: int | None = None) -> list[np.
 
 
 @njit(cache=True)
-def _greedy_class_cliques(adj, present, weight, extra, limit):
+def greedy_class_cliques(adj, present, weight, extra, limit):
     """Greedy edge clique cover of a dense class graph: for each uncovered edge, grow a clique
     by the candidate covering most uncovered edges (ties: highest degree). Classes in no edge
     get a clique of their own. Returns CSR ``(indptr, classes)``, or an empty ``indptr`` once
@@ -341,6 +341,25 @@ def lattice_alignment(p: TileProblem) -> np.ndarray:
     return np.lcm(a, g) if g > 1 else a
 
 
+def zone_touch(model, k, align: int, s1: int, zs: int, ze: int,
+               k_range: tuple[int, int] | None = None, name: str = ""):
+    """A Boolean of ``model`` equivalent to "the variable at ``k * align`` (``s1`` bytes, a
+    zero size read as one) touches zone ``[zs, ze)``", and the range of ``k`` that does:
+    ``(literal, (lo_k, hi_k))``; None when no ``k`` (in ``k_range``, when given) touches it.
+    Element and region partners may not both touch any zone: one such literal per partner
+    and zone is the whole constraint (here and in ``tilemem.pack.neighbourhood``)."""
+    from ortools.sat.python import cp_model
+
+    lo_k, hi_k = -(-(zs - s1 + 1) // align), (ze - 1) // align   # k with address in the zone
+    if hi_k < lo_k or (k_range is not None and (hi_k < k_range[0] or lo_k > k_range[1])):
+        return None
+    t = model.new_bool_var(name)
+    inside = cp_model.Domain(lo_k, hi_k)
+    model.add_linear_expression_in_domain(k, inside).only_enforce_if(t)
+    model.add_linear_expression_in_domain(k, inside.complement()).only_enforce_if(~t)
+    return t, (lo_k, hi_k)
+
+
 class _Model:
     """The CP-SAT model of one tile and how to hint it and read its solution."""
 
@@ -451,22 +470,15 @@ class _Model:
         key = (i, (tag, z))
         if key in self.touch:
             return self.touch[key]
-        from ortools.sat.python import cp_model
-
-        si, ai = int(self.s[i]), int(self.a[i])
-        lo_k, hi_k = -(-(zs - si + 1) // ai), (ze - 1) // ai  # k with address in the zone
-        kmin, kmax = self.k_range[i]
-        if hi_k < lo_k or hi_k < kmin or lo_k > kmax:
+        got = zone_touch(self.model, self.k[i], int(self.a[i]), int(self.s[i]), zs, ze,
+                         self.k_range[i], f"touch{tag}{i}_{z}")
+        if got is None:
             self.touch[key] = None
             return None
-        t = self.model.new_bool_var(f"touch{tag}{i}_{z}")
-        inside = cp_model.Domain(lo_k, hi_k)
-        self.model.add_linear_expression_in_domain(self.k[i], inside).only_enforce_if(t)
-        self.model.add_linear_expression_in_domain(
-            self.k[i], inside.complement()).only_enforce_if(~t)
+        t, zone = got
         self.touch[key] = t
         self._touch_zone = getattr(self, "_touch_zone", {})
-        self._touch_zone[key] = (lo_k, hi_k)
+        self._touch_zone[key] = zone
         return t
 
     def end_var(self):

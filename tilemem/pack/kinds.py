@@ -61,6 +61,19 @@ class Stage(Label):
     EXACT = "exact"
 
 
+class Verdict(Label):
+    """Would an allocation of the tile fit? (``tilemem.pack.proof.fit_verdict``; a proof on
+    part of the tile reads "cannot fit: proven on N variables", with ``PROVEN``.)"""
+
+    FITS = "fits"
+    LIVE_DATA = "cannot fit: live data"
+    UNDECIDED = "undecided"
+
+
+#: The verdict of a tile proven not to fit on ``N`` of its variables.
+PROVEN = "cannot fit: proven on {:,} variables"
+
+
 class Status(Label):
     """How good a tile's allocation is known to be."""
 

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cpsat import _greedy_class_cliques
+from ..rules import MIN_ALIGNMENT
+from .cpsat import greedy_class_cliques, zone_touch
 from .guard import element_bounds, self_check
 from .problem import TileProblem
 from .result import objective
@@ -56,8 +57,8 @@ MAX_FREE = 120
 #: Tries of each high variable's neighbourhood (growing each time) before a cap is eased,
 #: and before the fit question is left undecided.
 TRIES, FIT_TRIES = 2, 4
-#: The smallest step down of the cap (bytes: the effective alignment).
-MIN_STEP = 4
+#: The smallest step down of the cap: the least alignment of any variable (``rules``).
+MIN_STEP = MIN_ALIGNMENT
 #: Seconds CP-SAT gets per neighbourhood (at most; less when the tile's time runs out).
 NEIGHBOURHOOD_SECONDS = 0.25
 
@@ -65,8 +66,7 @@ NEIGHBOURHOOD_SECONDS = 0.25
 @dataclass(frozen=True)
 class NeighbourhoodResult:
     """What ``improve_by_neighbourhoods`` did: the best valid ``offsets``, how many
-    neighbourhoods it solved and how many improved the allocation, the lowest cap reached
-    (the end is at or below it) and the seconds spent."""
+    neighbourhoods it solved and how many improved the allocation, and the seconds spent."""
 
     offsets: np.ndarray
     solved: int
@@ -161,7 +161,7 @@ def neighbourhood_of(p: TileProblem, offsets: np.ndarray, v: int, max_free: int,
     >>> neighbourhood_of(p, np.array([16, 0, 8, 0]), 0, 2).tolist()
     [0, 2]
     """
-    cand = np.unique(np.append(conflicting(p, v), v))
+    cand = np.unique(np.append(p.conflicts.conflicting_with(v), v))
     if len(cand) <= max_free:
         return cand
     ends = (np.asarray(offsets, np.int64) + p.size)[cand]
@@ -210,7 +210,7 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
     adj = np.zeros((m, m), np.bool_)
     ks = []
     for a, i in enumerate(free.tolist()):
-        nb = conflicting(p, i)
+        nb = p.conflicts.conflicting_with(i)
         fixed = nb[~is_free[nb]]
         adj[a, np.searchsorted(free, nb[is_free[nb]])] = True
         banned = [np.stack([off[fixed] - s1[i] + 1, off[fixed] + s1[fixed] - 1], axis=1)]
@@ -231,7 +231,7 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
     if adj.any():
         adj |= adj.T
         np.fill_diagonal(adj, False)
-        cptr, flat = _greedy_class_cliques(adj, np.ones(m, np.bool_), np.ones(m, np.int64),
+        cptr, flat = greedy_class_cliques(adj, np.ones(m, np.bool_), np.ones(m, np.int64),
                                            0, -1)
         for c in range(len(cptr) - 1):
             members = flat[cptr[c]:cptr[c + 1]]
@@ -246,10 +246,12 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
         for i, j in both.tolist():
             a, b = int(np.searchsorted(free, i)), int(np.searchsorted(free, j))
             for zs, ze in zones:
-                ti = _touches(model, ks[a], int(p.align[i]), int(s1[i]), zs, ze, off[i])
-                tj = _touches(model, ks[b], int(p.align[j]), int(s1[j]), zs, ze, off[j])
+                ti = zone_touch(model, ks[a], int(p.align[i]), int(s1[i]), zs, ze)
+                tj = zone_touch(model, ks[b], int(p.align[j]), int(s1[j]), zs, ze)
                 if ti is not None and tj is not None:
-                    model.add_bool_or([~ti, ~tj])
+                    for (t, (lo_k, hi_k)), x in ((ti, i), (tj, j)):   # hinted from now
+                        model.add_hint(t, bool(lo_k <= off[x] // p.align[x] <= hi_k))
+                    model.add_bool_or([~ti[0], ~tj[0]])
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
     solver.parameters.num_workers = 1
@@ -261,30 +263,6 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
     for a, i in enumerate(free.tolist()):
         out[i] = solver.value(ks[a]) * int(p.align[i])
     return out
-
-
-def conflicting(p: TileProblem, i: int) -> np.ndarray:
-    """The variables that conflict with ``i`` (sorted local indices, ``i`` not among them):
-    every other one when ``i`` is always live, else its class, the classes interfering with
-    it and the always-live variables.
-
-    >>> from tilemem.model import Report
-    >>> r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[8] * 4,
-    ...     alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
-    ...     eq_class=[0, 1, 2, 0], interference=[[1], [0], []], always_live=[0, 0, 0, 0])
-    >>> conflicting(TileProblem.from_report(r, 0), 0).tolist()
-    [1, 3]
-    """
-    tc = p.conflicts
-    al = tc.always_live.astype(bool)
-    if al[i]:
-        return np.delete(np.arange(p.n, dtype=np.int64), i)
-    class_ptr, by_class = tc.members
-    c = int(tc.local_class[i])
-    classes = np.append(tc.class_adj.row(c), c)
-    parts = [by_class[class_ptr[k]:class_ptr[k + 1]] for k in classes.tolist()]
-    out = np.unique(np.concatenate(parts + [np.flatnonzero(al)]).astype(np.int64))
-    return out[out != i]
 
 
 def _windows(p: TileProblem, i: int, s1: int, size: int, top: int) -> np.ndarray:
@@ -351,19 +329,3 @@ def _subtract(allowed: np.ndarray, banned: np.ndarray) -> list[tuple[int, int]]:
         if cur <= b:
             out.append((cur, b))
     return out
-
-
-def _touches(model, k, align: int, s1: int, zs: int, ze: int, now: int):
-    """A Boolean "the variable at ``k * align`` touches ``[zs, ze)``" (None: it never can),
-    hinted from its current address ``now``."""
-    from ortools.sat.python import cp_model
-
-    lo_k, hi_k = -(-(zs - s1 + 1) // align), (ze - 1) // align
-    if hi_k < lo_k:
-        return None
-    t = model.new_bool_var("")
-    inside = cp_model.Domain(lo_k, hi_k)
-    model.add_linear_expression_in_domain(k, inside).only_enforce_if(t)
-    model.add_linear_expression_in_domain(k, inside.complement()).only_enforce_if(~t)
-    model.add_hint(t, bool(lo_k <= now // align <= hi_k))
-    return t

@@ -168,7 +168,7 @@ AIM = 0.8
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
                  seed: int = 0, target: int | None = None) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
-    compiled search used as a constructive method: ``(offsets, status, note)``, status
+    compiled search used as a constructive method: an ``Outcome``, status
     "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
     itself is past tileMemory), else "heuristic".
 
@@ -286,7 +286,8 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                     cp_workers: int = 1, deterministic: bool = False,
                     polish: bool = False, fit_only: bool = False
                     ) -> Outcome:
-    """The exact portfolio from a valid ``hint``: ``(offsets, status, note)``.
+    """The exact portfolio from a valid ``hint``: an ``Outcome`` (offsets, status, note and
+    the bound, raised where a probe proved a capacity infeasible).
 
     Within ``time_limit`` seconds, in turn:
 

@@ -6,8 +6,8 @@ rules (alignment, windows, regions, elements, conflicts) proves that the whole t
 either: every allocation of the tile places that subset too. ``prove_no_fit`` tries subsets
 that are small enough to decide and tight enough to matter: the heaviest clique of the
 conflict graph (variables live together, where the live data peaks), then, when the tile
-carries an interval model of its classes (``TileProblem.intervals``), the variables live in
-growing windows around that peak. Each is decided by the compiled search
+carries an interval model of its classes (``TileProblem.intervals``, else its class steps),
+the variables live in growing windows around that peak. Each is decided by the compiled search
 (``tilemem.pack.search``), whose "infeasible" is a proof (it enumerates every placement up to
 its dominance rules).
 
@@ -36,6 +36,7 @@ import numpy as np
 from ..liveness import TileConflicts
 from ..liveness.graphalg import max_weight_clique
 from ..model import Csr
+from .kinds import PROVEN, Verdict
 from .problem import TileProblem
 
 #: Windows tried around the peak (in positions of the interval model), each twice as wide.
@@ -44,7 +45,9 @@ WINDOWS = (0, 1, 2, 4, 8, 16, 32)
 
 def fit_verdict(overflow_bytes: int, live_bound: int, tile_memory: int,
                 proven_on: int | None) -> str:
-    """The answer to "would an allocation of this tile fit?".
+    """The answer to "would an allocation of this tile fit?". ``live_bound``: the tile's
+    lower bound on the end of an allocation that fits (its maximum live bytes, or the
+    interleaved data's clique above interleavedMemoryStart where that is higher).
 
     >>> fit_verdict(0, 100, 128, None), fit_verdict(8, 130, 128, None)
     ('fits', 'cannot fit: live data')
@@ -52,12 +55,12 @@ def fit_verdict(overflow_bytes: int, live_bound: int, tile_memory: int,
     ('cannot fit: proven on 451 variables', 'undecided')
     """
     if overflow_bytes == 0:
-        return "fits"
+        return Verdict.FITS.value
     if live_bound > tile_memory:
-        return "cannot fit: live data"
+        return Verdict.LIVE_DATA.value
     if proven_on is not None:
-        return f"cannot fit: proven on {proven_on:,} variables"
-    return "undecided"
+        return PROVEN.format(proven_on)
+    return Verdict.UNDECIDED.value
 
 
 def prove_no_fit(p: TileProblem, time_limit: float) -> int | None:

@@ -25,7 +25,8 @@ import msgspec
 import numpy as np
 
 from ..rules import overflow_bytes
-from .kinds import METHODS, Label, Method, Pass, Stage, Status  # noqa: F401 (re-exported)
+from .kinds import (METHODS, Label, Method, Pass, Stage, Status,  # noqa: F401 (re-exported)
+                    Verdict)
 from .problem import TileProblem
 
 
@@ -118,9 +119,10 @@ class Allocation:
                 "overflowBytes": sum(r.overflow_bytes for r in t),
                 "optimal": sum(r.status == Status.OPTIMAL for r in t),
                 # would an allocation fit? counted over the tiles that overflow
-                "cannotFitLiveData": sum(r.verdict == "cannot fit: live data" for r in t),
-                "cannotFitProven": sum(r.verdict.startswith("cannot fit: proven") for r in t),
-                "undecided": sum(r.verdict == "undecided" for r in t),
+                "cannotFitLiveData": sum(r.verdict == Verdict.LIVE_DATA for r in t),
+                "cannotFitProven": sum(r.overflow_bytes > 0 and r.proven_on is not None
+                                       for r in t),
+                "undecided": sum(r.verdict == Verdict.UNDECIDED for r in t),
                 "meanGap": float(gaps.mean()) if len(t) else 0.0,
                 "medianGap": q(0.5), "p95Gap": q(0.95), "maxGap": q(1.0),
                 # the share the issue tracker asks about: end within 1 % of the lower bound
