@@ -22,7 +22,9 @@ from tilemem.pack.problem import TileProblem
 def _placeable(r: Report, column: np.ndarray, free: list[int], cap: int) -> bool:
     """Brute force: can the rows ``free`` move to aligned addresses ending at or below
     ``cap`` (everything else where ``column`` has it) with no rule broken?"""
-    choices = [range(0, cap - max(int(r.size[i]), 1) + 1, max(int(r.alignment[i]), 4))
+    # a zero-size variable ends where it starts (the end address counts it so), so it may
+    # sit at the cap itself; the checker says whether that address is legal
+    choices = [range(0, cap - int(r.size[i]) + 1, max(int(r.alignment[i]), 4))
                for i in free]
     for combo in itertools.product(*choices):
         trial = column.copy()

@@ -42,7 +42,10 @@ ENTER, NEXT, SUCC, FAIL = 0, 1, 2, 3
 # frame fields
 F_KIND, F_A, F_B, F_THR_M, F_THR_P, F_LAST_M, F_LAST_P, F_CUR, F_MARK, F_HAT, F_MH = range(11)
 F_P0, F_PN, F_PI = 11, 12, 13
-NUM_FIELDS = 14
+# F_FIRST: the node's first candidate, found by the scan that computes its height at ENTER (a
+# descent that goes well tries one candidate a node: this saves it a second scan)
+F_FIRST = 14
+NUM_FIELDS = 15
 
 # registers
 # R_TRY_LIMIT: ABORTED once R_TRIES (candidates placed, at every node) reaches it. A node
@@ -52,7 +55,7 @@ R_SP, R_MODE, R_NODES, R_TL, R_PT, R_TRIES, R_PARTS, R_TRY_LIMIT = range(8)
 NUM_REGS = 8
 
 # trail record kinds
-T_OFF, T_M, T_PRE = range(3)
+T_OFF, T_M, T_PRE, T_WIT = range(4)
 
 # interaction kinds (bits of adj_kind): the guard's K_CONFLICT, K_ELEMENT, K_REGION
 
@@ -108,12 +111,18 @@ def lowest_offsets(size, align, lo, hi, geo, zc):
     return out
 
 
-@njit(cache=True)
-def _undo(mark, trail, reg, off, m, total, cuts, pre, size, vsec_ptr, vsecs, span_lo, span_hi):
+@njit(cache=True, _nrt=False)
+def _undo(mark, model, state):
     """Undo the trail down to ``mark``. A placement's record (``T_OFF``) also stands for what
-    every placement changes the same way: the totals of its sections and the cuts across its
-    span, restored here from the model rather than written to the trail (on Mk2 tiles they
-    were most of it: ~100 MB a descent, allocated and zeroed for each probe)."""
+    every placement changes the same way: the totals of its sections (and their slack in the
+    tree ``smin``) and the cuts across its span, restored here from the model rather than
+    written to the trail (on Mk2 tiles they were most of it: ~100 MB a descent, allocated and
+    zeroed for each probe)."""
+    reg = state.reg
+    trail = state.trail
+    size = model.size
+    vsec_ptr = model.vsec_ptr
+    vsecs = model.vsecs
     tl = reg[R_TL]
     while tl > mark:
         tl -= 1
@@ -121,19 +130,63 @@ def _undo(mark, trail, reg, off, m, total, cuts, pre, size, vsec_ptr, vsecs, spa
         i = trail[tl, 1]
         v = trail[tl, 2]
         if kind == T_M:
-            m[i] = v
+            state.m[i] = v
         elif kind == T_OFF:
-            off[i] = v
+            state.off[i] = v
             for e in range(vsec_ptr[i], vsec_ptr[i + 1]):
-                total[vsecs[e]] += size[i]
-            for s in range(span_lo[i], span_hi[i] - 1):
-                cuts[s] += 1
+                s = vsecs[e]
+                state.total[s] += size[i]
+                _seg_set(state.smin, s, model.sec_cap[s] - state.total[s])
+            for s in range(model.span_lo[i], model.span_hi[i] - 1):
+                state.cuts[s] += 1
+        elif kind == T_WIT:
+            state.wcnt[state.witv[i]] -= 1
+            state.wit[i] = v
+            state.witv[i] = model.sec_vars[v]
+            state.wcnt[state.witv[i]] += 1
         else:
-            pre[i] = v
+            state.pre[i] = v
     reg[R_TL] = tl
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _seg_set(tree, s, v):
+    """Leaf ``s`` of the min-tree ``tree`` (leaves at ``len(tree) // 2``) becomes ``v``."""
+    i = len(tree) // 2 + s
+    tree[i] = v
+    i >>= 1
+    while i >= 1:
+        a = tree[2 * i]
+        b = tree[2 * i + 1]
+        x = a if a < b else b
+        if tree[i] == x:
+            break  # nothing above changes either
+        tree[i] = x
+        i >>= 1
+
+
+@njit(cache=True, inline="always")
+def _seg_min(tree, a, b):
+    """The least leaf of ``tree`` in ``[a, b)``."""
+    half = len(tree) // 2
+    res = INF
+    lo = a + half
+    hi = b + half
+    while lo < hi:
+        if lo & 1:
+            if tree[lo] < res:
+                res = tree[lo]
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            if tree[hi] < res:
+                res = tree[hi]
+        lo >>= 1
+        hi >>= 1
+    return res
+
+
+@njit(cache=True, inline="always")
 def dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils, tm, zc):
     """An offset at or above which no variable may be placed while ``k`` is unplaced: ``k``
     would fit wholly below it at ``m[k]`` (a gap a left-justified solution never leaves)."""
@@ -153,6 +206,7 @@ def _node_frame(frames, q, a, b, thr_m, thr_p):
     frames[q, F_LAST_M] = -1
     frames[q, F_LAST_P] = -1
     frames[q, F_CUR] = -1
+    frames[q, F_FIRST] = -1
 
 
 @njit(cache=True)
@@ -205,6 +259,7 @@ def run(model, state, heur, limit, budget, zc):
     tmp_vars = state.tmp_vars
     tmp_key = state.tmp_key
     witv = state.witv
+    smin = state.smin
     # the geometry as scalars (see G_ILS ...): read once, not at every use in the hot loops
     ils = params[G_ILS]
     nrs = params[G_NRS] != 0
@@ -217,23 +272,20 @@ def run(model, state, heur, limit, budget, zc):
             return FOUND if mode == SUCC else INFEASIBLE
         if frames[sp, F_KIND] == DECOMP:
             if mode == FAIL:
-                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
-                      vsecs, span_lo, span_hi)
+                _undo(frames[sp, F_MARK], model, state)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 continue
             # ENTER or SUCC: start the next part from the state at decomposition time
             if frames[sp, F_PI] == frames[sp, F_PN]:
-                _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
-                      vsecs, span_lo, span_hi)
+                _undo(frames[sp, F_MARK], model, state)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
             if reg[R_TL] + len(off) + 1 > trail.shape[0]:
                 return NEED_TRAIL
-            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
-                      vsecs, span_lo, span_hi)
+            _undo(frames[sp, F_MARK], model, state)
             p = frames[sp, F_P0] + frames[sp, F_PI]
             frames[sp, F_PI] += 1
             reg[R_PARTS] += 1
@@ -261,43 +313,32 @@ def run(model, state, heur, limit, budget, zc):
                 return ABORTED
             used += 1
             reg[R_NODES] += 1
-            mh = INF
-            any_left = False
-            for t in range(v0, v1):
-                k = by_lo[t]
-                if off[k] >= 0:
-                    continue
-                any_left = True
-                # the height is at least the end of k at m[k]: look it up (a search of the
-                # element bounds) only when that could lower mh
-                if m[k] + size[k] < mh:
-                    h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils,
-                                         tm, zc)
-                    if h < mh:
-                        mh = h
+            mh, first, any_left = _enter_scan(v0, v1, by_lo, off, m, pre, size, has_elem,
+                                              has_reg, elem_starts, ils, tm, zc,
+                                              frames[sp, F_THR_M], frames[sp, F_THR_P])
             if not any_left:
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
             if len(pair_i) and not _partners_ok(frames[sp, F_THR_M], a, b, size, align, lo, hi,
                                                 ils, nrs, tm, zc, elem_starts, span_lo, off, m,
-                                                pair_i, pair_k, pair_kind):
+                                                pair_i, pair_k, pair_kind, model.pair_thr):
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = FAIL
                 continue
             # every later placement is at or above o: o + total <= capacity in each section
-            for s in range(a, b):
-                t = total[s]
-                if t > 0 and sec_cap[s] - t + 1 < mh:
-                    mh = sec_cap[s] - t + 1
+            # (the least slack of the part's sections with something unplaced, from the tree)
+            least = _seg_min(smin, a, b)
+            if least < INF and least + 1 < mh:
+                mh = least + 1
             frames[sp, F_MH] = mh
+            frames[sp, F_FIRST] = first
             reg[R_MODE] = NEXT
             continue
         # NEXT or FAIL: undo the last candidate (if any), then try the next one
         c = frames[sp, F_CUR]
         if c >= 0:
-            _undo(frames[sp, F_MARK], trail, reg, off, m, total, cuts, pre, size, vsec_ptr,
-                      vsecs, span_lo, span_hi)
+            _undo(frames[sp, F_MARK], model, state)
             frames[sp, F_CUR] = -1
             if frames[sp, F_HAT] == 0:
                 # nothing unplaced interacts with c: every solution here places c there
@@ -312,22 +353,18 @@ def run(model, state, heur, limit, budget, zc):
         best = -1
         best_m = INF
         best_p = INF
-        for t in range(v0, v1):
-            k = by_lo[t]
-            if off[k] >= 0:
-                continue
-            mk = m[k]
-            if mk >= mh:
-                continue
-            pk = pre[k]
-            if mk < thr_m or (mk == thr_m and pk < thr_p):
-                continue  # not canonical: below the previous placement
-            if mk < last_m or (mk == last_m and pk <= last_p):
-                continue  # tried already at this node
-            if mk < best_m or (mk == best_m and pk < best_p):
+        if last_m < 0:
+            # the first try: the least canonical candidate, found at ENTER
+            k = frames[sp, F_FIRST]
+            if k >= 0 and m[k] < mh:
                 best = k
-                best_m = mk
-                best_p = pk
+                best_m = m[k]
+                best_p = pre[k]
+        else:
+            best = _next_candidate(v0, v1, by_lo, off, m, pre, mh, thr_m, thr_p, last_m, last_p)
+            if best >= 0:
+                best_m = m[best]
+                best_p = pre[best]
         if best < 0:
             reg[R_SP] = sp - 1
             reg[R_MODE] = FAIL
@@ -343,9 +380,10 @@ def run(model, state, heur, limit, budget, zc):
         frames[sp, F_MARK] = reg[R_TL]
         frames[sp, F_CUR] = c
         o = best_m
-        status = _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx,
+        status = _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx,
                         adj_kind, elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs,
-                        span_lo, span_hi, off, m, total, wit, witv, cuts, trail, reg)
+                        span_lo, span_hi, off, m, total, wit, witv, cuts, trail, reg,
+                        smin, state.wcnt)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
             reg[R_MODE] = FAIL
@@ -378,14 +416,141 @@ def run(model, state, heur, limit, budget, zc):
         reg[R_MODE] = ENTER
 
 
+# The scans below, _place, _undo and _partners_ok are compiled without reference counting
+# (``_nrt=False``: they allocate nothing). With it, every array an inlined helper reads in
+# their loops (the element starts of ``_after``, per neighbour and per variable) cost an
+# atomic increment and decrement: a quarter of the search's time on Mk2 tiles.
+@njit(cache=True, _nrt=False)
+def _enter_scan(v0, v1, by_lo, off, m, pre, size, has_elem, has_reg, elem_starts, ils, tm, zc,
+                thr_m, thr_p):
+    """A node's scan of its part's unplaced variables: ``(mh, first, any_left)``: the
+    dominance height (no placement at or above it while some ``k`` would fit wholly below),
+    the least canonical candidate (as ``_next_candidate`` would choose it first; a descent
+    that goes well tries one candidate a node, so this saves it a second scan), and whether
+    anything is unplaced."""
+    mh = INF
+    any_left = False
+    first = -1
+    first_m = INF
+    first_p = INF
+    for t in range(v0, v1):
+        k = by_lo[t]
+        if off[k] >= 0:
+            continue
+        any_left = True
+        mk = m[k]
+        pk = pre[k]
+        if (mk > thr_m or (mk == thr_m and pk >= thr_p)) and (
+                mk < first_m or (mk == first_m and pk < first_p)):
+            first = k
+            first_m = mk
+            first_p = pk
+        # the height is at least the end of k at m[k]: look it up (a search of the
+        # element bounds) only when that could lower mh
+        if mk + size[k] < mh:
+            h = dominance_height(k, m, size, has_elem, has_reg, elem_starts, ils, tm, zc)
+            if h < mh:
+                mh = h
+    return mh, first, any_left
+
+
+@njit(cache=True, _nrt=False)
+def _next_candidate(v0, v1, by_lo, off, m, pre, mh, thr_m, thr_p, last_m, last_p):
+    """The node's next candidate: the unplaced variable of least ``(m, pre)`` below ``mh``,
+    canonical (not below the previous placement ``(thr_m, thr_p)``) and not tried yet (above
+    ``(last_m, last_p)``); -1 when none is left."""
+    best = -1
+    best_m = INF
+    best_p = INF
+    for t in range(v0, v1):
+        k = by_lo[t]
+        if off[k] >= 0:
+            continue
+        mk = m[k]
+        if mk >= mh:
+            continue
+        pk = pre[k]
+        if mk < thr_m or (mk == thr_m and pk < thr_p):
+            continue  # not canonical: below the previous placement
+        if mk < last_m or (mk == last_m and pk <= last_p):
+            continue  # tried already at this node
+        if mk < best_m or (mk == best_m and pk < best_p):
+            best = k
+            best_m = mk
+            best_p = pk
+    return best
+
+
+@njit(cache=True, inline="always")
+def _pair_fits(i, k, kd, o, mi, mk, size, align, lo, hi, ils, nrs, tm, zc, elem_starts):
+    """Element (region) partners ``i`` and ``k`` (``kd``: the kind), both unplaced, with
+    lower bounds ``mi`` and ``mk``: one can go first, at or above ``o``, and the other wholly
+    past its last element (region). Monotone: what fits fits for any lower ``o``, ``mi``,
+    ``mk`` too (every step takes the lowest legal offset at or above a bound)."""
+    xi = _norm(i, mi if mi > o else o, size, align, lo, hi, ils, nrs, tm, zc)
+    if xi < INF:
+        bk = _after(kd, xi + size[i], elem_starts, ils, tm, zc)
+        if _norm(k, bk if bk > mk else mk, size, align, lo, hi, ils, nrs, tm, zc) < INF:
+            return True
+    xk = _norm(k, mk if mk > o else o, size, align, lo, hi, ils, nrs, tm, zc)
+    if xk < INF:
+        bi = _after(kd, xk + size[k], elem_starts, ils, tm, zc)
+        if _norm(i, bi if bi > mi else mi, size, align, lo, hi, ils, nrs, tm, zc) < INF:
+            return True
+    return False
+
+
 @njit(cache=True)
+def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts, geo, zc, cap):
+    """For each partner pair, the highest ``x`` at which ``_pair_fits`` holds with ``o``,
+    ``mi`` and ``mk`` all at ``x`` (-1 when not even at 0): by its monotony the pair fits
+    whenever all three are at or below it, so ``_partners_ok`` skips it then (on Mk2 tiles
+    the pairs' look-ahead was a fifth of the search's time)."""
+    ils, nrs, tm = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM]
+    out = np.empty(len(pair_i), np.int64)
+    for e in range(len(pair_i)):
+        i = pair_i[e]
+        k = pair_k[e]
+        kd = pair_kind[e]
+        if not _pair_fits(i, k, kd, 0, 0, 0, size, align, lo, hi, ils, nrs, tm, zc,
+                          elem_starts):
+            out[e] = -1
+            continue
+        a = 0        # fits
+        b = cap + 1  # the first that does not, or past every bound
+        while b - a > 1:
+            mid = (a + b) >> 1
+            if _pair_fits(i, k, kd, mid, mid, mid, size, align, lo, hi, ils, nrs, tm, zc,
+                          elem_starts):
+                a = mid
+            else:
+                b = mid
+        out[e] = a
+    return out
+
+
+@njit(cache=True, _nrt=False)
 def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, span_lo, off, m,
-                 pair_i, pair_k, pair_kind):
+                 pair_i, pair_k, pair_kind, pair_thr):
     """Two element (region) partners both unplaced in part ``[a, b)``: one goes first, at or
     above ``o``, and the other wholly past its last element (region). False if neither order
     fits for some pair. (With a zone both may go past tileMemory: no look-ahead then.)"""
     if zc is not None:
         return True
+    for e in range(len(pair_i)):
+        i = pair_i[e]
+        k = pair_k[e]
+        if off[i] >= 0 or off[k] >= 0:
+            continue
+        t = pair_thr[e]
+        if o <= t and m[i] <= t and m[k] <= t:
+            continue  # fits (pair_thresholds)
+        if span_lo[i] < a or span_lo[i] >= b:
+            continue
+        if not _pair_fits(i, k, pair_kind[e], o, m[i], m[k], size, align, lo, hi, ils, nrs,
+                          tm, zc, elem_starts):
+            return False
+    return True
     for e in range(len(pair_i)):
         i = pair_i[e]
         k = pair_k[e]
@@ -408,10 +573,10 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
     return True
 
 
-@njit(cache=True)
-def _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_kind,
+@njit(cache=True, _nrt=False)
+def _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_kind,
            elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m,
-           total, wit, witv, cuts, trail, reg):
+           total, wit, witv, cuts, trail, reg, smin, wcnt):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
@@ -422,7 +587,9 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, 
     off[c] = o
     top = o + size[c]
     for e in range(vsec_ptr[c], vsec_ptr[c + 1]):
-        total[vsecs[e]] -= size[c]
+        s = vsecs[e]
+        total[s] -= size[c]
+        _seg_set(smin, s, sec_cap[s] - total[s] if total[s] > 0 else INF)
     split = False
     for s in range(span_lo[c], span_hi[c] - 1):
         cuts[s] -= 1
@@ -430,6 +597,7 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, 
             split = True
     hat = False
     ok = True
+    raised = tl  # the T_M records from here on: the neighbours whose m went up
     for e in range(adj_ptr[c], adj_ptr[c + 1]):
         i = adj_idx[e]
         if off[i] >= 0:
@@ -450,52 +618,76 @@ def _place(c, o, a, b, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, 
     if ok:
         # Every later placement is at or above o, and the unplaced members of a section
         # stack above the least of their lower bounds: max(o, min m) + total <= capacity.
-        # Since o + total <= capacity already holds (see ENTER), the section fails exactly
-        # when no unplaced member has m <= capacity - total. A member that does is cached
-        # as the section's witness (a hint only: it is re-checked on every use): the
-        # variable (``witv``, read first: the sections' member list, ~1 M entries on a Mk2
-        # tile, is too big to stay in cache) and its position in the section (``wit``). A
-        # new one is looked for from the old one onwards, round the section once: members
-        # behind the pointer were mostly placed already, so starting from the front each
-        # time made the scans quadratic (20,000 steps a node on Mk2 tiles).
-        for s in range(a, b):
-            t = total[s]
-            if t > 0:
-                slack = sec_cap[s] - t
-                if o > slack:
+        # o + total <= capacity holds in every section already (the node's ``mh``, from the
+        # slack tree ``smin``), so a section fails exactly when no unplaced member has
+        # m <= capacity - total. Each section with something unplaced keeps such a member
+        # as its witness (``witv``; ``wit``: its position in the section; ``wcnt``: how many
+        # sections a variable is the witness of), trailed, so it holds in every state. Only
+        # two things can end a witness: it is placed (c, in c's sections) or its m went up
+        # (a neighbour raised above); slack only grows as totals fall. So only those
+        # sections are looked at, not all of the part's (on Mk2 tiles ~3,000 a node).
+        for e in range(vsec_ptr[c], vsec_ptr[c + 1]):
+            s = vsecs[e]
+            if witv[s] == c and total[s] > 0:
+                nt = _new_witness(s, sec_cap[s] - total[s], sec_ptr, sec_vars, off, m, wit,
+                                  witv, wcnt, trail, tl)
+                if nt < 0:
                     ok = False
                     break
-                w = witv[s]
-                if off[w] < 0 and m[w] <= slack:
+                tl = nt
+    if ok:
+        for r in range(raised, tl):
+            if trail[r, 0] != T_M:
+                continue
+            i = trail[r, 1]
+            if wcnt[i] == 0:
+                continue
+            for e in range(vsec_ptr[i], vsec_ptr[i + 1]):
+                s = vsecs[e]
+                if witv[s] != i:
                     continue
-                if not _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv):
+                slack = sec_cap[s] - total[s]
+                if m[i] <= slack:
+                    continue
+                nt = _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv, wcnt,
+                                  trail, tl)
+                if nt < 0:
                     ok = False
                     break
+                tl = nt
+            if not ok:
+                break
     reg[R_TL] = tl
     return (1 if ok else 0) | (2 if hat else 0) | (4 if split else 0)
 
 
 @njit(cache=True, inline="always")
-def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv):
+def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv, wcnt, trail, tl):
     """Point ``wit[s]`` (``witv[s]``: the variable there) at an unplaced member of section
-    ``s`` with ``m <= slack``, searching from the current witness onwards and round; False
-    when there is none."""
+    ``s`` with ``m <= slack``, searching from the current witness onwards and round (members
+    behind it were mostly placed already: from the front each time the scans were
+    quadratic); the change is trailed. Returns the trail's new end, or -1 when there is
+    none."""
     s0 = sec_ptr[s]
     s1 = sec_ptr[s + 1]
     w = wit[s]
-    for e in range(w + 1, s1):
+    n = s1 - s0
+    e = w
+    for _ in range(n - 1):
+        e += 1
+        if e == s1:
+            e = s0
         k = sec_vars[e]
         if off[k] < 0 and m[k] <= slack:
+            trail[tl, 0] = T_WIT
+            trail[tl, 1] = s
+            trail[tl, 2] = w
+            wcnt[witv[s]] -= 1
             wit[s] = e
             witv[s] = k
-            return True
-    for e in range(s0, w + 1):
-        k = sec_vars[e]
-        if off[k] < 0 and m[k] <= slack:
-            wit[s] = e
-            witv[s] = k
-            return True
-    return False
+            wcnt[k] += 1
+            return tl + 1
+    return -1
 
 
 @njit(cache=True)

@@ -53,7 +53,8 @@ class SearchRun:
         starts = sm.sec_ptr[:-1]
         self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
         floor0 = np.minimum.reduceat(m0[sv], starts)
-        self.wit0 = starts.astype(np.int64)  # positions in sec_vars
+        # each section's witness (kernel._place): its member of least m, a position in sec_vars
+        self.wit0 = _argmin_per_section(m0[sv], sm.sec_ptr)
         self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap // g * g)
         if self.zone:  # anything may go past tileMemory, up to the capacity
             self.sec_cap[:] = cap // g * g
@@ -68,6 +69,9 @@ class SearchRun:
         bounds = np.flatnonzero(self.cuts0 == 0) + 1
         edges = np.concatenate([[0], bounds, [S]])
         self.parts0 = np.stack([edges[:-1], edges[1:]], axis=1).astype(np.int64)
+        self.witv0 = sv[self.wit0].astype(np.int64)
+        self.wcnt0 = np.bincount(self.witv0, minlength=n).astype(np.int64)
+        self.smin0 = _min_tree(self.sec_cap - self.total0)  # every total0 > 0: sizes >= 1
         self.random_key = np.zeros(n, np.int64)  # the "R" key, set before each round
         self.model = KernelModel(
             size=sm.size, align=sm.align, lo=sm.lo, hi=hi, adj_ptr=sm.adj_ptr,
@@ -76,7 +80,10 @@ class SearchRun:
             span_hi=sm.span_hi, by_lo=sm.by_lo, lo_idx=sm.lo_idx, width=sm.width,
             area=sm.area, has_elem=sm.has_elem, has_reg=sm.has_reg, need=sm.need,
             elem_starts=sm.elem_starts, rand_key=self.random_key, pair_i=sm.pair_i,
-            pair_k=sm.pair_k, pair_kind=sm.pair_kind, geo=self.geo)
+            pair_k=sm.pair_k, pair_kind=sm.pair_kind, geo=self.geo,
+            pair_thr=K.pair_thresholds(sm.pair_i, sm.pair_k, sm.pair_kind, sm.size, sm.align,
+                                       sm.lo, hi, sm.elem_starts, self.geo, self.zone_cap,
+                                       int(cap)))
         depth = 2 * n + 8
         trail_cap = int(max(4096, 4 * sm.need.max() + 16 * n))  # grows on demand
         self.state = SearchState(
@@ -88,7 +95,7 @@ class SearchRun:
             pieces=np.zeros((S + 2 * n + 8, 2), np.int64),
             reg=np.zeros(K.NUM_REGS, np.int64),
             tmp_vars=np.zeros(n, np.int64), tmp_key=np.zeros(n, np.int64),
-            witv=sv[self.wit0].astype(np.int64))
+            witv=self.witv0.copy(), wcnt=self.wcnt0.copy(), smin=self.smin0.copy())
 
     def reset(self):
         st = self.state
@@ -97,7 +104,9 @@ class SearchRun:
         st.pre[:] = 0
         st.total[:] = self.total0
         st.wit[:] = self.wit0
-        st.witv[:] = self.sm.sec_vars[self.wit0]
+        st.witv[:] = self.witv0
+        st.wcnt[:] = self.wcnt0
+        st.smin[:] = self.smin0
         st.cuts[:] = self.cuts0
         st.sol[:] = -1
         reg = st.reg
@@ -171,3 +180,26 @@ def _norm0(sm: SearchModel, hi: np.ndarray, geo: np.ndarray, zone_cap) -> np.nda
     return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, geo, zone_cap)
 
 
+
+
+def _argmin_per_section(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """The position (in ``values``) of the least value of each segment ``ptr[s]:ptr[s+1]``
+    (every segment non-empty), the first on ties."""
+    least = np.minimum.reduceat(values, ptr[:-1])
+    at = np.flatnonzero(values == np.repeat(least, np.diff(ptr)))
+    return at[np.searchsorted(at, ptr[:-1])].astype(np.int64)
+
+
+def _min_tree(leaves: np.ndarray) -> np.ndarray:
+    """A min segment tree over ``leaves`` (``kernel._seg_min``): leaves from ``len // 2``,
+    padded with INF to a power of two."""
+    half = 1
+    while half < max(len(leaves), 1):
+        half *= 2
+    tree = np.full(2 * half, K.INF, np.int64)
+    tree[half:half + len(leaves)] = leaves
+    h = half
+    while h > 1:  # level by level: nodes [h // 2, h) from their children [h, 2h)
+        tree[h // 2:h] = np.minimum(tree[h:2 * h:2], tree[h + 1:2 * h:2])
+        h //= 2
+    return tree

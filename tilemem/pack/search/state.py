@@ -14,7 +14,8 @@ class KernelModel(NamedTuple):
     (``size`` ... ``need``), the sections (``sec_*``), the spans, the partner pairs and the
     geometry (see ``tilemem.pack.search.sweep.SearchModel`` for each field's meaning;
     ``hi`` and ``sec_cap`` are capped at the capacity; ``rand_key`` is the R key of the
-    current static order, set before each restart)."""
+    current static order, set before each restart; ``pair_thr``: each partner pair's
+    threshold, ``kernel.pair_thresholds``)."""
 
     size: np.ndarray
     align: np.ndarray
@@ -43,6 +44,7 @@ class KernelModel(NamedTuple):
     pair_k: np.ndarray
     pair_kind: np.ndarray
     geo: np.ndarray
+    pair_thr: np.ndarray
 
 
 class SearchState(NamedTuple):
@@ -53,7 +55,10 @@ class SearchState(NamedTuple):
     each section boundary; ``sol``: the solution when FOUND; ``trail``: undo records
     (grown on NEED_TRAIL: a new state with a longer trail); ``frames``: the explicit stack
     (``F_*`` fields); ``pieces``: independent parts of decompositions; ``reg``: registers
-    (``R_*``); ``tmp_vars`` / ``tmp_key``: scratch."""
+    (``R_*``); ``tmp_vars`` / ``tmp_key``: scratch; ``wcnt``: how many sections each
+    variable is the witness of; ``smin``: a min-tree over the sections (leaves from
+    ``len(smin) // 2``) of each one's slack (capacity - unplaced total; INF when nothing in
+    it is unplaced)."""
 
     off: np.ndarray
     m: np.ndarray
@@ -69,3 +74,5 @@ class SearchState(NamedTuple):
     tmp_vars: np.ndarray
     tmp_key: np.ndarray
     witv: np.ndarray
+    wcnt: np.ndarray
+    smin: np.ndarray

@@ -101,7 +101,12 @@ def build_model(p: TileProblem) -> SearchModel:
     has_reg = (np.diff(rp_ptr) > 0).astype(np.int64)
     pair_i, pair_k, pair_kind = B.partner_entries(adj_ptr, udst, ukind, ep_ptr, rp_ptr)
     deg = np.diff(adj_ptr)
-    need = 2 + deg  # trail records one placement may write (its own and its neighbours')
+    # trail records one placement may write: its own, its neighbours' m, and a new witness
+    # for each of its sections and of its neighbours' (kernel._place), at most one a section
+    nsec = np.diff(vsec_ptr)
+    owner = np.repeat(np.arange(n), deg)
+    touched = nsec + np.bincount(owner, weights=nsec[udst], minlength=n).astype(np.int64)
+    need = 2 + deg + np.minimum(touched, S)
     t = p.target
     elem_starts = element_bounds(p)
     return SearchModel(
