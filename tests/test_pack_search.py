@@ -547,6 +547,30 @@ def test_the_mirror_of_a_packing_packs_the_mirror(case):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(packed_reports(max_vars=40), st.integers(0, 64))
+def test_the_mirrored_model_derived_from_the_problems_is_the_mirrors_own(case, less):
+    # the mirror's search arrays taken from the problem's (mirrored_model_of) instead of
+    # built: the same sections (window groups included: reversal swaps the two kinds), the
+    # same interactions, and the mirror's own sizes, windows and geometry
+    from tilemem.pack.search.sweep import mirrored_model_of
+
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    m = mirror(p, max(capacity - less, 1))
+    got, own = mirrored_model_of(p, m.problem), build_model(m.problem)
+
+    def sections(sm):
+        return sorted(tuple(sorted(sm.sec_vars[sm.sec_ptr[i]:sm.sec_ptr[i + 1]].tolist()))
+                      for i in range(sm.num_sections))
+
+    assert sections(got) == sections(own)
+    for name in ("size", "align", "lo", "hi", "adj_ptr", "adj_idx", "adj_kind", "area",
+                 "elem_starts", "pair_i", "pair_k", "pair_kind"):
+        assert np.array_equal(getattr(got, name), getattr(own, name)), name
+    assert (got.ils, got.nrs, got.grain) == (own.ils, own.nrs, own.grain)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(max_vars=40), st.integers(0, 64))
 def test_a_mirrored_probe_finds_only_valid_packings_and_proves_nothing(case, less):
     # top-down descents (the mirror), at and below the construction's capacity: what they
     # place passes both checkers, below the cap when "optimal"; they never say "infeasible"

@@ -139,6 +139,17 @@ class TileConflicts:
         """The conflict graph of the variables ``sub`` (sorted local indices; default all) as
         CSR ``(indptr, indices)`` over positions in ``sub``, symmetric, no self entries;
         ``sort``: each row ascending. O(conflicting pairs) memory."""
+        if sub is None and not sort:
+            return self._all_conflicts
+        return self._conflict_csr(sub, sort)
+
+    @cached_property
+    def _all_conflicts(self) -> tuple[np.ndarray, np.ndarray]:
+        # the whole graph is asked for by several packers of one tile (the heuristic's pairs,
+        # the search's interactions): built once
+        return self._conflict_csr(None, False)
+
+    def _conflict_csr(self, sub, sort: bool) -> tuple[np.ndarray, np.ndarray]:
         n = self.num_vars
         sub = np.arange(n, dtype=np.int64) if sub is None else np.asarray(sub, np.int64)
         class_ptr, by_class = self.members

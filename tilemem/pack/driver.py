@@ -73,6 +73,15 @@ QUICK_MAX_SHARE = 4
 #: without it, the quick search on the 62 tiles above 1% spent the budget and the exact
 #: stage reached none of the 49 left.)
 EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
+#: With a budget, the first pass gives every tile an even share of the budget (the heuristic,
+#: then the quick search as low as it gets), keeping ``FIRST_RESERVE`` of it for the later
+#: passes (the tiles that may fit, the exact stage on the tiles left above 1%). Every tile
+#: then pays its set-up once (``SETUP_SECONDS``: the problem, the heuristic, the search's
+#: arrays) where a first pass stopped at 1% and a second quick pass paid it twice. (Seed 1 of
+#: the generated Mk2, budget 240 s: the first pass to 1% took 150 s and the second reached a
+#: seventh of the tiles.) Each share is between ``MIN_SHARE`` times ``quick`` (one or two
+#: probes) and ``QUICK_MAX_SHARE`` times it.
+FIRST_RESERVE, SETUP_SECONDS, MIN_SHARE = 0.15, 0.08, 0.2
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -142,14 +151,26 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         # heuristic and the quick search stopped within 1% of the bound in one task (one
         # build of the tile's problem and search arrays for both)
         searching = method == Method.AUTO and quick > 0 and not deterministic
+        # with a budget, an even share of it; without one, the quick search to 1% (the
+        # later passes then lower every tile further)
+        sharing = searching and deadline is not None
         first_pass = (Pass.REPLAY if method == Method.REPLAY
-                      else Pass.NEAR if searching else Pass.HEURISTIC)
+                      else Pass.QUICK if sharing else Pass.NEAR if searching
+                      else Pass.HEURISTIC)
         last = method in (Method.REPLAY, Method.HEURISTIC)
         todo = [t for t in reps if t not in done]
+        share = None
+        if sharing:
+            w = _workers_of(ex)
+            until = deadline - FIRST_RESERVE * max(deadline - time.time(), 0.0)
+            share = [EvenShare(until, i, len(todo), w, MIN_SHARE * quick,
+                               QUICK_MAX_SHARE * quick) for i in range(len(todo))]
         tasks = [TileTask(t, first_pass, None, None, known[t],
                           quick if searching else time_limit, seed,
-                          deterministic=deterministic) for t in todo]
-        first_label = ("heuristic, then quick search to 1% of the bound" if searching
+                          deterministic=deterministic,
+                          share=share[i] if share else None) for i, t in enumerate(todo)]
+        first_label = ("heuristic, then quick search (an even share of the budget)" if sharing
+                       else "heuristic, then quick search to 1% of the bound" if searching
                        else str(first_pass))
 
         def record(t: int, res, off, is_final: bool) -> None:
@@ -372,6 +393,32 @@ class TileTask:
     seed: int
     cp_workers: int = 1
     deterministic: bool = False
+    share: "EvenShare | None" = None
+
+
+@dataclass(frozen=True)
+class EvenShare:
+    """A task's time as an equal share of what is left of a pass: the task at ``index`` of
+    ``count`` gets the seconds until ``until`` times the ``workers``, over the tasks not yet
+    started, less its set-up (``SETUP_SECONDS``), between ``least`` and ``most``. Worked out
+    when the task starts, so a pass whose early tiles finish early gives the rest more.
+
+    >>> EvenShare(until=110.0, index=0, count=100, workers=2, least=0.1, most=2.0).seconds(100.0)
+    0.12
+    >>> EvenShare(110.0, 99, 100, 2, 0.1, 2.0).seconds(109.0), EvenShare(110.0, 0, 100, 2, 0.1, 2.0).seconds(120.0)
+    (1.92, 0.1)
+    """
+
+    until: float
+    index: int
+    count: int
+    workers: int
+    least: float
+    most: float
+
+    def seconds(self, now: float) -> float:
+        left = (self.until - now) * self.workers / max(self.count - self.index, 1)
+        return round(min(max(left - SETUP_SECONDS, self.least), self.most), 6)
 
 
 @dataclass(frozen=True)
@@ -387,7 +434,7 @@ def _solve(shared, task: TileTask, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
-    time_limit = task.time_limit
+    time_limit = task.time_limit if task.share is None else task.share.seconds(time.time())
     searched = method in _SEARCHED
     if searched:
         # a first pass (no ``prev``) still places the tile by the heuristic when the

@@ -14,14 +14,16 @@ top-down; with failed descents' completions, 40 / 32 / 38 ended within 1% bottom
 (``tilemem.pack.portfolio.quick_search``). It is the address-space counterpart of
 reading a program's time backwards (``benchmarks/minimalloc.py``'s mirrored column).
 
-The mirror of ``p`` below a capacity ``C``: with ``top`` = ``C`` rounded up to a multiple
-of every alignment, a variable at mirrored offset ``o'`` lies at ``top - o' - size'`` in
-``p``, where ``size'`` is its size rounded up to its alignment (so that the reversed offset
-is aligned too; a zero-size variable counts as one byte, as the search has it). Windows,
-element starts and the region boundary are reversed the same way, and every mirrored window
-starts at ``top - C`` (nothing in ``p`` ends above ``C``). Each mirrored placement is a
-placement of ``p`` (the rounded sizes only cover more bytes), but not the other way round:
-"nothing fits in the mirror" proves nothing about ``p``.
+The mirror of ``p``: with ``top`` = tileMemory rounded up to a multiple of every alignment, a
+variable at mirrored offset ``o'`` lies at ``top - o' - size'`` in ``p``, where ``size'`` is
+its size rounded up to its alignment (so that the reversed offset is aligned too; a zero-size
+variable counts as one byte, as the search has it). Windows, element starts and the region
+boundary are reversed the same way. A capacity ``C`` of ``p`` is a *floor* of the mirror:
+nothing in ``p`` ends above ``C`` when every mirrored placement starts at or above
+``top - C``. The mirrored problem is the same for every capacity (built once per problem,
+with its search arrays; only the floor changes from probe to probe). Each mirrored placement
+is a placement of ``p`` (the rounded sizes only cover more bytes), but not the other way
+round: "nothing fits in the mirror" proves nothing about ``p``.
 
 >>> from tilemem.model import Report
 >>> from tilemem.model.target import Target
@@ -32,17 +34,18 @@ placement of ``p`` (the rounded sizes only cover more bytes), but not the other 
 ...     interference=[[1], [0]], in_interleaved_mem=[True, False])
 >>> p = TileProblem.from_report(r, 0)
 >>> m = mirror(p, 40)
->>> m.top, m.problem.size.tolist(), m.problem.lo.tolist(), m.problem.hi.tolist()
-(40, [8, 8], [0, 0], [8, 40])
+>>> m.top, m.floor, m.problem.size.tolist(), m.problem.lo.tolist(), m.problem.hi.tolist()
+(64, 24, [8, 8], [0, 0], [32, 64])
 >>> m.problem.target.interleaved_memory_start, m.problem.target.memory_element_offsets.tolist()
-(8, [0, 8, 24])
->>> m.to_original(np.array([0, 8])).tolist()          # the interleaved one at the top
+(32, [0, 16, 32, 48])
+>>> m.to_original(np.array([24, 32])).tolist()        # the interleaved one at the top
 [32, 24]
->>> m.to_original(np.array([0, -1])).tolist()         # -1 (unplaced) stays -1
+>>> m.to_original(np.array([24, -1])).tolist()        # -1 (unplaced) stays -1
 [32, -1]
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -52,10 +55,13 @@ from .problem import TileProblem
 
 @dataclass(frozen=True)
 class Mirror:
-    """``problem``: the mirrored problem (its tileMemory is ``top``, its sizes rounded)."""
+    """``problem``: the mirrored problem (its tileMemory is ``top``, its sizes rounded);
+    ``floor``: where its placements must start for ``p``'s to end at or below the capacity
+    asked for."""
 
     problem: TileProblem
     top: int
+    floor: int = 0
 
     def to_original(self, offsets: np.ndarray) -> np.ndarray:
         """Mirrored offsets as offsets of the original problem (-1, unplaced, kept)."""
@@ -69,14 +75,31 @@ class Mirror:
 
 
 def mirror(p: TileProblem, cap: int) -> Mirror | None:
-    """``p`` reversed below ``cap`` (see the module's docstring); None when ``cap`` reaches
-    past tileMemory (the overflow zone has no mirror: it is open upwards)."""
+    """``p`` reversed, its placements to end at or below ``cap`` (see the module's
+    docstring); None when ``cap`` reaches past tileMemory (the overflow zone has no mirror:
+    it is open upwards). The same mirrored problem object for every ``cap`` of ``p`` (so its
+    search arrays are built once)."""
     cap = int(cap)
     if cap > p.capacity:
         return None
+    for ref, m in _CACHE:
+        if ref() is p:
+            break
+    else:
+        m = _reversed(p)
+        _CACHE.insert(0, (weakref.ref(p), m))
+        del _CACHE[8:]
+    return replace(m, floor=max(m.top - cap, 0))
+
+
+#: The last few problems' mirrors (weak references: a problem's mirror lives as long as it).
+_CACHE: list = []
+
+
+def _reversed(p: TileProblem) -> Mirror:
     align = np.asarray(p.align, np.int64)
     unit = int(np.lcm.reduce(np.unique(align))) if len(align) else 1
-    top = -(-cap // unit) * unit
+    top = -(-int(p.capacity) // unit) * unit
     size = -(-np.maximum(p.size.astype(np.int64), 1) // align) * align
     t = p.target
     starts = t.memory_element_offsets.astype(np.int64)
@@ -84,6 +107,6 @@ def mirror(p: TileProblem, cap: int) -> Mirror | None:
     ils = t.interleaved_memory_start
     target = replace(t, tile_memory=int(top), memory_element_offsets=starts,
                      interleaved_memory_start=int(top - min(ils, top)))
-    lo = np.maximum(top - np.minimum(p.hi.astype(np.int64), top), top - cap)
+    lo = top - np.minimum(p.hi.astype(np.int64), top)
     hi = top - p.lo.astype(np.int64)
     return Mirror(replace(p, size=size, lo=lo, hi=hi, target=target), int(top))

@@ -22,7 +22,9 @@ class SearchRun:
 
     SLICE = 256  # nodes between clock checks (adapts to keep a slice between 10 and 40 ms)
 
-    def __init__(self, sm: SearchModel, cap: int):
+    def __init__(self, sm: SearchModel, cap: int, floor: int = 0):
+        """``floor``: no placement starts below it (raised to the lattice's grain, which
+        only tightens it): the mirror's form of a capacity (``tilemem.pack.mirror``)."""
         self.sm = sm
         self.cap = cap
         n, S = sm.n, sm.num_sections
@@ -37,9 +39,10 @@ class SearchRun:
         if self.zone:  # placements may also start at tileMemory, where the zone begins
             g = aligned_grain(np.gcd(g, tm), sm.align)
         hi = np.minimum(sm.hi, cap) // g * g
+        lo = sm.lo if floor <= 0 else np.maximum(sm.lo, -(-int(floor) // g) * g)
         self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
         self.zone_cap = cap // g * g if self.zone else None  # see kernel.G_ILS
-        m0 = _norm0(sm, hi, self.geo, self.zone_cap)
+        m0 = _norm0(sm, lo, hi, self.geo, self.zone_cap)
         if n and np.any(m0 >= K.INF):
             self.verdict = "infeasible"
             return
@@ -74,7 +77,7 @@ class SearchRun:
         self.smin0 = _min_tree(self.sec_cap - self.total0)  # every total0 > 0: sizes >= 1
         self.random_key = np.zeros(n, np.int64)  # the "R" key, set before each round
         self.model = KernelModel(
-            size=sm.size, align=sm.align, lo=sm.lo, hi=hi, adj_ptr=sm.adj_ptr,
+            size=sm.size, align=sm.align, lo=lo, hi=hi, adj_ptr=sm.adj_ptr,
             adj_idx=sm.adj_idx, adj_kind=sm.adj_kind, sec_ptr=sm.sec_ptr, sec_vars=sm.sec_vars,
             sec_cap=self.sec_cap, vsec_ptr=sm.vsec_ptr, vsecs=sm.vsecs, span_lo=sm.span_lo,
             span_hi=sm.span_hi, by_lo=sm.by_lo, lo_idx=sm.lo_idx, width=sm.width,
@@ -82,7 +85,7 @@ class SearchRun:
             elem_starts=sm.elem_starts, rand_key=self.random_key, pair_i=sm.pair_i,
             pair_k=sm.pair_k, pair_kind=sm.pair_kind, geo=self.geo,
             pair_thr=K.pair_thresholds(sm.pair_i, sm.pair_k, sm.pair_kind, sm.size, sm.align,
-                                       sm.lo, hi, sm.elem_starts, self.geo, self.zone_cap,
+                                       lo, hi, sm.elem_starts, self.geo, self.zone_cap,
                                        int(cap)))
         depth = 2 * n + 8
         trail_cap = int(max(4096, 4 * sm.need.max() + 16 * n))  # grows on demand
@@ -175,9 +178,10 @@ class SearchRun:
         return self.state.sol.copy()
 
 
-def _norm0(sm: SearchModel, hi: np.ndarray, geo: np.ndarray, zone_cap) -> np.ndarray:
+def _norm0(sm: SearchModel, lo: np.ndarray, hi: np.ndarray, geo: np.ndarray,
+           zone_cap) -> np.ndarray:
     """The lowest legal offset of every variable on its own (INF where it has none)."""
-    return K.lowest_offsets(sm.size, sm.align, sm.lo, hi, geo, zone_cap)
+    return K.lowest_offsets(sm.size, sm.align, lo, hi, geo, zone_cap)
 
 
 

@@ -17,7 +17,7 @@ from ..problem import TileProblem
 from ..result import objective
 from . import kernel as K
 from .run import SearchRun
-from .sweep import SearchModel, build_model, model_of
+from .sweep import SearchModel, mirrored_model_of, model_of
 
 #: Static orders tried in turn each round: MiniMalloc's three, then section total and width
 #: with ties broken at random ("R", reseeded every round; the hint's order in the first round);
@@ -214,8 +214,8 @@ def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
     if m is None:
         return SearchResult(offsets=None, status="unknown", nodes=0,
                             seconds=time.perf_counter() - t0)
-    sm = build_model(m.problem)
-    run = SearchRun(sm, m.top)
+    sm = mirrored_model_of(p, m.problem)   # the same mirrored problem for every cap
+    run = SearchRun(sm, m.top, floor=m.floor)
     if run.verdict is not None:
         offsets = m.to_original(run.offsets()) if run.verdict == "optimal" else None
         return SearchResult(offsets=offsets, status="optimal" if offsets is not None

@@ -12,7 +12,7 @@ for (``tilemem.pack.search.run`` caps it).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -77,6 +77,30 @@ def model_of(p: TileProblem) -> SearchModel:
     return sm
 
 
+def mirrored_model_of(p: TileProblem, mp: TileProblem) -> SearchModel:
+    """The search arrays of ``mp``, the mirror of ``p`` (``tilemem.pack.mirror``), from
+    ``p``'s instead of built again (cached the same way): the interactions, sections, spans
+    and canonical rank are ``p``'s; the sizes, windows and geometry the mirror's. The
+    sections are the same set: a section's window groups (``_with_window_groups``) are its
+    members ending by an earlier window end and those starting at a later window start, and
+    reversing addresses swaps the two kinds. (Building them again cost as much as the
+    mirrored probe's search on Mk2 tiles.)"""
+    for ref, sm in _CACHE:
+        if ref() is mp:
+            return sm
+    base = model_of(p)
+    size = np.maximum(mp.size.astype(np.int64), 1)
+    lo, hi, t = mp.lo.astype(np.int64), mp.hi.astype(np.int64), mp.target
+    elem_starts = element_bounds(mp)
+    sm = replace(base, size=size, lo=lo, hi=hi, area=base.width * size,
+                 elem_starts=elem_starts, ils=int(t.interleaved_memory_start),
+                 grain=grain(size, lo, base.align, int(t.interleaved_memory_start),
+                             elem_starts))
+    _CACHE.insert(0, (weakref.ref(mp), sm))
+    del _CACHE[8:]
+    return sm
+
+
 def build_model(p: TileProblem) -> SearchModel:
     """The search arrays of ``p`` (independent of the capacity asked for)."""
     n = p.n
@@ -104,8 +128,9 @@ def build_model(p: TileProblem) -> SearchModel:
     # trail records one placement may write: its own, its neighbours' m, and a new witness
     # for each of its sections and of its neighbours' (kernel._place), at most one a section
     nsec = np.diff(vsec_ptr)
-    owner = np.repeat(np.arange(n), deg)
-    touched = nsec + np.bincount(owner, weights=nsec[udst], minlength=n).astype(np.int64)
+    cs = np.zeros(len(udst) + 1, np.int64)
+    np.cumsum(nsec[udst], out=cs[1:])
+    touched = nsec + cs[adj_ptr[1:]] - cs[adj_ptr[:-1]]
     need = 2 + deg + np.minimum(touched, S)
     t = p.target
     elem_starts = element_bounds(p)
