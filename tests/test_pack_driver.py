@@ -197,8 +197,9 @@ def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
 def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     """A run's budget that ends before any search: every tile the heuristic left above its
     bound is "unreached" and "unsearched" (it keeps the first pass's allocation). One that
-    ends during the second quick pass: the tiles the near pass reached are unreached by the
-    exact stage but not unsearched."""
+    ends during the second quick pass: the tiles the first pass (the quick search from no
+    hint, an even share of the budget) reached are unreached by the exact stage but not
+    unsearched."""
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
@@ -213,17 +214,19 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     real_solve, real_remaining = driver.solve_tile, driver.remaining
 
     def spy(p, method, **kw):
-        calls.append((p.tile, method))
+        calls.append((p.tile, method, kw.get("hint") is None))
         return real_solve(p, method, **kw)
 
     def remaining(deadline, limit):
-        # the budget runs out once the second quick pass has started (not on the clock)
-        return 0.0 if any(m == "quick" for _, m in calls) else real_remaining(deadline, limit)
+        # the budget runs out once the second quick pass (from a hint) has started (not on
+        # the clock)
+        later = any(m == "quick" and not fresh for _, m, fresh in calls)
+        return 0.0 if later else real_remaining(deadline, limit)
 
     monkeypatch.setattr(driver, "solve_tile", spy)
     monkeypatch.setattr(driver, "remaining", remaining)
     a = allocate(r, workers=1, time_limit=0.5, budget=600)
-    near = {t for t, m in calls if m == "near"}
+    first = {t for t, m, fresh in calls if m == "quick" and fresh}
     left = {t.tile for t in a.tiles if t.status != "optimal"}
-    assert "quick" in {m for _, m in calls} and left <= near
+    assert any(m == "quick" and not fresh for _, m, fresh in calls) and left <= first
     assert a.unsearched == 0 and a.unreached == len(left) > 0

@@ -80,20 +80,21 @@ class HeuristicResult:
 
 def heuristic_runs(p: TileProblem, *, bound: int | None = None,
                    extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
-                   random_orders: int = 0) -> HeuristicResult:
+                   random_orders: int = 0, orders: int | None = None) -> HeuristicResult:
     """The best run over the candidate orders (see the module docstring), with how it was
     made.
 
     ``extra_orders`` are tried first, with first fit (e.g. the report's own allocation order,
     so the result is never worse than replaying it); ``random_orders`` adds size-decreasing
-    orders with random noise on the sizes, from ``seed``.
+    orders with random noise on the sizes, from ``seed``. ``orders``: only the first this
+    many of ``heuristic_orders`` (default all).
     """
     if p.n == 0:
         return HeuristicResult(np.zeros(0, np.int64), "empty", np.zeros(0, np.int64), False)
     args = kernel_args(p)
     candidates = [(f"extra{i}", complete_order(p.n, o), False)
                   for i, o in enumerate(extra_orders)]
-    candidates += heuristic_orders(p)
+    candidates += heuristic_orders(p)[:orders]
     rng = np.random.default_rng(seed)
     for i in range(random_orders):
         noisy = p.size * rng.uniform(0.8, 1.25, p.n)

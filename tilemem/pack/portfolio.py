@@ -79,7 +79,12 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         hint_given = hint is not None
         if hint is None:
             extra = [replay_order] if replay_order is not None else []
-            h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed)
+            # before the quick search, which replaces the heuristic's allocation on almost
+            # every tile, only the report's order and the first of the heuristic's
+            h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed,
+                                         orders=QUICK_HINT_ORDERS
+                                         if method in ("quick", "near") and time_limit > 0.01
+                                         else None)
             hint, note = h.offsets, h.name
         off = hint
         status = "optimal" if _meets(p, off, lower) else "heuristic"
@@ -153,6 +158,11 @@ def _meets(p: TileProblem, off: np.ndarray, bound: int, overflow_ok: bool = Fals
     return total <= bound and (over == 0 or overflow_ok)
 
 
+#: The heuristic's orders tried before the quick search (besides the report's own): its
+#: allocation is the search's first hint and what is kept if the search finds nothing
+#: better (on Mk2 tiles the first order is within a few tenths of a percent of the best of
+#: all, and the search ends about 2 % below either; the others cost a tenth of a tile's time).
+QUICK_HINT_ORDERS = 1
 #: How near the lower bound is near enough, as a fraction of it: where the "near" method,
 #: the driver's first pass over every tile, stops: within 1%.
 NEAR = 0.01

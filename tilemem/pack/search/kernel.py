@@ -501,6 +501,35 @@ def _pair_fits(i, k, kd, o, mi, mk, size, align, lo, hi, ils, nrs, tm, zc, elem_
 
 
 @njit(cache=True)
+def section_sums(sec_ptr, sec_vars, size, m0, hi):
+    """Per section: its members' total size, their least ``m0``, the position (in
+    ``sec_vars``) of the first member with it, and their highest ``hi``."""
+    S = len(sec_ptr) - 1
+    total = np.zeros(S, np.int64)
+    least = np.empty(S, np.int64)
+    at = np.empty(S, np.int64)
+    top = np.empty(S, np.int64)
+    for s in range(S):
+        t = 0
+        lm = INF
+        la = sec_ptr[s]
+        h = -INF
+        for e in range(sec_ptr[s], sec_ptr[s + 1]):
+            k = sec_vars[e]
+            t += size[k]
+            if m0[k] < lm:
+                lm = m0[k]
+                la = e
+            if hi[k] > h:
+                h = hi[k]
+        total[s] = t
+        least[s] = lm
+        at[s] = la
+        top[s] = h
+    return total, least, at, top
+
+
+@njit(cache=True)
 def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts, geo, zc, cap):
     """For each partner pair, the highest ``x`` at which ``_pair_fits`` holds with ``o``,
     ``mi`` and ``mk`` all at ``x`` (-1 when not even at 0): by its monotony the pair fits

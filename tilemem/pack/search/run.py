@@ -53,12 +53,10 @@ class SearchRun:
             self.sol = np.zeros(0, np.int64)
             return
         sv = sm.sec_vars
-        starts = sm.sec_ptr[:-1]
-        self.total0 = np.add.reduceat(sm.size[sv], starts) if len(sv) else np.zeros(S, np.int64)
-        floor0 = np.minimum.reduceat(m0[sv], starts)
-        # each section's witness (kernel._place): its member of least m, a position in sec_vars
-        self.wit0 = _argmin_per_section(m0[sv], sm.sec_ptr)
-        self.sec_cap = np.minimum(np.maximum.reduceat(hi[sv], starts), cap // g * g)
+        # per section: its bytes, its least m (and the member with it: the section's witness,
+        # kernel._place, a position in sec_vars) and its highest window end
+        self.total0, floor0, self.wit0, top = K.section_sums(sm.sec_ptr, sv, sm.size, m0, hi)
+        self.sec_cap = np.minimum(top, cap // g * g)
         if self.zone:  # anything may go past tileMemory, up to the capacity
             self.sec_cap[:] = cap // g * g
         if np.any(floor0 + self.total0 > self.sec_cap):
@@ -184,14 +182,6 @@ def _norm0(sm: SearchModel, lo: np.ndarray, hi: np.ndarray, geo: np.ndarray,
     return K.lowest_offsets(sm.size, sm.align, lo, hi, geo, zone_cap)
 
 
-
-
-def _argmin_per_section(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
-    """The position (in ``values``) of the least value of each segment ``ptr[s]:ptr[s+1]``
-    (every segment non-empty), the first on ties."""
-    least = np.minimum.reduceat(values, ptr[:-1])
-    at = np.flatnonzero(values == np.repeat(least, np.diff(ptr)))
-    return at[np.searchsorted(at, ptr[:-1])].astype(np.int64)
 
 
 def _min_tree(leaves: np.ndarray) -> np.ndarray:
