@@ -21,13 +21,14 @@ DEFAULT_BUDGET = 240.0
               help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds for the whole run. Every tile gets the bound and the heuristic "
-                   "whatever the budget; under auto, within the budget, also the quick search "
-                   "stopped within 1% of its bound; then: the tiles that overflow although "
-                   "their bound fits get the exact portfolio until they fit; the tiles above "
-                   "1% the quick search again and the exact portfolio (on big tiles its "
-                   "neighbourhoods), with a share of the budget kept for it; every tile the "
-                   "quick search again, as low as it gets; then the exact portfolio on the "
-                   "rest (largest gaps first). A tile not reached keeps its valid allocation. "
+                   "whatever the budget; under auto, also the quick search, each tile an "
+                   "even share of the budget (15% of it kept for what follows); then: the "
+                   "tiles that overflow although their bound fits get the exact portfolio "
+                   "until they fit; the tiles left above 1% the quick search again and the "
+                   "exact portfolio (on big tiles its neighbourhoods), with a share of the "
+                   "budget kept for it; every tile the quick search again; then the exact "
+                   "portfolio on the rest (largest gaps first). A tile not reached keeps "
+                   "its valid allocation. "
                    "Not applied with --deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")

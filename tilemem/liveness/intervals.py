@@ -467,15 +467,18 @@ def _mix1(x):
 
 
 @njit(cache=True)
-def _refine_keys(indptr, indices, colour, el):
+def _refine_keys(indptr, indices, colour, el, labelled):
     """One refinement round's keys: ``mix(mix(colour) ^ sum of mix(neighbour colour * 64 +
-    edge label))``, compiled (the numpy form cost 0.1 s per round on a dense tile graph)."""
+    edge label))``, compiled (the numpy form cost 0.1 s per round on a dense tile graph).
+    ``el``: the edge labels as they come (non-negative ints; read only when ``labelled``),
+    not converted first: a copy of millions of entries per call."""
     n = len(indptr) - 1
     key = np.empty(n, np.uint64)
     for v in range(n):
         s = np.uint64(0)
         for k in range(indptr[v], indptr[v + 1]):
-            s += _mix1(np.uint64(colour[indices[k]]) * np.uint64(64) + el[k])
+            e = np.uint64(el[k]) if labelled else np.uint64(0)
+            s += _mix1(np.uint64(colour[indices[k]]) * np.uint64(64) + e)
         key[v] = _mix1(_mix1(np.uint64(colour[v])) ^ s)
     return key
 
@@ -504,10 +507,12 @@ def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) 
     _, colour = np.unique(lab, axis=0, return_inverse=True)
     colour = colour.reshape(-1).astype(np.int64)
     num = int(colour.max()) + 1
-    el = (np.zeros(len(indices), np.uint64) if edge_labels is None
-          else np.asarray(edge_labels, np.uint64))
+    labelled = edge_labels is not None
+    el = np.zeros(1, np.int64) if not labelled else np.asarray(edge_labels)
+    if labelled and el.dtype.kind not in "iu":
+        el = el.astype(np.int64)
     for _ in range(rounds):
-        key = _refine_keys(indptr, indices, colour, el)
+        key = _refine_keys(indptr, indices, colour, el, labelled)
         order = np.argsort(key, kind="stable")
         step = np.ones(n, np.int64)
         step[0] = 0

@@ -96,12 +96,14 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
 
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
     whole run (None: no run-wide limit). Every tile gets the bound and the heuristic whatever
-    the budget; then, while the budget lasts: on the tiles that overflow although their bound
-    fits (fewest overflowed bytes first), ``auto``'s quick search and then the exact
-    portfolio until they fit; the quick search stopped within 1% of the bound on every other
-    tile (largest gap first); the exact portfolio on every tile still above 1%; the quick
-    search again; and the exact portfolio on the rest (largest gap first). A tile not
-    reached keeps its valid allocation, never worse than replay.
+    the budget; under ``auto`` the quick search too, in the same task: with a budget as low
+    as it gets within an even share of the budget (``EvenShare``; ``FIRST_RESERVE`` of it
+    kept), without one stopped within 1% of the bound. Then, while the budget lasts: on the
+    tiles that overflow although their bound fits (fewest overflowed bytes first) the exact
+    portfolio until they fit; the quick search again on the tiles left above 1%, then the
+    exact portfolio on every tile still above 1%; the quick search on every tile; and the
+    exact portfolio on the rest (largest gap first). A tile not reached keeps its valid
+    allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
@@ -148,8 +150,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                                    "maximum live bytes"):
                 known.update(part)
         # pass 1: replay or heuristic on every distinct problem not yet done; under auto the
-        # heuristic and the quick search stopped within 1% of the bound in one task (one
-        # build of the tile's problem and search arrays for both)
+        # heuristic and the quick search in one task (one build of the tile's problem and
+        # search arrays for both)
         searching = method == Method.AUTO and quick > 0 and not deterministic
         # with a budget, an even share of it; without one, the quick search to 1% (the
         # later passes then lower every tile further)

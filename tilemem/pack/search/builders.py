@@ -76,6 +76,25 @@ def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
 
 
 @njit(cache=True)
+def trail_need(adj_ptr, adj_idx, vsec_ptr, num_sections):
+    """The trail records one placement of each variable may write (``kernel._place``): its
+    own, each neighbour's raised lower bound, and a new witness for each of its sections and
+    of its neighbours' (at most one a section, so at most ``num_sections``).
+
+    One pass over the interaction rows (millions of entries on a Mk2 tile, where numpy's
+    prefix sum over them cost ~10 ms)."""
+    n = len(adj_ptr) - 1
+    need = np.empty(n, np.int64)
+    for i in range(n):
+        touched = vsec_ptr[i + 1] - vsec_ptr[i]
+        for t in range(adj_ptr[i], adj_ptr[i + 1]):
+            j = adj_idx[t]
+            touched += vsec_ptr[j + 1] - vsec_ptr[j]
+        need[i] = 2 + (adj_ptr[i + 1] - adj_ptr[i]) + min(touched, num_sections)
+    return need
+
+
+@njit(cache=True)
 def partner_entries(adj_ptr, adj_idx, adj_kind, ep_ptr, rp_ptr):
     """The entries ``i < k`` of the interaction rows that carry an element or region bit
     (rows in order, each in row order), as ``(i, k, kind)``; only the rows of variables with

@@ -9,6 +9,7 @@ finds, exhausts, aborts or is paused by the clock or a node cap.
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -16,6 +17,28 @@ from ..lattice import aligned_grain
 from . import kernel as K
 from .state import KernelModel, SearchState
 from .sweep import SearchModel
+
+#: Trail buffers free for the next run, largest first (at most ``KEEP_TRAILS``). A Mk2 tile's
+#: trail grows to about a million records (24 MB) in a descent; allocated afresh and doubled
+#: up to that for every run it cost ~10 ms a run, and a tile's quick search makes several.
+#: The kernel writes every record before reading it, so a buffer is reused as it is.
+_FREE_TRAILS: list[np.ndarray] = []
+KEEP_TRAILS = 2
+
+
+def _take_trail(rows: int) -> np.ndarray:
+    """A trail of at least ``rows`` records: the largest free one when it is big enough."""
+    if _FREE_TRAILS and len(_FREE_TRAILS[0]) >= rows:
+        return _FREE_TRAILS.pop(0)
+    return np.empty((rows, 3), np.int64)
+
+
+def _give_back(box: list) -> None:
+    """Return a finished run's trail (``box[0]``, the last it grew to) to the free list."""
+    _FREE_TRAILS.append(box[0])
+    _FREE_TRAILS.sort(key=len, reverse=True)
+    del _FREE_TRAILS[KEEP_TRAILS:]
+
 
 class SearchRun:
     """State of the search for one capacity; ``reset`` starts a new restart."""
@@ -86,12 +109,14 @@ class SearchRun:
                                        lo, hi, sm.elem_starts, self.geo, self.zone_cap,
                                        int(cap)))
         depth = 2 * n + 8
-        trail_cap = int(max(4096, 4 * sm.need.max() + 16 * n))  # grows on demand
+        trail = _take_trail(int(max(4096, 4 * sm.need.max() + 16 * n)))  # grows on demand
+        self._trail_box = [trail]   # what goes back to the free list when the run ends
+        weakref.finalize(self, _give_back, self._trail_box)
         self.state = SearchState(
             off=np.full(n, -1, np.int64), m=m0.copy(), pre=np.zeros(n, np.int64),
             total=self.total0.copy(), wit=self.wit0.copy(), cuts=self.cuts0.copy(),
             sol=np.full(n, -1, np.int64),
-            trail=np.zeros((trail_cap, 3), np.int64),  # grows on demand
+            trail=trail,
             frames=np.zeros((depth, K.NUM_FIELDS), np.int64),
             pieces=np.zeros((S + 2 * n + 8, 2), np.int64),
             reg=np.zeros(K.NUM_REGS, np.int64),
@@ -147,7 +172,12 @@ class SearchRun:
             self.nodes_used += int(reg[K.R_NODES]) - before
             if status == K.NEED_TRAIL:
                 tr = self.state.trail
-                self.state = self.state._replace(trail=np.concatenate([tr, np.zeros_like(tr)]))
+                grown = np.empty((2 * len(tr), 3), np.int64)
+                used = int(reg[K.R_TL])
+                grown[:used] = tr[:used]
+                self._trail_box[0] = grown
+                self.state = self.state._replace(trail=grown)
+                reg = self.state.reg
                 continue
             if status != K.PAUSED:
                 return status

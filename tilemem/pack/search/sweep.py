@@ -124,14 +124,7 @@ def build_model(p: TileProblem) -> SearchModel:
     has_elem = (np.diff(ep_ptr) > 0).astype(np.int64)
     has_reg = (np.diff(rp_ptr) > 0).astype(np.int64)
     pair_i, pair_k, pair_kind = B.partner_entries(adj_ptr, udst, ukind, ep_ptr, rp_ptr)
-    deg = np.diff(adj_ptr)
-    # trail records one placement may write: its own, its neighbours' m, and a new witness
-    # for each of its sections and of its neighbours' (kernel._place), at most one a section
-    nsec = np.diff(vsec_ptr)
-    cs = np.zeros(len(udst) + 1, np.int64)
-    np.cumsum(nsec[udst], out=cs[1:])
-    touched = nsec + cs[adj_ptr[1:]] - cs[adj_ptr[:-1]]
-    need = 2 + deg + np.minimum(touched, S)
+    need = B.trail_need(adj_ptr, udst, vsec_ptr, S)
     t = p.target
     elem_starts = element_bounds(p)
     return SearchModel(
