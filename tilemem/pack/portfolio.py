@@ -175,6 +175,9 @@ NEAR = 0.01
 AIM = 0.8
 STEP = 0.5
 MIRROR_LATER = True
+#: The part of the time left a probe may take, bottom-up and then top-down at the same cap:
+#: a stalled probe must leave time for the other direction and a looser cap.
+PLAIN_PART, MIRROR_PART = 0.5, 0.85
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
@@ -253,7 +256,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                 break
             # most of what is left, not all: a stalled probe must leave time for the other
             # direction and a looser cap
-            budget = left if left < 0.02 else max((0.85 if mirrored else 0.5) * left, 0.02)
+            budget = left if left < 0.02 else max((MIRROR_PART if mirrored else PLAIN_PART) * left,
+                                                    0.02)
             c = cap
             if mirrored and aiming:
                 # top-down placements are pressed down after the reversal (they end at or
