@@ -230,3 +230,38 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     left = {t.tile for t in a.tiles if t.status != "optimal"}
     assert any(m == "quick" and not fresh for _, m, fresh in calls) and left <= first
     assert a.unsearched == 0 and a.unreached == len(left) > 0
+
+
+def _first_end_seen(state, task, deadline):
+    """A pool task: the first pass's end as this worker process sees it."""
+    return driver._FIRST_END.value
+
+
+def test_an_even_share_follows_the_first_pass_end_the_driver_revises():
+    # 200 s left for 100 tasks on 2 workers: 4 s each less the set-up; revised to 100 s
+    # left, 2 s each; a revision later than the task's own end, or none, changes nothing
+    fixed = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0)
+    revised = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0, revised=True)
+    setup = driver.SETUP_SECONDS
+    try:
+        driver._FIRST_END.value = 200.0
+        assert fixed.seconds(100.0) == pytest.approx(4.0 - setup)
+        assert revised.seconds(100.0) == pytest.approx(2.0 - setup)
+        driver._FIRST_END.value = 400.0
+        assert revised.seconds(100.0) == pytest.approx(4.0 - setup)
+        driver._FIRST_END.value = float("nan")
+        assert revised.seconds(100.0) == pytest.approx(4.0 - setup)
+    finally:
+        driver._FIRST_END.value = float("nan")
+
+
+def test_the_pool_workers_see_the_first_pass_end_revised_after_they_started():
+    from tilemem.pack.cluster import LocalPool
+
+    try:
+        with LocalPool(None, workers=2) as pool:   # forked here
+            driver._FIRST_END.value = 123.5
+            seen = [v for _, v in pool.run(_first_end_seen, [0, 1, 2, 3])]
+        assert seen == [123.5] * 4
+    finally:
+        driver._FIRST_END.value = float("nan")

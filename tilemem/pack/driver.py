@@ -35,6 +35,7 @@ processes, which inherit the report at the fork rather than receive a copy of it
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import time
 from dataclasses import dataclass
 
@@ -82,6 +83,16 @@ EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
 #: seventh of the tiles.) Each share is between ``MIN_SHARE`` times ``quick`` (one or two
 #: probes) and ``QUICK_MAX_SHARE`` times it.
 FIRST_RESERVE, SETUP_SECONDS, MIN_SHARE = 0.15, 0.08, 0.2
+#: The reserve grows while the first pass runs, by what its results ask of the later passes:
+#: ``FIT_SECONDS`` of a worker for each tile that overflows although its bound fits (the fit
+#: stage took 2.3-3.5 s a tile on seeds 2 and 3 of the generated Mk2), ``EXACT_SHARE`` for
+#: each tile left above 1%; at most ``MAX_RESERVE`` of the budget. (Seed 3: the fit stage on
+#: 31 tiles took the whole fixed reserve, and the 23 tiles above 1% got none of it.)
+FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
+#: The first pass's end as the driver revises it (``EvenShare``): shared memory, inherited by
+#: the forked workers of the local pool; elsewhere (Dask, another process) it stays unset and
+#: a task keeps the end it was given.
+_FIRST_END = multiprocessing.RawValue("d", float("nan"))
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -162,11 +173,15 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         last = method in (Method.REPLAY, Method.HEURISTIC)
         todo = [t for t in reps if t not in done]
         share = None
+        _FIRST_END.value = float("nan")
         if sharing:
             w = _workers_of(ex)
-            until = deadline - FIRST_RESERVE * max(deadline - time.time(), 0.0)
+            span = max(deadline - time.time(), 0.0)
+            until = deadline - FIRST_RESERVE * span
             share = [EvenShare(until, i, len(todo), w, MIN_SHARE * quick,
-                               QUICK_MAX_SHARE * quick) for i in range(len(todo))]
+                               QUICK_MAX_SHARE * quick, revised=True)
+                     for i in range(len(todo))]
+        asked = 0.0   # worker-seconds the first pass's results ask of the later passes
         tasks = [TileTask(t, first_pass, None, None, known[t],
                           quick if searching else time_limit, seed,
                           deterministic=deterministic,
@@ -194,6 +209,13 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         for _, (t, res, off) in bar.run(ex, _solve, tasks, first_label,
                                         deadline=deadline if searching else None):
             record(t, res, off, last or (method == Method.AUTO and res.status == Status.OPTIMAL))
+            if sharing:
+                # the reserve, revised: what this result will ask of the later passes
+                asked += (FIT_SECONDS if _may_fit(res, tm) else EXACT_SHARE
+                          if res.gap > NEAR and res.status != Status.OPTIMAL else 0.0)
+                reserve = min(max(FIRST_RESERVE * span, asked / w), MAX_RESERVE * span)
+                _FIRST_END.value = deadline - reserve
+        _FIRST_END.value = float("nan")
         todo = [] if last else [t for t in reps if t not in final
                                 and (method == Method.EXACT or done[t][0].status != Status.OPTIMAL)]
         todo.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
@@ -202,10 +224,11 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         n = max(1, min(_workers_of(ex), len(todo)))
         cp_workers = max(1, cores() // n) if scheduler is None and not deterministic else 1
 
-        def exact(tiles_: list[int], how: Pass = Pass(method), limit: float = time_limit) -> None:
+        def exact(tiles_: list[int], how: Pass = Pass(method), limit: float = time_limit,
+                  until: float | None = deadline) -> None:
             tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], limit, seed,
                               cp_workers, deterministic) for t in tiles_]
-            for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=deadline):
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=until):
                 # "fit" stops once the tile fits: it goes on to the later passes
                 record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
                        or res.overflow_bytes > 0)
@@ -234,9 +257,14 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         may_fit = {t for t in todo if _may_fit(done[t][0], tm)}
         # pass 2: exact where a tile overflows although its bound fits (would a better
         # allocation fit? what a user with an out-of-memory tile asks); under auto only until
-        # it fits, its end address then lowered like every other tile's
+        # it fits, its end address then lowered like every other tile's; it leaves the
+        # tiles above 1% their reserve (below), which it otherwise spent on seed 3
+        fit_until = deadline
+        if searching and deadline is not None and above_near():
+            fit_until = deadline - _exact_reserve(deadline - time.time(), len(above_near()),
+                                                  _workers_of(ex))
         exact([t for t in todo if t not in final and t in may_fit],
-              Pass.FIT if method == Method.AUTO else Pass(method))
+              Pass.FIT if method == Method.AUTO else Pass(method), until=fit_until)
         if searching:
             # pass 3: the quick search again, as low as it gets, on the tiles the first left
             # above 1%; pass 4: the exact stage (on big tiles its descents and
@@ -247,9 +275,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             until = deadline
             if deadline is not None and high:
                 # a reserve, so that the exact stage reaches every tile left above 1%
-                left = deadline - time.time()
-                until = deadline - min(EXACT_RESERVE * left, len(high) * EXACT_SHARE
-                                       / _workers_of(ex))
+                until = deadline - _exact_reserve(deadline - time.time(), len(high),
+                                                  _workers_of(ex))
             quick_pass("quick search, tiles above 1%", seed + 1, high, until)
             high = above_near()
             high.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
@@ -284,6 +311,16 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     if verify:
         _verify(report, alloc, rules)
     return alloc
+
+
+def _exact_reserve(left: float, tiles: int, workers: int) -> float:
+    """Seconds kept for the exact stage on ``tiles`` tiles above 1%: ``EXACT_SHARE`` of a
+    worker each, at most ``EXACT_RESERVE`` of the ``left`` seconds.
+
+    >>> _exact_reserve(100.0, 10, 2), _exact_reserve(10.0, 10, 2)
+    (10.0, 5.0)
+    """
+    return min(EXACT_RESERVE * max(left, 0.0), tiles * EXACT_SHARE / workers)
 
 
 def _exact_priority(res, tile_memory: int) -> tuple:
@@ -403,7 +440,8 @@ class EvenShare:
     """A task's time as an equal share of what is left of a pass: the task at ``index`` of
     ``count`` gets the seconds until ``until`` times the ``workers``, over the tasks not yet
     started, less its set-up (``SETUP_SECONDS``), between ``least`` and ``most``. Worked out
-    when the task starts, so a pass whose early tiles finish early gives the rest more.
+    when the task starts, so a pass whose early tiles finish early gives the rest more. With
+    ``revised``, the end is the driver's latest (``_FIRST_END``) where this process sees it.
 
     >>> EvenShare(until=110.0, index=0, count=100, workers=2, least=0.1, most=2.0).seconds(100.0)
     0.12
@@ -417,9 +455,14 @@ class EvenShare:
     workers: int
     least: float
     most: float
+    #: read the end as the driver revises it (``_FIRST_END``), when this process sees it
+    revised: bool = False
 
     def seconds(self, now: float) -> float:
-        left = (self.until - now) * self.workers / max(self.count - self.index, 1)
+        until = self.until
+        if self.revised and _FIRST_END.value == _FIRST_END.value:   # set (not NaN)
+            until = min(until, _FIRST_END.value)
+        left = (until - now) * self.workers / max(self.count - self.index, 1)
         return round(min(max(left - SETUP_SECONDS, self.least), self.most), 6)
 
 
