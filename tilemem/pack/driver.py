@@ -258,10 +258,12 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         # pass 2: exact where a tile overflows although its bound fits (would a better
         # allocation fit? what a user with an out-of-memory tile asks); under auto only until
         # it fits, its end address then lowered like every other tile's; it leaves the
-        # tiles above 1% their reserve (below), which it otherwise spent on seed 3
+        # tiles above 1% whose bound fits their reserve (below), which it otherwise spent on
+        # seed 3 (a tile that cannot fit waits: "would it fit?" comes before its overflow)
         fit_until = deadline
-        if searching and deadline is not None and above_near():
-            fit_until = deadline - _exact_reserve(deadline - time.time(), len(above_near()),
+        tail = [t for t in above_near() if known[t][0] <= tm]
+        if searching and deadline is not None and tail:
+            fit_until = deadline - _exact_reserve(deadline - time.time(), len(tail),
                                                   _workers_of(ex))
         exact([t for t in todo if t not in final and t in may_fit],
               Pass.FIT if method == Method.AUTO else Pass(method), until=fit_until)
