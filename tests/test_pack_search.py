@@ -830,3 +830,28 @@ def test_sections_of_a_graph_that_is_not_chordal_are_all_its_maximal_cliques(cas
                if all(b in adj[a] for a, b in itertools.combinations(c, 2))]
     maximal = {tuple(sorted(c)) for c in cliques if not any(c < d for d in cliques)}
     assert sections == maximal
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(max_vars=30), st.data())
+def test_a_partner_pair_fits_wherever_its_bounds_are_at_or_below_its_threshold(case, data):
+    # the search skips a pair's look-ahead when the node's offset and both lower bounds are
+    # at or below the pair's threshold: the look-ahead must then hold, checked at points
+    # drawn below it (each coordinate on its own)
+    from tilemem.pack.search import kernel as K
+    from tilemem.pack.search.run import SearchRun
+
+    r, rules, capacity = case
+    run = SearchRun(build_model(TileProblem.from_report(r, 0, rules)), capacity)
+    if run.verdict is not None:
+        return
+    km = run.model
+    geo = km.geo
+    for e in range(len(km.pair_i)):
+        t = int(km.pair_thr[e])
+        if t < 0:
+            continue
+        o, mi, mk = (data.draw(st.integers(0, t)) for _ in range(3))
+        assert K._pair_fits(km.pair_i[e], km.pair_k[e], km.pair_kind[e], o, mi, mk, km.size,
+                            km.align, km.lo, km.hi, geo[K.G_ILS], geo[K.G_NRS] != 0,
+                            geo[K.G_TM], run.zone_cap, km.elem_starts)

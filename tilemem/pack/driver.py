@@ -110,12 +110,12 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     the budget; under ``auto`` the quick search too, in the same task: with a budget as low
     as it gets within an even share of the budget (``EvenShare``; ``FIRST_RESERVE`` of it
     kept, more as the results ask for the later passes: ``FIT_SECONDS``, ``EXACT_SHARE``,
-    at most ``MAX_RESERVE``), without one stopped within 1% of the bound. Then, while the budget lasts: on the
-    tiles that overflow although their bound fits (fewest overflowed bytes first) the exact
-    portfolio until they fit; the quick search again on the tiles left above 1%, then the
-    exact portfolio on every tile still above 1%; the quick search on every tile; and the
-    exact portfolio on the rest (largest gap first). A tile not reached keeps its valid
-    allocation, never worse than replay.
+    at most ``MAX_RESERVE``), without one stopped within 1% of the bound. Then, while the
+    budget lasts: on the tiles that overflow although their bound fits (fewest overflowed
+    bytes first) the exact portfolio until they fit; the quick search again on the tiles
+    left above 1%, then the exact portfolio on every tile still above 1%; the quick search
+    on every tile; and the exact portfolio on the rest (largest gap first). A tile not
+    reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open

@@ -173,8 +173,9 @@ NEAR = 0.01
 #: 35 within 1%, at +0.8% with the completions 39; on 48 tiles of the first seed 48 and 48,
 #: each order doing as well or better.)
 AIM = 0.8
+#: After a probe places the tile, the next cap is this share of the way from its end down
+#: to the bound (at least one byte lower).
 STEP = 0.5
-MIRROR_LATER = True
 #: The part of the time left a probe may take, bottom-up and then top-down at the same cap:
 #: a stalled probe must leave time for the other direction and a looser cap. (On 57 seed-2
 #: Mk2 tiles at 0.25 s and 40 seed-1 tiles at 0.15 s, splits from 0.25 / 0.4 to
@@ -259,15 +260,14 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         found = infeasible = rejected = False
         # bottom-up, then (when that stalls) top-down: the mirror fills the top of memory
         # first, where the tiles whose interleaved region is as full as the tile are tight
-        for mirrored in (False, True) if not zone and (aiming or MIRROR_LATER) else (False,):
+        for mirrored in (False, True) if not zone else (False,):
             left = deadline - time.perf_counter()
             if left <= 0.005:
                 break
             # most of what is left, not all: a stalled probe must leave time for the other
             # direction and a looser cap
-            budget = left if left < 0.02 else max((MIRROR_PART if mirrored else PLAIN_PART) * left,
-                                                    0.02)
-            budget = min(budget, PROBE_MAX_SECONDS)
+            part = MIRROR_PART if mirrored else PLAIN_PART
+            budget = left if left < 0.02 else min(max(part * left, 0.02), PROBE_MAX_SECONDS)
             c = cap
             if mirrored and aiming:
                 # top-down placements are pressed down after the reversal (they end at or

@@ -563,7 +563,9 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
                  pair_i, pair_k, pair_kind, pair_thr):
     """Two element (region) partners both unplaced in part ``[a, b)``: one goes first, at or
     above ``o``, and the other wholly past its last element (region). False if neither order
-    fits for some pair. (With a zone both may go past tileMemory: no look-ahead then.)"""
+    fits for some pair (``_pair_fits``; a pair whose ``o`` and lower bounds are all at or
+    below its ``pair_thr`` fits without looking). (With a zone both may go past tileMemory:
+    no look-ahead then.)"""
     if zc is not None:
         return True
     for e in range(len(pair_i)):
@@ -579,26 +581,6 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
         if not _pair_fits(i, k, pair_kind[e], o, m[i], m[k], size, align, lo, hi, ils, nrs,
                           tm, zc, elem_starts):
             return False
-    return True
-    for e in range(len(pair_i)):
-        i = pair_i[e]
-        k = pair_k[e]
-        if off[i] >= 0 or off[k] >= 0:
-            continue
-        if span_lo[i] < a or span_lo[i] >= b:
-            continue
-        kd = pair_kind[e]
-        xi = _norm(i, m[i] if m[i] > o else o, size, align, lo, hi, ils, nrs, tm, zc)
-        if xi < INF:
-            bk = _after(kd, xi + size[i], elem_starts, ils, tm, zc)
-            if _norm(k, bk if bk > m[k] else m[k], size, align, lo, hi, ils, nrs, tm, zc) < INF:
-                continue
-        xk = _norm(k, m[k] if m[k] > o else o, size, align, lo, hi, ils, nrs, tm, zc)
-        if xk < INF:
-            bi = _after(kd, xk + size[k], elem_starts, ils, tm, zc)
-            if _norm(i, bi if bi > m[i] else m[i], size, align, lo, hi, ils, nrs, tm, zc) < INF:
-                continue
-        return False
     return True
 
 

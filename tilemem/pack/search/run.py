@@ -212,8 +212,6 @@ def _norm0(sm: SearchModel, lo: np.ndarray, hi: np.ndarray, geo: np.ndarray,
     return K.lowest_offsets(sm.size, sm.align, lo, hi, geo, zone_cap)
 
 
-
-
 def _min_tree(leaves: np.ndarray) -> np.ndarray:
     """A min segment tree over ``leaves`` (``kernel._seg_min``): leaves from ``len // 2``,
     padded with INF to a power of two."""
