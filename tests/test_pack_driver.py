@@ -182,7 +182,10 @@ def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
     passes = [m for i, m in enumerate(methods) if i == 0 or m != methods[i - 1]]
     assert passes[0] == "near", passes
     later = [m for m in passes[1:] if m != "fit"]
-    assert later == ["quick", "auto"][:len(later)], passes
+    # the exact stage on the tiles still above 1% (when there are any), the quick search on
+    # the others, the exact stage on the rest
+    assert (later == ["auto", "quick", "auto"][:len(later)]
+            or later == ["quick", "auto"][:len(later)]), passes
     # "near" came first on every tile, from no hint (the heuristic inside the same task)
     first = {}
     for t, m, fresh in calls:
@@ -230,6 +233,35 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     left = {t.tile for t in a.tiles if t.status != "optimal"}
     assert any(m == "quick" and not fresh for _, m, fresh in calls) and left <= first
     assert a.unsearched == 0 and a.unreached == len(left) > 0
+
+
+def test_the_exact_stage_reaches_every_tile_left_above_one_percent(monkeypatch):
+    """With a budget, every tile the first pass leaves above 1% of its bound gets the exact
+    stage, in one task with an even share of the time left (not a floor that runs out before
+    the last ones)."""
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
+    calls, high = [], set()
+    real = driver.solve_tile
+
+    def spy(p, method, **kw):
+        first = method == "quick" and kw.get("hint") is None
+        if first:
+            method = "heuristic"   # a first pass that leaves tiles above 1%
+        calls.append((p.tile, method, kw.get("time_limit")))
+        res, off = real(p, method, **kw)
+        if first and res.gap > driver.NEAR and res.overflow_bytes == 0:
+            high.add(p.tile)
+        return res, off
+
+    monkeypatch.setattr(driver, "solve_tile", spy)
+    a = allocate(r, workers=1, time_limit=5.0, budget=8.0, verify=True)
+    exact = {t: limit for t, m, limit in calls if m == "auto"}
+    assert len(high) >= 2 and high <= set(exact), (high, exact)
+    assert not any(driver._SPENT in t.note for t in a.tiles if t.tile in high)
+    # even shares of the time left: none at the per-tile cap
+    assert all(0.05 < exact[t] < 5.0 for t in high), exact
 
 
 def _first_end_seen(state, task, deadline):

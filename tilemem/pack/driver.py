@@ -11,9 +11,10 @@
   bound fits, the quick search (``tilemem.pack.portfolio.quick_search``) and then the exact
   portfolio (``tilemem.pack.portfolio``) until they fit; the quick search stopped within 1%
   of the bound on every other tile above it (a little time on every tile first); the exact
-  portfolio (on big tiles its neighbourhoods, ``tilemem.pack.neighbourhood``) on every tile
-  still above 1%; the quick search again, as low as it gets; then the exact portfolio on
-  the rest.
+  portfolio (on big tiles the search's descents and neighbourhoods,
+  ``tilemem.pack.neighbourhood``) on every tile still above 1%, an even share of the time
+  left each; the quick search again, as low as it gets; then the exact portfolio on the
+  rest.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
 
@@ -69,10 +70,11 @@ _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
 QUICK_MAX_SHARE = 4
 #: The exact stage on the tiles the first pass leaves above 1%: a reserve of ``EXACT_SHARE``
 #: seconds a tile (of the workers' time), at most ``EXACT_RESERVE`` of the budget left, kept
-#: from the quick search on them so that it reaches every one still above 1%, each with an
-#: equal share of what is left (at most ``time_limit``). (Seed 2 of the generated Mk2:
-#: without it, the quick search on the 62 tiles above 1% spent the budget and the exact
-#: stage reached none of the 49 left.)
+#: from the fit stage before it. The stage then gives each of them an equal share of what is
+#: left (``EvenShare``, at most ``time_limit``) in one task: the search's descents and
+#: neighbourhoods after one set-up. (Seed 2 of the generated Mk2: a quick pass on them before
+#: the exact stage, each task its own set-up, with a floor of 0.5 s a tile in the stage, left
+#: 28 of the 53 tiles still above 1% unreached.)
 EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
 #: With a budget, the first pass gives every tile an even share of the budget (the heuristic,
 #: then the quick search as low as it gets), keeping ``FIRST_RESERVE`` of it for the later
@@ -112,9 +114,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     kept, more as the results ask for the later passes: ``FIT_SECONDS``, ``EXACT_SHARE``,
     at most ``MAX_RESERVE``), without one stopped within 1% of the bound. Then, while the
     budget lasts: on the tiles that overflow although their bound fits (fewest overflowed
-    bytes first) the exact portfolio until they fit; the quick search again on the tiles
-    left above 1%, then the exact portfolio on every tile still above 1%; the quick search
-    on every tile; and the exact portfolio on the rest (largest gap first). A tile not
+    bytes first) the exact portfolio until they fit; the exact portfolio on every tile left
+    above 1% (largest gap first, each an even share of the time left, at most
+    ``time_limit``); the quick search on every other tile; and the exact portfolio on the
+    rest (largest gap first). A tile not
     reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
@@ -225,29 +228,29 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         n = max(1, min(_workers_of(ex), len(todo)))
         cp_workers = max(1, cores() // n) if scheduler is None and not deterministic else 1
 
-        def exact(tiles_: list[int], how: Pass = Pass(method), limit: float = time_limit,
-                  until: float | None = deadline) -> None:
-            tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], limit, seed,
-                              cp_workers, deterministic) for t in tiles_]
+        def exact(tiles_: list[int], how: Pass = Pass(method), until: float | None = deadline,
+                  shares: list["EvenShare"] | None = None) -> None:
+            tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
+                              cp_workers, deterministic, share=shares[i] if shares else None)
+                     for i, t in enumerate(tiles_)]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=until):
                 # "fit" stops once the tile fits: it goes on to the later passes
                 record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
                        or res.overflow_bytes > 0)
 
-        def quick_pass(label: str, seed: int, tiles_: list[int],
-                       until: float | None = deadline) -> None:
+        def quick_pass(label: str, seed: int, tiles_: list[int]) -> None:
             """The quick search, as low as it gets, on ``tiles_`` (the tiles that overflow
             although their bound fits first, fewest overflowed bytes first; then the largest
             gap first) within the run's budget: each tile gets an equal share of the time
             left, between ``quick`` and ``QUICK_MAX_SHARE`` times it."""
             tiles_ = sorted(tiles_, key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             share = quick
-            if until is not None and tiles_:
-                share = (until - time.time()) * _workers_of(ex) / len(tiles_)
+            if deadline is not None and tiles_:
+                share = (deadline - time.time()) * _workers_of(ex) / len(tiles_)
             share = min(max(share, quick), QUICK_MAX_SHARE * quick)
             tasks = [TileTask(t, Pass.QUICK, done[t][1], done[t][0], known[t], share, seed)
                      for t in tiles_]
-            for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=until):
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=deadline):
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
                     record(t, res, off, res.status == Status.OPTIMAL)
 
@@ -269,27 +272,21 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         exact([t for t in todo if t not in final and t in may_fit],
               Pass.FIT if method == Method.AUTO else Pass(method), until=fit_until)
         if searching:
-            # pass 3: the quick search again, as low as it gets, on the tiles the first left
-            # above 1%; pass 4: the exact stage (on big tiles its descents and
-            # neighbourhoods) on every tile still above 1%, a share of the budget each;
-            # pass 5: the quick search on every other tile (a little time on every tile
+            # pass 3: the exact stage (on big tiles its descents, then neighbourhoods) on
+            # every tile still above 1%, in one task a tile: each an even share of the time
+            # left, worked out when it starts (``EvenShare``), so that it reaches them all;
+            # pass 4: the quick search on every other tile (a little time on every tile
             # lowers far more of them than seconds of exact effort on a few)
             high = above_near()
-            until = deadline
-            if deadline is not None and high:
-                # a reserve, so that the exact stage reaches every tile left above 1%
-                until = deadline - _exact_reserve(deadline - time.time(), len(high),
-                                                  _workers_of(ex))
-            quick_pass("quick search, tiles above 1%", seed + 1, high, until)
-            high = above_near()
             high.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
-            if high:
-                per = time_limit if deadline is None else min(
-                    time_limit, max(0.5, (deadline - time.time()) * _workers_of(ex)
-                                    / len(high)))
-                exact(high, limit=per)
+            shares = None
+            if deadline is not None and high:
+                w = _workers_of(ex)
+                shares = [EvenShare(deadline, i, len(high), w, MIN_SHARE * quick, time_limit)
+                          for i in range(len(high))]
+            exact(high, shares=shares)
             quick_pass("quick search", seed + 1, [t for t in todo if t not in final])
-        # pass 6: exact on the rest, largest gap first, while the budget lasts
+        # pass 5: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
     offsets = report.offset.copy()
     results = []
