@@ -274,7 +274,7 @@ def test_an_even_share_follows_the_first_pass_end_the_driver_revises():
     # left, 2 s each; a revision later than the task's own end, or none, changes nothing
     fixed = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0)
     revised = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0, revised=True)
-    setup = driver.SETUP_SECONDS
+    setup = driver._SETUP.seconds()   # this process's measure (SETUP_SECONDS until measured)
     try:
         driver._FIRST_END.value = 200.0
         assert fixed.seconds(100.0) == pytest.approx(4.0 - setup)
@@ -285,6 +285,17 @@ def test_an_even_share_follows_the_first_pass_end_the_driver_revises():
         assert revised.seconds(100.0) == pytest.approx(4.0 - setup)
     finally:
         driver._FIRST_END.value = float("nan")
+
+
+def test_an_even_share_subtracts_the_set_up_this_process_measured(monkeypatch):
+    # 4 s a task for 100 tasks on 2 workers; the set-up measured at 0.5 s a task leaves 3.5 s
+    clock = driver._SetUpClock(enough=2)
+    monkeypatch.setattr(driver, "_SETUP", clock)
+    share = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0)
+    assert share.seconds(100.0) == pytest.approx(4.0 - driver.SETUP_SECONDS)
+    clock.add(0.4)
+    clock.add(0.6)
+    assert share.seconds(100.0) == pytest.approx(3.5)
 
 
 def test_the_pool_workers_see_the_first_pass_end_revised_after_they_started():

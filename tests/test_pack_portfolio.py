@@ -282,6 +282,26 @@ def test_near_stops_once_within_its_target(monkeypatch):
     assert len(caps) > found and caps[found - 1] >= 72 and caps[found] < 72, caps
 
 
+def test_quick_stops_at_the_gap_it_is_given(monkeypatch):
+    """``solve_tile``'s ``stop_gap`` becomes the quick search's target, that fraction above
+    the bound ("near" is the same at ``NEAR``); without it the search has no target."""
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    targets = []
+    real = portfolio_mod.quick_search
+
+    def spy(p, hint, bound, time_limit, seed=0, target=None):
+        targets.append(target)
+        return real(p, hint, bound, time_limit, seed, target=target)
+
+    monkeypatch.setattr(portfolio_mod, "quick_search", spy)
+    hint = np.array([0, 24, 0, 72])          # ends at 96; the bound is 64
+    for method, gap in (("quick", 0.125), ("quick", None), ("near", None)):
+        res, off = solve_tile(p, method, hint=hint, time_limit=0.5, bound=(64, True),
+                              stop_gap=gap)
+        assert self_check(p, off) and res.total_including_gaps <= 96
+    assert targets == [72, None, 64 + int(64 * portfolio_mod.NEAR)], targets
+
+
 def test_a_stalled_probes_completion_is_kept(monkeypatch):
     """A probe that places nothing below its cap may return a completion above it (a failed
     descent finished by first fit): ``quick_search`` keeps it when it is better than what it

@@ -22,12 +22,12 @@ DEFAULT_BUDGET = 240.0
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds for the whole run. Every tile gets the bound and the heuristic "
                    "whatever the budget; under auto, also the quick search, each tile an "
-                   "even share of the budget (15% of it kept for what follows, up to 35% as "
+                   "even share of the budget (10% of it kept for what follows, up to 35% as "
                    "tiles turn out to need the later passes); then: the "
                    "tiles that overflow although their bound fits get the exact portfolio "
-                   "until they fit; the tiles left above 1% the quick search again and the "
-                   "exact portfolio (on big tiles its neighbourhoods), with a share of the "
-                   "budget kept for it; every tile the quick search again; then the exact "
+                   "until they fit; the tiles left above 1% the exact portfolio (on big "
+                   "tiles the search's descents and neighbourhoods), an even share of what "
+                   "is left each; every tile the quick search again; then the exact "
                    "portfolio on the rest (largest gaps first). A tile not reached keeps "
                    "its valid allocation. "
                    "Not applied with --deterministic.")

@@ -74,8 +74,11 @@ QUICK_MAX_SHARE = 4
 #: left (``EvenShare``, at most ``time_limit``) in one task: the search's descents and
 #: neighbourhoods after one set-up. (Seed 2 of the generated Mk2: a quick pass on them before
 #: the exact stage, each task its own set-up, with a floor of 0.5 s a tile in the stage, left
-#: 28 of the 53 tiles still above 1% unreached.)
-EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
+#: 28 of the 53 tiles still above 1% unreached.) A second a tile: on seed 2, seconds of the
+#: first pass lowered far more tiles than they did in the exact stage (2 s a tile asked for:
+#: the first pass 153-179 s, median gap 0.51-0.60 %, 37-39 tiles left above 1%; 1 s: 190 s,
+#: median 0.47 %, 38 left).
+EXACT_SHARE, EXACT_RESERVE = 1.0, 0.5
 #: With a budget, the first pass gives every tile an even share of the budget (the heuristic,
 #: then the quick search as low as it gets), keeping ``FIRST_RESERVE`` of it for the later
 #: passes (the tiles that may fit, the exact stage on the tiles left above 1%). Every tile
@@ -84,13 +87,22 @@ EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
 #: the generated Mk2, budget 240 s: the first pass to 1% took 150 s and the second reached a
 #: seventh of the tiles.) Each share is between ``MIN_SHARE`` times ``quick`` (one or two
 #: probes) and ``QUICK_MAX_SHARE`` times it.
-FIRST_RESERVE, SETUP_SECONDS, MIN_SHARE = 0.15, 0.08, 0.2
+FIRST_RESERVE, SETUP_SECONDS, MIN_SHARE = 0.10, 0.08, 0.2
+#: The first pass stops a tile's quick search once its end is within ``FIRST_STOP`` of the
+#: bound, and what the tile leaves goes to the tiles after it (``EvenShare``): far below the
+#: gaps that matter, while a tenth of a Mk2 report's tiles are still above 0.8%.
+FIRST_STOP = 0.002
 #: The reserve grows while the first pass runs, by what its results ask of the later passes:
 #: ``FIT_SECONDS`` of a worker for each tile that overflows although its bound fits (the fit
 #: stage took 2.3-3.5 s a tile on seeds 2 and 3 of the generated Mk2), ``EXACT_SHARE`` for
 #: each tile left above 1%; at most ``MAX_RESERVE`` of the budget. (Seed 3: the fit stage on
 #: 31 tiles took the whole fixed reserve, and the 23 tiles above 1% got none of it.)
 FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
+#: The reserve is projected from the results in once this many tiles (and a twentieth of the
+#: pass) are done. (Seed 3 of the generated Mk2, the reserve grown by the results in alone:
+#: the tiles done before them had taken its time, and the fit stage got 37 s for 38 tiles: 6
+#: more undecided, 6 fewer fit.)
+PROJECT_AFTER = 32
 #: The first pass's end as the driver revises it (``EvenShare``): shared memory, inherited by
 #: the forked workers of the local pool; elsewhere (Dask, another process) it stays unset and
 #: a task keeps the end it was given.
@@ -110,7 +122,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
     whole run (None: no run-wide limit). Every tile gets the bound and the heuristic whatever
     the budget; under ``auto`` the quick search too, in the same task: with a budget as low
-    as it gets within an even share of the budget (``EvenShare``; ``FIRST_RESERVE`` of it
+    as it gets (at most to ``FIRST_STOP``), the tiles in a random order, within an even
+    share of the budget (``EvenShare``; ``FIRST_RESERVE`` of it
     kept, more as the results ask for the later passes: ``FIT_SECONDS``, ``EXACT_SHARE``,
     at most ``MAX_RESERVE``), without one stopped within 1% of the bound. Then, while the
     budget lasts: on the tiles that overflow although their bound fits (fewest overflowed
@@ -179,6 +192,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         share = None
         _FIRST_END.value = float("nan")
         if sharing:
+            # in an order that mixes the program's parts (the tiles of a layer, alike in how
+            # hard they are, sit side by side): what the pass learns as it goes (the time a
+            # set-up takes, the reserve the later passes ask) then holds for the tiles left
+            todo = [todo[i] for i in np.random.default_rng(seed).permutation(len(todo))]
             w = _workers_of(ex)
             span = max(deadline - time.time(), 0.0)
             until = deadline - FIRST_RESERVE * span
@@ -186,10 +203,13 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                                QUICK_MAX_SHARE * quick, revised=True)
                      for i in range(len(todo))]
         asked = 0.0   # worker-seconds the first pass's results ask of the later passes
+        seen = 0
         tasks = [TileTask(t, first_pass, None, None, known[t],
                           quick if searching else time_limit, seed,
                           deterministic=deterministic,
-                          share=share[i] if share else None) for i, t in enumerate(todo)]
+                          share=share[i] if share else None,
+                          stop_gap=FIRST_STOP if share else None)
+                 for i, t in enumerate(todo)]
         first_label = ("heuristic, then quick search (an even share of the budget)" if sharing
                        else "heuristic, then quick search to 1% of the bound" if searching
                        else str(first_pass))
@@ -217,7 +237,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 # the reserve, revised: what this result will ask of the later passes
                 asked += (FIT_SECONDS if _may_fit(res, tm) else EXACT_SHARE
                           if res.gap > NEAR and res.status != Status.OPTIMAL else 0.0)
-                reserve = min(max(FIRST_RESERVE * span, asked / w), MAX_RESERVE * span)
+                seen += 1
+                reserve = _first_reserve(asked, seen, len(todo), w, span)
                 _FIRST_END.value = deadline - reserve
         _FIRST_END.value = float("nan")
         todo = [] if last else [t for t in reps if t not in final
@@ -313,12 +334,30 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     return alloc
 
 
+def _first_reserve(asked: float, seen: int, tiles: int, workers: int, span: float) -> float:
+    """Seconds the first pass leaves the later passes, revised after ``seen`` of its
+    ``tiles`` tiles have asked ``asked`` worker-seconds of them: projected to the whole pass
+    once a sample is done (the tiles go in a random order), so that the tiles still to come
+    leave the later passes their time, not only the last few; at least ``FIRST_RESERVE`` and
+    at most ``MAX_RESERVE`` of the ``span``.
+
+    >>> _first_reserve(30.0, 10, 1000, 2, 240.0)       # too few seen: what they asked alone
+    24.0
+    >>> _first_reserve(30.0, 100, 1000, 2, 240.0)      # 300 worker-seconds in all, 150 s
+    84.0
+    >>> _first_reserve(9.0, 100, 1000, 2, 240.0)       # 90 worker-seconds: 45 s
+    45.0
+    """
+    projected = asked * tiles / seen if seen >= max(PROJECT_AFTER, tiles // 20) else asked
+    return min(max(FIRST_RESERVE * span, projected / workers), MAX_RESERVE * span)
+
+
 def _exact_reserve(left: float, tiles: int, workers: int) -> float:
     """Seconds kept for the exact stage on ``tiles`` tiles above 1%: ``EXACT_SHARE`` of a
     worker each, at most ``EXACT_RESERVE`` of the ``left`` seconds.
 
-    >>> _exact_reserve(100.0, 10, 2), _exact_reserve(10.0, 10, 2)
-    (10.0, 5.0)
+    >>> _exact_reserve(100.0, 10, 2), _exact_reserve(6.0, 10, 2)
+    (5.0, 3.0)
     """
     return min(EXACT_RESERVE * max(left, 0.0), tiles * EXACT_SHARE / workers)
 
@@ -433,6 +472,7 @@ class TileTask:
     cp_workers: int = 1
     deterministic: bool = False
     share: "EvenShare | None" = None
+    stop_gap: float | None = None
 
 
 @dataclass(frozen=True)
@@ -463,7 +503,38 @@ class EvenShare:
         if self.revised and _FIRST_END.value == _FIRST_END.value:   # set (not NaN)
             until = min(until, _FIRST_END.value)
         left = (until - now) * self.workers / max(self.count - self.index, 1)
-        return round(min(max(left - SETUP_SECONDS, self.least), self.most), 6)
+        return round(min(max(left - _SETUP.seconds(), self.least), self.most), 6)
+
+
+class _SetUpClock:
+    """What a task costs besides its search, as this process has measured it (the tile's
+    problem, the heuristic, the search's arrays, the result): ``SETUP_SECONDS`` until
+    ``enough`` tasks are measured, then their mean. An even share that subtracted too little
+    gave the first tiles of a pass more than their share and the last ones less (seed 2 of
+    the generated Mk2: 0.31 s a tile at the start, 0.14 s at the end).
+
+    >>> c = _SetUpClock(enough=2)
+    >>> c.seconds() == SETUP_SECONDS
+    True
+    >>> c.add(0.2); c.add(0.1); round(c.seconds(), 3)
+    0.15
+    """
+
+    def __init__(self, enough: int = 8):
+        self.enough = enough
+        self.total = 0.0
+        self.count = 0
+
+    def add(self, seconds: float) -> None:
+        self.total += max(seconds, 0.0)
+        self.count += 1
+
+    def seconds(self) -> float:
+        return self.total / self.count if self.count >= self.enough else SETUP_SECONDS
+
+
+#: This process's measure of a task's set-up (each worker process has its own)
+_SETUP = _SetUpClock()
 
 
 @dataclass(frozen=True)
@@ -479,7 +550,8 @@ def _solve(shared, task: TileTask, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
-    time_limit = task.time_limit if task.share is None else task.share.seconds(time.time())
+    started = time.time()
+    time_limit = task.time_limit if task.share is None else task.share.seconds(started)
     searched = method in _SEARCHED
     if searched:
         # a first pass (no ``prev``) still places the tile by the heuristic when the
@@ -497,7 +569,12 @@ def _solve(shared, task: TileTask, deadline: float | None):
                           replay_order=_replay_order(report, tile, rows),
                           time_limit=time_limit, seed=task.seed, cp_workers=task.cp_workers,
                           deterministic=task.deterministic, bound=task.bound,
-                          given=None if method == Pass.REPLAY else report.offset[rows])
+                          given=None if method == Pass.REPLAY else report.offset[rows],
+                          stop_gap=task.stop_gap)
+    if task.share is not None and res.status != Status.OPTIMAL and (
+            task.stop_gap is None or res.gap > task.stop_gap):
+        # the search had its whole share: the rest of the task's time was its set-up
+        _SETUP.add(time.time() - started - time_limit)
     return tile, res, off
 
 

@@ -53,7 +53,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                replay_order: np.ndarray | None = None, time_limit: float = 10.0,
                seed: int = 0, cp_workers: int = 1, deterministic: bool = False,
                bound: tuple[int, bool] | None = None,
-               given: np.ndarray | None = None) -> tuple[TileResult, np.ndarray]:
+               given: np.ndarray | None = None,
+               stop_gap: float | None = None) -> tuple[TileResult, np.ndarray]:
     """Pack one tile problem; ``(result, local offsets)``.
 
     ``method``: "replay", "heuristic", "quick" (``quick_search`` from ``hint`` or from the
@@ -64,7 +65,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     fit, the end address left to later passes). ``bound``: ``(bytes, exact)``, else
     computed from the problem alone. ``given``: an allocation the caller has (e.g. the
     report's own offsets): when it passes the guard and is better, it is what is returned,
-    so a re-run is never worse than the valid allocation it was given.
+    so a re-run is never worse than the valid allocation it was given. ``stop_gap``: "quick"
+    stops as soon as the end is within this fraction of the bound (what "near" does at
+    ``NEAR``).
     """
     t0 = time.perf_counter()
     b, b_exact = bound if bound is not None else simple_bound(p)
@@ -90,7 +93,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         status = "optimal" if _meets(p, off, lower) else "heuristic"
         if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
             ran_quick = True
-            target = lower + int(lower * NEAR) if method == "near" else None
+            if method == "near":
+                stop_gap = NEAR
+            target = None if stop_gap is None else lower + int(lower * stop_gap)
             off, status, quick_note, lower = quick_search(p, off, lower, time_limit, seed,
                                                           target=target)
             note = (note + "," if note else "") + quick_note
