@@ -23,8 +23,14 @@ def placed(r, p, off):
 def test_heuristic_beats_each_of_its_runs_and_improve_keeps_validity(r):
     p = TileProblem.from_report(r, 0)
     h = heuristic_runs(p)
-    for _, order, bf in heuristic_orders(p):
+    runs = heuristic_orders(p)
+    for _, order, bf in runs:
         assert objective(p, h.offsets) <= objective(p, first_fit(p, order, best_fit=bf))
+    # the first few alone (what the quick search starts from) are the same runs
+    for k in (1, 2):
+        firsts = heuristic_orders(p, k)
+        assert [(n, o.tolist(), b) for n, o, b in firsts] == \
+            [(n, o.tolist(), b) for n, o, b in runs[:k]]
     better, _ = improve(p, h, time_limit=5, max_iterations=30, seed=1)
     col = placed(r, p, better.offsets)
     assert violations(r, col) == []

@@ -192,6 +192,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         share = None
         _FIRST_END.value = float("nan")
         if sharing:
+            _SETUP.clear()   # measured afresh on this report's tiles (forked workers inherit it)
             # in an order that mixes the program's parts (the tiles of a layer, alike in how
             # hard they are, sit side by side): what the pass learns as it goes (the time a
             # set-up takes, the reserve the later passes ask) then holds for the tiles left
@@ -528,6 +529,9 @@ class _SetUpClock:
     def add(self, seconds: float) -> None:
         self.total += max(seconds, 0.0)
         self.count += 1
+
+    def clear(self) -> None:
+        self.total, self.count = 0.0, 0
 
     def seconds(self) -> float:
         return self.total / self.count if self.count >= self.enough else SETUP_SECONDS
