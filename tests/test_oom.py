@@ -30,8 +30,8 @@ def hand_report():
     tile 1: four 300-byte variables, never more than two live at once (600 bytes), but the
             report stacks them to 1200: re-packing fits.
     tile 2: three interleaved 200-byte variables live together (600 bytes fits the tile, not
-            the 512-byte interleaved region): re-packing still overflows by 200; the best
-            allocation ends at 1024 + 200, so gaps and constraints cost 1224 - 600 = 624.
+            the 512-byte interleaved region): proven not to fit on those three; re-packing
+            overflows by 200 (the best allocation ends at 1024 + 200).
     tile 3: fits (not listed).
     """
     rows = [  # tile, size, offset, steps, interleaved
@@ -71,9 +71,10 @@ def test_hand_verdicts():
     assert (d1.excess, d1.max_live_bytes, d1.verdict_code) == (176, 600, "repackFits")
     assert d1.repack.overflow_bytes == 0 and d1.repack.total_including_gaps <= 1024
     d2 = by[2]
-    assert (d2.excess, d2.max_live_bytes, d2.verdict_code) == (176 + 24, 600, "repackOverflows")
-    assert d2.verdict == ("live data fits: re-packing still overflows by 200 bytes "
-                          "(gaps and constraints cost 624)")
+    assert (d2.excess, d2.max_live_bytes, d2.verdict_code) == (176 + 24, 600, "provenNoFit")
+    assert d2.verdict == ("live data fits, but no allocation does: proven on 3 variables live "
+                          "together (re-packing overflows by 200 bytes)")
+    assert d2.repack.proven_on == 3
     assert d2.gap_bytes["memoryEnd"] == 1024 - 912
     assert d2.regions["interleaved"]["used"] == 400 and d2.regions["overflowed"]["used"] == 200
 
@@ -202,7 +203,7 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
             assert t["verdictCode"] == "reduceData"
             assert f"exceeds memory by {bound - tm:,} bytes" in t["verdict"]
         else:
-            assert t["verdictCode"] in ("repackFits", "repackOverflows")
+            assert t["verdictCode"] in ("repackFits", "repackOverflows", "provenNoFit")
             used = t["repack"]["totalIncludingGaps"]
             assert used >= bound   # no allocation beats the bound
             assert (t["verdictCode"] == "repackFits") == (used <= tm)
@@ -269,7 +270,8 @@ def test_next_steps_follow_what_is_live_at_the_peak():
     assert f"reaches {d1.highest_end:,} B; gaps and constraints cost {d1.highest_end - 600:,} B" \
         in d1.next_steps[0]
     assert "freeing 176 B on this tile" in d1.next_steps[1]
-    assert by[2].next_steps[0].startswith("the live data fits (600 B) but no allocation")
+    assert by[2].next_steps[0].startswith("the live data fits (600 B) but the placement rules "
+                                          "do not let it")
 
 
 def test_next_steps_split_weights_gradients_and_activations():

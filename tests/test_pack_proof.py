@@ -79,3 +79,31 @@ def test_the_gap_is_to_the_best_bound_proven():
     res, off = solve_tile(p, "exact", time_limit=5, bound=(40, True))
     assert res.total_including_gaps == 52 == brute_force(r)[1]
     assert (res.status, res.bound, res.gap) == ("optimal", 52, 0.0)
+
+
+def test_interleaved_data_past_its_region_is_a_proof_on_its_variables():
+    # interleaved region [32, 48): two interleaved 12-byte variables live together need 24
+    # bytes there; the tile's live data (28 bytes) fits its 48. "Proven on 2 variables" (the
+    # clique), not "live data": the live data fits, the rules do not let it be placed
+    r = Report.from_columns(target=TINY_GEOMETRY, var_id=range(3), tile=[0] * 3,
+                            size=[12, 12, 4], alignment=[4] * 3, offset=[0] * 3,
+                            category=["variable"] * 3, eq_class=[0, 1, 2],
+                            interference=[[1], [0], []], in_interleaved_mem=[1, 1, 0])
+    assert not brute_force_fits(r, TileProblem.from_report(r, 0).rules, 48)
+    for method in ("quick", "fit"):
+        res, _ = solve_tile(TileProblem.from_report(r, 0), method, time_limit=2,
+                            bound=(28, True))
+        assert res.overflow_bytes > 0
+        assert res.verdict == "cannot fit: proven on 2 variables", (method, res.verdict)
+
+
+@examples(60)
+@given(small_reports(max_vars=6, geometry=TINY_GEOMETRY))
+def test_every_verdict_of_a_proof_holds_by_brute_force(r):
+    # whatever gave it (the interleaved clique, the search exhausting every capacity, a
+    # proof on part of the tile), "cannot fit" is true of the tile
+    p = TileProblem.from_report(r, 0)
+    for method in ("quick", "fit"):
+        res, _ = solve_tile(p, method, time_limit=1)
+        if res.verdict.startswith("cannot fit"):
+            assert not brute_force_fits(r, p.rules, r.target.tile_memory), res.verdict

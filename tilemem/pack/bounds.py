@@ -8,7 +8,7 @@ optimal (``tilemem.pack.portfolio``), and the exact methods start their bisectio
 - ``window_bound``: the highest window start plus size (an interleaved variable cannot end
   below interleavedMemoryStart plus its size);
 - ``region_bound``: interleavedMemoryStart plus the heaviest clique of the variables confined
-  to the interleaved region;
+  to the interleaved region (``region_clique``: with the clique's size);
 - ``simple_bound``: a greedy clique of the problem alone, for callers without a report.
 """
 from __future__ import annotations
@@ -53,13 +53,20 @@ def region_bound(p: TileProblem, node_limit: int = 20_000) -> int:
     >>> region_bound(TileProblem.from_report(r, 0))
     131272
     """
+    return region_clique(p, node_limit)[0]
+
+
+def region_clique(p: TileProblem, node_limit: int = 20_000) -> tuple[int, int]:
+    """``(region_bound(p), the number of variables in its clique)``: the bound is a proof on
+    that many variables (a tile whose bound exceeds tileMemory cannot fit because of them)."""
     ils = p.target.interleaved_memory_start
     sub = np.flatnonzero((p.lo >= ils) & (p.lo + p.size <= p.hi))
     if len(sub) == 0:
-        return 0
+        return 0, 0
     indptr, indices = p.conflicts.conflict_csr(sub, sort=True)
     clique = max_weight_clique(indptr, indices, p.size[sub], node_limit=node_limit)
-    return ils + int(clique.weight)  # a real clique's weight: valid even when not proven
+    # a real clique's weight: valid even when not proven maximum
+    return ils + int(clique.weight), len(clique.members)
 
 
 def simple_bound(p: TileProblem) -> tuple[int, bool]:

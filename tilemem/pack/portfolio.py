@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import heuristic
-from .bounds import region_bound, simple_bound, window_bound
+from .bounds import region_clique, simple_bound, window_bound
 from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .guard import self_check
@@ -72,7 +72,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     t0 = time.perf_counter()
     b, b_exact = bound if bound is not None else simple_bound(p)
     # all three are valid lower bounds on the end address of an allocation that fits
-    lower = max(int(b), window_bound(p), region_bound(p))
+    rb, rb_vars = region_clique(p)
+    lower = max(int(b), window_bound(p), rb)
     note = ""
     ran_exact = ran_quick = hint_given = False
     if method == "replay":
@@ -111,10 +112,17 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             status = "optimal" if _meets(p, off, lower) else status
     over, total, _, _ = objective(p, off)
     proven_on = None
-    if over and b <= p.capacity and ran_exact and p.n > 1:
+    if over and b <= p.capacity:
         # the live data fits but no allocation found does: is there one? (a proof on part
         # of the tile that none is; "undecided" otherwise)
-        proven_on = prove_no_fit(p, min(PROOF_SECONDS, max(time_limit / 4, 0.2)))
+        if rb > p.capacity:
+            # the interleaved data live together do not fit in the interleaved region
+            proven_on = rb_vars
+        elif lower > p.capacity:
+            # the search exhausted every capacity up to tileMemory on the whole tile
+            proven_on = p.n
+        elif ran_exact and p.n > 1:
+            proven_on = prove_no_fit(p, min(PROOF_SECONDS, max(time_limit / 4, 0.2)))
         if proven_on is not None:
             note = (note + "," if note else "") + f"no fit proven on {proven_on:,} variables"
     # the stage whose allocation is kept: passes are internal ("near" is the quick search)
@@ -129,7 +137,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                      total_including_gaps=total, bound=lower, bound_exact=bool(b_exact),
                      gap=gap_of(total, lower), seconds=time.perf_counter() - t0,
                      num_vars=p.n, note=note,
-                     verdict=fit_verdict(over, max(int(b), lower), p.capacity, proven_on),
+                     verdict=fit_verdict(over, int(b), p.capacity, proven_on),
                      proven_on=proven_on)
     return res, off
 

@@ -46,8 +46,8 @@ WINDOWS = (0, 1, 2, 4, 8, 16, 32)
 def fit_verdict(overflow_bytes: int, live_bound: int, tile_memory: int,
                 proven_on: int | None) -> str:
     """The answer to "would an allocation of this tile fit?". ``live_bound``: the tile's
-    lower bound on the end of an allocation that fits (its maximum live bytes, or the
-    interleaved data's clique above interleavedMemoryStart where that is higher).
+    maximum live bytes (the interleaved data's clique past tileMemory is a proof on its
+    variables, ``proven_on``, as ``tilemem oom`` reads it: the live data itself fits).
 
     >>> fit_verdict(0, 100, 128, None), fit_verdict(8, 130, 128, None)
     ('fits', 'cannot fit: live data')
