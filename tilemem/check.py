@@ -322,8 +322,16 @@ def _unique(x: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def _listed(keys, key):
-    i = np.searchsorted(keys, key)
-    return i < len(keys) and keys[i] == key
+    # a binary search of our own: numba's np.searchsorted in cached code can run another
+    # cached function's search (see tilemem.liveness.sorting; the checker imports none of it)
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < len(keys) and keys[lo] == key
 
 
 @njit(cache=True)

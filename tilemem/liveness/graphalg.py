@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .sorting import argsort, sort
+
 #: Most vertices a graph is kept for as a dense boolean adjacency matrix (16 MiB): the
 #: exact branch and bound's here, and the liveness stage's class matrices (report and
 #: ``TileConflicts``). The one place this limit is set for the packers and the liveness stage.
@@ -223,7 +225,7 @@ def _earlier_neighbours(indptr, indices, pos, v):
         if pos[u] < pos[v]:
             out[k] = u
             k += 1
-    return np.sort(out[:k])
+    return sort(out[:k])
 
 
 # ---- bounds for graphs that are not chordal ----------------------------------------------------
@@ -235,7 +237,7 @@ def _greedy_clique(indptr, indices, w, seeds):
     best = np.zeros(0, np.int64)
     for s in seeds:
         nb = indices[indptr[s]:indptr[s + 1]]
-        order = nb[np.argsort(-w[nb], kind="mergesort")]
+        order = nb[argsort(-w[nb])]
         clique = np.empty(len(nb) + 1, np.int64)
         clique[0] = s
         size = 1
@@ -252,7 +254,7 @@ def _greedy_clique(indptr, indices, w, seeds):
                 total += w[u]
         if total > best_w:
             best_w = total
-            best = np.sort(clique[:size])
+            best = sort(clique[:size])
     return best_w, best
 
 
@@ -261,7 +263,7 @@ def _colouring_bound(indptr, indices, w):
     """Greedy colouring, heaviest vertex first; a clique takes at most one vertex of each
     colour, so the sum over colours of their heaviest weight bounds every clique."""
     n = len(indptr) - 1
-    order = np.argsort(-w, kind="mergesort")
+    order = argsort(-w)
     colour = np.full(n, -1, np.int64)
     stamp = np.full(n + 1, -1, np.int64)
     bound = 0
@@ -424,7 +426,7 @@ def _lexbfs(indptr, indices, key):
     vprev = np.full(n, -1, np.int64)
     vcell = np.zeros(n, np.int64)
     visited = np.zeros(n, np.bool_)
-    by_key = np.argsort(key)
+    by_key = argsort(key)
     # one initial cell 0 with every vertex in key order
     for i in range(n):
         v = by_key[i]

@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from .graphalg import _chordal_pass, interval_order
+from .sorting import sort
 from .sweep import cliques_of_intervals
 
 #: Largest (distinct vertex sets) x (cliques) the exact consecutive-ones test runs on; it
@@ -103,7 +104,7 @@ def _cliques_from_mcs(indptr, indices, pos):
             if pos[u] < pos[last]:
                 members[j] = u
                 j += 1
-        members[ptr[c]:ptr[c + 1]] = np.sort(members[ptr[c]:ptr[c + 1]])
+        members[ptr[c]:ptr[c + 1]] = sort(members[ptr[c]:ptr[c + 1]])
         first = order[run_start[c]]
         if latest[first] >= 0:
             parent[c] = run_of[latest[first]]

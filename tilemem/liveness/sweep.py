@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .sorting import search_left, search_right, sort, unique
+
 
 def live_sweep(start, end, weight, times, group=None, groups: int = 1) -> np.ndarray:
     """Live weight of intervals ``[start, end)`` at each of ``times`` (sorted, holding every
@@ -61,18 +63,21 @@ def _interval_cliques(start, end):
     exact search builds a model per tile from it): each record time keeps the intervals
     started since the previous record and not yet ended, in index order."""
     m = len(start)
-    ends = np.unique(end)
-    starts = np.sort(start)
+    ends = unique(end)
+    starts = sort(start)
     rec = np.empty(len(ends), np.int64)
     r = 0
     for t in ends:
-        a = 0 if r == 0 else np.searchsorted(starts, rec[r - 1])
-        if np.searchsorted(starts, t) > a:
+        a = 0 if r == 0 else search_left(starts, rec[r - 1])
+        if search_left(starts, t) > a:
             rec[r] = t
             r += 1
     rec = rec[:r]
-    first = np.searchsorted(rec, start, side="right")
-    stop = np.searchsorted(rec, end, side="right")
+    first = np.empty(m, np.int64)
+    stop = np.empty(m, np.int64)
+    for i in range(m):
+        first[i] = search_right(rec, start[i])
+        stop[i] = search_right(rec, end[i])
     ptr = np.zeros(r + 1, np.int64)
     for i in range(m):
         for q in range(first[i], stop[i]):

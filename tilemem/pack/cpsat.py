@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ..liveness.sorting import argsort
 from .lattice import aligned_grain
 from .problem import TileProblem
 from .result import objective
@@ -127,7 +128,7 @@ def greedy_class_cliques(adj, present, weight, extra, limit):
     cand = np.zeros(nc, np.bool_)
     gain = np.zeros(nc, np.int64)
     members = np.zeros(nc, np.int64)
-    for u in np.argsort(-degree, kind="mergesort"):
+    for u in argsort(-degree):
         while True:
             v = -1
             for j in range(nc):

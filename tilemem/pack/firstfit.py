@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from ..liveness import ConflictArrays, clear_row, conflict_row, conflicts_with
+from ..liveness.sorting import search_right
 from .guard import align_up, element_bounds, element_of, lowest_legal
 from .problem import TileProblem
 
@@ -142,7 +143,7 @@ def _sweep(s, al, lo, hi, in_memory, av, row, ps, pe, pa, pc, pmax, m, ils, no_s
     the sweep starts at the first interval that can still reach past ``lo``.
     """
     a = align_up(lo, al)
-    j = np.searchsorted(pmax[:m], a, side="right")
+    j = search_right(pmax[:m], a)
     best = np.int64(-1)
     best_slack = _FAR
     gap_lo = lo  # where the free gap holding ``a`` begins (for best fit)
@@ -253,7 +254,7 @@ def _place(args, order, best_fit):
             forb_e[:] = False
         off[v] = a
         # insert [a, a + s) into the placed list, kept sorted by start
-        pos = np.searchsorted(ps[:m], a, side="right")
+        pos = search_right(ps[:m], a)
         for q in range(m, pos, -1):
             ps[q] = ps[q - 1]
             pe[q] = pe[q - 1]

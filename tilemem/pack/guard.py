@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from ..liveness import clear_row, conflict_row, conflicts_with
+from ..liveness.sorting import argsort
 from .problem import TileProblem
 
 #: "No such offset" in the search's arrays (above any address).
@@ -152,7 +153,7 @@ def _offsets_ok(off, size, align, lo, hi, tm, ils, no_span, in_memory, conflicts
     lclass, always, matrix = conflicts.local_class, conflicts.always_live, conflicts.class_matrix
     cptr, cidx = conflicts.class_ptr, conflicts.class_idx
     scratch = np.zeros(len(cptr) - 1, np.bool_)
-    order = np.argsort(off, kind="mergesort")
+    order = argsort(off)
     for a in range(n):
         i = order[a]
         end = off[i] + size[i]

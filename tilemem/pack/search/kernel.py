@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ...liveness.sorting import argsort, sort
 from ..guard import INF, K_CONFLICT, K_ELEMENT, K_REGION, align_up, bound_after, lowest_legal
 
 # run() results
@@ -712,7 +713,7 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
         if off[k] < 0:
             tmp_vars[n] = k
             n += 1
-    vs = np.sort(tmp_vars[:n])
+    vs = sort(tmp_vars[:n])
     for h in range(len(heur) - 1, -1, -1):
         code = heur[h]
         key = tmp_key[:n]
@@ -734,7 +735,7 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
                     if total[vsecs[e]] > tt:
                         tt = total[vsecs[e]]
                 key[j] = -tt
-        order = np.argsort(key, kind="mergesort")
+        order = argsort(key)
         vs = vs[order]
     tl = reg[R_TL]
     for j in range(n):
