@@ -12,8 +12,9 @@ one's calls go to the first one's code. Seen on this project: ``graphalg._lexbfs
 ``np.argsort`` (a sort of indices by key) ran ``_earlier_neighbours``'s ``np.sort`` (a sort of
 values) after ``max_live_all`` had loaded it, so it returned the identity; the report's
 interval model then failed to be found in every process that computed the bounds first,
-and every tile of ``tilemem alloc`` recognised its graph again (0.3 s a Mk2 tile, more than
-its share of the budget). The guard and the search's static orders sorted the same way, and a
+and every tile that process packed recognised its graph again (0.3 s a Mk2 tile, more than
+a first-pass share of the budget; ``tilemem alloc`` computes the model before the bounds,
+so its runs measured here were spared). The guard and the search's static orders sorted the same way, and a
 ``side="right"`` search can run a left one's code.
 Which processes meet it depends on the order caches were written in, so it comes and goes.
 
