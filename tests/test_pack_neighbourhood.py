@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,18 +15,20 @@ from pack_oracle import (TINY_GEOMETRY, examples, objective, passes_both_checker
                          small_reports, violations)
 from tilemem.model import Report
 from tilemem.pack.firstfit import first_fit
-from tilemem.pack.neighbourhood import (improve_by_neighbourhoods, neighbourhood_of,
+from tilemem.pack.neighbourhood import (SOLVERS, improve_by_neighbourhoods, neighbourhood_of,
                                         solve_neighbourhood)
 from tilemem.pack.problem import TileProblem
 
 
-def _placeable(r: Report, column: np.ndarray, free: list[int], cap: int) -> bool:
+def _placeable(r: Report, column: np.ndarray, free: list[int], cap: int,
+               zero_as_byte: bool = False) -> bool:
     """Brute force: can the rows ``free`` move to aligned addresses ending at or below
     ``cap`` (everything else where ``column`` has it) with no rule broken?"""
     # a zero-size variable ends where it starts (the end address counts it so), so it may
-    # sit at the cap itself; the checker says whether that address is legal
-    choices = [range(0, cap - int(r.size[i]) + 1, max(int(r.alignment[i]), 4))
-               for i in free]
+    # sit at the cap itself; the checker says whether that address is legal. The search
+    # reads it as one byte below any capacity (``zero_as_byte``), as it does on whole tiles.
+    choices = [range(0, cap - max(int(r.size[i]), int(zero_as_byte)) + 1,
+                     max(int(r.alignment[i]), 4)) for i in free]
     for combo in itertools.product(*choices):
         trial = column.copy()
         trial[free] = combo
@@ -34,19 +37,30 @@ def _placeable(r: Report, column: np.ndarray, free: list[int], cap: int) -> bool
     return False
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
 @examples(60)
 @given(small_reports(max_vars=6, geometry=TINY_GEOMETRY), st.data())
-def test_a_neighbourhood_is_placed_exactly_when_brute_force_can(r, data):
+def test_a_neighbourhood_is_placed_exactly_when_brute_force_can(solver, r, data):
+    # the search is complete on a neighbourhood (its fixed variables are holes in the free
+    # ones' domains, and a left-justified placement still sits at each one's lowest legal
+    # offset); on three freed variables its first descent exhausts the space. Caps past
+    # tileMemory (48) open the overflow zone, where fixed variables keep their bytes.
     p = TileProblem.from_report(r, 0)
     start = first_fit(p)
     if violations(r, _column(r, p, start)):
         return  # the oracle's strictest reading of a rule the packers read alike
     k = data.draw(st.integers(1, min(3, p.n)))
     free = sorted(data.draw(st.permutations(range(p.n)))[:k])
-    cap = data.draw(st.sampled_from([16, 24, 32, 40, 48]))
-    got = solve_neighbourhood(p, start, np.array(free), cap, time_limit=5)
+    cap = data.draw(st.sampled_from([16, 24, 32, 40, 48, 56, 64]))
+    if cap > p.capacity and np.all(start < p.capacity):
+        start = start.copy()   # something fixed past tileMemory, for the zone's sake
+        start[int(np.argmax(p.size))] = p.capacity
+        if violations(r, _column(r, p, start)):
+            return
+    got = solve_neighbourhood(p, start, np.array(free), cap, time_limit=5, solver=solver)
     column = _column(r, p, start)
-    expected = _placeable(r, column, [int(p.rows[i]) for i in free], cap)
+    expected = _placeable(r, column, [int(p.rows[i]) for i in free], cap,
+                          zero_as_byte=solver == "search")
     assert (got is not None) == expected
     if got is not None:
         passes_both_checkers(r, _column(r, p, got))
@@ -55,14 +69,31 @@ def test_a_neighbourhood_is_placed_exactly_when_brute_force_can(r, data):
         assert int((got[free] + p.size[free]).max()) <= cap     # the freed end below the cap
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
 @examples(40)
 @given(small_reports(max_vars=8))
-def test_improving_never_breaks_a_rule_nor_makes_things_worse(r):
+def test_improving_never_breaks_a_rule_nor_makes_things_worse(solver, r):
     p = TileProblem.from_report(r, 0)
     start = first_fit(p)
-    res = improve_by_neighbourhoods(p, start, bound=0, time_limit=0.5)
+    res = improve_by_neighbourhoods(p, start, bound=0, time_limit=0.5, solver=solver)
     passes_both_checkers(r, _column(r, p, res.offsets))
     assert objective(r, _column(r, p, res.offsets), 0) <= objective(r, _column(r, p, start), 0)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_freed_variable_goes_into_the_hole_below_a_fixed_one(solver):
+    # var 0 fixed at 16; var 1 conflicts with it and with var 2 (var 2 not with var 0);
+    # var 1 at 32 and var 2 at 0 are freed, to end by 32: var 1 must take the hole below
+    # var 0 (its domain is [0, 0]) and var 2 move up beside var 0. (A search that took the
+    # fixed variables as placed ones below the free ones would start var 1 above var 0.)
+    r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[16, 16, 16],
+                            alignment=[16] * 3, offset=[0] * 3, category=["variable"] * 3,
+                            eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
+    p = TileProblem.from_report(r, 0)
+    got = solve_neighbourhood(p, np.array([16, 32, 0]), np.array([1, 2]), 32, time_limit=5,
+                              solver=solver)
+    passes_both_checkers(r, _column(r, p, got))
+    assert got.tolist() == [16, 0, 16]
 
 
 def test_an_overflowing_tile_is_brought_to_fit():

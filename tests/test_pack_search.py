@@ -854,4 +854,4 @@ def test_a_partner_pair_fits_wherever_its_bounds_are_at_or_below_its_threshold(c
         o, mi, mk = (data.draw(st.integers(0, t)) for _ in range(3))
         assert K._pair_fits(km.pair_i[e], km.pair_k[e], km.pair_kind[e], o, mi, mk, km.size,
                             km.align, km.lo, km.hi, geo[K.G_ILS], geo[K.G_NRS] != 0,
-                            geo[K.G_TM], run.zone_cap, km.elem_starts)
+                            geo[K.G_TM], run.zone_cap, km.elem_starts, run.domains)

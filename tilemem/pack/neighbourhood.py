@@ -11,11 +11,12 @@ large neighbourhood search:
 - a neighbourhood of one high variable ``v``: the variables that conflict with ``v`` (are
   live while it is) and end highest, ``v`` included, up to ``max_free`` of them; everything
   else keeps its address;
-- the freed variables placed by CP-SAT (``solve_neighbourhood``), every one of them ending
-  at or below ``C``: each one's domain is its legal windows minus the addresses the fixed
-  variables rule out (their bytes, where they conflict; their memory elements and regions,
-  where they are partners), the freed ones kept apart by no-overlap cliques and zone
-  Booleans;
+- the freed variables placed (``solve_neighbourhood``), every one of them ending at or below
+  ``C``; each one's domain is its legal windows minus the addresses the fixed variables rule
+  out (their bytes, where they conflict; their memory elements and regions, where they are
+  partners). Two solvers: the search's short descents on the freed variables with those
+  domains (``tilemem.pack.search.restrict``, the default), or CP-SAT, the freed variables
+  kept apart by no-overlap cliques and zone Booleans;
 - a placement is accepted only when it passes the guard (``tilemem.pack.guard.self_check``)
   on the whole tile and makes nothing worse: one high variable fewer. A neighbourhood that
   fails is tried again larger (another high variable first); when no high variable is left
@@ -49,18 +50,26 @@ from .cpsat import greedy_class_cliques, zone_touch
 from .guard import element_bounds, self_check
 from .problem import TileProblem
 from .result import objective
+from .search.restrict import solve_restricted
 
-#: Variables freed per neighbourhood at first: CP-SAT settles a hinted model of this size in
-#: a fraction of a second, and it covers the top of a Mk2 tile's peak (700-800 live
-#: variables) for the few hundred bytes a cap asks to win.
-MAX_FREE = 120
+#: Variables freed per neighbourhood at first, by solver: CP-SAT settles a hinted model of
+#: 120 in a fraction of a second, which covers the top of a Mk2 tile's peak (700-800 live
+#: variables) for the few hundred bytes a cap asks to win; the search's descents place 300
+#: in milliseconds (a neighbourhood of a Mk2 tile, its model built included: 20-50 a second
+#: against CP-SAT's 2-4).
+MAX_FREE = {"search": 300, "cp-sat": 120}
+SOLVERS = tuple(MAX_FREE)
 #: Tries of each high variable's neighbourhood (growing each time) before a cap is eased,
 #: and before the fit question is left undecided.
 TRIES, FIT_TRIES = 2, 4
 #: The smallest step down of the cap: the least alignment of any variable (``rules``).
 MIN_STEP = MIN_ALIGNMENT
-#: Seconds CP-SAT gets per neighbourhood (at most; less when the tile's time runs out).
-NEIGHBOURHOOD_SECONDS = 0.25
+#: Seconds a solver gets per neighbourhood (at most; less when the tile's time runs out).
+NEIGHBOURHOOD_SECONDS = {"search": 0.05, "cp-sat": 0.25}
+#: Descents the search makes on one neighbourhood before it is given up: a neighbourhood
+#: that the first few orders do not place is seldom placed by more of them, and another
+#: neighbourhood (or a smaller step) is the better use of the time.
+NEIGHBOURHOOD_DESCENTS = 8
 
 
 @dataclass(frozen=True)
@@ -79,16 +88,21 @@ class NeighbourhoodResult:
 
 
 def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
-                              time_limit: float, *, seed: int = 0, max_free: int = MAX_FREE,
-                              fit_only: bool = False) -> NeighbourhoodResult:
+                              time_limit: float, *, seed: int = 0, max_free: int | None = None,
+                              fit_only: bool = False,
+                              solver: str = "search") -> NeighbourhoodResult:
     """Lower the end (or the overflow) of a valid allocation ``offsets`` of ``p`` within
-    ``time_limit`` seconds by neighbourhoods solved exactly (the module docstring).
+    ``time_limit`` seconds by neighbourhoods solved exactly (the module docstring), by
+    ``solver`` ("search" or "cp-sat"; ``max_free``: default ``MAX_FREE[solver]``).
 
     ``bound``: a lower bound on the end; the search stops there. On a tile that overflows
     although ``bound`` fits in memory, the first cap is tileMemory (does it fit?); with
     ``fit_only`` the search stops as soon as it fits. The result is never worse than
     ``offsets`` on ``objective`` (overflow, end).
     """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, not {solver!r}")
+    max_free = MAX_FREE[solver] if max_free is None else max_free
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     rng = np.random.default_rng(seed)
@@ -136,7 +150,8 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
         if left < 0.02:
             break
         cand = solve_neighbourhood(p, best, free, cap,
-                                   min(NEIGHBOURHOOD_SECONDS * grow, left), seed=seed)
+                                   min(NEIGHBOURHOOD_SECONDS[solver] * grow, left),
+                                   seed=seed + solved, solver=solver)
         solved += 1
         if cand is not None and objective(p, cand)[:2] <= objective(p, best)[:2] \
                 and self_check(p, cand):
@@ -151,7 +166,10 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
 def neighbourhood_of(p: TileProblem, offsets: np.ndarray, v: int, max_free: int,
                      rng: np.random.Generator | None = None) -> np.ndarray:
     """The variables freed around ``v`` (sorted local indices): ``v`` and the variables
-    conflicting with it that end highest, ``max_free`` in all (ties broken at random).
+    conflicting with it that end highest, ``max_free`` in all (ties broken at random); when
+    they are fewer, the variables conflicting with those too, and so on outwards (a
+    neighbourhood that fails is tried again larger, and one of only ``v``'s conflicts could
+    not grow: on a chain, the search's tightest placement of them leaves them no room).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[8] * 4,
@@ -161,28 +179,40 @@ def neighbourhood_of(p: TileProblem, offsets: np.ndarray, v: int, max_free: int,
     >>> neighbourhood_of(p, np.array([16, 0, 8, 0]), 0, 2).tolist()
     [0, 2]
     """
-    cand = np.unique(np.append(p.conflicts.conflicting_with(v), v))
-    if len(cand) <= max_free:
-        return cand
-    ends = (np.asarray(offsets, np.int64) + p.size)[cand]
-    noise = (rng.random(len(cand)) if rng is not None else np.zeros(len(cand)))
-    order = np.lexsort((noise, -ends))
-    keep = cand[order[:max_free]]
-    if v not in keep:
-        keep[-1] = v
-    return np.sort(keep)
+    chosen = np.array([v], np.int64)
+    ring = chosen
+    while len(chosen) < max_free and len(ring):
+        nb = np.unique(np.concatenate([p.conflicts.conflicting_with(int(x))
+                                       for x in ring.tolist()]))
+        ring = np.setdiff1d(nb, chosen)
+        room = max_free - len(chosen)
+        if len(ring) > room:
+            ends = (np.asarray(offsets, np.int64) + p.size)[ring]
+            noise = (rng.random(len(ring)) if rng is not None else np.zeros(len(ring)))
+            ring = ring[np.lexsort((noise, -ends))[:room]]
+        chosen = np.union1d(chosen, ring)
+    return chosen
 
 
 def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: int,
-                        time_limit: float, seed: int = 0) -> np.ndarray | None:
+                        time_limit: float, seed: int = 0,
+                        solver: str = "search") -> np.ndarray | None:
     """New offsets for the variables ``free`` (the rest kept at ``offsets``), every one of
-    them ending at or below ``cap``: the whole tile's offsets, or None when CP-SAT found
+    them ending at or below ``cap``: the whole tile's offsets, or None when ``solver`` found
     none in ``time_limit`` seconds (or proved there is none).
 
-    A satisfaction problem, not an optimisation: CP-SAT stops at its first solution, which
-    on the neighbourhoods of a Mk2 tile takes a fraction of a second where minimising the
-    freed variables' excess over the cap ran into every time limit (measured on tile 940 of
-    the generated seed-1 Mk2: 0.2-0.4 s against 2 s without a proof).
+    - "search": the search's short descents on the freed variables, the fixed ones as holes
+      in their domains (``tilemem.pack.search.restrict.solve_restricted``), at most
+      ``NEIGHBOURHOOD_DESCENTS`` of them. Measured on 16 full-interleaved tiles of the
+      generated seed-2 Mk2, the exact stage's second (3 quarters descents, then
+      neighbourhoods) from a 0.3 s quick search: 5 of them within 1 % of their bound
+      (median 1.08 %) against 2 (1.34 %) with CP-SAT, which solved 2-4 neighbourhoods a
+      second and improved none.
+    - "cp-sat": a satisfaction problem, not an optimisation: CP-SAT stops at its first
+      solution, which on the neighbourhoods of a Mk2 tile takes a fraction of a second where
+      minimising the freed variables' excess over the cap ran into every time limit
+      (measured on tile 940 of the generated seed-1 Mk2: 0.2-0.4 s against 2 s without a
+      proof).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[8, 8, 8],
@@ -193,7 +223,20 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
     [0, 8, 0]
     >>> solve_neighbourhood(p, np.array([0, 16, 0]), np.array([1]), 12, 5) is None
     True
+    >>> solve_neighbourhood(p, np.array([0, 16, 0]), np.array([1]), 16, 5, solver="cp-sat").tolist()
+    [0, 8, 0]
     """
+    if solver == "search":
+        return solve_restricted(p, offsets, free, cap, time_limit, seed=seed,
+                                max_descents=NEIGHBOURHOOD_DESCENTS)
+    if solver != "cp-sat":
+        raise ValueError(f"solver must be one of {SOLVERS}, not {solver!r}")
+    return _solve_by_cpsat(p, offsets, free, cap, time_limit, seed)
+
+
+def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: int,
+                    time_limit: float, seed: int) -> np.ndarray | None:
+    """``solve_neighbourhood`` by CP-SAT."""
     from ortools.sat.python import cp_model
 
     off = np.asarray(offsets, np.int64)

@@ -75,18 +75,58 @@ G_ILS, G_NRS, G_TM = range(3)
 
 
 @njit(cache=True, inline="always")
-def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc):
-    """Lowest legal offset of ``k`` at or above ``b`` (INF if none): in its window in memory,
-    else (with a zone) the first aligned offset past tileMemory. A window ends at or below
-    tileMemory, so no offset found either way straddles it."""
+def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc, dom):
+    """Lowest legal offset of ``k`` at or above ``b`` (INF if none): in its window in memory
+    (and in its domain, when there are domains: ``dom``, see ``_in_domain``), else (with a
+    zone) the first aligned offset past tileMemory. A window ends at or below tileMemory, so
+    no offset found either way straddles it."""
     x = lowest_legal(b, size[k], align[k], lo[k], hi[k], ils, nrs)
+    if dom is not None and x >= 0:
+        x = _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, False)
     if x >= 0:
         return x
     if zc is not None:
         z = align_up(b if b > tm else tm, align[k])
-        if z + size[k] <= zc:
+        if dom is not None:
+            z = _in_domain(k, z, size, align, lo, hi, ils, nrs, dom, True)
+        if z >= 0 and z + size[k] <= zc:
             return z
     return INF
+
+
+@njit(cache=True, inline="always")
+def _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, zone):
+    """The lowest legal offset of ``k`` at or above the legal ``x`` that is also in its
+    domain: with ``dom = (ptr, lo, hi)``, the start ranges ``[lo[e], hi[e]]`` (inclusive,
+    increasing, disjoint) for ``e`` in ``ptr[k]:ptr[k + 1]`` (-1 when there is none). Legal: in memory (its window,
+    alignment, region), or with ``zone`` past tileMemory (alignment only). Domains are how
+    variables fixed elsewhere (``tilemem.pack.search.restrict``) enter the search: the
+    addresses they rule out are holes in the domains of the free ones. The result is
+    non-decreasing in ``x``, which the partner look-ahead's monotony needs."""
+    dom_ptr, dom_lo, dom_hi = dom
+    e0 = dom_ptr[k]
+    e1 = dom_ptr[k + 1]
+    while True:
+        # the first range not wholly below x (binary search: fixed neighbours make many)
+        a = e0
+        b = e1
+        while a < b:
+            mid = (a + b) >> 1
+            if dom_hi[mid] < x:
+                a = mid + 1
+            else:
+                b = mid
+        if a == e1:
+            return -1
+        if x >= dom_lo[a]:
+            return x
+        if zone:
+            x = align_up(dom_lo[a], align[k])
+        else:
+            x = lowest_legal(dom_lo[a], size[k], align[k], lo[k], hi[k], ils, nrs)
+            if x < 0:
+                return -1
+        e0 = a
 
 
 @njit(cache=True, inline="always")
@@ -103,12 +143,12 @@ def _after(kind, top, elem_starts, ils, tm, zc):
 
 
 @njit(cache=True)
-def lowest_offsets(size, align, lo, hi, geo, zc):
+def lowest_offsets(size, align, lo, hi, geo, zc, dom):
     """``_norm`` of every variable from 0: its lowest legal offset on its own."""
     ils, nrs, tm = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM]
     out = np.empty(len(size), np.int64)
     for k in range(len(size)):
-        out[k] = _norm(k, 0, size, align, lo, hi, ils, nrs, tm, zc)
+        out[k] = _norm(k, 0, size, align, lo, hi, ils, nrs, tm, zc, dom)
     return out
 
 
@@ -211,12 +251,15 @@ def _node_frame(frames, q, a, b, thr_m, thr_p):
 
 
 @njit(cache=True)
-def run(model, state, heur, limit, budget, zc):
+def run(model, state, heur, limit, budget, zc, dom):
     """Advance the search by at most ``budget`` nodes (and ``limit`` nodes in all).
 
     Returns FOUND (``sol`` holds a placement), INFEASIBLE (the search space is exhausted),
     ABORTED (``limit`` nodes or ``reg[R_TRY_LIMIT]`` tries reached), PAUSED (``budget`` used
-    up; call again) or NEED_TRAIL (grow the trail and call again).
+    up; call again) or NEED_TRAIL (grow the trail and call again). ``zc``: the overflow zone
+    (see ``G_ILS``); ``dom``: None, or the variables' domains (``_in_domain``). Either is
+    None or not for a whole run, so numba compiles a version for each and the branches
+    cost the search without them nothing.
     """
     # read by name (KernelModel, SearchState); numba makes them plain locals
     size = model.size
@@ -323,7 +366,8 @@ def run(model, state, heur, limit, budget, zc):
                 continue
             if len(pair_i) and not _partners_ok(frames[sp, F_THR_M], a, b, size, align, lo, hi,
                                                 ils, nrs, tm, zc, elem_starts, span_lo, off, m,
-                                                pair_i, pair_k, pair_kind, model.pair_thr):
+                                                pair_i, pair_k, pair_kind, model.pair_thr,
+                                                dom):
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = FAIL
                 continue
@@ -384,7 +428,7 @@ def run(model, state, heur, limit, budget, zc):
         status = _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx,
                         adj_kind, elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs,
                         span_lo, span_hi, off, m, total, wit, witv, cuts, trail, reg,
-                        smin, state.wcnt)
+                        smin, state.wcnt, dom)
         frames[sp, F_HAT] = 1 if status & 2 else 0
         if not status & 1:
             reg[R_MODE] = FAIL
@@ -483,20 +527,21 @@ def _next_candidate(v0, v1, by_lo, off, m, pre, mh, thr_m, thr_p, last_m, last_p
 
 
 @njit(cache=True, inline="always")
-def _pair_fits(i, k, kd, o, mi, mk, size, align, lo, hi, ils, nrs, tm, zc, elem_starts):
+def _pair_fits(i, k, kd, o, mi, mk, size, align, lo, hi, ils, nrs, tm, zc, elem_starts,
+               dom):
     """Element (region) partners ``i`` and ``k`` (``kd``: the kind), both unplaced, with
     lower bounds ``mi`` and ``mk``: one can go first, at or above ``o``, and the other wholly
     past its last element (region). Monotone: what fits fits for any lower ``o``, ``mi``,
     ``mk`` too (every step takes the lowest legal offset at or above a bound)."""
-    xi = _norm(i, mi if mi > o else o, size, align, lo, hi, ils, nrs, tm, zc)
+    xi = _norm(i, mi if mi > o else o, size, align, lo, hi, ils, nrs, tm, zc, dom)
     if xi < INF:
         bk = _after(kd, xi + size[i], elem_starts, ils, tm, zc)
-        if _norm(k, bk if bk > mk else mk, size, align, lo, hi, ils, nrs, tm, zc) < INF:
+        if _norm(k, bk if bk > mk else mk, size, align, lo, hi, ils, nrs, tm, zc, dom) < INF:
             return True
-    xk = _norm(k, mk if mk > o else o, size, align, lo, hi, ils, nrs, tm, zc)
+    xk = _norm(k, mk if mk > o else o, size, align, lo, hi, ils, nrs, tm, zc, dom)
     if xk < INF:
         bi = _after(kd, xk + size[k], elem_starts, ils, tm, zc)
-        if _norm(i, bi if bi > mi else mi, size, align, lo, hi, ils, nrs, tm, zc) < INF:
+        if _norm(i, bi if bi > mi else mi, size, align, lo, hi, ils, nrs, tm, zc, dom) < INF:
             return True
     return False
 
@@ -531,7 +576,8 @@ def section_sums(sec_ptr, sec_vars, size, m0, hi):
 
 
 @njit(cache=True)
-def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts, geo, zc, cap):
+def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts, geo, zc, cap,
+                    dom):
     """For each partner pair, the highest ``x`` at which ``_pair_fits`` holds with ``o``,
     ``mi`` and ``mk`` all at ``x`` (-1 when not even at 0): by its monotony the pair fits
     whenever all three are at or below it, so ``_partners_ok`` skips it then (on Mk2 tiles
@@ -543,7 +589,7 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
         k = pair_k[e]
         kd = pair_kind[e]
         if not _pair_fits(i, k, kd, 0, 0, 0, size, align, lo, hi, ils, nrs, tm, zc,
-                          elem_starts):
+                          elem_starts, dom):
             out[e] = -1
             continue
         a = 0        # fits
@@ -551,7 +597,7 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
         while b - a > 1:
             mid = (a + b) >> 1
             if _pair_fits(i, k, kd, mid, mid, mid, size, align, lo, hi, ils, nrs, tm, zc,
-                          elem_starts):
+                          elem_starts, dom):
                 a = mid
             else:
                 b = mid
@@ -561,7 +607,7 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
 
 @njit(cache=True, _nrt=False)
 def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, span_lo, off, m,
-                 pair_i, pair_k, pair_kind, pair_thr):
+                 pair_i, pair_k, pair_kind, pair_thr, dom):
     """Two element (region) partners both unplaced in part ``[a, b)``: one goes first, at or
     above ``o``, and the other wholly past its last element (region). False if neither order
     fits for some pair (``_pair_fits``; a pair whose ``o`` and lower bounds are all at or
@@ -580,7 +626,7 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
         if span_lo[i] < a or span_lo[i] >= b:
             continue
         if not _pair_fits(i, k, pair_kind[e], o, m[i], m[k], size, align, lo, hi, ils, nrs,
-                          tm, zc, elem_starts):
+                          tm, zc, elem_starts, dom):
             return False
     return True
 
@@ -588,7 +634,7 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
 @njit(cache=True, _nrt=False)
 def _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_kind,
            elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m,
-           total, wit, witv, cuts, trail, reg, smin, wcnt):
+           total, wit, witv, cuts, trail, reg, smin, wcnt, dom):
     """Place ``c`` at ``o`` and propagate. Returns bits: 1 consistent, 2 something unplaced
     interacts with ``c`` (it has a "hat"), 4 a cut between sections dropped to zero."""
     tl = reg[R_TL]
@@ -618,7 +664,7 @@ def _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_ki
         bnd = _after(adj_kind[e], top, elem_starts, ils, tm, zc)
         if bnd <= m[i]:
             continue
-        nm = _norm(i, bnd, size, align, lo, hi, ils, nrs, tm, zc)
+        nm = _norm(i, bnd, size, align, lo, hi, ils, nrs, tm, zc, dom)
         trail[tl, 0] = T_M
         trail[tl, 1] = i
         trail[tl, 2] = m[i]

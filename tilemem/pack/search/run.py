@@ -65,7 +65,8 @@ class SearchRun:
         lo = sm.lo if floor <= 0 else np.maximum(sm.lo, -(-int(floor) // g) * g)
         self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
         self.zone_cap = cap // g * g if self.zone else None  # see kernel.G_ILS
-        m0 = _norm0(sm, lo, hi, self.geo, self.zone_cap)
+        self.domains = sm.domains   # None, or each variable's start ranges (kernel.run)
+        m0 = _norm0(sm, lo, hi, self.geo, self.zone_cap, self.domains)
         if n and np.any(m0 >= K.INF):
             self.verdict = "infeasible"
             return
@@ -107,7 +108,7 @@ class SearchRun:
             pair_k=sm.pair_k, pair_kind=sm.pair_kind, geo=self.geo,
             pair_thr=K.pair_thresholds(sm.pair_i, sm.pair_k, sm.pair_kind, sm.size, sm.align,
                                        lo, hi, sm.elem_starts, self.geo, self.zone_cap,
-                                       int(cap)))
+                                       int(cap), self.domains))
         depth = 2 * n + 8
         trail = _take_trail(int(max(4096, 4 * sm.need.max() + 16 * n)))  # grows on demand
         self._trail_box = [trail]   # what goes back to the free list when the run ends
@@ -168,7 +169,8 @@ class SearchRun:
                 budget = min(budget, self.node_cap - self.nodes_used)
             t = time.perf_counter()
             before = int(reg[K.R_NODES])
-            status = K.run(self.model, self.state, heur, limit, budget, self.zone_cap)
+            status = K.run(self.model, self.state, heur, limit, budget, self.zone_cap,
+                           self.domains)
             self.nodes_used += int(reg[K.R_NODES]) - before
             if status == K.NEED_TRAIL:
                 tr = self.state.trail
@@ -207,9 +209,9 @@ class SearchRun:
 
 
 def _norm0(sm: SearchModel, lo: np.ndarray, hi: np.ndarray, geo: np.ndarray,
-           zone_cap) -> np.ndarray:
+           zone_cap, dom) -> np.ndarray:
     """The lowest legal offset of every variable on its own (INF where it has none)."""
-    return K.lowest_offsets(sm.size, sm.align, lo, hi, geo, zone_cap)
+    return K.lowest_offsets(sm.size, sm.align, lo, hi, geo, zone_cap, dom)
 
 
 def _min_tree(leaves: np.ndarray) -> np.ndarray:

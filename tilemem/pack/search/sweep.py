@@ -58,6 +58,10 @@ class SearchModel:
     sections_from: str  # "lifetimes", "interval", "chordal" or "cliques"
     grain: int  # see tilemem.pack.lattice.grain
     rank: np.ndarray  # the last tie-break of every static order (see _canonical_rank)
+    # each variable's domain, CSR of inclusive start ranges (ptr, lo, hi), or None (every
+    # legal offset of its window): where variables fixed elsewhere leave room for the free
+    # ones (tilemem.pack.search.restrict)
+    domains: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def num_sections(self) -> int:

@@ -1,0 +1,282 @@
+"""The search on part of a tile: the free variables' model, the rest fixed where they are.
+
+``restricted_model`` makes a ``SearchModel`` of the variables ``free`` of a tile whose other
+variables keep their offsets. The fixed variables are not in the model: where they are rules
+out addresses for the free ones, and what is left is each free variable's *domain* (start
+ranges, ``SearchModel.domains``; ``kernel._in_domain``):
+
+- a fixed variable that conflicts with a free one bans the starts that would overlap its
+  bytes (in memory or past tileMemory);
+- a fixed element (region) partner in memory bans every start that would touch one of the
+  elements (regions) it touches.
+
+The rest of the model is the tile's restricted to the free variables: its sections (cliques
+of the conflict graph stay cliques) in their order, the interactions among the free
+variables, spans grown again so interacting spans meet, the canonical rank's order.
+
+Why a model of its own rather than fixed variables placed first: the search places bottom-up
+and every placed variable lies at or below the current offset; a variable fixed above it is
+an obstacle its lower bounds (``m``) know nothing of, so the free variables would take its
+place (measured: with the interleaved variables of a Mk2 tile fixed by windows of their own
+size, the search found the rest at the witness's end but not 1 % above it). In the domains
+the obstacles are part of every lower bound from the start.
+
+What stays sound: a placement the search finds keeps every rule with the fixed variables
+(domains) and among the free ones (the kernel). The section check counts the free bytes only
+(the fixed members' bytes are not subtracted), which is weaker, not wrong; completeness is
+not claimed (a neighbourhood that fails is just not an improvement).
+
+>>> from tilemem.model import Report
+>>> from tilemem.pack.problem import TileProblem
+>>> from tilemem.pack.search.sweep import build_model
+>>> r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[8, 8, 8],
+...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+...     eq_class=[0, 1, 2], interference=[[1, 2], [0], [0]])
+>>> p = TileProblem.from_report(r, 0)
+>>> sub = restricted_model(p, build_model(p), np.array([8, 0, 16]), np.array([0]), 32)
+>>> sub.n, [x.tolist() for x in sub.domains]   # var 0 starts at 8, or from 24 to 31
+(1, [[0, 2], [8, 24], [8, 31]])
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import replace
+
+import numpy as np
+from numba import njit
+
+from ...liveness.sorting import argsort
+from ..guard import K_CONFLICT, K_ELEMENT, K_REGION, element_of
+from ..lattice import aligned_grain
+from ..problem import TileProblem
+from . import builders as B
+from .sweep import SearchModel
+
+
+def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: int,
+                     time_limit: float, seed: int = 0,
+                     max_descents: int | None = None) -> np.ndarray | None:
+    """New offsets for the variables ``free`` of ``p`` (the rest kept at ``offsets``), every
+    one ending at or below ``cap``, by the search's short descents on ``restricted_model``:
+    the whole tile's offsets, or None when none was found in ``time_limit`` seconds (or the
+    first descents exhausted the space). The first descent follows the free variables'
+    present order by offset (the R key), the next ones ``PROBE_ORDERINGS`` and perturbed
+    orders, each cut at ``probe_limit`` nodes (as the quick search's probes are), at most
+    ``max_descents`` of them.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[8, 8, 8],
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+    ...     eq_class=[0, 1, 2], interference=[[1], [0], []])
+    >>> p = TileProblem.from_report(r, 0)
+    >>> solve_restricted(p, np.array([0, 16, 0]), np.array([1]), 16, 5).tolist()
+    [0, 8, 0]
+    >>> solve_restricted(p, np.array([0, 16, 0]), np.array([1]), 12, 5) is None
+    True
+    """
+    from . import kernel as K
+    from .run import SearchRun
+    from .solver import PROBE_ORDERINGS, _RandomRestarts, _static_order, probe_limit
+    from .sweep import model_of
+
+    deadline = time.perf_counter() + max(float(time_limit), 0.0)
+    off = np.asarray(offsets, np.int64)
+    free = np.unique(np.asarray(free, np.int64))
+    sub = restricted_model(p, model_of(p), off, free, cap)
+    run = SearchRun(sub, int(cap))
+    if run.verdict is not None:
+        if run.verdict != "optimal":
+            return None
+        return off.copy()
+    canonical = sub.n - sub.rank
+    hinted = -off[free]    # descending: the lowest offset first
+    limit = probe_limit(sub.n)
+    run.try_limit = limit
+    restarts = _RandomRestarts(sub, np.random.default_rng(seed))
+    orders = ("R",) + PROBE_ORDERINGS
+    for i in itertools.count():
+        if i < len(orders):
+            heur = _static_order(run, orders[i], hinted, canonical)
+        else:
+            key, heur = restarts.key()
+            run.random_key[:] = key
+        run.reset()
+        status = run.go(heur, limit, deadline)
+        if status == K.FOUND:
+            out = off.copy()
+            out[free] = run.offsets()
+            return out
+        if status == K.INFEASIBLE or time.perf_counter() >= deadline:
+            return None
+        if max_descents is not None and i + 1 >= max_descents:
+            return None
+    return None
+
+
+def restricted_model(p: TileProblem, sm: SearchModel, offsets: np.ndarray, free: np.ndarray,
+                     cap: int) -> SearchModel:
+    """The search model of the variables ``free`` (increasing local indices of ``p``; its
+    variable ``j`` is ``free[j]``) with every other variable of ``p`` fixed at ``offsets``
+    (past tileMemory a fixed variable keeps only its bytes from conflicting ones), the free
+    ones to end at or below ``cap`` (past tileMemory: the overflow zone, as in the search). ``sm``: ``p``'s own model (``sweep.model_of``)."""
+    free = np.asarray(free, np.int64)
+    off = np.asarray(offsets, np.int64)
+    n = sm.n
+    loc = np.full(n, -1, np.int64)
+    loc[free] = np.arange(len(free))
+    tm = int(sm.elem_starts[-1])
+    among, domains = _split_rows(sm.adj_ptr, sm.adj_idx, sm.adj_kind, free, loc, off, sm.size,
+                                 sm.elem_starts, sm.ils, tm, int(cap))
+    adj_ptr, adj_idx, adj_kind = among
+    sec_ptr, sec_vars = _restricted_sections(sm.sec_ptr, sm.sec_vars, loc)
+    nf = len(free)
+    S = len(sec_ptr) - 1
+    vsec_ptr, vsecs, span_lo, span_hi = B.sections_of_variables(nf, sec_ptr, sec_vars)
+    B.extend_spans(span_lo, span_hi, adj_ptr, adj_idx)
+    by_lo = np.argsort(span_lo, kind="stable").astype(np.int64)
+    lo_idx = np.searchsorted(span_lo[by_lo], np.arange(S + 1)).astype(np.int64)
+    has_elem = np.zeros(nf, np.int64)
+    has_reg = np.zeros(nf, np.int64)
+    rows = np.repeat(np.arange(nf), np.diff(adj_ptr))
+    has_elem[rows[(adj_kind & K_ELEMENT) != 0]] = 1
+    has_reg[rows[(adj_kind & K_REGION) != 0]] = 1
+    ep_ptr = np.concatenate([[0], np.cumsum(has_elem)]).astype(np.int64)
+    rp_ptr = np.concatenate([[0], np.cumsum(has_reg)]).astype(np.int64)
+    pair_i, pair_k, pair_kind = B.partner_entries(adj_ptr, adj_idx, adj_kind, ep_ptr, rp_ptr)
+    # left-justified placements now also start where a fixed variable ends
+    fixed = loc < 0
+    g = int(np.gcd.reduce(np.concatenate([[sm.grain], (off + sm.size)[fixed & (off >= 0)]])))
+    size = sm.size[free]
+    rank = np.empty(nf, np.int64)
+    rank[np.argsort(sm.rank[free], kind="stable")] = np.arange(nf)
+    return replace(
+        sm, n=nf, size=size, align=sm.align[free], lo=sm.lo[free], hi=sm.hi[free],
+        adj_ptr=adj_ptr, adj_idx=adj_idx, adj_kind=adj_kind, sec_ptr=sec_ptr,
+        sec_vars=sec_vars, vsec_ptr=vsec_ptr, vsecs=vsecs, span_lo=span_lo, span_hi=span_hi,
+        by_lo=by_lo, lo_idx=lo_idx, width=sm.width[free], area=sm.area[free],
+        has_elem=has_elem, has_reg=has_reg,
+        need=np.asarray(B.trail_need(adj_ptr, adj_idx, vsec_ptr, S), np.int64),
+        pair_i=pair_i, pair_k=pair_k, pair_kind=pair_kind,
+        grain=aligned_grain(max(g, 1), sm.align), rank=rank,
+        domains=domains)
+
+
+@njit(cache=True)
+def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, ils, tm, cap):
+    """The interaction rows of the free variables split in two: those among the free ones
+    (CSR over local indices) and the starts each free variable may not take because of the
+    fixed ones, given as its domain: the start ranges in ``[0, cap)`` that are left, CSR
+    ``(ptr, lo, hi)`` inclusive and increasing: ``((ptr, idx, kind), (ptr, lo, hi))``."""
+    nf = len(free)
+    ptr = np.zeros(nf + 1, np.int64)
+    nban = 0
+    for j in range(nf):
+        i = free[j]
+        c = 0
+        for t in range(adj_ptr[i], adj_ptr[i + 1]):
+            if loc[adj_idx[t]] >= 0:
+                c += 1
+            else:
+                nban += 1
+        ptr[j + 1] = ptr[j] + c
+    idx = np.empty(ptr[nf], np.int64)
+    kind = np.empty(ptr[nf], np.int64)
+    dom_ptr = np.zeros(nf + 1, np.int64)
+    dom_lo = np.empty(nban + nf, np.int64)
+    dom_hi = np.empty(nban + nf, np.int64)
+    b_lo = np.empty(max(nban, 1), np.int64)
+    b_hi = np.empty(max(nban, 1), np.int64)
+    w = 0
+    for j in range(nf):
+        i = free[j]
+        q = ptr[j]
+        nb = 0
+        for t in range(adj_ptr[i], adj_ptr[i + 1]):
+            k = adj_idx[t]
+            if loc[k] >= 0:
+                idx[q] = loc[k]
+                kind[q] = adj_kind[t]
+                q += 1
+                continue
+            x = off[k]
+            kd = adj_kind[t]
+            if x >= tm:
+                kd &= K_CONFLICT   # overflowed: in no element or region, its bytes still count
+            if x < 0 or kd == 0:
+                continue
+            first = x
+            last = x + size[k] - 1
+            if kd & K_REGION:
+                first = 0 if first < ils else ils
+                last = ils - 1 if last < ils else tm - 1
+            elif kd & K_ELEMENT:
+                first = elem_starts[element_of(elem_starts, first)]
+                last = elem_starts[element_of(elem_starts, last) + 1] - 1
+            # starts s with [s, s + size) meeting [first, last]
+            b_lo[nb] = first - size[i] + 1
+            b_hi[nb] = last
+            nb += 1
+        # the complement of the bans' union in [0, cap - 1]
+        order = argsort(b_lo[:nb])
+        cur = 0
+        for r in range(nb):
+            a = b_lo[order[r]]
+            b = b_hi[order[r]]
+            if b < cur:
+                continue
+            if a > cur:
+                if cur <= cap - 1:
+                    dom_lo[w] = cur
+                    dom_hi[w] = min(a - 1, cap - 1)
+                    w += 1
+            cur = max(cur, b + 1)
+        if cur <= cap - 1:
+            dom_lo[w] = cur
+            dom_hi[w] = cap - 1
+            w += 1
+        dom_ptr[j + 1] = w
+    return (ptr, idx, kind), (dom_ptr, dom_lo[:w].copy(), dom_hi[:w].copy())
+
+
+#: How many kept sections a restricted section is compared with (each section is followed by
+#: its window groups, ``sweep._with_window_groups``: at most one per window end and start).
+LOOK_BACK = 6
+
+
+@njit(cache=True)
+def _restricted_sections(sec_ptr, sec_vars, loc):
+    """The sections with only their free members (local indices, increasing as before),
+    those left empty or the same as one of the ``LOOK_BACK`` kept before dropped (a neighbourhood's few hundred
+    variables left the ~3,000 sections of a Mk2 tile mostly repeated): CSR."""
+    S = len(sec_ptr) - 1
+    ptr = np.zeros(S + 1, np.int64)
+    out = np.empty(len(sec_vars), np.int64)
+    w = 0
+    k = 0
+    for s in range(S):
+        start = w
+        for q in range(sec_ptr[s], sec_ptr[s + 1]):
+            j = loc[sec_vars[q]]
+            if j >= 0:
+                out[w] = j
+                w += 1
+        if w == start:
+            continue
+        dup = False
+        for back in range(1, min(k, LOOK_BACK) + 1):   # a section's window groups follow it
+            if w - start == ptr[k - back + 1] - ptr[k - back]:
+                same = True
+                for q in range(w - start):
+                    if out[start + q] != out[ptr[k - back] + q]:
+                        same = False
+                        break
+                if same:
+                    dup = True
+                    break
+        if dup:
+            w = start
+            continue
+        k += 1
+        ptr[k] = w
+    return ptr[:k + 1].copy(), out[:w].copy()
