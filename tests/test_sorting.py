@@ -16,7 +16,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilemem.liveness.sorting import argsort, search_left, search_right, sort, unique
+from tilemem.liveness.sorting import (argsort, search_left, search_left_between, search_right,
+                                     sort, unique)
 
 ROOT = Path(__file__).resolve().parents[1] / "tilemem"
 
@@ -47,6 +48,8 @@ def test_searches_are_numpys(xs, x):
     a = np.sort(np.array(xs, np.int64))
     assert search_left(a, x) == np.searchsorted(a, x)
     assert search_right(a, x) == np.searchsorted(a, x, side="right")
+    lo, hi = len(a) // 3, len(a) - len(a) // 4   # a part of it, as an index of the whole
+    assert search_left_between(a, lo, hi, x) == lo + np.searchsorted(a[lo:hi], x)
 
 
 #: numpy calls numba builds from same-named closures (behaviour set by the factory's arguments)

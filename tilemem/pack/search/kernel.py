@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...liveness.sorting import argsort, sort
+from ...liveness.sorting import argsort, search_left_between, sort
 from ..guard import INF, K_CONFLICT, K_ELEMENT, K_REGION, align_up, bound_after, lowest_legal
 
 # run() results
@@ -108,14 +108,7 @@ def _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, zone):
     e1 = dom_ptr[k + 1]
     while True:
         # the first range not wholly below x (binary search: fixed neighbours make many)
-        a = e0
-        b = e1
-        while a < b:
-            mid = (a + b) >> 1
-            if dom_hi[mid] < x:
-                a = mid + 1
-            else:
-                b = mid
+        a = search_left_between(dom_hi, e0, e1, x)
         if a == e1:
             return -1
         if x >= dom_lo[a]:
