@@ -54,10 +54,14 @@ from .search.restrict import solve_restricted
 
 #: Variables freed per neighbourhood at first, by solver: CP-SAT settles a hinted model of
 #: 120 in a fraction of a second, which covers the top of a Mk2 tile's peak (700-800 live
-#: variables) for the few hundred bytes a cap asks to win; the search's descents place 300
-#: in milliseconds (a neighbourhood of a Mk2 tile, its model built included: 20-50 a second
-#: against CP-SAT's 2-4).
-MAX_FREE = {"search": 300, "cp-sat": 120}
+#: variables) for the few hundred bytes a cap asks to win; the search's descents place a few
+#: hundred in milliseconds (20-50 neighbourhoods of a Mk2 tile a second, their models built
+#: included, against CP-SAT's 2-4), and smaller ones, more of them, did better: on the 30
+#: seed-2 tiles a default run had left furthest above 1 % (full-interleaved tiles), 1 s of
+#: the exact stage each from a 0.3 s quick search,
+#: 100 freed: 8-9 within 1 % (median 1.08-1.12 %); 150: 6-8; 300: 4 (1.15-1.23 %); 600: 3;
+#: 60: 3.
+MAX_FREE = {"search": 100, "cp-sat": 120}
 SOLVERS = tuple(MAX_FREE)
 #: Tries of each high variable's neighbourhood (growing each time) before a cap is eased,
 #: and before the fit question is left undecided.
@@ -66,10 +70,11 @@ TRIES, FIT_TRIES = 2, 4
 MIN_STEP = MIN_ALIGNMENT
 #: Seconds a solver gets per neighbourhood (at most; less when the tile's time runs out).
 NEIGHBOURHOOD_SECONDS = {"search": 0.05, "cp-sat": 0.25}
-#: Descents the search makes on one neighbourhood before it is given up: a neighbourhood
-#: that the first few orders do not place is seldom placed by more of them, and another
-#: neighbourhood (or a smaller step) is the better use of the time.
-NEIGHBOURHOOD_DESCENTS = 8
+#: Descents the search makes on one neighbourhood before it is given up: another
+#: neighbourhood (or a smaller step) is the better use of the time than many more orders.
+#: On the 30 seed-2 tiles of ``MAX_FREE``, 1 s of the exact stage each: 3 descents, 2 within 1 %;
+#: 8, 4 (300 freed) and 8 (100 freed); 16, 8-9 (150 and 100 freed).
+NEIGHBOURHOOD_DESCENTS = 16
 
 
 @dataclass(frozen=True)
@@ -203,11 +208,11 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
 
     - "search": the search's short descents on the freed variables, the fixed ones as holes
       in their domains (``tilemem.pack.search.restrict.solve_restricted``), at most
-      ``NEIGHBOURHOOD_DESCENTS`` of them. Measured on 16 full-interleaved tiles of the
-      generated seed-2 Mk2, the exact stage's second (3 quarters descents, then
-      neighbourhoods) from a 0.3 s quick search: 5 of them within 1 % of their bound
-      (median 1.08 %) against 2 (1.34 %) with CP-SAT, which solved 2-4 neighbourhoods a
-      second and improved none.
+      ``NEIGHBOURHOOD_DESCENTS`` of them. Measured on the 30 seed-2 tiles of ``MAX_FREE``,
+      1 s of the exact stage (three quarters descents, then neighbourhoods) from a 0.3 s
+      quick search: 4 of them within 1 % of their bound (median 1.15 %) with 300 freed, 8-9
+      (1.08-1.12 %) with 100, against 2 (1.51 %) with CP-SAT, which solved 2-4
+      neighbourhoods a second and improved none, and 3 (1.30 %) with descents alone.
     - "cp-sat": a satisfaction problem, not an optimisation: CP-SAT stops at its first
       solution, which on the neighbourhoods of a Mk2 tile takes a fraction of a second where
       minimising the freed variables' excess over the cap ran into every time limit
