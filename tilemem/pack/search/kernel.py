@@ -98,8 +98,9 @@ def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc, dom):
 def _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, zone):
     """The lowest legal offset of ``k`` at or above the legal ``x`` that is also in its
     domain: with ``dom = (ptr, lo, hi)``, the start ranges ``[lo[e], hi[e]]`` (inclusive,
-    increasing, disjoint) for ``e`` in ``ptr[k]:ptr[k + 1]`` (-1 when there is none). Legal: in memory (its window,
-    alignment, region), or with ``zone`` past tileMemory (alignment only). Domains are how
+    increasing, disjoint) for ``e`` in ``ptr[k]:ptr[k + 1]`` (-1 when there is none).
+    Legal: in memory (its window, alignment, region), or with ``zone`` past tileMemory
+    (alignment only). Domains are how
     variables fixed elsewhere (``tilemem.pack.search.restrict``) enter the search: the
     addresses they rule out are holes in the domains of the free ones. The result is
     non-decreasing in ``x``, which the partner look-ahead's monotony needs."""
