@@ -65,6 +65,13 @@ class SearchRun:
         lo = sm.lo if floor <= 0 else np.maximum(sm.lo, -(-int(floor) // g) * g)
         self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
         self.zone_cap = cap // g * g if self.zone else None  # see kernel.G_ILS
+        if sm.domains is not None and not self.zone:
+            # the kernel's version with a zone, the zone ending at or below tileMemory (so
+            # nothing goes there): each version of the kernel costs ~20 s to compile, and
+            # neighbourhoods (the only runs with domains) then need one, not two. What it
+            # changes below tileMemory only weakens pruning: no partner look-ahead
+            # (kernel._partners_ok), a dominance height of tileMemory where it had none.
+            self.zone_cap = int(cap)
         self.domains = sm.domains   # None, or each variable's start ranges (kernel.run)
         m0 = _norm0(sm, lo, hi, self.geo, self.zone_cap, self.domains)
         if n and np.any(m0 >= K.INF):

@@ -331,12 +331,11 @@ def warm_up() -> None:
                             region_constraints=[[], [2], []], executable=[True, False, False])
     p = TileProblem.from_report(r, 0)
     solve_search(p, time_limit=60, hint=np.zeros(3, np.int64))
-    # the kernel with domains (neighbourhoods), in memory and with the overflow zone open:
+    # the kernel with domains (neighbourhoods; always its version with a zone, SearchRun):
     # compiled on first use it cost each worker of a run a minute or more of its budget
     from .restrict import solve_restricted
 
-    for cap in (64, 80):
-        solve_restricted(p, np.array([0, 8, 64]), np.array([2]), cap, time_limit=60)
+    solve_restricted(p, np.array([0, 8, 64]), np.array([2]), 64, time_limit=60)
 
 
 def _result(sm, run, status, nodes, t0) -> SearchResult:
