@@ -14,9 +14,9 @@ values) after ``max_live_all`` had loaded it, so it returned the identity; the r
 interval model then failed to be found in every process that computed the bounds first,
 and every tile that process packed recognised its graph again (0.3 s a Mk2 tile, more than
 a first-pass share of the budget; ``tilemem alloc`` computes the model before the bounds,
-so its runs measured here were spared). The guard and the search's static orders sorted the same way, and a
-``side="right"`` search can run a left one's code.
-Which processes meet it depends on the order caches were written in, so it comes and goes.
+so its runs measured here were spared). The guard and the search's static orders sorted the
+same way, and a ``side="right"`` search can run a left one's code. Which processes meet it
+depends on the order caches were written in, so it comes and goes.
 
 These are plain top-level functions: their compiled names are their module's and their
 argument types', unique to them. ``tests/test_sorting.py`` keeps compiled code of tilemem on

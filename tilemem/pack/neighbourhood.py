@@ -50,7 +50,7 @@ from .cpsat import greedy_class_cliques, zone_touch
 from .guard import element_bounds, self_check
 from .problem import TileProblem
 from .result import objective
-from .search.restrict import solve_restricted
+from .search.restrict import fixed_bans, solve_restricted
 
 #: Variables freed per neighbourhood at first, by solver: CP-SAT settles a hinted model of
 #: 120 in a fraction of a second, which covers the top of a Mk2 tile's peak (700-800 live
@@ -256,14 +256,14 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
     model = cp_model.CpModel()
     m = len(free)
     adj = np.zeros((m, m), np.bool_)
+    ban_ptr, ban_lo, ban_hi = fixed_bans(p, off, free)
     ks = []
     for a, i in enumerate(free.tolist()):
         nb = p.conflicts.conflicting_with(i)
-        fixed = nb[~is_free[nb]]
         adj[a, np.searchsorted(free, nb[is_free[nb]])] = True
-        banned = [np.stack([off[fixed] - s1[i] + 1, off[fixed] + s1[fixed] - 1], axis=1)]
-        banned += _partner_bans(p, off, is_free, i, s1[i], bounds, tm, ils)
-        allowed = _subtract(_windows(p, i, s1[i], size[i], cap), np.concatenate(banned))
+        e0, e1 = ban_ptr[a], ban_ptr[a + 1]
+        banned = np.stack([ban_lo[e0:e1], ban_hi[e0:e1]], axis=1)
+        allowed = _subtract(_windows(p, i, s1[i], size[i], cap), banned)
         al = int(p.align[i])
         dom = [(-(-x // al), y // al) for x, y in allowed]
         dom = [[x, y] for x, y in dom if x <= y]
@@ -330,25 +330,6 @@ def _windows(p: TileProblem, i: int, s1: int, size: int, top: int) -> np.ndarray
         parts.append((tm, last))
     parts = [(x, y) for x, y in parts if x <= y]
     return np.array(parts, np.int64).reshape(-1, 2)
-
-
-def _partner_bans(p: TileProblem, off, is_free, i, s1_i, bounds, tm, ils) -> list:
-    """Start ranges of ``i`` that would touch a zone touched by a fixed element or region
-    partner in memory."""
-    out = []
-    for (ptr, idx), kind in ((p.element_adj, "e"), (p.region_adj, "r")):
-        other = idx[ptr[i]:ptr[i + 1]]
-        other = other[~is_free[other] & (off[other] < tm)]
-        for j in other.tolist():
-            first, last = off[j], off[j] + max(int(p.size[j]), 1) - 1
-            if kind == "e":
-                zs = bounds[np.searchsorted(bounds, first, side="right") - 1]
-                ze = bounds[np.searchsorted(bounds, last, side="right")]
-            else:
-                zs = 0 if first < ils else ils
-                ze = ils if last < ils else tm
-            out.append(np.array([[zs - s1_i + 1, ze - 1]], np.int64))
-    return out
 
 
 def _subtract(allowed: np.ndarray, banned: np.ndarray) -> list[tuple[int, int]]:

@@ -103,10 +103,10 @@ def _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, zone):
     domain: with ``dom = (ptr, lo, hi)``, the start ranges ``[lo[e], hi[e]]`` (inclusive,
     increasing, disjoint) for ``e`` in ``ptr[k]:ptr[k + 1]`` (-1 when there is none).
     Legal: in memory (its window, alignment, region), or with ``zone`` past tileMemory
-    (alignment only). Domains are how
-    variables fixed elsewhere (``tilemem.pack.search.restrict``) enter the search: the
-    addresses they rule out are holes in the domains of the free ones. The result is
-    non-decreasing in ``x``, which the partner look-ahead's monotony needs."""
+    (alignment only). Domains are how variables fixed elsewhere
+    (``tilemem.pack.search.restrict``) enter the search: the addresses they rule out are
+    holes in the domains of the free ones. The result is non-decreasing in ``x``, which the
+    partner look-ahead's monotony needs."""
     dom_ptr, dom_lo, dom_hi = dom
     e0 = dom_ptr[k]
     e1 = dom_ptr[k + 1]

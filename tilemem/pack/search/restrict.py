@@ -8,7 +8,9 @@ ranges, ``SearchModel.domains``; ``kernel._in_domain``):
 - a fixed variable that conflicts with a free one bans the starts that would overlap its
   bytes (in memory or past tileMemory);
 - a fixed element (region) partner in memory bans every start that would touch one of the
-  elements (regions) it touches.
+  elements (regions) it touches
+
+(``fixed_bans``: the one statement of it, which CP-SAT's neighbourhoods read too).
 
 The rest of the model is the tile's restricted to the free variables: its sections (cliques
 of the conflict graph stay cliques) in their order, the interactions among the free
@@ -127,13 +129,12 @@ def restricted_model(p: TileProblem, sm: SearchModel, offsets: np.ndarray, free:
     ``sm``: ``p``'s own model (``sweep.model_of``)."""
     free = np.asarray(free, np.int64)
     off = np.asarray(offsets, np.int64)
-    n = sm.n
-    loc = np.full(n, -1, np.int64)
+    loc = np.full(sm.n, -1, np.int64)
     loc[free] = np.arange(len(free))
-    tm = int(sm.elem_starts[-1])
-    among, domains = _split_rows(sm.adj_ptr, sm.adj_idx, sm.adj_kind, free, loc, off, sm.size,
-                                 sm.elem_starts, sm.ils, tm, int(cap))
+    among, bans = _split_rows(sm.adj_ptr, sm.adj_idx, sm.adj_kind, free, loc, off, sm.size,
+                              sm.elem_starts, sm.ils, int(sm.elem_starts[-1]))
     adj_ptr, adj_idx, adj_kind = among
+    domains = _complement(*bans, int(cap))
     sec_ptr, sec_vars = _restricted_sections(sm.sec_ptr, sm.sec_vars, loc)
     nf = len(free)
     S = len(sec_ptr) - 1
@@ -167,36 +168,65 @@ def restricted_model(p: TileProblem, sm: SearchModel, offsets: np.ndarray, free:
         domains=domains)
 
 
+def fixed_bans(p: TileProblem, offsets: np.ndarray, free: np.ndarray):
+    """The starts each variable of ``free`` (increasing local indices of ``p``) may not
+    take because of the others, fixed at ``offsets``: CSR ``(ptr, lo, hi)`` of inclusive
+    ranges, row ``j`` for ``free[j]``, in no order and possibly overlapping. The one
+    statement of what a fixed variable rules out, for both neighbourhood solvers (the
+    search's domains, ``restricted_model``; CP-SAT's, ``tilemem.pack.neighbourhood``).
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=range(2), tile=[0] * 2, size=[8, 8],
+    ...     alignment=[4] * 2, offset=[0] * 2, category=["variable"] * 2,
+    ...     eq_class=[0, 1], interference=[[1], [0]])
+    >>> p = TileProblem.from_report(r, 0)
+    >>> [x.tolist() for x in fixed_bans(p, np.array([0, 16]), np.array([0]))]
+    [[0, 1], [9], [23]]
+    """
+    from .sweep import model_of
+
+    sm = model_of(p)
+    free = np.asarray(free, np.int64)
+    loc = np.full(sm.n, -1, np.int64)
+    loc[free] = np.arange(len(free))
+    return _split_rows(sm.adj_ptr, sm.adj_idx, sm.adj_kind, free, loc,
+                       np.asarray(offsets, np.int64), sm.size, sm.elem_starts, sm.ils,
+                       int(sm.elem_starts[-1]))[1]
+
+
 @njit(cache=True)
-def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, ils, tm, cap):
+def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, ils, tm):
     """The interaction rows of the free variables split in two: those among the free ones
-    (CSR over local indices) and the starts each free variable may not take because of the
-    fixed ones, given as its domain: the start ranges in ``[0, cap)`` that are left, CSR
-    ``(ptr, lo, hi)`` inclusive and increasing: ``((ptr, idx, kind), (ptr, lo, hi))``."""
+    (CSR ``(ptr, idx, kind)`` over local indices) and the starts each free variable may not
+    take because of the fixed ones (CSR ``(ptr, lo, hi)``, inclusive ranges):
+
+    - a fixed variable that conflicts with it: the starts that would overlap its bytes (in
+      memory or past tileMemory);
+    - a fixed element (region) partner in memory: the starts that would touch one of the
+      elements (regions) it touches (both when it is both: the hull of the two, which
+      overlap as both hold its bytes).
+
+    Sizes are the search's (a zero size counts as one byte)."""
     nf = len(free)
     ptr = np.zeros(nf + 1, np.int64)
-    nban = 0
+    ban_ptr = np.zeros(nf + 1, np.int64)
     for j in range(nf):
         i = free[j]
         c = 0
         for t in range(adj_ptr[i], adj_ptr[i + 1]):
             if loc[adj_idx[t]] >= 0:
                 c += 1
-            else:
-                nban += 1
         ptr[j + 1] = ptr[j] + c
+        ban_ptr[j + 1] = ban_ptr[j] + (adj_ptr[i + 1] - adj_ptr[i] - c)
     idx = np.empty(ptr[nf], np.int64)
     kind = np.empty(ptr[nf], np.int64)
-    dom_ptr = np.zeros(nf + 1, np.int64)
-    dom_lo = np.empty(nban + nf, np.int64)
-    dom_hi = np.empty(nban + nf, np.int64)
-    b_lo = np.empty(max(nban, 1), np.int64)
-    b_hi = np.empty(max(nban, 1), np.int64)
+    b_lo = np.empty(ban_ptr[nf], np.int64)
+    b_hi = np.empty(ban_ptr[nf], np.int64)
     w = 0
     for j in range(nf):
         i = free[j]
         q = ptr[j]
-        nb = 0
+        ban_ptr[j] = w
         for t in range(adj_ptr[i], adj_ptr[i + 1]):
             k = adj_idx[t]
             if loc[k] >= 0:
@@ -212,36 +242,49 @@ def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, i
                 continue
             first = x
             last = x + size[k] - 1
+            if kd & K_ELEMENT:
+                first = min(first, elem_starts[element_of(elem_starts, x)])
+                last = max(last, elem_starts[element_of(elem_starts, x + size[k] - 1) + 1] - 1)
             if kd & K_REGION:
-                first = 0 if first < ils else ils
-                last = ils - 1 if last < ils else tm - 1
-            elif kd & K_ELEMENT:
-                first = elem_starts[element_of(elem_starts, first)]
-                last = elem_starts[element_of(elem_starts, last) + 1] - 1
+                first = min(first, 0 if x < ils else ils)
+                last = max(last, ils - 1 if x + size[k] - 1 < ils else tm - 1)
             # starts s with [s, s + size) meeting [first, last]
-            b_lo[nb] = first - size[i] + 1
-            b_hi[nb] = last
-            nb += 1
-        # the complement of the bans' union in [0, cap - 1]
-        order = argsort(b_lo[:nb])
+            b_lo[w] = first - size[i] + 1
+            b_hi[w] = last
+            w += 1
+    ban_ptr[nf] = w
+    return (ptr, idx, kind), (ban_ptr, b_lo[:w].copy(), b_hi[:w].copy())
+
+
+@njit(cache=True)
+def _complement(ban_ptr, ban_lo, ban_hi, cap):
+    """Each row's starts in ``[0, cap - 1]`` that no ban of it rules out: CSR ``(ptr, lo,
+    hi)`` of inclusive ranges, increasing and disjoint (a domain, ``kernel._in_domain``)."""
+    nf = len(ban_ptr) - 1
+    dom_ptr = np.zeros(nf + 1, np.int64)
+    dom_lo = np.empty(len(ban_lo) + nf, np.int64)
+    dom_hi = np.empty(len(ban_lo) + nf, np.int64)
+    w = 0
+    for j in range(nf):
+        e0, e1 = ban_ptr[j], ban_ptr[j + 1]
+        order = argsort(ban_lo[e0:e1])
         cur = 0
-        for r in range(nb):
-            a = b_lo[order[r]]
-            b = b_hi[order[r]]
+        for r in range(e1 - e0):
+            a = ban_lo[e0 + order[r]]
+            b = ban_hi[e0 + order[r]]
             if b < cur:
                 continue
-            if a > cur:
-                if cur <= cap - 1:
-                    dom_lo[w] = cur
-                    dom_hi[w] = min(a - 1, cap - 1)
-                    w += 1
+            if a > cur and cur <= cap - 1:
+                dom_lo[w] = cur
+                dom_hi[w] = min(a - 1, cap - 1)
+                w += 1
             cur = max(cur, b + 1)
         if cur <= cap - 1:
             dom_lo[w] = cur
             dom_hi[w] = cap - 1
             w += 1
         dom_ptr[j + 1] = w
-    return (ptr, idx, kind), (dom_ptr, dom_lo[:w].copy(), dom_hi[:w].copy())
+    return dom_ptr, dom_lo[:w].copy(), dom_hi[:w].copy()
 
 
 #: How many kept sections a restricted section is compared with (each section is followed by
