@@ -498,7 +498,9 @@ def refine_colours(indptr, indices, labels, edge_labels=None, rounds: int = 16) 
     True
     """
     indptr = np.asarray(indptr, np.int64)
-    indices = np.asarray(indices, np.int64)
+    indices = np.asarray(indices)   # as it comes (a copy of millions of entries)
+    if indices.dtype.kind not in "iu":
+        indices = indices.astype(np.int64)
     lab = np.asarray(labels)
     if lab.ndim == 1:
         lab = lab[:, None]

@@ -12,6 +12,11 @@ from numba import njit
 
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION
 
+#: The dtypes of the interaction rows' indices and kinds (``interaction_csr``), in every
+#: model the kernel runs on (whole tiles and neighbourhoods alike: another dtype would be
+#: another compiled version of the kernel, about 20 s to compile).
+ADJ_IDX, ADJ_KIND = np.int32, np.int8
+
 
 @njit(cache=True)
 def _add_partners(ptr, idx, i, mark, bits, row, cnt, kind):
@@ -33,17 +38,21 @@ def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
     liveness stage's conflict graph, ``TileConflicts.conflict_csr``) and then its element /
     region partners not among them, as CSR ``(ptr, idx, kind)``. A row without partners is
     its conflict row as it is; only rows with partners are deduplicated, with a mark (most
-    variables have none, and the conflict rows hold ~1.7 M entries on a Mk2 tile)."""
+    variables have none, and the conflict rows hold ~1.7 M entries on a Mk2 tile).
+
+    The indices are int32 and the kinds int8 (``ADJ_IDX``, ``ADJ_KIND``): every pass over
+    the rows (colour refinement, the spans, the kernel's placements) reads them whole, and
+    at 5 bytes an entry instead of 16 those passes ran in about 60 % of the time."""
     mark = np.full(n, -1, np.int64)
     bits = np.zeros(n, np.int64)
     row = np.zeros(n, np.int64)
     ptr = np.zeros(n + 1, np.int64)
-    idx = np.zeros(0, np.int64)
-    kind = np.zeros(0, np.int64)
+    idx = np.zeros(0, ADJ_IDX)
+    kind = np.zeros(0, ADJ_KIND)
     for phase in range(2):
         if phase == 1:
-            idx = np.empty(ptr[n], np.int64)
-            kind = np.empty(ptr[n], np.int64)
+            idx = np.empty(ptr[n], ADJ_IDX)
+            kind = np.empty(ptr[n], ADJ_KIND)
         mark[:] = -1
         for i in range(n):
             c0, c1 = conf_ptr[i], conf_ptr[i + 1]
@@ -75,23 +84,13 @@ def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
     return ptr, idx, kind
 
 
-@njit(cache=True)
-def trail_need(adj_ptr, adj_idx, vsec_ptr, num_sections):
-    """The trail records one placement of each variable may write (``kernel._place``): its
-    own, each neighbour's raised lower bound, and a new witness for each of its sections and
-    of its neighbours' (at most one a section, so at most ``num_sections``).
-
-    One pass over the interaction rows (millions of entries on a Mk2 tile, where numpy's
-    prefix sum over them cost ~10 ms)."""
-    n = len(adj_ptr) - 1
-    need = np.empty(n, np.int64)
-    for i in range(n):
-        touched = vsec_ptr[i + 1] - vsec_ptr[i]
-        for t in range(adj_ptr[i], adj_ptr[i + 1]):
-            j = adj_idx[t]
-            touched += vsec_ptr[j + 1] - vsec_ptr[j]
-        need[i] = 2 + (adj_ptr[i + 1] - adj_ptr[i]) + min(touched, num_sections)
-    return need
+def trail_need(adj_ptr: np.ndarray, num_sections: int) -> np.ndarray:
+    """The trail records one placement of each variable may write (``kernel._place``), at
+    most: its own, each neighbour's raised lower bound, and a new witness for each section
+    (at most one a section). (Counting only the sections of the variable and of its
+    neighbours, which on a Mk2 tile are nearly all of them anyway, took a pass over millions
+    of entries.)"""
+    return 2 + np.diff(np.asarray(adj_ptr, np.int64)) + int(num_sections)
 
 
 @njit(cache=True)

@@ -317,16 +317,20 @@ def run(model, state, heur, limit, budget, zc, dom):
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 continue
-            # ENTER or SUCC: start the next part from the state at decomposition time
+            # ENTER or SUCC: the next part. The parts solved before it stay placed: the
+            # parts share no unplaced variable, section or interaction (no unplaced
+            # variable spans a zero cut, and interacting variables' spans meet), so they
+            # change nothing the next part reads. A part that fails undoes them all (the
+            # FAIL above, to the mark); a descent that succeeds undoes nothing (the run is
+            # reset before the next). Undoing each solved part, as before, cost as much as
+            # placing it: on Mk2 tiles about a quarter of a descent's time.
             if frames[sp, F_PI] == frames[sp, F_PN]:
-                _undo(frames[sp, F_MARK], model, state)
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1
                 reg[R_MODE] = SUCC
                 continue
             if reg[R_TL] + len(off) + 1 > trail.shape[0]:
                 return NEED_TRAIL
-            _undo(frames[sp, F_MARK], model, state)
             p = frames[sp, F_P0] + frames[sp, F_PI]
             frames[sp, F_PI] += 1
             reg[R_PARTS] += 1

@@ -57,6 +57,7 @@ from ..guard import K_CONFLICT, K_ELEMENT, K_REGION, element_of
 from ..lattice import aligned_grain
 from ..problem import TileProblem
 from . import builders as B
+from .builders import ADJ_IDX, ADJ_KIND
 from .sweep import SearchModel
 
 
@@ -162,7 +163,7 @@ def restricted_model(p: TileProblem, sm: SearchModel, offsets: np.ndarray, free:
         sec_vars=sec_vars, vsec_ptr=vsec_ptr, vsecs=vsecs, span_lo=span_lo, span_hi=span_hi,
         by_lo=by_lo, lo_idx=lo_idx, width=sm.width[free], area=sm.area[free],
         has_elem=has_elem, has_reg=has_reg,
-        need=np.asarray(B.trail_need(adj_ptr, adj_idx, vsec_ptr, S), np.int64),
+        need=B.trail_need(adj_ptr, S),
         pair_i=pair_i, pair_k=pair_k, pair_kind=pair_kind,
         grain=aligned_grain(max(g, 1), sm.align), rank=rank,
         domains=domains)
@@ -218,8 +219,8 @@ def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, i
                 c += 1
         ptr[j + 1] = ptr[j] + c
         ban_ptr[j + 1] = ban_ptr[j] + (adj_ptr[i + 1] - adj_ptr[i] - c)
-    idx = np.empty(ptr[nf], np.int64)
-    kind = np.empty(ptr[nf], np.int64)
+    idx = np.empty(ptr[nf], ADJ_IDX)
+    kind = np.empty(ptr[nf], ADJ_KIND)
     b_lo = np.empty(ban_ptr[nf], np.int64)
     b_hi = np.empty(ban_ptr[nf], np.int64)
     w = 0

@@ -128,13 +128,13 @@ def build_model(p: TileProblem) -> SearchModel:
     has_elem = (np.diff(ep_ptr) > 0).astype(np.int64)
     has_reg = (np.diff(rp_ptr) > 0).astype(np.int64)
     pair_i, pair_k, pair_kind = B.partner_entries(adj_ptr, udst, ukind, ep_ptr, rp_ptr)
-    need = B.trail_need(adj_ptr, udst, vsec_ptr, S)
+    need = B.trail_need(adj_ptr, S)
     t = p.target
     elem_starts = element_bounds(p)
     return SearchModel(
         n=n, size=size, align=p.align.astype(np.int64), lo=p.lo.astype(np.int64),
-        hi=p.hi.astype(np.int64), adj_ptr=adj_ptr, adj_idx=np.asarray(udst, np.int64),
-        adj_kind=np.asarray(ukind, np.int64), sec_ptr=sec_ptr, sec_vars=sec_vars,
+        hi=p.hi.astype(np.int64), adj_ptr=adj_ptr, adj_idx=udst,
+        adj_kind=ukind, sec_ptr=sec_ptr, sec_vars=sec_vars,
         vsec_ptr=vsec_ptr, vsecs=vsecs, span_lo=span_lo, span_hi=span_hi,
         by_lo=by_lo, lo_idx=lo_idx, width=width, area=width * size, has_elem=has_elem,
         has_reg=has_reg, need=np.asarray(need, np.int64), elem_starts=elem_starts,
