@@ -23,7 +23,8 @@ Terms (see ``tilemem.pack.search`` for the argument that the pruning is sound):
   so when no unplaced variable spans two adjacent sections the rest splits into independent
   parts (dynamic decomposition).
 - A *frame* is a search node (``NODE``: place one more variable of a part) or a decomposition
-  (``DECOMP``: solve its parts one after the other, each from the same state).
+  (``DECOMP``: solve its parts one after the other, each on top of the ones solved before
+  it, which it does not read).
 """
 from __future__ import annotations
 
