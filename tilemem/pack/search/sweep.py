@@ -137,7 +137,7 @@ def build_model(p: TileProblem) -> SearchModel:
         adj_kind=ukind, sec_ptr=sec_ptr, sec_vars=sec_vars,
         vsec_ptr=vsec_ptr, vsecs=vsecs, span_lo=span_lo, span_hi=span_hi,
         by_lo=by_lo, lo_idx=lo_idx, width=width, area=width * size, has_elem=has_elem,
-        has_reg=has_reg, need=np.asarray(need, np.int64), elem_starts=elem_starts,
+        has_reg=has_reg, need=need, elem_starts=elem_starts,
         pair_i=pair_i, pair_k=pair_k, pair_kind=pair_kind,
         ils=int(t.interleaved_memory_start), nrs=bool(p.rules.no_region_span),
         sections_from=how,
