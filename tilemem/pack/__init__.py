@@ -13,6 +13,7 @@ One file per job, in the order the data flows:
   (does everything fit below C?);
 - ``lattice``: the step left-justified placements' addresses are multiples of (search, CP-SAT);
 - ``mirror``: a tile with its addresses reversed, so that the search packs from the top down;
+- ``carry``: an allocation carried over from a similar (neighbouring) tile, as a start;
 - ``cpsat``: the OR-Tools CP-SAT model;
 - ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the quick
   search, the search as a constructive method near the bound; the exact portfolio);

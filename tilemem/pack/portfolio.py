@@ -54,7 +54,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                seed: int = 0, cp_workers: int = 1, deterministic: bool = False,
                bound: tuple[int, bool] | None = None,
                given: np.ndarray | None = None,
-               stop_gap: float | None = None) -> tuple[TileResult, np.ndarray]:
+               stop_gap: float | None = None,
+               carried: tuple[int, np.ndarray] | None = None) -> tuple[TileResult, np.ndarray]:
     """Pack one tile problem; ``(result, local offsets)``.
 
     ``method``: "replay", "heuristic", "quick" (``quick_search`` from ``hint`` or from the
@@ -67,7 +68,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     report's own offsets): when it passes the guard and is better, it is what is returned,
     so a re-run is never worse than the valid allocation it was given. ``stop_gap``: "quick"
     stops as soon as the end is within this fraction of the bound (what "near" does at
-    ``NEAR``).
+    ``NEAR``). ``carried``: ``(tile, local offsets)``, an allocation carried over from a
+    similar tile (``tilemem.pack.carry``): the start instead of ``hint`` or the heuristic's
+    when it passes the guard and is better.
     """
     t0 = time.perf_counter()
     b, b_exact = bound if bound is not None else simple_bound(p)
@@ -90,6 +93,11 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                                          if method in ("quick", "near") and time_limit > 0.01
                                          else None)
             hint, note = h.offsets, h.name
+        if carried is not None and len(carried[1]) == p.n and p.n:
+            c = np.asarray(carried[1], np.int64)
+            if objective(p, c) < objective(p, hint) and self_check(p, c):
+                hint, note = c, f"carried over from tile {carried[0]}"
+                hint_given = True   # a search's allocation (the other tile's)
         off = hint
         status = "optimal" if _meets(p, off, lower) else "heuristic"
         if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
@@ -261,6 +269,14 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     near = int(lower * NEAR)
     slack = max(1, int(lower * NEAR * AIM))
     cap = lower + slack
+    end = objective(p, best)[1]
+    if end < cap:
+        # a start already below the first cap (an allocation carried over from a similar
+        # tile, a good heuristic order): its first probe halfway down to the bound, as
+        # after a probe that placed the tile, not just below its end (on 3 x 40 random
+        # Mk2 tiles of seeds 2 and 4 started from their neighbour's allocation, 0.13 s
+        # each: median gap 0.42-0.56 % against 0.48-0.59 %)
+        cap = end - max(int((end - lower) * STEP), 1)
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under
     aiming = True  # the first cap: AIM below NEAR
