@@ -173,3 +173,20 @@ def test_first_pass_carries_over_between_neighbours_and_stays_valid():
     # neighbours, alike, start from its allocation carried over rather than from their own
     # heuristic's (tiles 5-15 repeat tiles 0-4 and are solved once)
     assert any("carried over from tile" in t.note for t in a.tiles)
+
+
+@examples(60)
+@given(small_reports(max_vars=8), st.data())
+def test_the_carry_pass_keeps_the_better_of_its_own_and_the_carried(r, data):
+    p = TileProblem.from_report(r, 0)
+    own = first_fit(p, np.array(data.draw(st.permutations(range(p.n))), np.int64))
+    other = first_fit(p, np.array(data.draw(st.permutations(range(p.n))), np.int64))
+    res, off = solve_tile(p, "carry", hint=own, carried=(9, other))
+    column = np.zeros(r.num_vars, np.int64)
+    column[p.rows] = off
+    passes_both_checkers(r, column)
+    ok = [x for x in (own, other) if self_check(p, x)]
+    if ok:
+        assert objective_of(p, off) <= min(objective_of(p, x) for x in ok)
+    if self_check(p, other) and objective_of(p, other) < objective_of(p, own):
+        assert res.note.startswith("carried over from tile 9")

@@ -4,7 +4,7 @@ A program's tensors are spread over neighbouring tiles in equal slices (Poplar's
 ``calcLinearTileMapping`` and its kin), so two neighbouring tiles hold nearly the same
 variables: the same tensors (names equal once Poplar's ``#tile`` suffix is removed), sizes and
 equivalence classes, hence the same conflicts among them. On the generated Mk2 reports
-99.5-99.9 % of a tile's variables have such a twin on the next tile. An allocation found for
+99.5 % or more of a tile's variables have such a twin on the next tile. An allocation found for
 one tile is then a good start for its neighbour, often better than anything the neighbour's
 own first tenth of a second finds, and it costs one first fit.
 
@@ -13,11 +13,11 @@ each on the ones still unmatched: the same tensor, equivalence class, size and p
 flags; the same tensor, class and flags (a slice of another size); the same tensor and flags.
 Within a round, equal keys are paired in the order of the variables. The tile is then placed
 by first fit (``tilemem.pack.firstfit``) in the order of its twins' offsets, the variables
-without a twin last, largest first. First fit in the order of a valid allocation's offsets
-puts every variable at or below its offset there when the conflicts are the same, so a tile
-identical to its donor gets an allocation that ends no higher than the donor's; where they
-differ, first fit keeps every rule, and the result passes the guard (``self_check``) or is
-not returned.
+without a twin last, largest first (or, the better of the two, first). First fit in the order
+of a valid allocation's offsets puts every variable at or below its offset there when the
+conflicts are the same, so a tile identical to its donor gets an allocation that ends no
+higher than the donor's; where they differ, first fit keeps every rule, and the result passes
+the guard (``self_check``) or is not returned.
 
 >>> from tilemem.model import Report
 >>> from tilemem.pack.problem import TileProblem
@@ -38,6 +38,11 @@ from ..model.names import tensor_codes
 from .firstfit import first_fit
 from .guard import self_check
 from .problem import TileProblem
+from .result import objective
+
+
+#: How a result whose allocation was carried over begins its note.
+CARRIED = "carried over from tile"
 
 
 def carry_over(report: Report, donor_tile: int, donor_offsets: np.ndarray,
@@ -55,11 +60,18 @@ def carry_over(report: Report, donor_tile: int, donor_offsets: np.ndarray,
         return None
     at = donor_offsets[twin[matched]]
     mine = np.flatnonzero(matched)
+    mine = mine[np.argsort(at, kind="stable")]
     rest = np.flatnonzero(~matched)
-    order = np.concatenate([mine[np.argsort(at, kind="stable")],
-                            rest[np.argsort(-p.size[rest], kind="stable")]])
-    off = first_fit(p, order)
-    return off if self_check(p, off) else None
+    rest = rest[np.argsort(-p.size[rest], kind="stable")]
+    best = None
+    # the variables without a twin last (they take what room is left) or, when there are
+    # any, first: placed last, one whose element partners already sit in every memory
+    # element below the top lands in a new element above it all
+    for order in ((mine, rest), (rest, mine)) if len(rest) else ((mine, rest),):
+        off = first_fit(p, np.concatenate(order))
+        if self_check(p, off) and (best is None or objective(p, off) < objective(p, best)):
+            best = off
+    return best
 
 
 def match_twins(report: Report, donor_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:

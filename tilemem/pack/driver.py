@@ -52,7 +52,7 @@ from ..rules import DEFAULT_RULES, Rules
 from ..model.target import Target
 from . import search
 from .bounds import tile_bounds
-from .carry import carry_over
+from .carry import CARRIED, carry_over
 from .cluster import LocalPool, ReportFile, cores, deadline_after, make_executor, remaining
 from .firstfit import first_fit
 from .guard import self_check
@@ -60,7 +60,7 @@ from .journal import FINAL, FIRST
 from .portfolio import NEAR, solve_tile
 from .problem import TileProblem
 from .result import (METHODS, Allocation, Method, Pass, PassTime, Stage, Status, TileResult,
-                     gap_of)
+                     gap_of, objective)
 
 #: Seconds per tile of each of auto's quick searches, besides building the search's arrays.
 QUICK_SECONDS = 0.5
@@ -116,6 +116,14 @@ PROJECT_AFTER = 32
 #: of 8 0.66 %, of 32 0.61 %; tiles 560-655: 0.67, 0.65, 0.62 %; seed 4's tiles 700-795 in
 #: runs of 8, 16, 32: 0.80, 0.77, 0.78 %; 1200-1295: 0.31, 0.33, 0.28 %.)
 CHAIN = 16
+#: Neighbours whose allocations are carried over to a tile in the later passes: up to
+#: ``REACH`` tiles away in tile order, at most ``DONORS`` of them (the best first). (The
+#: generated Mk2's seed-2 tiles left above 1 % by a default run: of 30, the better of the
+#: neighbours 1 or 2 tiles away brought 6 within 1 %.)
+REACH, DONORS = 2, 2
+#: Seconds of a worker the sweep after the exact stage takes a tile (the tile's problem and
+#: a first fit or two per donor), kept from the exact stage.
+CARRY_SECONDS = 0.05
 #: The first pass's end as the driver revises it (``EvenShare``): shared memory, inherited by
 #: the forked workers of the local pool; elsewhere (Dask, another process) it stays unset and
 #: a task keeps the end it was given.
@@ -274,28 +282,32 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
 
         place = {t: i for i, t in enumerate(reps)}
 
-        def donor(t: int) -> tuple[int, np.ndarray] | None:
-            """The allocation of the neighbour (in tile order) that did better than tile
-            ``t``, to carry over (``tilemem.pack.carry``); ``None`` if neither did."""
+        def donors(t: int) -> tuple[tuple[int, np.ndarray], ...]:
+            """The allocations of the neighbours (up to ``REACH`` tiles away in tile order)
+            that did better than tile ``t``, best first, at most ``DONORS`` of them: to carry
+            over (``tilemem.pack.carry``)."""
             if method not in (Method.AUTO, Method.EXACT):
-                return None
-            best, key = None, _standing(done[t][0])
-            for j in (place[t] - 1, place[t] + 1):
-                d = reps[j] if 0 <= j < len(reps) else None
-                if d is not None and d in done and _standing(done[d][0]) < key:
-                    best, key = d, _standing(done[d][0])
-            return None if best is None else (best, done[best][1])
+                return ()
+            own = _standing(done[t][0])
+            near = [reps[j] for j in range(place[t] - REACH, place[t] + REACH + 1)
+                    if 0 <= j < len(reps) and j != place[t]]
+            better = sorted((_standing(done[d][0]), d) for d in near
+                            if d in done and _standing(done[d][0]) < own)
+            return tuple((d, done[d][1]) for _, d in better[:DONORS])
 
         def exact(tiles_: list[int], how: Pass = Pass(method), until: float | None = deadline,
-                  shares: list["EvenShare"] | None = None) -> None:
+                  shares: list["EvenShare"] | None = None, chained: bool = False) -> None:
             tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
                               cp_workers, deterministic, share=shares[i] if shares else None,
-                              donor=donor(t))
+                              donors=donors(t))
                      for i, t in enumerate(tiles_)]
-            for _, (t, res, off) in bar.run(ex, _solve, tasks, "exact", deadline=until):
-                # "fit" stops once the tile fits: it goes on to the later passes
-                record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
-                       or res.overflow_bytes > 0)
+            # neighbouring tiles in runs, each carried over to the next (``RunTask``)
+            runs = _runs(tasks, place) if chained else [RunTask([x]) for x in tasks]
+            for _, out in bar.run(ex, _solve_run, runs, "exact", deadline=until):
+                for t, res, off in out:
+                    # "fit" stops once the tile fits: it goes on to the later passes
+                    record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
+                           or res.overflow_bytes > 0)
 
         def quick_pass(label: str, seed: int, tiles_: list[int]) -> None:
             """The quick search, as low as it gets, on ``tiles_`` (the tiles that overflow
@@ -308,7 +320,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 share = (deadline - time.time()) * _workers_of(ex) / len(tiles_)
             share = min(max(share, quick), QUICK_MAX_SHARE * quick)
             tasks = [TileTask(t, Pass.QUICK, done[t][1], done[t][0], known[t], share, seed,
-                              donor=donor(t))
+                              donors=donors(t))
                      for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=deadline):
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
@@ -337,14 +349,28 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             # left, worked out when it starts (``EvenShare``), so that it reaches them all;
             # pass 4: the quick search on every other tile (a little time on every tile
             # lowers far more of them than seconds of exact effort on a few)
-            high = above_near()
-            high.sort(key=lambda t: _exact_priority(done[t][0], tm) + (t,))
+            # neighbouring tiles in runs (the tiles left above 1% are often one layer's, side
+            # by side): the search's gains on one tile carried over to the next
+            high = _in_runs(above_near(), place,
+                            key=lambda t: _exact_priority(done[t][0], tm) + (t,))
             shares = None
             if deadline is not None and high:
                 w = _workers_of(ex)
-                shares = [EvenShare(deadline, i, len(high), w, MIN_SHARE * quick, time_limit)
+                # the exact stage ends early enough for the sweep after it
+                until = deadline - CARRY_SECONDS * len(high) / w
+                shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit)
                           for i in range(len(high))]
-            exact(high, shares=shares)
+            exact(high, shares=shares, chained=True)
+            # the sweep: the tiles still above 1% take a better neighbour's latest allocation,
+            # carried over, where it is better than theirs (no search)
+            # (the exact stage's tiles among them: their results there are final)
+            sweep = [t for t in todo if done[t][0].gap > NEAR
+                     and not _may_fit(done[t][0], tm) and donors(t)]
+            tasks = [TileTask(t, Pass.CARRY, done[t][1], done[t][0], known[t], 0.0, seed,
+                              donors=donors(t)) for t in sweep]
+            for _, (t, res, off) in bar.run(ex, _solve, tasks, "carry over"):
+                if res.note.startswith(CARRIED):
+                    record(t, res, off, t in final)
             quick_pass("quick search", seed + 1, [t for t in todo if t not in final])
         # pass 5: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
@@ -423,6 +449,39 @@ def _exact_priority(res, tile_memory: int) -> tuple:
     if _may_fit(res, tile_memory):
         return (0, res.overflow_bytes, 0.0)
     return (1, 0, -res.gap)
+
+
+def _in_runs(tiles: list[int], place: dict[int, int], key) -> list[int]:
+    """``tiles`` in runs of neighbours (each at most ``REACH`` places after the one before
+    it in ``place``, the tiles' order, at most ``CHAIN`` a run), in tile order within a run,
+    the runs by their most pressing tile (least ``key``).
+
+    >>> place = {t: t for t in range(20)}
+    >>> _in_runs([15, 1, 3, 9, 2, 16], place, key=lambda t: -t)
+    [15, 16, 9, 1, 2, 3]
+    """
+    runs: list[list[int]] = []
+    for t in sorted(tiles, key=place.__getitem__):
+        if runs and 0 < place[t] - place[runs[-1][-1]] <= REACH and len(runs[-1]) < CHAIN:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    runs.sort(key=lambda run: min(key(t) for t in run))
+    return [t for run in runs for t in run]
+
+
+def _runs(tasks: list["TileTask"], place: dict[int, int]) -> list["RunTask"]:
+    """The tasks, in their order, cut into runs of neighbouring tiles (as ``_in_runs``
+    arranges them)."""
+    runs: list[list[TileTask]] = []
+    for task in tasks:
+        last = runs[-1][-1].tile if runs else None
+        if (last is not None and 0 < place[task.tile] - place[last] <= REACH
+                and len(runs[-1]) < CHAIN):
+            runs[-1].append(task)
+        else:
+            runs.append([task])
+    return [RunTask(run) for run in runs]
 
 
 def _standing(res) -> tuple[bool, float]:
@@ -517,14 +576,14 @@ class TileTask:
     deterministic: bool = False
     share: "EvenShare | None" = None
     stop_gap: float | None = None
-    #: ``(tile, local offsets)`` of a similar tile (a neighbour), to carry over as a start
-    donor: tuple[int, np.ndarray] | None = None
+    #: ``(tile, local offsets)`` of similar tiles (neighbours), to carry over as a start
+    donors: tuple[tuple[int, np.ndarray], ...] = ()
 
 
 @dataclass(frozen=True)
 class RunTask:
     """Neighbouring tiles for one worker (``_solve_run``), in order: each tile's result is
-    carried over to the next as its ``donor``."""
+    carried over to the next (its first donor)."""
 
     tasks: list[TileTask]
 
@@ -623,9 +682,13 @@ def _solve(shared, task: TileTask, deadline: float | None):
                                 _report_intervals(report) if searched else None)
     rows = p.rows
     carried = None
-    if task.donor is not None and searched:
-        c = carry_over(report, task.donor[0], task.donor[1], p)
-        carried = None if c is None else (task.donor[0], c)
+    if searched or method == Pass.CARRY:
+        # the best of the donors' allocations carried over (solve_tile takes it when it is
+        # better than the tile's own)
+        for d, d_off in task.donors:
+            c = carry_over(report, d, d_off, p)
+            if c is not None and (carried is None or objective(p, c) < objective(p, carried[1])):
+                carried = (d, c)
     res, off = solve_tile(p, method, hint=hint, carried=carried,
                           replay_order=_replay_order(report, tile, rows),
                           time_limit=time_limit, seed=task.seed, cp_workers=task.cp_workers,
@@ -644,8 +707,8 @@ def _solve_run(shared, run: RunTask, deadline: float | None):
     allocation to carry over; ``[(tile, TileResult, local offsets), ...]``."""
     out = []
     for task in run.tasks:
-        if out and task.donor is None and task.method in _SEARCHED:
-            task = replace_task(task, donor=(out[-1][0], out[-1][2]))
+        if out and task.method in _SEARCHED:
+            task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
         out.append(_solve(shared, task, deadline))
     return out
 

@@ -39,7 +39,8 @@ METHODS = tuple(m.value for m in Method)
 class Pass(Label):
     """What one call of ``solve_tile`` is asked to do: a method, or one of ``auto``'s passes
     (``quick``: the quick search as low as it gets; ``near``: the quick search stopped within
-    1 % of the bound; ``fit``: the exact portfolio stopped once the tile fits). Passes are
+    1 % of the bound; ``fit``: the exact portfolio stopped once the tile fits; ``carry``: a
+    similar tile's allocation carried over where it is better, no search). Passes are
     internal: a result says which ``Stage`` made its allocation."""
 
     REPLAY = "replay"
@@ -47,6 +48,7 @@ class Pass(Label):
     QUICK = "quick"
     NEAR = "near"
     FIT = "fit"
+    CARRY = "carry"
     AUTO = "auto"
     EXACT = "exact"
 

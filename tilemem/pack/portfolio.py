@@ -28,6 +28,7 @@ import numpy as np
 
 from . import heuristic
 from .bounds import region_clique, simple_bound, window_bound
+from .carry import CARRIED
 from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .guard import self_check
@@ -63,7 +64,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     ``NEAR`` of the bound), "auto" or "exact" (the latter two run the exact
     portfolio from ``hint`` or from the heuristic), or "fit" (auto's exact portfolio, stopped
     as soon as the tile no longer overflows: the driver's first question on a tile that may
-    fit, the end address left to later passes). ``bound``: ``(bytes, exact)``, else
+    fit, the end address left to later passes), or "carry" (``hint`` or ``carried``,
+    whichever is better; no search). ``bound``: ``(bytes, exact)``, else
     computed from the problem alone. ``given``: an allocation the caller has (e.g. the
     report's own offsets): when it passes the guard and is better, it is what is returned,
     so a re-run is never worse than the valid allocation it was given. ``stop_gap``: "quick"
@@ -96,7 +98,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         if carried is not None and len(carried[1]) == p.n and p.n:
             c = np.asarray(carried[1], np.int64)
             if objective(p, c) < objective(p, hint) and self_check(p, c):
-                hint, note = c, f"carried over from tile {carried[0]}"
+                hint, note = c, f"{CARRIED} {carried[0]}"
                 hint_given = True   # a search's allocation (the other tile's)
         off = hint
         status = "optimal" if _meets(p, off, lower) else "heuristic"
@@ -136,7 +138,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     # the stage whose allocation is kept: passes are internal ("near" is the quick search)
     if method in (Pass.REPLAY, Pass.HEURISTIC):
         used = Stage(method)
-    elif method in (Pass.QUICK, Pass.NEAR):
+    elif method in (Pass.QUICK, Pass.NEAR, Pass.CARRY):
         # a first pass whose budget was spent is the heuristic's allocation
         used = Stage.QUICK if ran_quick or hint_given else Stage.HEURISTIC
     else:
