@@ -114,7 +114,10 @@ PROJECT_AFTER = 32
 #: accumulates its tiles' search. (Median gap over 96 neighbouring tiles of the generated
 #: Mk2, 0.13 s of quick search a tile: seed 2's tiles 1000-1095, each alone 0.69 %, in runs
 #: of 8 0.66 %, of 32 0.61 %; tiles 560-655: 0.67, 0.65, 0.62 %; seed 4's tiles 700-795 in
-#: runs of 8, 16, 32: 0.80, 0.77, 0.78 %; 1200-1295: 0.31, 0.33, 0.28 %.)
+#: runs of 8, 16, 32: 0.80, 0.77, 0.78 %; 1200-1295: 0.31, 0.33, 0.28 %. In default runs,
+#: 32 did better on seed 4, median 0.398-0.405 % against 0.466 %, but worse on seeds 2 and 3,
+#: 0.458-0.474 % against 0.371-0.431 % and 0.263 % against 0.239 %: with fewer, larger runs
+#: the reserve is projected from fewer samples, and the first pass ended 20-40 s earlier.)
 CHAIN = 16
 #: Neighbours whose allocations are carried over to a tile in the later passes: up to
 #: ``REACH`` tiles away in tile order, at most ``DONORS`` of them (the best first). (The
