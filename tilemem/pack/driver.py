@@ -288,8 +288,11 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         def donors(t: int) -> tuple[tuple[int, np.ndarray], ...]:
             """The allocations of the neighbours (up to ``REACH`` tiles away in tile order)
             that did better than tile ``t``, best first, at most ``DONORS`` of them: to carry
-            over (``tilemem.pack.carry``)."""
-            if method not in (Method.AUTO, Method.EXACT):
+            over (``tilemem.pack.carry``). None with ``deterministic``: which results the
+            neighbours have when a task is made depends on what finished first, and a
+            resumed run (its finished tiles at their final results) would differ from the
+            uninterrupted one."""
+            if deterministic or method not in (Method.AUTO, Method.EXACT):
                 return ()
             own = _standing(done[t][0])
             near = [reps[j] for j in range(place[t] - REACH, place[t] + REACH + 1)
