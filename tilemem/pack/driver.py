@@ -181,6 +181,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     if method in (Method.AUTO, Method.EXACT):
         _report_intervals(report)  # once, before the workers fork (they inherit it)
     reps = list(groups)
+    place = {t: i for i, t in enumerate(reps)}   # a tile's place among them, in tile order
     known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}
     recorded = journal.records if journal is not None else {}
     final = {t: v for t, v in recorded.get(FINAL, {}).items() if t in groups}
@@ -214,16 +215,18 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         last = method in (Method.REPLAY, Method.HEURISTIC)
         todo = [t for t in reps if t not in done]
         share = None
+        # with the search, neighbouring tiles in one task a run, each tile carried over to
+        # the next (``CHAIN``); else a task a tile
+        runs = _runs(todo, place) if searching else [[t] for t in todo]
         _FIRST_END.value = float("nan")
         if sharing:
             _SETUP.clear()   # measured afresh on this report's tiles (forked workers inherit it)
             # in an order that mixes the program's parts (the tiles of a layer, alike in how
             # hard they are, sit side by side): what the pass learns as it goes (the time a
-            # set-up takes, the reserve the later passes ask) then holds for the tiles left
-            # runs of CHAIN neighbouring tiles, the runs in a random order
-            runs = [todo[i:i + CHAIN] for i in range(0, len(todo), CHAIN)]
-            todo = [t for k in np.random.default_rng(seed).permutation(len(runs))
-                    for t in runs[k]]
+            # set-up takes, the reserve the later passes ask) then holds for the tiles left:
+            # the runs in a random order
+            runs = [runs[k] for k in np.random.default_rng(seed).permutation(len(runs))]
+            todo = [t for run in runs for t in run]
             w = _workers_of(ex)
             span = max(deadline - time.time(), 0.0)
             until = deadline - FIRST_RESERVE * span
@@ -238,10 +241,6 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                           share=share[i] if share else None,
                           stop_gap=FIRST_STOP if share else None)
                  for i, t in enumerate(todo)]
-        # with the search, neighbouring tiles in one task each run (``CHAIN``), each tile
-        # carried over to the next; else a task a tile
-        step = CHAIN if searching else 1
-        runs = [RunTask(tasks[i:i + step]) for i in range(0, len(tasks), step)]
         first_label = ("heuristic, then quick search (an even share of the budget)" if sharing
                        else "heuristic, then quick search to 1% of the bound" if searching
                        else str(first_pass))
@@ -262,7 +261,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             if journal is not None:
                 journal.append(t, res, off, FINAL if t in final else FIRST)
 
-        for _, out in bar.run(ex, _solve_run, runs, first_label,
+        first = _cut(tasks, [len(run) for run in runs])
+        for _, out in bar.run(ex, _solve_run, first, first_label,
                               deadline=deadline if searching else None):
             for t, res, off in out:
                 record(t, res, off,
@@ -283,8 +283,6 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         n = max(1, min(_workers_of(ex), len(todo)))
         cp_workers = max(1, cores() // n) if scheduler is None and not deterministic else 1
 
-        place = {t: i for i, t in enumerate(reps)}
-
         def donors(t: int) -> tuple[tuple[int, np.ndarray], ...]:
             """The allocations of the neighbours (up to ``REACH`` tiles away in tile order)
             that did better than tile ``t``, best first, at most ``DONORS`` of them: to carry
@@ -302,13 +300,15 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             return tuple((d, done[d][1]) for _, d in better[:DONORS])
 
         def exact(tiles_: list[int], how: Pass = Pass(method), until: float | None = deadline,
-                  shares: list["EvenShare"] | None = None, chained: bool = False) -> None:
+                  shares: list["EvenShare"] | None = None,
+                  lengths: list[int] | None = None) -> None:
             tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
                               cp_workers, deterministic, share=shares[i] if shares else None,
                               donors=donors(t))
                      for i, t in enumerate(tiles_)]
-            # neighbouring tiles in runs, each carried over to the next (``RunTask``)
-            runs = _runs(tasks, place) if chained else [RunTask([x]) for x in tasks]
+            # runs of the given ``lengths`` (neighbouring tiles, each carried over to the
+            # next), else a task a tile
+            runs = _cut(tasks, lengths or [1] * len(tasks))
             for _, out in bar.run(ex, _solve_run, runs, "exact", deadline=until):
                 for t, res, off in out:
                     # "fit" stops once the tile fits: it goes on to the later passes
@@ -351,14 +351,15 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
               Pass.FIT if method == Method.AUTO else Pass(method), until=fit_until)
         if searching:
             # pass 3: the exact stage (on big tiles its descents, then neighbourhoods) on
-            # every tile still above 1%, in one task a tile: each an even share of the time
+            # every tile still above 1%, one set-up a tile: each an even share of the time
             # left, worked out when it starts (``EvenShare``), so that it reaches them all;
-            # pass 4: the quick search on every other tile (a little time on every tile
-            # lowers far more of them than seconds of exact effort on a few)
-            # neighbouring tiles in runs (the tiles left above 1% are often one layer's, side
-            # by side): the search's gains on one tile carried over to the next
-            high = _in_runs(above_near(), place,
-                            key=lambda t: _exact_priority(done[t][0], tm) + (t,))
+            # neighbouring tiles in one task a run (the tiles left above 1% are often one
+            # layer's, side by side), the search's gains on one carried over to the next;
+            # then the sweep; pass 4: the quick search on every other tile (a little time on
+            # every tile lowers far more of them than seconds of exact effort on a few)
+            runs = _runs(above_near(), place)
+            runs.sort(key=lambda run: min(_exact_priority(done[t][0], tm) + (t,) for t in run))
+            high = [t for run in runs for t in run]
             shares = None
             if deadline is not None and high:
                 w = _workers_of(ex)
@@ -366,14 +367,14 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 until = deadline - CARRY_SECONDS * len(high) / w
                 shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit)
                           for i in range(len(high))]
-            exact(high, shares=shares, chained=True)
+            exact(high, shares=shares, lengths=[len(run) for run in runs])
             # the sweep: the tiles still above 1% take a better neighbour's latest allocation,
             # carried over, where it is better than theirs (no search)
             # (the exact stage's tiles among them: their results there are final)
-            sweep = [t for t in todo if done[t][0].gap > NEAR
-                     and not _may_fit(done[t][0], tm) and donors(t)]
+            sweep = {t: donors(t) for t in todo
+                     if done[t][0].gap > NEAR and not _may_fit(done[t][0], tm)}
             tasks = [TileTask(t, Pass.CARRY, done[t][1], done[t][0], known[t], 0.0, seed,
-                              donors=donors(t)) for t in sweep]
+                              donors=d) for t, d in sweep.items() if d]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, "carry over"):
                 if res.note.startswith(CARRIED):
                     record(t, res, off, t in final)
@@ -457,14 +458,12 @@ def _exact_priority(res, tile_memory: int) -> tuple:
     return (1, 0, -res.gap)
 
 
-def _in_runs(tiles: list[int], place: dict[int, int], key) -> list[int]:
-    """``tiles`` in runs of neighbours (each at most ``REACH`` places after the one before
-    it in ``place``, the tiles' order, at most ``CHAIN`` a run), in tile order within a run,
-    the runs by their most pressing tile (least ``key``).
+def _runs(tiles: list[int], place: dict[int, int]) -> list[list[int]]:
+    """``tiles`` cut into runs of neighbours, in tile order: each tile at most ``REACH``
+    places after the one before it in ``place`` (the tiles' order), at most ``CHAIN`` a run.
 
-    >>> place = {t: t for t in range(20)}
-    >>> _in_runs([15, 1, 3, 9, 2, 16], place, key=lambda t: -t)
-    [15, 16, 9, 1, 2, 3]
+    >>> _runs([15, 1, 3, 9, 2, 16], {t: t for t in range(20)})
+    [[1, 2, 3], [9], [15, 16]]
     """
     runs: list[list[int]] = []
     for t in sorted(tiles, key=place.__getitem__):
@@ -472,22 +471,13 @@ def _in_runs(tiles: list[int], place: dict[int, int], key) -> list[int]:
             runs[-1].append(t)
         else:
             runs.append([t])
-    runs.sort(key=lambda run: min(key(t) for t in run))
-    return [t for run in runs for t in run]
+    return runs
 
 
-def _runs(tasks: list["TileTask"], place: dict[int, int]) -> list["RunTask"]:
-    """The tasks, in their order, cut into runs of neighbouring tiles (as ``_in_runs``
-    arranges them)."""
-    runs: list[list[TileTask]] = []
-    for task in tasks:
-        last = runs[-1][-1].tile if runs else None
-        if (last is not None and 0 < place[task.tile] - place[last] <= REACH
-                and len(runs[-1]) < CHAIN):
-            runs[-1].append(task)
-        else:
-            runs.append([task])
-    return [RunTask(run) for run in runs]
+def _cut(tasks: list["TileTask"], lengths: list[int]) -> list["RunTask"]:
+    """``tasks``, in their order, as consecutive runs of the given ``lengths``."""
+    ends = np.cumsum(lengths).tolist()
+    return [RunTask(tasks[a:b]) for a, b in zip([0] + ends[:-1], ends)]
 
 
 def _standing(res) -> tuple[bool, float]:
