@@ -48,6 +48,7 @@ import numpy as np
 from ..check import check_allocation
 from ..liveness import class_intervals
 from ..model import Report
+from ..model.names import tensor_keys
 from ..rules import DEFAULT_RULES, Rules
 from ..model.target import Target
 from . import search
@@ -179,7 +180,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     _warm_up()
     groups = _group_identical(report, tiles, rules)
     if method in (Method.AUTO, Method.EXACT):
-        _report_intervals(report)  # once, before the workers fork (they inherit it)
+        # once, before the workers fork (they inherit them): the interval model the search
+        # reads sections off, the tensor keys ``carry_over`` matches twins by
+        _report_intervals(report)
+        tensor_keys(report)
     reps = list(groups)
     place = {t: i for i, t in enumerate(reps)}   # a tile's place among them, in tile order
     known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}

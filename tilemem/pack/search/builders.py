@@ -1,5 +1,5 @@
 """Compiled builders of the search's model arrays (``tilemem.pack.search.sweep`` calls them):
-the interaction rows (conflicts, element and region partners, with kind bits), the partner
+the interaction rows (conflicts, element and region partners, with kind bits, built from the classes' members), the partner
 pairs, the spans grown so interacting spans meet, and the section CSR helpers.
 
 Cross-sections of intervals are not here: they are ``tilemem.liveness.sweep.
@@ -12,75 +12,189 @@ from numba import njit
 
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION
 
-#: The dtypes of the interaction rows' indices and kinds (``interaction_csr``), in every
+#: The dtypes of the interaction rows' indices and kinds (``interactions_of``), in every
 #: model the kernel runs on (whole tiles and neighbourhoods alike: another dtype would be
 #: another compiled version of the kernel, about 20 s to compile).
 ADJ_IDX, ADJ_KIND = np.int32, np.int8
 
 
+def interactions_of(conflicts, element_adj, region_adj):
+    """Every variable's interacting variables with the kinds as bits, as CSR ``(ptr, idx,
+    kind)``: its conflicts (``TileConflicts.conflict_csr``'s row, in its order) and then its
+    element / region partners not among them (``K_CONFLICT``, ``K_ELEMENT``, ``K_REGION``;
+    a conflict that is also a partner carries both bits).
+
+    Built straight from the classes' members, not from ``conflict_csr``: its int64 rows
+    (about 2.5 M entries on a Mk2 tile) written and read once more cost about 40 % of the
+    step (on 13 tiles each of the generated Mk2 seeds 2 and 4: 19 ms -> 12 ms a tile).
+
+    The indices are int32 and the kinds int8 (``ADJ_IDX``, ``ADJ_KIND``): every pass over
+    the rows (colour refinement, the spans, the kernel's placements) reads them whole, and
+    at 5 bytes an entry instead of 16 those passes ran in about 60 % of the time.
+
+    >>> from tilemem.model import Report
+    >>> from tilemem.pack.problem import TileProblem
+    >>> r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[4] * 4,
+    ...     alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+    ...     eq_class=[0, 0, 1, 2], interference=[[1], [0], []],
+    ...     element_constraints=[[3], [], [], []])
+    >>> p = TileProblem.from_report(r, 0)
+    >>> ptr, idx, kind = interactions_of(p.conflicts, p.element_adj, p.region_adj)
+    >>> [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(4)]
+    [[1, 2, 3], [0, 2], [0, 1], [0]]
+    >>> kind[ptr[0]:ptr[1]].tolist() == [K_CONFLICT, K_CONFLICT, K_ELEMENT]
+    True
+    """
+    class_ptr, by_class = conflicts.members
+    a = conflicts.arrays
+    return _interactions_from_classes(len(a.local_class), a.local_class, a.always_live,
+                                      by_class, class_ptr, a.class_ptr, a.class_idx,
+                                      *element_adj, *region_adj)
+
+
 @njit(cache=True)
-def _add_partners(ptr, idx, i, mark, bits, row, cnt, kind):
-    """Add the constraint partners of ``i`` to its interaction row with ``kind``; new count."""
-    for t in range(ptr[i], ptr[i + 1]):
-        j = idx[t]
-        if mark[j] != i:
-            mark[j] = i
-            bits[j] = 0
-            row[cnt] = j
+def _class_row(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live, seen, out):
+    """Class ``c``'s conflict row into ``out`` (its length returned), in
+    ``TileConflicts.conflict_csr``'s order: its members, the members of the classes it
+    interferes with (self entries and repeats skipped), then the always-live variables
+    ``live`` not met yet (``seen``: scratch, -1 where not met by any class so far)."""
+    cnt = 0
+    prev = -1
+    for q in range(-1, cadj_ptr[c + 1] - cadj_ptr[c]):
+        cl = c if q < 0 else cadj_idx[cadj_ptr[c] + q]
+        if q >= 0:
+            if cl == c or cl == prev:
+                continue
+            prev = cl
+        for t in range(class_ptr[cl], class_ptr[cl + 1]):
+            v = by_class[t]
+            out[cnt] = v
             cnt += 1
-        bits[j] |= kind
+            if always[v]:
+                seen[v] = c
+    for t in range(len(live)):
+        if seen[live[t]] != c:
+            out[cnt] = live[t]
+            cnt += 1
     return cnt
 
 
 @njit(cache=True)
-def interaction_csr(n, conf_ptr, conf_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
-    """Every variable's interacting variables with the kinds as bits: its conflicts (the
-    liveness stage's conflict graph, ``TileConflicts.conflict_csr``) and then its element /
-    region partners not among them, as CSR ``(ptr, idx, kind)``. A row without partners is
-    its conflict row as it is; only rows with partners are deduplicated, with a mark (most
-    variables have none, and the conflict rows hold ~1.7 M entries on a Mk2 tile).
+def _write_row(i, conf, nconf, ep_ptr, ep_idx, rp_ptr, rp_idx, mark, bits, idx, kind, base,
+               count_only):
+    """Variable ``i``'s interaction row: its conflicts ``conf[:nconf]`` (``i`` skipped), then
+    its element / region partners not among them, kinds as bits (``interactions_of``);
+    written at ``idx[base:]`` unless ``count_only``; its length returned."""
+    cnt = 0
+    partners = ep_ptr[i] != ep_ptr[i + 1] or rp_ptr[i] != rp_ptr[i + 1]
+    for t in range(nconf):
+        j = conf[t]
+        if j == i:
+            continue
+        if partners:
+            mark[j] = i
+            bits[j] = K_CONFLICT
+        if not count_only:
+            idx[base + cnt] = j
+            kind[base + cnt] = K_CONFLICT
+        cnt += 1
+    if not partners:
+        return cnt
+    first_extra = cnt
+    for which in range(2):
+        ptr, pidx, k = (ep_ptr, ep_idx, K_ELEMENT) if which == 0 else (rp_ptr, rp_idx, K_REGION)
+        for t in range(ptr[i], ptr[i + 1]):
+            j = pidx[t]
+            if mark[j] != i:
+                mark[j] = i
+                bits[j] = 0
+                if not count_only:
+                    idx[base + cnt] = j
+                cnt += 1
+            bits[j] |= k
+    if not count_only:
+        for t in range(cnt):
+            kind[base + t] = bits[idx[base + t]]
+    return cnt
 
-    The indices are int32 and the kinds int8 (``ADJ_IDX``, ``ADJ_KIND``): every pass over
-    the rows (colour refinement, the spans, the kernel's placements) reads them whole, and
-    at 5 bytes an entry instead of 16 those passes ran in about 60 % of the time."""
+
+@njit(cache=True)
+def _interactions_from_classes(n, local_class, always, by_class, class_ptr, cadj_ptr,
+                               cadj_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
+    """``interactions_of``, compiled: each class's conflict row built once (``_class_row``)
+    and written out for each of its members that is not always live; an always-live
+    variable's row is every other variable. The rows' lengths come first from the classes'
+    sizes (a class row's length is a sum over its adjacency, not a pass over its members),
+    except for the classes with element or region partners, whose rows are built to count
+    the partners among the conflicts."""
+    nc = len(class_ptr) - 1
+    nlive = 0
+    live = np.zeros(n, np.int64)
+    for v in range(n):
+        if always[v]:
+            live[nlive] = v
+            nlive += 1
+    live = live[:nlive]
+    # per class: members, always-live members, members with partners
+    size = np.zeros(nc, np.int64)
+    alive = np.zeros(nc, np.int64)
+    partnered = np.zeros(nc, np.bool_)
+    for c in range(nc):
+        for t in range(class_ptr[c], class_ptr[c + 1]):
+            v = by_class[t]
+            size[c] += 1
+            if always[v]:
+                alive[c] += 1
+            if ep_ptr[v] != ep_ptr[v + 1] or rp_ptr[v] != rp_ptr[v + 1]:
+                partnered[c] = True
+    every = np.arange(n).astype(np.int64)
+    seen = np.full(n, -1, np.int64)
+    scratch = np.empty(n, np.int64)
     mark = np.full(n, -1, np.int64)
     bits = np.zeros(n, np.int64)
-    row = np.zeros(n, np.int64)
     ptr = np.zeros(n + 1, np.int64)
     idx = np.zeros(0, ADJ_IDX)
     kind = np.zeros(0, ADJ_KIND)
     for phase in range(2):
+        count_only = phase == 0
         if phase == 1:
+            for v in range(n):
+                ptr[v + 1] += ptr[v]
             idx = np.empty(ptr[n], ADJ_IDX)
             kind = np.empty(ptr[n], ADJ_KIND)
-        mark[:] = -1
-        for i in range(n):
-            c0, c1 = conf_ptr[i], conf_ptr[i + 1]
-            if ep_ptr[i] == ep_ptr[i + 1] and rp_ptr[i] == rp_ptr[i + 1]:
-                if phase == 0:
-                    ptr[i + 1] = ptr[i] + c1 - c0
-                else:
-                    base = ptr[i] - c0
-                    for t in range(c0, c1):
-                        idx[base + t] = conf_idx[t]
-                        kind[base + t] = K_CONFLICT
+            seen[:] = -1
+            mark[:] = -1
+        for c in range(nc):
+            if size[c] == alive[c]:
+                continue   # no member that is not always live
+            if count_only and not partnered[c]:
+                m = size[c] + nlive - alive[c]
+                prev = -1
+                for q in range(cadj_ptr[c], cadj_ptr[c + 1]):
+                    cl = cadj_idx[q]
+                    if cl == c or cl == prev:
+                        continue
+                    prev = cl
+                    m += size[cl] - alive[cl]
+                for t in range(class_ptr[c], class_ptr[c + 1]):
+                    if not always[by_class[t]]:
+                        ptr[by_class[t] + 1] = m - 1
                 continue
-            cnt = 0
-            for t in range(c0, c1):
-                j = conf_idx[t]
-                mark[j] = i
-                bits[j] = K_CONFLICT
-                row[cnt] = j
-                cnt += 1
-            cnt = _add_partners(ep_ptr, ep_idx, i, mark, bits, row, cnt, K_ELEMENT)
-            cnt = _add_partners(rp_ptr, rp_idx, i, mark, bits, row, cnt, K_REGION)
-            if phase == 0:
-                ptr[i + 1] = ptr[i] + cnt
-            else:
-                base = ptr[i]
-                for t in range(cnt):
-                    idx[base + t] = row[t]
-                    kind[base + t] = bits[row[t]]
+            m = _class_row(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live, seen,
+                           scratch)
+            for t in range(class_ptr[c], class_ptr[c + 1]):
+                i = by_class[t]
+                if always[i]:
+                    continue
+                cnt = _write_row(i, scratch, m, ep_ptr, ep_idx, rp_ptr, rp_idx, mark, bits,
+                                 idx, kind, ptr[i], count_only)
+                if count_only:
+                    ptr[i + 1] = cnt
+        for i in live:
+            cnt = _write_row(i, every, n, ep_ptr, ep_idx, rp_ptr, rp_idx, mark, bits, idx,
+                             kind, ptr[i], count_only)
+            if count_only:
+                ptr[i + 1] = cnt
     return ptr, idx, kind
 
 

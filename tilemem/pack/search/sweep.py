@@ -110,8 +110,7 @@ def build_model(p: TileProblem) -> SearchModel:
     n = p.n
     size = np.maximum(p.size.astype(np.int64), 1)
     ep_ptr, rp_ptr = p.element_adj[0], p.region_adj[0]
-    adj_ptr, udst, ukind = B.interaction_csr(n, *p.conflicts.conflict_csr(), *p.element_adj,
-                                             *p.region_adj)
+    adj_ptr, udst, ukind = B.interactions_of(p.conflicts, p.element_adj, p.region_adj)
 
     sec_ptr, sec_vars, width, how = _sections(p, size)
     sec_ptr, sec_vars = _with_window_groups(sec_ptr, sec_vars, p.lo.astype(np.int64),
