@@ -64,14 +64,25 @@ def carry_over(report: Report, donor_tile: int, donor_offsets: np.ndarray,
     rest = np.flatnonzero(~matched)
     rest = rest[np.argsort(-p.size[rest], kind="stable")]
     best = None
-    # the variables without a twin last (they take what room is left) or, when there are
-    # any, first: placed last, one whose element partners already sit in every memory
-    # element below the top lands in a new element above it all
-    for order in ((mine, rest), (rest, mine)) if len(rest) else ((mine, rest),):
+    # the variables without a twin last (they take what room is left), and first too when
+    # one of them, placed last, ends highest: one whose element partners already sit in
+    # every memory element below the top lands in a new element above it all (11 % above
+    # on a seed-2 tile). Otherwise that second first fit rarely did better (120 tiles of
+    # seeds 2 and 4 in runs: 3 times of 71, by at most 0.07 % of the bound; with an
+    # unmatched variable on top 11 of 35).
+    for order in ((mine, rest), (rest, mine)):
+        if order[0] is rest and (not len(rest) or best is not None and not _on_top(p, best, rest)):
+            break
         off = first_fit(p, np.concatenate(order))
         if self_check(p, off) and (best is None or objective(p, off) < objective(p, best)):
             best = off
     return best
+
+
+def _on_top(p: TileProblem, off: np.ndarray, some: np.ndarray) -> bool:
+    """Does one of the variables ``some`` end at the highest end address of ``off``?"""
+    end = off + p.size
+    return bool(end[some].max() >= end.max())
 
 
 def match_twins(report: Report, donor_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:

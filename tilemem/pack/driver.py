@@ -101,11 +101,22 @@ FIRST_STOP = 0.002
 #: each tile left above 1%; at most ``MAX_RESERVE`` of the budget. (Seed 3: the fit stage on
 #: 31 tiles took the whole fixed reserve, and the 23 tiles above 1% got none of it.)
 FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
-#: The reserve is projected from the results in once this many tiles (and a twentieth of the
-#: pass) are done. (Seed 3 of the generated Mk2, the reserve grown by the results in alone:
-#: the tiles done before them had taken its time, and the fit stage got 37 s for 38 tiles: 6
-#: more undecided, 6 fewer fit.)
-PROJECT_AFTER = 32
+#: The reserve is projected to the whole pass from the results in (the tiles go in a random
+#: order) and from a prior worth a few tiles, so that the first results do not swing it:
+#: ``HIGH_PRIOR`` of the tiles left above 1% (the default runs' first passes on the
+#: generated Mk2 seeds 1-4 left 0.3-5 %), weighing as much as ``HIGH_WEIGHT`` tiles; and,
+#: only among the tiles whose bound is within ``2 * NEAR`` below tileMemory (no other tile
+#: ends a first pass overflowing: its gap would have to pass 2%), ``FIT_PRIOR`` of them
+#: overflowing (5-53 % on those seeds), weighing ``FIT_WEIGHT`` tiles. (Before: the
+#: reserve projected from the results alone, as the count of tiles above 1% times the
+#: tiles over those seen, after 73 of 1,472 tiles; a tile that overflowed among them
+#: counted 20 times, 30 s of the reserve; the pass ended at 152-195 s on seed 2 in runs of
+#: the same code, and a seed-1 run whose first seconds shared the cores ended it at 154 s
+#: instead of 209 s, median gap 0.33 % against 0.24 %. Seed 3, the reserve grown by the
+#: results in alone, not projected: the tiles done before them had taken its time, and the
+#: fit stage got 37 s for 38 tiles: 6 more undecided, 6 fewer fit.)
+HIGH_PRIOR, HIGH_WEIGHT = 0.03, 64
+FIT_PRIOR, FIT_WEIGHT = 1 / 3, 6
 #: The first pass goes over the tiles in runs of ``CHAIN`` neighbouring tiles, one task a run
 #: (the runs in a random order): each tile of a run starts from the better of the
 #: heuristic's allocation and its predecessor's, carried over (``tilemem.pack.carry``: a
@@ -237,8 +248,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             share = [EvenShare(until, i, len(todo), w, MIN_SHARE * quick,
                                QUICK_MAX_SHARE * quick, revised=True)
                      for i in range(len(todo))]
-        asked = 0.0   # worker-seconds the first pass's results ask of the later passes
-        seen = 0
+            # the only tiles a first pass leaves overflowing although their bound fits
+            near_capacity = {t for t in todo if tm >= known[t][0] > tm / (1 + 2 * NEAR)}
+            forecast = ReserveForecast(len(todo), near_capacity, w, span)
+            _FIRST_END.value = deadline - forecast.seconds()
         tasks = [TileTask(t, first_pass, None, None, known[t],
                           quick if searching else time_limit, seed,
                           deterministic=deterministic,
@@ -273,11 +286,10 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                        last or (method == Method.AUTO and res.status == Status.OPTIMAL))
                 if sharing:
                     # the reserve, revised: what this result will ask of the later passes
-                    asked += (FIT_SECONDS if _may_fit(res, tm) else EXACT_SHARE
-                              if res.gap > NEAR and res.status != Status.OPTIMAL else 0.0)
-                    seen += 1
-                    reserve = _first_reserve(asked, seen, len(todo), w, span)
-                    _FIRST_END.value = deadline - reserve
+                    fits = _may_fit(res, tm)
+                    forecast.add(t, fits, not fits and res.gap > NEAR
+                                 and res.status != Status.OPTIMAL)
+                    _FIRST_END.value = deadline - forecast.seconds()
         _FIRST_END.value = float("nan")
         todo = [] if last else [t for t in reps if t not in final
                                 and (method == Method.EXACT or done[t][0].status != Status.OPTIMAL)]
@@ -410,22 +422,59 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     return alloc
 
 
-def _first_reserve(asked: float, seen: int, tiles: int, workers: int, span: float) -> float:
-    """Seconds the first pass leaves the later passes, revised after ``seen`` of its
-    ``tiles`` tiles have asked ``asked`` worker-seconds of them: projected to the whole pass
-    once a sample is done (the tiles go in a random order), so that the tiles still to come
-    leave the later passes their time, not only the last few; at least ``FIRST_RESERVE`` and
-    at most ``MAX_RESERVE`` of the ``span``.
+class ReserveForecast:
+    """What the first pass's results will ask of the later passes, in seconds of the run
+    (``seconds``), revised as each result comes in (``add``): ``FIT_SECONDS`` of a worker
+    for each tile that overflows although its bound fits, ``EXACT_SHARE`` for each tile
+    left above 1%; for the tiles not done yet, the rates seen so far, each started from its
+    prior (``HIGH_PRIOR``, ``FIT_PRIOR``: a Beta prior worth ``HIGH_WEIGHT`` and
+    ``FIT_WEIGHT`` tiles). Only the ``near_capacity`` tiles (bound within ``2 * NEAR``
+    below tileMemory) are expected to overflow; the others count when they do. At least
+    ``FIRST_RESERVE`` and at most ``MAX_RESERVE`` of the ``span``.
 
-    >>> _first_reserve(30.0, 10, 1000, 2, 240.0)       # too few seen: what they asked alone
+    >>> f = ReserveForecast(tiles=1000, near_capacity=set(), workers=2, span=240.0)
+    >>> f.seconds()                    # the prior alone: 30 tiles above 1% -> 15 s, the floor
     24.0
-    >>> _first_reserve(30.0, 100, 1000, 2, 240.0)      # 300 worker-seconds in all, 150 s
-    84.0
-    >>> _first_reserve(9.0, 100, 1000, 2, 240.0)       # 90 worker-seconds: 45 s
-    45.0
+    >>> for t in range(100):
+    ...     f.add(t, fits=False, high=t < 10)
+    >>> round(f.seconds(), 1)          # 10 + 900 * (10 + 1.92) / 164 = 75.4 tiles above 1%
+    37.7
+    >>> g = ReserveForecast(tiles=1000, near_capacity={0, 1, 2, 3}, workers=2, span=240.0)
+    >>> g.add(0, fits=True, high=False)   # 1 + 3 * (1 + 2) / 7 near-capacity tiles overflow
+    >>> round(g.fit_tiles(), 3), round(g.high_tiles(), 3)
+    (2.286, 29.509)
     """
-    projected = asked * tiles / seen if seen >= max(PROJECT_AFTER, tiles // 20) else asked
-    return min(max(FIRST_RESERVE * span, projected / workers), MAX_RESERVE * span)
+
+    def __init__(self, tiles: int, near_capacity: set[int], workers: int, span: float):
+        self.tiles, self.near = tiles, near_capacity
+        self.workers, self.span = max(workers, 1), span
+        self.seen = self.high = 0           # results in; of them left above 1%
+        self.near_seen = self.near_fit = 0  # near-capacity results in; of them overflowing
+        self.far_fit = 0                    # other tiles that overflow although their bound fits
+
+    def add(self, tile: int, fits: bool, high: bool) -> None:
+        """A result: ``fits``, it overflows although its bound fits (the fit stage's);
+        ``high``, it is left above 1% (the exact stage's)."""
+        self.seen += 1
+        self.high += bool(high)
+        if tile in self.near:
+            self.near_seen += 1
+            self.near_fit += bool(fits)
+        else:
+            self.far_fit += bool(fits)
+
+    def high_tiles(self) -> float:
+        rate = (self.high + HIGH_PRIOR * HIGH_WEIGHT) / (self.seen + HIGH_WEIGHT)
+        return self.high + max(self.tiles - self.seen, 0) * rate
+
+    def fit_tiles(self) -> float:
+        rate = (self.near_fit + FIT_PRIOR * FIT_WEIGHT) / (self.near_seen + FIT_WEIGHT)
+        return self.far_fit + self.near_fit + max(len(self.near) - self.near_seen, 0) * rate
+
+    def seconds(self) -> float:
+        asked = FIT_SECONDS * self.fit_tiles() + EXACT_SHARE * self.high_tiles()
+        return min(max(FIRST_RESERVE * self.span, asked / self.workers),
+                   MAX_RESERVE * self.span)
 
 
 def _exact_reserve(left: float, tiles: int, workers: int) -> float:
