@@ -104,10 +104,12 @@ FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
 #: The reserve is projected to the whole pass from the results in (the tiles go in a random
 #: order) and from a prior worth a few tiles, so that the first results do not swing it:
 #: ``HIGH_PRIOR`` of the tiles left above 1% (the default runs' first passes on the
-#: generated Mk2 seeds 1-4 left 0.3-5 %), weighing as much as ``HIGH_WEIGHT`` tiles; and,
+#: generated Mk2 seeds 1-4 left 0.3-1.4 % once a tile's set-up cost less, 1a1af6f),
+#: weighing as much as ``HIGH_WEIGHT`` tiles; and,
 #: only among the tiles whose bound is within ``2 * NEAR`` below tileMemory (no other tile
 #: ends a first pass overflowing: its gap would have to pass 2%), ``FIT_PRIOR`` of them
-#: overflowing (5-53 % on those seeds), weighing ``FIT_WEIGHT`` tiles. (Before: the
+#: overflowing (5-53 % on those seeds, 20-37 % on seeds 2 and 4 after 1a1af6f), weighing
+#: ``FIT_WEIGHT`` tiles. (Before: the
 #: reserve projected from the results alone, as the count of tiles above 1% times the
 #: tiles over those seen, after 73 of 1,472 tiles; a tile that overflowed among them
 #: counted 20 times, 30 s of the reserve; the pass ended at 152-195 s on seed 2 in runs of
@@ -115,7 +117,7 @@ FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
 #: instead of 209 s, median gap 0.33 % against 0.24 %. Seed 3, the reserve grown by the
 #: results in alone, not projected: the tiles done before them had taken its time, and the
 #: fit stage got 37 s for 38 tiles: 6 more undecided, 6 fewer fit.)
-HIGH_PRIOR, HIGH_WEIGHT = 0.03, 64
+HIGH_PRIOR, HIGH_WEIGHT = 0.01, 64
 FIT_PRIOR, FIT_WEIGHT = 1 / 3, 6
 #: The first pass goes over the tiles in runs of ``CHAIN`` neighbouring tiles, one task a run
 #: (the runs in a random order): each tile of a run starts from the better of the
@@ -433,16 +435,16 @@ class ReserveForecast:
     ``FIRST_RESERVE`` and at most ``MAX_RESERVE`` of the ``span``.
 
     >>> f = ReserveForecast(tiles=1000, near_capacity=set(), workers=2, span=240.0)
-    >>> f.seconds()                    # the prior alone: 30 tiles above 1% -> 15 s, the floor
+    >>> f.seconds()                    # the prior alone: 10 tiles above 1% -> 5 s, the floor
     24.0
     >>> for t in range(100):
     ...     f.add(t, fits=False, high=t < 10)
-    >>> round(f.seconds(), 1)          # 10 + 900 * (10 + 1.92) / 164 = 75.4 tiles above 1%
-    37.7
+    >>> round(f.seconds(), 1)          # 10 + 900 * (10 + 0.64) / 164 = 68.4 tiles above 1%
+    34.2
     >>> g = ReserveForecast(tiles=1000, near_capacity={0, 1, 2, 3}, workers=2, span=240.0)
     >>> g.add(0, fits=True, high=False)   # 1 + 3 * (1 + 2) / 7 near-capacity tiles overflow
     >>> round(g.fit_tiles(), 3), round(g.high_tiles(), 3)
-    (2.286, 29.509)
+    (2.286, 9.836)
     """
 
     def __init__(self, tiles: int, near_capacity: set[int], workers: int, span: float):
