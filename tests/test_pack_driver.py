@@ -308,3 +308,34 @@ def test_the_pool_workers_see_the_first_pass_end_revised_after_they_started():
         assert seen == [123.5] * 4
     finally:
         driver._FIRST_END.value = float("nan")
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60),
+       st.integers(0, 20), st.integers(1, 4))
+def test_the_reserve_forecast_counts_what_it_saw_and_stays_within_its_bounds(results, near,
+                                                                            workers):
+    """Once every tile is in, the forecast is the count of what the results asked (no prior
+    left); at every step its seconds stay between the floor and the cap of the span."""
+    from tilemem.pack.driver import FIRST_RESERVE, MAX_RESERVE, ReserveForecast
+    n = len(results)
+    near_set = set(range(min(near, n)))
+    f = ReserveForecast(n, near_set, workers, 240.0)
+    for t, (fits, high) in enumerate(results):
+        high = high and not fits   # a tile asks one stage or the other
+        f.add(t, fits, high)
+        assert FIRST_RESERVE * 240.0 <= f.seconds() <= MAX_RESERVE * 240.0
+    assert f.fit_tiles() == pytest.approx(sum(fits for fits, _ in results))
+    assert f.high_tiles() == pytest.approx(sum(h and not fits for fits, h in results))
+
+
+def test_an_early_run_of_bad_results_moves_the_forecast_less_than_a_plain_projection():
+    """Three tiles above 1% among the first 20 of 1,000: projected alone that is 150 tiles;
+    the prior (1% of tiles, worth 64 of them) holds the forecast near what the pass will
+    ask if the rest behave as the prior says."""
+    from tilemem.pack.driver import HIGH_PRIOR, HIGH_WEIGHT, ReserveForecast
+    f = ReserveForecast(1000, set(), 2, 1000.0)
+    for t in range(20):
+        f.add(t, False, t < 3)
+    expected = 3 + 980 * (3 + HIGH_PRIOR * HIGH_WEIGHT) / (20 + HIGH_WEIGHT)
+    assert f.high_tiles() == pytest.approx(expected)
+    assert f.high_tiles() < 3 * 1000 / 20 / 2

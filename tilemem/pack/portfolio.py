@@ -97,7 +97,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             # valid carried allocation the report's order alone (``CARRIED_HINT_ORDERS``)
             quick_start = method in ("quick", "near") and time_limit > 0.01
             orders = QUICK_HINT_ORDERS if quick_start else None
-            if quick_start and carried_off is not None and extra:
+            if quick_start and carried_off is not None and extra and _meets(
+                    p, carried_off, lower + int(lower * CARRIED_NEAR)):
                 orders = CARRIED_HINT_ORDERS
             h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed,
                                          orders=orders)
@@ -186,6 +187,9 @@ def _meets(p: TileProblem, off: np.ndarray, bound: int, overflow_ok: bool = Fals
     return total <= bound and (over == 0 or overflow_ok)
 
 
+#: How near the lower bound is near enough, as a fraction of it: where the "near" method,
+#: the driver's first pass over every tile, stops: within 1%.
+NEAR = 0.01
 #: The heuristic's orders tried before the quick search (besides the report's own): its
 #: allocation is the search's first hint and what is kept if the search finds nothing
 #: better (on Mk2 tiles the first order is within a few tenths of a percent of the best of
@@ -196,11 +200,11 @@ QUICK_HINT_ORDERS = 1
 #: on 120 tiles of the generated Mk2 seeds 2 and 4 in runs, the heuristic's first order
 #: beat both it and the report's order twice, by at most 0.09 % of the bound, and it costs
 #: a first fit (6-8 ms of a tile's 0.1-0.13 s of set-up); the report's order is sometimes
-#: the best start of all (seed 4's tiles 48-55: 0.70 % against 1.03 % carried).
-CARRIED_HINT_ORDERS = 0
-#: How near the lower bound is near enough, as a fraction of it: where the "near" method,
-#: the driver's first pass over every tile, stops: within 1%.
-NEAR = 0.01
+#: the best start of all (seed 4's tiles 48-55: 0.70 % against 1.03 % carried). Only when
+#: the carried allocation fits within ``CARRIED_NEAR`` of the bound: where neighbours are
+#: not alike (few twins), a carried allocation is a plain first fit, and the heuristic's
+#: order may well be better.
+CARRIED_HINT_ORDERS, CARRIED_NEAR = 0, 2 * NEAR
 #: Where ``quick_search`` probes first, as a share of ``NEAR``: a little below it, because a
 #: probe that finds no placement returns its best failed descent completed by first fit,
 #: which lands a little above the cap (``search.solver._completion``), so then often still within
