@@ -225,58 +225,62 @@ def _window_groups(sec_ptr, sec_vars, lo, hi, his, los):
     """``_with_window_groups`` over CSR sections, compiled (``his``/``los``: the distinct
     window ends / starts, ascending): per section, the section, then for each window end
     ``d`` its members have below their largest, the members ending by ``d`` (when more
-    than one), then likewise for each window start above their smallest."""
+    than one), then likewise for each window start above their smallest.
+
+    Each section is read once to copy it and count its members per window end and start
+    (the variables' ranks among ``his`` / ``los``); only the groups written read it again.
+    (Counting in a pass per window end and start took 2-3 times as long on Mk2 tiles, whose
+    sections hold about a million entries.)"""
     S = len(sec_ptr) - 1
-    total = sec_ptr[S] * (len(his) + len(los) - 1)
+    nh, nl = len(his), len(los)
+    total = sec_ptr[S] * (nh + nl - 1)
     members = np.empty(total, np.int64)
-    ptr = np.empty(S * (len(his) + len(los) - 1) + 1, np.int64)
+    ptr = np.empty(S * (nh + nl - 1) + 1, np.int64)
     ptr[0] = 0
+    hrank = np.searchsorted(his, hi)
+    lrank = np.searchsorted(los, lo)
+    hcnt = np.zeros(nh, np.int64)
+    lcnt = np.zeros(nl, np.int64)
     k = 0  # groups written
     w = 0  # members written
     for s in range(S):
         a, b = sec_ptr[s], sec_ptr[s + 1]
+        hcnt[:] = 0
+        lcnt[:] = 0
+        hmax = -1
+        lmin = nl
         for q in range(a, b):
-            members[w] = sec_vars[q]
+            v = sec_vars[q]
+            members[w] = v
             w += 1
+            hcnt[hrank[v]] += 1
+            lcnt[lrank[v]] += 1
+            hmax = max(hmax, hrank[v])
+            lmin = min(lmin, lrank[v])
         k += 1
         ptr[k] = w
-        hmax = hi[sec_vars[a]]
-        lmin = lo[sec_vars[a]]
-        for q in range(a, b):
-            hmax = max(hmax, hi[sec_vars[q]])
-            lmin = min(lmin, lo[sec_vars[q]])
-        for d in his:
-            if d >= hmax:
-                break
-            present = False
-            count = 0
-            for q in range(a, b):
-                h = hi[sec_vars[q]]
-                present |= h == d
-                count += h <= d
-            if present and count > 1:
+        count = 0
+        for j in range(hmax):   # window ends below the section's largest
+            count += hcnt[j]
+            if hcnt[j] > 0 and count > 1:
                 for q in range(a, b):
-                    if hi[sec_vars[q]] <= d:
+                    if hrank[sec_vars[q]] <= j:
                         members[w] = sec_vars[q]
                         w += 1
                 k += 1
                 ptr[k] = w
-        for r in los:
-            if r <= lmin:
-                continue
-            present = False
-            count = 0
-            for q in range(a, b):
-                x = lo[sec_vars[q]]
-                present |= x == r
-                count += x >= r
-            if present and count > 1:
+        count = 0
+        for j in range(nl - 1, lmin, -1):   # window starts above the smallest, descending
+            count += lcnt[j]
+        for j in range(lmin + 1, nl):       # ascending, as the window starts are listed
+            if lcnt[j] > 0 and count > 1:
                 for q in range(a, b):
-                    if lo[sec_vars[q]] >= r:
+                    if lrank[sec_vars[q]] >= j:
                         members[w] = sec_vars[q]
                         w += 1
                 k += 1
                 ptr[k] = w
+            count -= lcnt[j]
     return ptr[:k + 1].copy(), members[:w].copy()
 
 
