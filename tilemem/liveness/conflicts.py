@@ -283,13 +283,44 @@ def _conflict_rows(sub, n, local_class, by_class, class_ptr, cadj_ptr, cadj_idx,
 
 
 @njit(cache=True)
+def class_row_into(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live, seen, pos, out):
+    """Compiled: the conflict row of class ``c`` written into ``out`` (its length returned):
+    the positions ``pos[v]`` (-1: not wanted) of its members, of the members of the classes
+    it interferes with (self entries and repeats in its adjacency skipped), then of the
+    always-live variables ``live`` not met yet. ``seen``: scratch over the variables, set to
+    ``c`` for each always-live variable met here (a class is written once a pass, so a mark
+    left by another class never reads as this one's). The one reading of a class's row that
+    ``conflict_csr`` and the search's interaction rows (``tilemem.pack.search.builders``)
+    share."""
+    cnt = 0
+    prev = -1
+    for q in range(-1, cadj_ptr[c + 1] - cadj_ptr[c]):
+        cl = c if q < 0 else cadj_idx[cadj_ptr[c] + q]
+        if q >= 0:
+            if cl == c or cl == prev:
+                continue
+            prev = cl
+        for t in range(class_ptr[cl], class_ptr[cl + 1]):
+            v = by_class[t]
+            if pos[v] >= 0:
+                out[cnt] = pos[v]
+                cnt += 1
+                if always[v]:
+                    seen[v] = c
+    for t in range(len(live)):
+        if seen[live[t]] != c:
+            out[cnt] = pos[live[t]]
+            cnt += 1
+    return cnt
+
+
+@njit(cache=True)
 def _class_rows(used, pos, by_class, class_ptr, cadj_ptr, cadj_idx, always, live):
-    """For each ``used`` class: the positions (``pos``, -1: not wanted) of its members, of
-    its neighbour classes' members, then of the always-live variables ``live`` not met yet,
-    as CSR over classes. Self entries and repeats in a class's adjacency are skipped."""
+    """For each ``used`` class: its row (``class_row_into``) as CSR over classes."""
     nc = len(class_ptr) - 1
     rptr = np.zeros(nc + 1, np.int64)
-    seen = np.full(len(pos), -1, np.int64)   # always-live variables met in class c's lists
+    seen = np.full(len(pos), -1, np.int64)
+    scratch = np.empty(len(pos), np.int64)
     rows = np.zeros(0, np.int64)
     for phase in range(2):
         if phase == 1:
@@ -298,27 +329,9 @@ def _class_rows(used, pos, by_class, class_ptr, cadj_ptr, cadj_idx, always, live
         for c in range(nc):
             cnt = 0
             if used[c]:
-                base = rptr[c]
-                prev = -1
-                for q in range(-1, cadj_ptr[c + 1] - cadj_ptr[c]):
-                    cl = c if q < 0 else cadj_idx[cadj_ptr[c] + q]
-                    if q >= 0:
-                        if cl == c or cl == prev:
-                            continue
-                        prev = cl
-                    for t in range(class_ptr[cl], class_ptr[cl + 1]):
-                        v = by_class[t]
-                        if pos[v] >= 0:
-                            if phase == 1:
-                                rows[base + cnt] = pos[v]
-                            cnt += 1
-                            if always[v]:
-                                seen[v] = c
-                for t in range(len(live)):
-                    if seen[live[t]] != c:
-                        if phase == 1:
-                            rows[base + cnt] = pos[live[t]]
-                        cnt += 1
+                out = scratch if phase == 0 else rows[rptr[c]:]
+                cnt = class_row_into(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live,
+                                     seen, pos, out)
             if phase == 0:
                 rptr[c + 1] = rptr[c] + cnt
     return rptr, rows

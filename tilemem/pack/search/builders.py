@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ...liveness.conflicts import class_row_into
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION
 
 #: The dtypes of the interaction rows' indices and kinds (``interactions_of``), in every
@@ -50,33 +51,6 @@ def interactions_of(conflicts, element_adj, region_adj):
     return _interactions_from_classes(len(a.local_class), a.local_class, a.always_live,
                                       by_class, class_ptr, a.class_ptr, a.class_idx,
                                       *element_adj, *region_adj)
-
-
-@njit(cache=True)
-def _class_row(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live, seen, out):
-    """Class ``c``'s conflict row into ``out`` (its length returned), in
-    ``TileConflicts.conflict_csr``'s order: its members, the members of the classes it
-    interferes with (self entries and repeats skipped), then the always-live variables
-    ``live`` not met yet (``seen``: scratch, -1 where not met by any class so far)."""
-    cnt = 0
-    prev = -1
-    for q in range(-1, cadj_ptr[c + 1] - cadj_ptr[c]):
-        cl = c if q < 0 else cadj_idx[cadj_ptr[c] + q]
-        if q >= 0:
-            if cl == c or cl == prev:
-                continue
-            prev = cl
-        for t in range(class_ptr[cl], class_ptr[cl + 1]):
-            v = by_class[t]
-            out[cnt] = v
-            cnt += 1
-            if always[v]:
-                seen[v] = c
-    for t in range(len(live)):
-        if seen[live[t]] != c:
-            out[cnt] = live[t]
-            cnt += 1
-    return cnt
 
 
 @njit(cache=True)
@@ -121,7 +95,7 @@ def _write_row(i, conf, nconf, ep_ptr, ep_idx, rp_ptr, rp_idx, mark, bits, idx, 
 @njit(cache=True)
 def _interactions_from_classes(n, local_class, always, by_class, class_ptr, cadj_ptr,
                                cadj_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
-    """``interactions_of``, compiled: each class's conflict row built once (``_class_row``)
+    """``interactions_of``, compiled: each class's conflict row built once (``class_row_into``)
     and written out for each of its members that is not always live; an always-live
     variable's row is every other variable. The rows' lengths come first from the classes'
     sizes (a class row's length is a sum over its adjacency, not a pass over its members),
@@ -180,8 +154,8 @@ def _interactions_from_classes(n, local_class, always, by_class, class_ptr, cadj
                     if not always[by_class[t]]:
                         ptr[by_class[t] + 1] = m - 1
                 continue
-            m = _class_row(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live, seen,
-                           scratch)
+            m = class_row_into(c, by_class, class_ptr, cadj_ptr, cadj_idx, always, live, seen,
+                               every, scratch)
             for t in range(class_ptr[c], class_ptr[c + 1]):
                 i = by_class[t]
                 if always[i]:
