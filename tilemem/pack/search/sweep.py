@@ -217,13 +217,19 @@ def _with_window_groups(sec_ptr, sec_vars, lo, hi):
         return sec_ptr, sec_vars  # one window for all: no sub-cliques
     if len(sec_ptr) < 2:
         return sec_ptr, sec_vars
-    return _window_groups(sec_ptr, sec_vars, lo, hi, np.unique(hi), np.unique(lo))
+    his, los = np.unique(hi), np.unique(lo)
+    # each variable's rank among the window ends and starts (outside the compiled code:
+    # numba's cached searches can run another function's, ``tilemem.liveness.sorting``)
+    return _window_groups(sec_ptr, sec_vars, lo, hi, his, los,
+                          np.searchsorted(his, hi).astype(np.int64),
+                          np.searchsorted(los, lo).astype(np.int64))
 
 
 @njit(cache=True)
-def _window_groups(sec_ptr, sec_vars, lo, hi, his, los):
+def _window_groups(sec_ptr, sec_vars, lo, hi, his, los, hrank, lrank):
     """``_with_window_groups`` over CSR sections, compiled (``his``/``los``: the distinct
-    window ends / starts, ascending): per section, the section, then for each window end
+    window ends / starts, ascending; ``hrank``/``lrank``: each variable's rank among them):
+    per section, the section, then for each window end
     ``d`` its members have below their largest, the members ending by ``d`` (when more
     than one), then likewise for each window start above their smallest.
 
@@ -237,8 +243,6 @@ def _window_groups(sec_ptr, sec_vars, lo, hi, his, los):
     members = np.empty(total, np.int64)
     ptr = np.empty(S * (nh + nl - 1) + 1, np.int64)
     ptr[0] = 0
-    hrank = np.searchsorted(his, hi)
-    lrank = np.searchsorted(los, lo)
     hcnt = np.zeros(nh, np.int64)
     lcnt = np.zeros(nl, np.int64)
     k = 0  # groups written
