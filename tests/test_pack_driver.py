@@ -320,12 +320,12 @@ def test_the_reserve_forecast_counts_what_it_saw_and_stays_within_its_bounds(res
     n = len(results)
     near_set = set(range(min(near, n)))
     f = ReserveForecast(n, near_set, workers, 240.0)
-    for t, (fits, high) in enumerate(results):
-        high = high and not fits   # a tile asks one stage or the other
-        f.add(t, fits, high)
+    for t, (may_fit, high) in enumerate(results):
+        high = high and not may_fit   # a tile asks one stage or the other
+        f.add(t, may_fit, high)
         assert FIRST_RESERVE * 240.0 <= f.seconds() <= MAX_RESERVE * 240.0
-    assert f.fit_tiles() == pytest.approx(sum(fits for fits, _ in results))
-    assert f.high_tiles() == pytest.approx(sum(h and not fits for fits, h in results))
+    assert f.fit_tiles() == pytest.approx(sum(m for m, _ in results))
+    assert f.high_tiles() == pytest.approx(sum(h and not m for m, h in results))
 
 
 def test_an_early_run_of_bad_results_moves_the_forecast_less_than_a_plain_projection():

@@ -288,8 +288,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                        last or (method == Method.AUTO and res.status == Status.OPTIMAL))
                 if sharing:
                     # the reserve, revised: what this result will ask of the later passes
-                    fits = _may_fit(res, tm)
-                    forecast.add(t, fits, not fits and res.gap > NEAR
+                    asks_fit = _may_fit(res, tm)
+                    forecast.add(t, asks_fit, not asks_fit and res.gap > NEAR
                                  and res.status != Status.OPTIMAL)
                     _FIRST_END.value = deadline - forecast.seconds()
         _FIRST_END.value = float("nan")
@@ -438,11 +438,11 @@ class ReserveForecast:
     >>> f.seconds()                    # the prior alone: 10 tiles above 1% -> 5 s, the floor
     24.0
     >>> for t in range(100):
-    ...     f.add(t, fits=False, high=t < 10)
+    ...     f.add(t, may_fit=False, high=t < 10)
     >>> round(f.seconds(), 1)          # 10 + 900 * (10 + 0.64) / 164 = 68.4 tiles above 1%
     34.2
     >>> g = ReserveForecast(tiles=1000, near_capacity={0, 1, 2, 3}, workers=2, span=240.0)
-    >>> g.add(0, fits=True, high=False)   # 1 + 3 * (1 + 2) / 7 near-capacity tiles overflow
+    >>> g.add(0, may_fit=True, high=False)   # 1 + 3 * (1 + 2) / 7 near-capacity tiles overflow
     >>> round(g.fit_tiles(), 3), round(g.high_tiles(), 3)
     (2.286, 9.836)
     """
@@ -454,22 +454,26 @@ class ReserveForecast:
         self.near_seen = self.near_fit = 0  # near-capacity results in; of them overflowing
         self.far_fit = 0                    # other tiles that overflow although their bound fits
 
-    def add(self, tile: int, fits: bool, high: bool) -> None:
-        """A result: ``fits``, it overflows although its bound fits (the fit stage's);
+    def add(self, tile: int, may_fit: bool, high: bool) -> None:
+        """A result: ``may_fit``, it overflows although its bound fits (the fit stage's);
         ``high``, it is left above 1% (the exact stage's)."""
         self.seen += 1
         self.high += bool(high)
         if tile in self.near:
             self.near_seen += 1
-            self.near_fit += bool(fits)
+            self.near_fit += bool(may_fit)
         else:
-            self.far_fit += bool(fits)
+            self.far_fit += bool(may_fit)
 
     def high_tiles(self) -> float:
+        """Tiles the first pass is expected to leave above 1%: the ones in, and the rest at
+        the rate seen so far, from its prior."""
         rate = (self.high + HIGH_PRIOR * HIGH_WEIGHT) / (self.seen + HIGH_WEIGHT)
         return self.high + max(self.tiles - self.seen, 0) * rate
 
     def fit_tiles(self) -> float:
+        """Tiles expected to overflow although their bound fits: the ones in, and the
+        near-capacity tiles not done yet at the rate seen among them, from its prior."""
         rate = (self.near_fit + FIT_PRIOR * FIT_WEIGHT) / (self.near_seen + FIT_WEIGHT)
         return self.far_fit + self.near_fit + max(len(self.near) - self.near_seen, 0) * rate
 
