@@ -186,3 +186,21 @@ def test_the_carry_pass_keeps_the_better_of_its_own_and_the_carried(r, data):
         assert objective_of(p, off) <= min(objective_of(p, x) for x in ok)
     if self_check(p, other) and objective_of(p, other) < objective_of(p, own):
         assert res.note.startswith("carried over from tile 9")
+
+
+@given(st.lists(st.tuples(st.sampled_from(["w", "a/b", "x#", "#", "y#z", "w#1"]),
+                          st.sampled_from(["", "#0", "#12", "#x", "#07"])),
+                min_size=1, max_size=12))
+def test_tensor_keys_group_rows_as_the_tensor_names_do(parts):
+    """Two rows share a tensor key exactly when their names are equal once the ``#tile``
+    suffix is removed (``base_name``, the Python reading of the rule)."""
+    from tilemem.model.names import base_name, tensor_keys
+    names = [a + b for a, b in parts]
+    n = len(names)
+    r = Report.from_columns(var_id=range(n), tile=[0] * n, size=[4] * n, alignment=[4] * n,
+                            offset=[0] * n, category=["variable"] * n, eq_class=[0] * n,
+                            interference=[[]], names=names)
+    keys = tensor_keys(r)
+    for i in range(n):
+        for j in range(n):
+            assert (keys[i] == keys[j]) == (base_name(names[i]) == base_name(names[j]))

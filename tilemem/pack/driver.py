@@ -104,11 +104,11 @@ FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
 #: The reserve is projected to the whole pass from the results in (the tiles go in a random
 #: order) and from a prior worth a few tiles, so that the first results do not swing it:
 #: ``HIGH_PRIOR`` of the tiles left above 1% (the default runs' first passes on the
-#: generated Mk2 seeds 1-4 left 0.3-1.4 % once a tile's set-up cost less, 1a1af6f),
+#: generated Mk2 seeds 1-4 left 0.1-1.4 % once a tile's set-up cost less, 1a1af6f),
 #: weighing as much as ``HIGH_WEIGHT`` tiles; and,
 #: only among the tiles whose bound is within ``2 * NEAR`` below tileMemory (no other tile
 #: ends a first pass overflowing: its gap would have to pass 2%), ``FIT_PRIOR`` of them
-#: overflowing (5-53 % on those seeds, 20-37 % on seeds 2 and 4 after 1a1af6f), weighing
+#: overflowing (5-53 % on those seeds, 19-37 % on seeds 2 and 4 after 1a1af6f), weighing
 #: ``FIT_WEIGHT`` tiles. (Before: the
 #: reserve projected from the results alone, as the count of tiles above 1% times the
 #: tiles over those seen, after 73 of 1,472 tiles; a tile that overflowed among them
@@ -250,7 +250,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             share = [EvenShare(until, i, len(todo), w, MIN_SHARE * quick,
                                QUICK_MAX_SHARE * quick, revised=True)
                      for i in range(len(todo))]
-            # the only tiles a first pass leaves overflowing although their bound fits
+            # the tiles a first pass is expected to leave overflowing although their bound
+            # fits (any other that does counts as it comes in)
             near_capacity = {t for t in todo if tm >= known[t][0] > tm / (1 + 2 * NEAR)}
             forecast = ReserveForecast(len(todo), near_capacity, w, span)
             _FIRST_END.value = deadline - forecast.seconds()
@@ -478,6 +479,7 @@ class ReserveForecast:
         return self.far_fit + self.near_fit + max(len(self.near) - self.near_seen, 0) * rate
 
     def seconds(self) -> float:
+        """The reserve: what the expected tiles ask, over the workers, within its bounds."""
         asked = FIT_SECONDS * self.fit_tiles() + EXACT_SHARE * self.high_tiles()
         return min(max(FIRST_RESERVE * self.span, asked / self.workers),
                    MAX_RESERVE * self.span)
@@ -651,6 +653,7 @@ class EvenShare:
     when the task starts, so a pass whose early tiles finish early gives the rest more. With
     ``revised``, the end is the driver's latest (``_FIRST_END``) where this process sees it.
 
+    >>> _SETUP.clear()   # this process has measured no set-up yet: ``SETUP_SECONDS`` a task
     >>> EvenShare(until=110.0, index=0, count=100, workers=2, least=0.1, most=2.0).seconds(100.0)
     0.12
     >>> EvenShare(110.0, 99, 100, 2, 0.1, 2.0).seconds(109.0), EvenShare(110.0, 0, 100, 2, 0.1, 2.0).seconds(120.0)

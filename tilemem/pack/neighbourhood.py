@@ -326,9 +326,10 @@ def _windows(p: TileProblem, i: int, s1: int, size: int, top: int) -> np.ndarray
             parts += [(lo, min(ils - s1, last)), (ils, min(hi - s1, last))]
         else:
             parts.append((lo, min(hi - s1, last)))
-    if top > tm or (size == 0 and top == tm):
-        # the overflow zone; a zero-size variable may sit at tileMemory itself, below a cap
-        # of tileMemory (it ends there and overflows no byte, as the checker reads it)
+    if top >= tm:
+        # the overflow zone, [tm, top - size]: empty for a cap of tileMemory but for a
+        # zero-size variable, which may sit at tileMemory itself (it ends there and
+        # overflows no byte, as the checker reads it)
         parts.append((tm, last))
     parts = [(x, y) for x, y in parts if x <= y]
     return np.array(parts, np.int64).reshape(-1, 2)

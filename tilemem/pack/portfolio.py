@@ -199,7 +199,8 @@ QUICK_HINT_ORDERS = 1
 #: the report's order alone. The carried one starts where the neighbour's search ended:
 #: on 120 tiles of the generated Mk2 seeds 2 and 4 in runs, the heuristic's first order
 #: beat both it and the report's order twice, by at most 0.09 % of the bound, and it costs
-#: a first fit (6-8 ms of a tile's 0.1-0.13 s of set-up); the report's order is sometimes
+#: a first fit (5-6 ms of a tile's 60-90 ms of set-up, ``benchmarks/setup.py``); the
+#: report's order is sometimes
 #: the best start of all (seed 4's tiles 48-55: 0.70 % against 1.03 % carried). Only when
 #: the carried allocation fits within ``CARRIED_NEAR`` of the bound: where neighbours are
 #: not alike (few twins), a carried allocation is a plain first fit, and the heuristic's

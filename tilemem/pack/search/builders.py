@@ -1,6 +1,7 @@
 """Compiled builders of the search's model arrays (``tilemem.pack.search.sweep`` calls them):
-the interaction rows (conflicts, element and region partners, with kind bits, built from the classes' members), the partner
-pairs, the spans grown so interacting spans meet, and the section CSR helpers.
+the interaction rows (conflicts, element and region partners, with kind bits, built from the
+classes' members), the partner pairs, the spans grown so interacting spans meet, and the
+section CSR helpers.
 
 Cross-sections of intervals are not here: they are ``tilemem.liveness.sweep.
 cliques_of_intervals``, the one implementation every stage uses.
@@ -48,9 +49,8 @@ def interactions_of(conflicts, element_adj, region_adj):
     """
     class_ptr, by_class = conflicts.members
     a = conflicts.arrays
-    return _interactions_from_classes(len(a.local_class), a.local_class, a.always_live,
-                                      by_class, class_ptr, a.class_ptr, a.class_idx,
-                                      *element_adj, *region_adj)
+    return _interactions_from_classes(len(a.local_class), a.always_live, by_class, class_ptr,
+                                      a.class_ptr, a.class_idx, *element_adj, *region_adj)
 
 
 @njit(cache=True)
@@ -74,7 +74,6 @@ def _write_row(i, conf, nconf, ep_ptr, ep_idx, rp_ptr, rp_idx, mark, bits, idx, 
         cnt += 1
     if not partners:
         return cnt
-    first_extra = cnt
     for which in range(2):
         ptr, pidx, k = (ep_ptr, ep_idx, K_ELEMENT) if which == 0 else (rp_ptr, rp_idx, K_REGION)
         for t in range(ptr[i], ptr[i + 1]):
@@ -93,8 +92,8 @@ def _write_row(i, conf, nconf, ep_ptr, ep_idx, rp_ptr, rp_idx, mark, bits, idx, 
 
 
 @njit(cache=True)
-def _interactions_from_classes(n, local_class, always, by_class, class_ptr, cadj_ptr,
-                               cadj_idx, ep_ptr, ep_idx, rp_ptr, rp_idx):
+def _interactions_from_classes(n, always, by_class, class_ptr, cadj_ptr, cadj_idx, ep_ptr,
+                               ep_idx, rp_ptr, rp_idx):
     """``interactions_of``, compiled: each class's conflict row built once (``class_row_into``)
     and written out for each of its members that is not always live; an always-live
     variable's row is every other variable. The rows' lengths come first from the classes'

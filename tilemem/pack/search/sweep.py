@@ -220,25 +220,22 @@ def _with_window_groups(sec_ptr, sec_vars, lo, hi):
     his, los = np.unique(hi), np.unique(lo)
     # each variable's rank among the window ends and starts (outside the compiled code:
     # numba's cached searches can run another function's, ``tilemem.liveness.sorting``)
-    return _window_groups(sec_ptr, sec_vars, lo, hi, his, los,
-                          np.searchsorted(his, hi).astype(np.int64),
-                          np.searchsorted(los, lo).astype(np.int64))
+    return _window_groups(sec_ptr, sec_vars, np.searchsorted(his, hi).astype(np.int64),
+                          np.searchsorted(los, lo).astype(np.int64), len(his), len(los))
 
 
 @njit(cache=True)
-def _window_groups(sec_ptr, sec_vars, lo, hi, his, los, hrank, lrank):
-    """``_with_window_groups`` over CSR sections, compiled (``his``/``los``: the distinct
-    window ends / starts, ascending; ``hrank``/``lrank``: each variable's rank among them):
-    per section, the section, then for each window end
-    ``d`` its members have below their largest, the members ending by ``d`` (when more
-    than one), then likewise for each window start above their smallest.
+def _window_groups(sec_ptr, sec_vars, hrank, lrank, nh, nl):
+    """``_with_window_groups`` over CSR sections, compiled (``hrank``/``lrank``: each
+    variable's rank among the ``nh`` distinct window ends / ``nl`` starts, ascending): per
+    section, the section, then for each window end its members have below their largest,
+    the members ending by it (when more than one), then likewise for each window start above
+    their smallest.
 
-    Each section is read once to copy it and count its members per window end and start
-    (the variables' ranks among ``his`` / ``los``); only the groups written read it again.
-    (Counting in a pass per window end and start took 2-3 times as long on Mk2 tiles, whose
-    sections hold about a million entries.)"""
+    Each section is read once to copy it and count its members per window end and start;
+    only the groups written read it again. (A pass per window end and start to count: 6.9
+    ms a seed-4 Mk2 tile against 5.8, whose sections hold about a million entries.)"""
     S = len(sec_ptr) - 1
-    nh, nl = len(his), len(los)
     total = sec_ptr[S] * (nh + nl - 1)
     members = np.empty(total, np.int64)
     ptr = np.empty(S * (nh + nl - 1) + 1, np.int64)
@@ -376,8 +373,12 @@ def _canonical_rank(n, size, p, width, has_elem, has_reg, adj_ptr, adj_idx, adj_
     labels = np.stack([size, p.align, p.lo, p.hi, width, has_elem, has_reg], axis=1)
     from ...liveness.intervals import refine_colours
 
-    rounds = (16 if len(adj_idx) <= RANK_ROUNDS_OVER else RANK_ROUNDS_LARGE
-              if len(adj_idx) <= RANK_REFINE_MAX else 0)
+    if len(adj_idx) > RANK_REFINE_MAX:
+        rounds = 0
+    elif len(adj_idx) > RANK_ROUNDS_OVER:
+        rounds = RANK_ROUNDS_LARGE
+    else:
+        rounds = 16   # until stable
     colour = refine_colours(adj_ptr, adj_idx, labels, adj_kind, rounds=rounds)
     rank = np.empty(n, np.int64)
     rank[np.lexsort((np.arange(n), colour))] = np.arange(n)
