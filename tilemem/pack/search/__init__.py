@@ -40,7 +40,10 @@ an unplaced variable at its ``m``, in non-decreasing (offset, rank) order ("cano
 Restarts over static orders (MiniMalloc's WAT, TAW, TWA -- width, area, largest section total
 -- and TWR, random ties), each after D (the window's end, so code below the interleaved region
 comes early when ranks tie), with a node limit that doubles each round; a finished round is a
-proof either way. Without lifetimes the sections are the maximal cliques of an interval model
+proof either way. Between rounds, restarts from perturbed orders and the probe's short
+descents (each cut at about ``n`` nodes): without lifetimes the orders' keys tie, and which
+tie-break leads straight to a packing is fine detail, so many short tries beat a few long
+ones until the search must prove. Without lifetimes the sections are the maximal cliques of an interval model
 of the class graph when it has one, else a greedy clique cover of it in reverse Cuthill-McKee
 order. The search does not depend on magnitudes (it only adds sizes), so there is nothing to
 gain from dividing by a common factor.
