@@ -855,3 +855,40 @@ def test_a_partner_pair_fits_wherever_its_bounds_are_at_or_below_its_threshold(c
         assert K._pair_fits(km.pair_i[e], km.pair_k[e], km.pair_kind[e], o, mi, mk, km.size,
                             km.align, km.lo, km.hi, geo[K.G_ILS], geo[K.G_NRS] != 0,
                             geo[K.G_TM], run.zone_cap, km.elem_starts, run.domains)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_reports(), st.integers(0, 3))
+def test_short_descents_inside_the_search_leave_it_complete(case, seed):
+    """The complete search's short descents (``solver._Descents``) cut each try at
+    ``probe_limit`` nodes and tries: they may place the tile or give up, never prove it
+    infeasible (a packing exists), and the full-length rounds after them on the same run
+    still find a packing (the try limit is lifted again)."""
+    from tilemem.pack.search import kernel as K
+    from tilemem.pack.search.run import SearchRun
+    from tilemem.pack.search.solver import DEFAULT_ORDERINGS, _Descents, _static_order
+    from tilemem.pack.search.sweep import model_of
+
+    r, rules, capacity = case
+    p = TileProblem.from_report(r, 0, rules)
+    sm = model_of(p)
+    run = SearchRun(sm, capacity)
+    if run.verdict is not None:
+        return  # decided without a search (nothing to place, or a bound already proves it)
+    status, spent = _Descents(sm, np.random.default_rng(seed)).run(run, 8 * sm.n, 1e18)
+    assert status in (K.FOUND, K.ABORTED) and spent > 0
+    if status == K.FOUND:
+        assert_valid(r, p, _result_with(run.offsets()), capacity)
+    assert run.try_limit == K.INF
+    canonical = sm.n - sm.rank
+    run.reset()
+    assert run.go(_static_order(run, DEFAULT_ORDERINGS[0], canonical, canonical),
+                  10**9, 1e18) == K.FOUND
+    assert_valid(r, p, _result_with(run.offsets()), capacity)
+
+
+def _result_with(offsets):
+    """A stand-in for a ``SearchResult`` with these offsets (what ``assert_valid`` reads)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(offsets=np.asarray(offsets, np.int64))
