@@ -4,7 +4,6 @@ probe's short descents (the quick search's engine), the mirror (top-down) probe 
 """
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, replace
 
@@ -55,7 +54,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     size; R random, or ``hint``'s order by offset in the first round); every order ends with
     the canonical rank (``sweep._canonical_rank``). With ``randomized``, each round is followed by
     as many nodes of short restarts from perturbed orders (``_RandomRestarts``) and by the
-    probe's short descents (``_Descents``). ``seed``
+    probe's short descents (``_Descents``: a quarter as many nodes, at least
+    ``OPENING_DESCENTS`` of them after the first round). ``seed``
     makes the random orders repeatable. ``max_nodes``: stop after this many search nodes
     instead of at ``time_limit`` (the clock is then not read: the same call gives the same
     result on any machine, under any load). Repeated calls on the same problem object reuse its
@@ -102,8 +102,12 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     first = True
     canonical = sm.n - sm.rank  # the R key is descending: rank 0 first
     restarts = _RandomRestarts(sm, rng) if randomized else None
-    # their own random orders: the complete rounds' restarts draw the same ones as without them
-    descents = _Descents(sm, np.random.default_rng([seed, 1]), hint) if randomized else None
+    # their own random orders: the complete rounds' restarts draw the same ones as without
+    # them; the probe's orders the first round has run with the same keys are skipped
+    # (an R order's key there is the hint's only when there is a hint)
+    ran = {o for o in orderings if K.KEY_R not in _keys(o) or hint is not None}
+    descents = (_Descents(sm, np.random.default_rng([seed, 1]), hint, skip=ran)
+                if randomized else None)
     verdicts = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible", K.PAUSED: "unknown"}
     while True:
         limit *= 2
@@ -144,11 +148,16 @@ def _static_order(run: "SearchRun", name: str, random_key, canonical) -> np.ndar
     """The keys of static order ``name`` (letters, see ``solve_search``), with ``run``'s R key
     set: ``random_key`` when the order uses R, else the canonical rank, which then ends the
     order as its last tie-break."""
-    heur = [_CODES[ch] for ch in name]
+    heur = _keys(name)
     run.random_key[:] = random_key if K.KEY_R in heur else canonical
     if K.KEY_R not in heur:
         heur.append(K.KEY_R)
     return np.array(heur, np.int64)
+
+
+def _keys(name: str) -> list[int]:
+    """The kernel's keys of static order ``name`` (its letters)."""
+    return [_CODES[ch] for ch in name]
 
 
 #: The static orders of ``_probe``'s first descents: the hint's order (by offset, ties by
@@ -162,7 +171,7 @@ PROBE_ORDERINGS = ("DTWR", "DAWT", "DW", "DTAW", "DTWA")
 #: on generated MiniMalloc-like instances: 0-29 at 10 s, 18-19 found a presentation, every
 #: one MiniMalloc's binary finds among them (g4: 774 nodes, 179,315 without descents); 30-69
 #: at 1.5 s, 22 found against 21 without descents, with shares 0.25 and 1 alike; MiniMalloc's
-#: A-F 0.77 s a presentation against 0.65-0.74 s without them.
+#: A-F 0.75-0.78 s a presentation (0.65-0.74 s without them, at 154a991).
 OPENING_DESCENTS = 16
 ROUND_DESCENTS = 0.25
 
@@ -197,8 +206,8 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
     limit = descents.limit
     run.try_limit = limit  # a descent gone wrong tries many candidates a node: cut it too
     completed, best = None, None
-    for i in itertools.count():
-        if i >= len(PROBE_ORDERINGS) and time.perf_counter() >= deadline:
+    while True:
+        if descents.i >= len(descents.orders) and time.perf_counter() >= deadline:
             break
         heur = descents.next_order(run)
         run.reset()
@@ -334,7 +343,11 @@ class _Descents:
     heavy-tailed are what restarts are for). They never prove anything.
     """
 
-    def __init__(self, sm: SearchModel, rng, hint=None):
+    def __init__(self, sm: SearchModel, rng, hint=None, skip=frozenset()):
+        # ``skip``: probe orders not to run (the complete search's first round ran them
+        # with the same keys and at least as many nodes once n >= 68; below that a descent
+        # may go a few nodes further, which the later rounds go far beyond)
+        self.orders = [o for o in PROBE_ORDERINGS if o not in skip]
         self.restarts = _RandomRestarts(sm, rng)
         self.canonical = sm.n - sm.rank
         self.hinted = self.canonical  # the hint's order as an R key (lowest offset first)
@@ -346,8 +359,8 @@ class _Descents:
     def next_order(self, run: "SearchRun") -> np.ndarray:
         """The next descent's static order (its keys; ``run``'s R key set for it)."""
         self.i += 1
-        if self.i <= len(PROBE_ORDERINGS):
-            return _static_order(run, PROBE_ORDERINGS[self.i - 1], self.hinted, self.canonical)
+        if self.i <= len(self.orders):
+            return _static_order(run, self.orders[self.i - 1], self.hinted, self.canonical)
         key, heur = self.restarts.key()
         run.random_key[:] = key
         return heur
