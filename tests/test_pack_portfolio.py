@@ -424,3 +424,30 @@ def test_a_zero_size_variable_does_not_raise_the_proven_end():
     assert q.status != "optimal" or q.total_including_gaps == 16
     ex, off = solve_tile(p, "exact", time_limit=2)
     assert (ex.overflow_bytes, ex.total_including_gaps) == (0, 16) and self_check(p, off)
+
+
+def test_a_cap_probed_again_from_the_same_start_is_a_repeat(monkeypatch):
+    """``quick_search`` tells the search when it probes a cap (and direction) again from the
+    same start, so that the probe skips the static orders it ran there (the same descents
+    whatever the seed); a cap or a start not probed before is not a repeat."""
+    from types import SimpleNamespace
+
+    r = Report.from_columns(target=Target(1, 4096, 4096, np.array([0])), var_id=[0, 1],
+                            tile=[0, 0], size=[500, 500], alignment=[4, 4], offset=[0, 0],
+                            category=["variable"] * 2, eq_class=[0, 0], interference=[[]])
+    two = TileProblem.from_report(r, 0)
+    calls = []
+
+    def stalls(problem, time_limit, hint=None, capacity=None, mirrored=False, repeat=False,
+               **kw):
+        calls.append((capacity, mirrored, tuple(hint.tolist()), repeat))
+        return SimpleNamespace(offsets=None, status="unknown", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "solve_search", stalls)
+    portfolio_mod.quick_search(two, np.array([0, 520]), 1000, 0.1)
+    assert len(calls) > 4   # the caps end held just below the start's end, probed again
+    seen = set()
+    for cap, mirrored, start, repeat in calls:
+        assert repeat == ((cap, mirrored, start) in seen), calls
+        seen.add((cap, mirrored, start))
+    assert any(repeat for *_, repeat in calls)

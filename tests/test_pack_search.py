@@ -472,15 +472,15 @@ def test_probe_finds_only_valid_packings_and_proves_nothing_false(case):
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(packed_reports(), st.integers(1, 64))
-def test_probe_agrees_with_the_complete_search_below_the_packing(case, less):
+@given(packed_reports(), st.integers(1, 64), st.booleans())
+def test_probe_agrees_with_the_complete_search_below_the_packing(case, less, repeat):
     # at capacities below the construction's, where a packing may or may not exist: what the
     # probe places is valid, and it says "optimal" / "infeasible" only when the complete
-    # search says the same
+    # search says the same (also a repeated probe, from perturbed orders only)
     r, rules, capacity = case
     p = TileProblem.from_report(r, 0, rules)
     cap = max(capacity - less, 0)
-    res = solve_search(p, time_limit=0.2, capacity=cap, probe=True)
+    res = solve_search(p, time_limit=0.2, capacity=cap, probe=True, repeat=repeat)
     full = solve_search(p, time_limit=20, capacity=cap)
     assert full.status in ("optimal", "infeasible")   # tiny: decided
     assert res.status in ("unknown", full.status)
@@ -892,3 +892,49 @@ def _result_with(offsets):
     from types import SimpleNamespace
 
     return SimpleNamespace(offsets=np.asarray(offsets, np.int64))
+
+
+def test_a_repeated_probe_runs_other_descents(monkeypatch):
+    """A probe's static orders depend only on the problem, the capacity and the hint, so a
+    probe repeated there would run the same descents whatever its seed; ``repeat`` skips
+    them: its first descent is a perturbed order, another for another seed."""
+    from tilemem.pack.search.run import SearchRun
+    from tilemem.pack.search.solver import PROBE_ORDERINGS, _Descents
+    from tilemem.pack.search.sweep import model_of
+
+    rnd = np.random.default_rng(3)
+    n = 40
+    r = Report.from_columns(target=Target(1, 4096, 4096, [0]), var_id=range(n), tile=[0] * n,
+                            size=(rnd.integers(1, 9, n) * 8).tolist(), alignment=[8] * n,
+                            offset=[0] * n, category=["variable"] * n, eq_class=range(n),
+                            interference=[[j for j in range(n) if j != i] for i in range(n)])
+    sm = model_of(TileProblem.from_report(r, 0))
+    run = SearchRun(sm, 4096)
+
+    def first_order(seed, skip):
+        d = _Descents(sm, np.random.default_rng(seed), skip=skip)
+        heur = d.next_order(run)
+        return tuple(heur.tolist()), tuple(run.random_key.tolist())
+
+    assert first_order(0, frozenset()) == first_order(1, frozenset())   # DTWR, seed or not
+    assert first_order(0, PROBE_ORDERINGS) != first_order(1, PROBE_ORDERINGS)
+    assert first_order(0, PROBE_ORDERINGS) != first_order(0, frozenset())
+    # and solve_search hands ``repeat`` on to the descents, bottom-up and mirrored
+    import tilemem.pack.search.solver as S
+
+    skipped = []
+
+    class Spy(S._Descents):
+        def __init__(self, *args, skip=frozenset(), **kw):
+            skipped.append(tuple(skip))
+            super().__init__(*args, skip=skip, **kw)
+
+    monkeypatch.setattr(S, "_Descents", Spy)
+    p = TileProblem.from_report(r, 0)
+    cap = int(p.size.sum()) + 8   # a clique: it fits, found by the first descent
+    for mirrored in (False, True):
+        for repeat in (False, True):
+            res = solve_search(p, time_limit=5, capacity=cap, probe=True, mirrored=mirrored,
+                               repeat=repeat)
+            assert res.status == "optimal" and self_check(p, res.offsets, capacity=cap)
+    assert skipped == [(), PROBE_ORDERINGS] * 2

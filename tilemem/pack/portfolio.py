@@ -299,6 +299,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under
     aiming = True  # the first cap: AIM below NEAR
+    probed = set()  # (cap, mirrored, the best's key then): its static orders have run
     while True:
         end = objective(p, best)[1]
         cap = min(cap, end - 1) if zone else min(cap, end - 1, tm)
@@ -321,12 +322,20 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                 # top-down placements are pressed down after the reversal (they end at or
                 # below their cap), so the mirror aims at NEAR itself, not below it
                 c = max(cap, min(lower + near, tm, end - 1))
-            # another seed each probe: a cap held at tileMemory (it cannot loosen past it)
-            # is probed again with other random orders, not the same descents
+            # another seed each probe: a cap probed again from the same start (held at
+            # tileMemory, which it cannot loosen past; or at the end, just below) gets other
+            # random orders, not the same descents: the probe's static orders depend only on
+            # the cap and the start, and a 0.3 s probe of a Mk2 tile is mostly them (five
+            # descents of about seven), whatever its seed. (The generated Mk2 seed 3 at
+            # pressure 1.05, tiles whose live data fits, the fit stage 3 s from a 0.2 s first
+            # pass, two seeds: of 15 left overflowing with the static orders repeated, 3 fit
+            # and 8 overflow less, none more.)
+            again = (int(c), mirrored, objective(p, best))
             r = solve_search(p, time_limit=budget, hint=best, capacity=int(c),
                              seed=seed + len(tried),
                              probe=True, enough=stop if target is not None else None,
-                             mirrored=mirrored)
+                             mirrored=mirrored, repeat=again in probed)
+            probed.add(again)
             tried.append(f"{c - lower:+,}{'v' if mirrored else ''}:{r.status}")
             if r.offsets is not None:
                 cand = np.asarray(r.offsets, np.int64)

@@ -43,7 +43,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                  orderings: tuple[str, ...] = DEFAULT_ORDERINGS, seed: int = 0,
                  randomized: bool = True, max_nodes: int | None = None,
                  probe: bool = False, enough: int | None = None,
-                 mirrored: bool = False) -> SearchResult:
+                 mirrored: bool = False, repeat: bool = False) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
     tileMemory opens the overflow zone: variables may then also go past tileMemory, where
@@ -71,6 +71,11 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     ``mirrored`` (with ``probe``): the probe runs on the problem with its addresses reversed
     below ``capacity`` (``tilemem.pack.mirror``: it fills memory from the top down) and its
     results are mapped back; it never proves anything ("infeasible" there is "unknown").
+
+    ``repeat`` (with ``probe``): the caller has probed this capacity (and direction) before,
+    from the same ``hint``: the probe's static orders, which depend only on the problem, the
+    capacity and the hint, would repeat the same descents, so it goes straight to perturbed
+    orders drawn from ``seed``.
     """
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
@@ -78,7 +83,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     if mirrored:
         if not probe:
             raise ValueError("mirrored is a way to probe: it needs probe=True")
-        return _probe_mirrored(problem, cap, hint, seed, deadline, enough, t0)
+        return _probe_mirrored(problem, cap, hint, seed, deadline, enough, t0, repeat)
     sm = model_of(problem)
     if hint is not None and len(hint) == sm.n:
         h = np.asarray(hint, np.int64)
@@ -93,7 +98,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         return _result(sm, run, run.verdict, 0, t0)
     rng = np.random.default_rng(seed)
     if probe:
-        status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough)
+        status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough,
+                                          repeat=repeat)
         verdict = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible"}.get(status, "unknown")
         res = _result(sm, run, verdict, nodes, t0)
         return res if verdict != "unknown" else replace(res, offsets=completed)
@@ -183,7 +189,8 @@ def probe_limit(n: int) -> int:
 
 
 def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadline: float,
-           enough: int | None = None, to_p=None) -> tuple[int, int, np.ndarray | None]:
+           enough: int | None = None, to_p=None,
+           repeat: bool = False) -> tuple[int, int, np.ndarray | None]:
     """Short descents, each from another static order, until one places everything, the
     deadline passes or a failed descent's completion ends at or below ``enough``:
     ``(status, nodes, completed)``, status FOUND or ABORTED (or INFEASIBLE when a descent
@@ -199,10 +206,11 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
     instead (then completed by first fit: ``_completion``). The
     orders: ``PROBE_ORDERINGS`` (the hint's first), then the perturbed orders of
     ``_RandomRestarts``. (On 106 Mk2 tiles, 30 of them ones where the first four orders
-    had failed: some order within 5 descents placed 93 of them.)
+    had failed: some order within 5 descents placed 93 of them.) ``repeat``: the static
+    orders ran before at this capacity from this hint, so only perturbed ones.
     """
     nodes = 0
-    descents = _Descents(sm, rng, hint)
+    descents = _Descents(sm, rng, hint, skip=PROBE_ORDERINGS if repeat else frozenset())
     limit = descents.limit
     run.try_limit = limit  # a descent gone wrong tries many candidates a node: cut it too
     completed, best = None, None
@@ -229,7 +237,7 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
 
 
 def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
-                    enough: int | None, t0: float) -> SearchResult:
+                    enough: int | None, t0: float, repeat: bool = False) -> SearchResult:
     """``solve_search(probe=True, mirrored=True)``: ``_probe`` on ``p``'s mirror below
     ``cap``, its results as ``p``'s offsets; "optimal" or "unknown" (see
     ``tilemem.pack.mirror``: the mirror's verdicts prove nothing about ``p``)."""
@@ -245,7 +253,7 @@ def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
                             else "unknown", nodes=0, seconds=time.perf_counter() - t0)
     h = m.from_original(hint) if hint is not None and len(hint) == sm.n else None
     status, nodes, completed = _probe(p, sm, run, h, np.random.default_rng(seed), deadline,
-                                      enough, to_p=m.to_original)
+                                      enough, to_p=m.to_original, repeat=repeat)
     if status == K.FOUND:
         # pressed down again: packed from the top, it need not start at 0 (first fit in
         # offset order moves nothing up, see _completion)
