@@ -287,6 +287,51 @@ def test_an_even_share_follows_the_first_pass_end_the_driver_revises():
         driver._FIRST_END.value = float("nan")
 
 
+def test_tiles_near_capacity_get_a_larger_share_of_the_first_pass(monkeypatch):
+    """In the first pass under a budget, a tile whose bound is within 2% below tileMemory
+    (would it fit?) gets ``NEAR_WEIGHT`` times the share of a tile far below: its task's
+    share has that weight, out of the weights of the tasks from it on; the others one."""
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=0.8, seed=2)
+    tm = r.target.tile_memory
+    tiles = [int(t) for t in r.tiles_in_use()]
+    near = set(tiles[::2])
+    # the bounds given: every other tile near capacity, the rest at half of it
+    bounds = {t: (tm - 64 if t in near else tm // 2, True) for t in tiles}
+    seen = []
+    real = driver._solve_run
+
+    def spy(shared, run, deadline):
+        # the first pass's shares (the later passes' are not revised by the forecast)
+        seen.extend((task.tile, task.share) for task in run.tasks
+                    if task.share is not None and task.share.revised)
+        return real(shared, run, deadline)
+
+    monkeypatch.setattr(driver, "_solve_run", spy)
+    monkeypatch.setattr(driver, "solve_tile", lambda p, method, **kw: real_heuristic(p, **kw))
+    allocate(r, workers=1, time_limit=0.5, budget=60.0, bounds=bounds)
+    assert sorted(t for t, _ in seen) == sorted(tiles)
+    weights = [share.weight for _, share in seen]
+    assert weights == [driver.NEAR_WEIGHT if t in near else 1.0 for t, _ in seen]
+    assert [share.rest for _, share in seen] == [sum(weights[i:]) for i in range(len(seen))]
+    # at one moment, with the same tasks after it, a near tile's share is the larger
+    a, b = (share for t, share in seen[-2:])
+    now = a.until - 30.0
+    unit = (a.until - now) * a.workers / b.rest
+    assert b.seconds(now) == pytest.approx(min(max(unit * b.weight - driver._SETUP.seconds(),
+                                                   b.least), b.most), abs=1e-5)
+
+
+def real_heuristic(p, **kw):
+    """``solve_tile`` with the heuristic alone (a fast first pass for the tests)."""
+    from tilemem.pack.portfolio import solve_tile
+
+    kw.pop("hint", None)
+    return solve_tile(p, "heuristic", **{k: v for k, v in kw.items()
+                                         if k in ("bound", "replay_order", "seed", "given")})
+
+
 def test_an_even_share_subtracts_the_set_up_this_process_measured(monkeypatch):
     # 4 s a task for 100 tasks on 2 workers; the set-up measured at 0.5 s a task leaves 3.5 s
     clock = driver._SetUpClock(enough=2)

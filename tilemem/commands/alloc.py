@@ -22,7 +22,9 @@ DEFAULT_BUDGET = 240.0
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds for the whole run. Every tile gets the bound and the heuristic "
                    "whatever the budget; under auto, also the quick search, each tile an "
-                   "even share of the budget (10% of it kept for what follows, up to 35% as "
+                   "even share of the budget (three shares for a tile whose bound is within "
+                   "2% below tileMemory: would it fit?; 10% of it kept for what follows, up "
+                   "to 35% as "
                    "tiles turn out to need the later passes), neighbouring tiles in runs, "
                    "each starting from its neighbour's allocation carried over when that is "
                    "better; then: the "

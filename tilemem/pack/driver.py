@@ -82,7 +82,8 @@ QUICK_MAX_SHARE = 4
 #: the first pass 153-179 s, median gap 0.51-0.60 %, 37-39 tiles left above 1%; 1 s: 190 s,
 #: median 0.47 %, 38 left).
 EXACT_SHARE, EXACT_RESERVE = 1.0, 0.5
-#: With a budget, the first pass gives every tile an even share of the budget (the heuristic,
+#: With a budget, the first pass gives every tile an even share of the budget (a tile near
+#: capacity more, ``NEAR_WEIGHT``; the heuristic,
 #: then the quick search as low as it gets), keeping ``FIRST_RESERVE`` of it for the later
 #: passes (the tiles that may fit, the exact stage on the tiles left above 1%). Every tile
 #: then pays its set-up once (``SETUP_SECONDS``: the problem, the heuristic, the search's
@@ -101,6 +102,19 @@ FIRST_STOP = 0.002
 #: each tile left above 1%; at most ``MAX_RESERVE`` of the budget. (Seed 3: the fit stage on
 #: 31 tiles took the whole fixed reserve, and the 23 tiles above 1% got none of it.)
 FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
+#: A tile whose bound is within ``2 * NEAR`` below tileMemory gets ``NEAR_WEIGHT`` times
+#: the first pass's even share: there the question is "does it fit?", a few more of the
+#: quick search's descents decide it, and one left overflowing costs the fit stage about
+#: ``FIT_SECONDS`` and, forecast, the first pass that much of every tile's share. (Default
+#: runs on the generated Mk2 without steps, one share each: seed 4 left 13-17 of its 73 such
+#: tiles overflowing in runs on a fast machine, and 48-72 on a slower one, where a share
+#: holds a descent fewer; then the reserve reached its cap and the first pass ended at 150 s
+#: instead of 183-191 s, median gap 0.46-0.70 % against 0.33-0.36 %. Three shares: 2 of 73
+#: in two runs, the first pass ending at 210 s, 99.66-99.73 % within 1 %, median
+#: 0.325-0.332 %; seed 2 0.339 % against 0.372 %; seeds 1 and 3 0.222 % and 0.199 %
+#: against 0.230 % and 0.219 %; ``tilemem oom`` on seed 3 at pressure 1.05: 43 fit and 4
+#: undecided against 40 and 7.)
+NEAR_WEIGHT = 3.0
 #: The reserve is projected to the whole pass from the results in (the tiles go in a random
 #: order) and from a prior worth a few tiles, so that the first results do not swing it:
 #: ``HIGH_PRIOR`` of the tiles left above 1% (the default runs' first passes on the
@@ -247,12 +261,15 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             w = _workers_of(ex)
             span = max(deadline - time.time(), 0.0)
             until = deadline - FIRST_RESERVE * span
-            share = [EvenShare(until, i, len(todo), w, MIN_SHARE * quick,
-                               QUICK_MAX_SHARE * quick, revised=True)
-                     for i in range(len(todo))]
             # the tiles a first pass is expected to leave overflowing although their bound
             # fits (any other that does counts as it comes in)
             near_capacity = {t for t in todo if tm >= known[t][0] > tm / (1 + 2 * NEAR)}
+            weight = np.array([NEAR_WEIGHT if t in near_capacity else 1.0 for t in todo])
+            rest = np.cumsum(weight[::-1])[::-1]
+            share = [EvenShare(until, i, len(todo), w, MIN_SHARE * quick,
+                               QUICK_MAX_SHARE * quick, revised=True, weight=float(weight[i]),
+                               rest=float(rest[i]))
+                     for i in range(len(todo))]
             forecast = ReserveForecast(len(todo), near_capacity, w, span)
             _FIRST_END.value = deadline - forecast.seconds()
         tasks = [TileTask(t, first_pass, None, None, known[t],
@@ -649,7 +666,8 @@ class RunTask:
 class EvenShare:
     """A task's time as an equal share of what is left of a pass: the task at ``index`` of
     ``count`` gets the seconds until ``until`` times the ``workers``, over the tasks not yet
-    started, less its set-up (``SETUP_SECONDS``), between ``least`` and ``most``. Worked out
+    started (in proportion to its ``weight`` among theirs, ``rest``, when given), less its
+    set-up (``SETUP_SECONDS``), between ``least`` and ``most``. Worked out
     when the task starts, so a pass whose early tiles finish early gives the rest more. With
     ``revised``, the end is the driver's latest (``_FIRST_END``) where this process sees it.
 
@@ -658,6 +676,8 @@ class EvenShare:
     0.12
     >>> EvenShare(110.0, 99, 100, 2, 0.1, 2.0).seconds(109.0), EvenShare(110.0, 0, 100, 2, 0.1, 2.0).seconds(120.0)
     (1.92, 0.1)
+    >>> EvenShare(110.0, 0, 100, 2, 0.1, 2.0, weight=3.0, rest=102.0).seconds(100.0)   # 3 of 102
+    0.508235
     """
 
     until: float
@@ -668,12 +688,17 @@ class EvenShare:
     most: float
     #: read the end as the driver revises it (``_FIRST_END``), when this process sees it
     revised: bool = False
+    #: this task's weight, and the weights of the tasks from it on (None: one each): its
+    #: share is its weight's part of theirs
+    weight: float = 1.0
+    rest: float | None = None
 
     def seconds(self, now: float) -> float:
         until = self.until
         if self.revised and _FIRST_END.value == _FIRST_END.value:   # set (not NaN)
             until = min(until, _FIRST_END.value)
-        left = (until - now) * self.workers / max(self.count - self.index, 1)
+        rest = max(self.count - self.index, 1) if self.rest is None else max(self.rest, 1e-9)
+        left = (until - now) * self.workers * self.weight / rest
         return round(min(max(left - _SETUP.seconds(), self.least), self.most), 6)
 
 
