@@ -107,8 +107,9 @@ FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
 #: quick search's descents decide it, and one left overflowing costs the fit stage about
 #: ``FIT_SECONDS`` and, forecast, the first pass that much of every tile's share. (Default
 #: runs on the generated Mk2 without steps, one share each: seed 4 left 13-17 of its 73 such
-#: tiles overflowing in runs on a fast machine, and 48-72 on a slower one, where a share
-#: holds a descent fewer; then the reserve reached its cap and the first pass ended at 150 s
+#: tiles overflowing in two runs, and 48-72 in four others, three of them on a machine a
+#: fifth slower, where a share holds a descent fewer (about two descents a probe at full
+#: speed); then the reserve reached its cap and the first pass ended at 150 s
 #: instead of 183-191 s, median gap 0.46-0.70 % against 0.33-0.36 %. Three shares: 2 of 73
 #: in two runs, the first pass ending at 210 s, 99.66-99.73 % within 1 %, median
 #: 0.325-0.332 %; seed 2 0.339 % against 0.372 %; seeds 1 and 3 0.222 % and 0.199 %
