@@ -5,6 +5,8 @@ expectations.
 - exact is never worse than the heuristic, the heuristic never worse than replay;
 - identical tiles are solved once; the worker processes give the same offsets as one process.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -313,21 +315,24 @@ def test_tiles_near_capacity_get_a_larger_share_of_the_first_pass(monkeypatch):
         return real(shared, run, deadline)
 
     monkeypatch.setattr(driver, "_solve_run", spy)
-    monkeypatch.setattr(driver, "solve_tile", lambda p, method, **kw: real_heuristic(p, **kw))
+    monkeypatch.setattr(driver, "solve_tile", lambda p, method, **kw: _heuristic_only(p, **kw))
     allocate(r, workers=1, time_limit=0.5, budget=60.0, bounds=bounds)
     assert sorted(t for t, _ in seen) == sorted(tiles)
     weights = [share.weight for _, share in seen]
     assert weights == [driver.NEAR_WEIGHT if t in near else 1.0 for t, _ in seen]
     assert [share.rest for _, share in seen] == [sum(weights[i:]) for i in range(len(seen))]
-    # at one moment, with the same tasks after it, a near tile's share is the larger
-    a, b = (share for t, share in seen[-2:])
-    now = a.until - 30.0
-    unit = (a.until - now) * a.workers / b.rest
-    assert b.seconds(now) == pytest.approx(min(max(unit * b.weight - driver._SETUP.seconds(),
-                                                   b.least), b.most), abs=1e-5)
+    # at one moment, with the same tasks after it, a near tile's share (its set-up added
+    # back) is NEAR_WEIGHT times a far tile's: a moment where one weight's part is 0.5 s,
+    # between the shares' floor and cap
+    share = next(share for t, share in seen if t in near)
+    far = dataclasses.replace(share, weight=1.0)
+    now = share.until - 0.5 * share.rest / share.workers
+    setup = driver._SETUP.seconds()
+    assert share.seconds(now) + setup == pytest.approx(driver.NEAR_WEIGHT * 0.5, abs=1e-5)
+    assert far.seconds(now) + setup == pytest.approx(0.5, abs=1e-5)
 
 
-def real_heuristic(p, **kw):
+def _heuristic_only(p, **kw):
     """``solve_tile`` with the heuristic alone (a fast first pass for the tests)."""
     from tilemem.pack.portfolio import solve_tile
 

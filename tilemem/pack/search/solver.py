@@ -352,9 +352,10 @@ class _Descents:
     """
 
     def __init__(self, sm: SearchModel, rng, hint=None, skip=frozenset()):
-        # ``skip``: probe orders not to run (the complete search's first round ran them
-        # with the same keys and at least as many nodes once n >= 68; below that a descent
-        # may go a few nodes further, which the later rounds go far beyond)
+        # ``skip``: probe orders not to run: inside the complete search, the ones its first
+        # round ran with the same keys and at least as many nodes once n >= 68 (below that
+        # a descent may go a few nodes further, which the later rounds go far beyond); in a
+        # repeated probe (``solve_search(repeat=True)``), all of them
         self.orders = [o for o in PROBE_ORDERINGS if o not in skip]
         self.restarts = _RandomRestarts(sm, rng)
         self.canonical = sm.n - sm.rank
