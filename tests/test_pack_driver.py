@@ -218,6 +218,9 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     a = allocate(r, workers=1, time_limit=0.5, budget=0.0)
     assert a.unreached == a.unsearched == len(open_tiles)
     assert a.summary()["unsearched"] == len(open_tiles)
+    # those of them the exact stage was for: still above 1% of their bound
+    far = sum(t.gap > 0.01 for t in a.tiles)
+    assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far > 0
 
     calls = []
     real_solve, real_remaining = driver.solve_tile, driver.remaining

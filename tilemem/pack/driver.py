@@ -433,11 +433,12 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     results.sort(key=lambda r: r.tile)
     spent = [t for t in groups if _SPENT in done[t][0].note]
     unreached = sum(len(groups[t]) for t in spent)
+    unreached_far = sum(len(groups[t]) for t in spent if done[t][0].gap > NEAR)
     # a tile a search pass reached carries that pass's method ("quick" or "exact")
     unsearched = sum(len(groups[t]) for t in spent
                      if done[t][0].method in (Stage.HEURISTIC, Stage.REPLAY))
     alloc = Allocation(offsets, results, from_journal=len(resumed), unreached=unreached,
-                       unsearched=unsearched, passes=bar.passes)
+                       unreached_far=unreached_far, unsearched=unsearched, passes=bar.passes)
     if verify:
         _verify(report, alloc, rules)
     return alloc

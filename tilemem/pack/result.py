@@ -101,13 +101,16 @@ class Allocation:
     """A whole report's new allocation: the full offset column and one result per tile.
     ``from_journal``: distinct tile problems taken from a resumed run's journal rather than
     solved again; ``unreached``: tiles the exact stage did not reach before the run's budget
-    ran out (they keep the quick search's valid allocation); ``unsearched``: those of them no
-    search pass reached either (they keep the first pass's)."""
+    ran out (they keep the quick search's valid allocation); ``unreached_far``: those of them
+    still above 1 % of their bound (the exact stage is for them first: the rest it would only
+    have lowered further); ``unsearched``: those of them no search pass reached either (they
+    keep the first pass's)."""
 
     offsets: np.ndarray
     tiles: list[TileResult] = field(default_factory=list)
     from_journal: int = 0
     unreached: int = 0
+    unreached_far: int = 0
     unsearched: int = 0
     passes: list[PassTime] = field(default_factory=list)
 
@@ -129,6 +132,7 @@ class Allocation:
                 "withinOnePercent": float(np.mean(gaps <= 0.01)) if len(t) else 1.0,
                 "seconds": round(sum(r.seconds for r in t), 3),
                 "fromJournal": self.from_journal, "unreached": self.unreached,
+                "unreachedAboveOnePercent": self.unreached_far,
                 "unsearched": self.unsearched,
                 "passes": [{"pass": x.label, "seconds": x.seconds, "tiles": x.tiles}
                            for x in self.passes]}

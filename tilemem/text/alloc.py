@@ -27,6 +27,8 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     #: on a partial report only: tiles with variables in the report, and its numTiles
     tiles_in_dump: int | None = None
     num_tiles: int | None = None
+    #: of the unreached tiles, those still above 1 % of their bound
+    unreached_above_one_percent: int = 0
     #: tiles neither the exact stage nor the quick search reached (kept the first pass's)
     unsearched: int = 0
     #: of the tiles that overflow: would an allocation fit? (``tilemem.pack.proof``)
@@ -66,12 +68,31 @@ MAX_ROWS = 60
 
 
 def alloc_view(c, name: str, doc: AllocationDocument) -> None:
-    """One row per tile (method, status, overflow, totalIncludingGaps, bound, gap), then how
-    many tiles fit before and after."""
+    """The program's verdict first (how many tiles fit, before and after; how close to their
+    bounds; of those that overflow, which could fit), as ``tilemem oom`` opens with its; then
+    one row per tile (method, status, overflow, totalIncludingGaps, bound, gap), the worst
+    ones on a whole IPU; then what the run did not do, and the legend."""
     from rich import box
     from rich.table import Table
 
     s = doc.summary
+    c.print(f"[bold]{name}[/bold]: tiles that fit: {s.tiles_that_fit_before:,} of "
+            f"{len(doc.tiles):,} with the report's offsets (within memory and accepted by the "
+            f"checker), {s.tiles_that_fit_after:,} after; overflowed bytes "
+            f"{s.overflow_bytes:,}; {100 * s.within_one_percent:.1f}% of tiles within 1% of "
+            f"their bound; gap to the bound: median {100 * s.median_gap:.2f}%, 95th "
+            f"percentile {100 * s.p95_gap:.2f}%, worst {100 * s.max_gap:.2f}%; proven "
+            f"optimal {s.optimal:,}")
+    over = s.cannot_fit_live_data + s.cannot_fit_proven + s.undecided
+    if over:
+        c.print(f"of the {over:,} tile(s) that overflow: {s.cannot_fit_live_data:,} cannot fit "
+                f"(live data above tileMemory), {s.cannot_fit_proven:,} proven not to fit "
+                f"(live data fits, the placement rules do not), {s.undecided:,} undecided "
+                f"(live data fits; no fitting allocation found, none proven impossible)")
+    if s.tiles_in_dump is not None:
+        from ..figures.summary import dump_note
+
+        c.print(dump_note(s.tiles_in_dump, s.num_tiles))
     table = Table("tile", "vars", "method", "status", "overflow", "total", "bound", "gap",
                   "secs", title=f"{name}: allocation ({s.method})", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -90,27 +111,8 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
                       f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
                       f"{t.seconds:.2f}")
     c.print(table)
-    if s.tiles_in_dump is not None:
-        from ..figures.summary import dump_note
-
-        c.print(dump_note(s.tiles_in_dump, s.num_tiles))
-    c.print(f"tiles that fit: {s.tiles_that_fit_before:,} of {len(doc.tiles):,} with the "
-            f"report's offsets (within memory and accepted by the checker), "
-            f"{s.tiles_that_fit_after:,} after; overflowed bytes "
-            f"{s.overflow_bytes:,}; proven optimal {s.optimal:,}; gap to the bound: median "
-            f"{100 * s.median_gap:.2f}%, 95th percentile {100 * s.p95_gap:.2f}%, worst "
-            f"{100 * s.max_gap:.2f}%; {100 * s.within_one_percent:.1f}% of tiles within 1%")
-    over = s.cannot_fit_live_data + s.cannot_fit_proven + s.undecided
-    if over:
-        c.print(f"of the {over:,} tile(s) that overflow: {s.cannot_fit_live_data:,} cannot fit "
-                f"(live data above tileMemory), {s.cannot_fit_proven:,} proven not to fit "
-                f"(live data fits, the placement rules do not), {s.undecided:,} undecided "
-                f"(live data fits; no fitting allocation found, none proven impossible)")
     if s.unreached:
-        c.print(f"{s.unreached:,} tile(s) not reached by the exact stage before the run's "
-                f"budget ran out (--budget): they keep the quick search's allocation"
-                + (f", or for {s.unsearched:,} the first pass's (no search reached them)"
-                   if s.unsearched else ""))
+        c.print(unreached_text(s))
     if s.from_journal:
         c.print(f"{s.from_journal:,} tile problem(s) taken from the journal of the "
                 f"interrupted run")
@@ -121,3 +123,37 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
             + "; feasible = time limit hit, not proven optimal")
     if s.output is not None:
         c.print(f"wrote {s.output}")
+
+
+def unreached_text(s: AllocationSummary) -> str:
+    """What the run's budget left undone. The exact stage takes the tiles above 1 % of their
+    bound first and lowers the others while the budget lasts: "not reached" is a shortfall
+    only for the first kind, so the two are told apart.
+
+    >>> from msgspec.structs import replace
+    >>> s = AllocationSummary("auto", tiles=3, tiles_that_fit=3, overflow_bytes=0, optimal=0,
+    ...     mean_gap=0, median_gap=0, p95_gap=0, max_gap=0.02, within_one_percent=2 / 3, seconds=1,
+    ...     from_journal=0, unreached=2, tiles_that_fit_before=3, tiles_that_fit_after=3)
+    >>> print(unreached_text(s))
+    the exact stage reached every tile above 1% of its bound; the run's budget (--budget) ran out before it lowered the other 2 further: they keep the quick search's allocation
+    >>> print(unreached_text(replace(s, unreached_above_one_percent=1)))
+    1 tile(s) above 1% of their bound not reached by the exact stage before the run's budget (--budget) ran out, and 1 within 1% not lowered further: they keep the quick search's allocation
+    >>> print(unreached_text(replace(s, within_one_percent=1.0)))
+    every tile ends within 1% of its bound; the run's budget (--budget) ran out before the exact stage lowered 2 of them further: they keep the quick search's allocation
+    """
+    far = s.unreached_above_one_percent
+    rest = s.unreached - far
+    if far:
+        text = (f"{far:,} tile(s) above 1% of their bound not reached by the exact stage "
+                f"before the run's budget (--budget) ran out"
+                + (f", and {rest:,} within 1% not lowered further" if rest else ""))
+    elif round(s.within_one_percent * s.tiles) >= s.tiles:
+        text = ("every tile ends within 1% of its bound; the run's budget (--budget) ran out "
+                f"before the exact stage lowered {rest:,} of them further")
+    else:
+        text = ("the exact stage reached every tile above 1% of its bound; the run's budget "
+                f"(--budget) ran out before it lowered the other {rest:,} further")
+    text += ": they keep the quick search's allocation"
+    if s.unsearched:
+        text += f", or for {s.unsearched:,} the first pass's (no search reached them)"
+    return text
