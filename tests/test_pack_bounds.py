@@ -1,11 +1,14 @@
 """The lower bounds (``tilemem.pack.bounds``) never exceed an optimum found independently:
 by brute force (``pack_oracle.brute_force``), by hand, or CP-SAT's proven optimum."""
+from itertools import permutations
+
 import numpy as np
 from hypothesis import given
+from hypothesis import strategies as st
 
 from pack_oracle import TINY_GEOMETRY, brute_force, examples, small_reports
 from tilemem.model import Report
-from tilemem.pack.bounds import region_bound, simple_bound
+from tilemem.pack.bounds import alignment_padding, region_bound, simple_bound, tile_bounds
 from tilemem.pack.cpsat import solve_cpsat
 from tilemem.pack.problem import TileProblem
 
@@ -16,6 +19,50 @@ def test_region_bound_never_exceeds_the_brute_force_optimum(r):
     over, end = brute_force(r)
     if over == 0:  # the bound speaks of allocations with nothing overflowed
         assert region_bound(TileProblem.from_report(r, 0)) <= end
+
+
+def _least_stack_end(size, align) -> int:
+    """The least end of pairwise conflicting variables: they lie one above another, so over
+    every order, each at the lowest aligned offset at or above the end of the one below (a
+    zero-size one takes no byte: the most lenient reading, the one a bound must survive)."""
+    best = None
+    for order in permutations(range(len(size))):
+        top = 0
+        for i in order:
+            top = -(-top // align[i]) * align[i] + size[i]
+        best = top if best is None else min(best, top)
+    return best
+
+
+@examples(300)
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from([4, 8, 16, 32])),
+                min_size=1, max_size=6))
+def test_alignment_padding_never_exceeds_the_least_stack(items):
+    size = [s for s, _ in items]
+    align = [a for _, a in items]
+    assert _least_stack_end(size, align) >= sum(size) + alignment_padding(size, align)
+
+
+def test_alignment_padding_by_hand():
+    # four 16-aligned variables of 24 bytes: at 0, 32, 64, 96, three gaps of 8 (the top one
+    # needs none); an 8-aligned 8-byte one fills one of them; sizes of 8 mod 16 aligned to 8
+    # need nothing
+    assert alignment_padding([24] * 4, [16] * 4) == 24 == _least_stack_end([24] * 4, [16] * 4) - 96
+    assert alignment_padding([24] * 4 + [8], [16] * 4 + [8]) == 16
+    assert alignment_padding([24] * 4, [8] * 4) == 0
+    # mod 8 and mod 16 at once: the larger of the two, not their sum (one gap serves both)
+    assert alignment_padding([20, 20, 20], [16, 16, 16]) == 24 == \
+        _least_stack_end([20, 20, 20], [16, 16, 16]) - 60
+
+
+@examples(150)
+@given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
+def test_the_padded_peak_bound_never_exceeds_the_brute_force_optimum(r):
+    over, end = brute_force(r)
+    b = tile_bounds(r, [0])[0]
+    assert b.bytes <= b.padded
+    if over == 0:  # the bound speaks of allocations with nothing overflowed
+        assert b.padded <= end
 
 
 def test_region_bound_by_hand():

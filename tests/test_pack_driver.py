@@ -269,8 +269,11 @@ def test_the_exact_stage_reaches_every_tile_left_above_one_percent(monkeypatch):
     exact = {t: limit for t, m, limit in calls if m == "auto"}
     assert len(high) >= 2 and high <= set(exact), (high, exact)
     assert not any(driver._SPENT in t.note for t in a.tiles if t.tile in high)
-    # even shares of the time left: none at the per-tile cap
-    assert all(0.05 < exact[t] < 5.0 for t in high), exact
+    # even shares of the time left, not the per-tile cap first: the first tile handed out
+    # gets less than the cap and none is starved (a tile that reaches its bound early leaves
+    # its time to the later ones, so the last may get the cap)
+    order = [t for t, m, _ in calls if m == "auto" and t in high]
+    assert exact[order[0]] < 5.0 and all(exact[t] > 0.05 for t in high), exact
 
 
 def _first_end_seen(state, task, deadline):

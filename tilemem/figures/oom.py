@@ -289,7 +289,10 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
     if todo and repack:
         from ..pack.driver import allocate
 
-        known = {t: (int(bounds[t].max_live_bytes), bool(bounds[t].exact)) for t in todo}
+        from ..pack.bounds import bound_of
+
+        # with the padding the peak's alignments force: a proof on its variables
+        known = {t: bound_of(r, bounds[t]) for t in todo}
         a = allocate(r, method=method, tiles=todo, time_limit=time_limit, bounds=known,
                      journal=journal, budget=budget)
         offsets_new = np.asarray(a.offsets, np.int64)

@@ -52,7 +52,7 @@ from ..model.names import tensor_keys
 from ..rules import DEFAULT_RULES, Rules
 from ..model.target import Target
 from . import search
-from .bounds import tile_bounds
+from .bounds import TileBound, tile_bounds
 from .carry import CARRIED, carry_over
 from .cluster import LocalPool, ReportFile, cores, deadline_after, make_executor, remaining
 from .firstfit import first_fit
@@ -192,7 +192,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     ``deterministic``: CP-SAT and the local search stop on work done rather than on the clock
     (repeatable whatever the load or the machine; the budget is then not applied, as it is a
     clock). ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
-    ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` (as ``tile_bounds`` gives),
+    ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` or ``TileBound`` (as
+    ``tile_bounds`` gives),
     used instead of computing them again. ``journal``: a ``tilemem.pack.journal.Journal``:
     tiles it has finished are not solved again, and every tile is appended as it finishes.
     ``echo``: where to say which cluster runs the tasks. ``quick``: seconds per tile of
@@ -214,7 +215,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         tensor_keys(report)
     reps = list(groups)
     place = {t: i for i, t in enumerate(reps)}   # a tile's place among them, in tile order
-    known = {int(t): (int(b), bool(e)) for t, (b, e) in (bounds or {}).items()}
+    known = {int(t): (v if isinstance(v, TileBound) else (int(v[0]), bool(v[1])))
+             for t, v in (bounds or {}).items()}
     recorded = journal.records if journal is not None else {}
     final = {t: v for t, v in recorded.get(FINAL, {}).items() if t in groups}
     done = {t: v for t, v in recorded.get(FIRST, {}).items() if t in groups}

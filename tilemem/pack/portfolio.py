@@ -65,8 +65,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     portfolio from ``hint`` or from the heuristic), or "fit" (auto's exact portfolio, stopped
     as soon as the tile no longer overflows: the driver's first question on a tile that may
     fit, the end address left to later passes), or "carry" (``hint`` or ``carried``,
-    whichever is better; no search). ``bound``: ``(bytes, exact)``, else
-    computed from the problem alone. ``given``: an allocation the caller has (e.g. the
+    whichever is better; no search). ``bound``: ``(bytes, exact)`` or a
+    ``TileBound`` (with the peak's padded bound), else computed from the problem alone. ``given``: an allocation the caller has (e.g. the
     report's own offsets): when it passes the guard and is better, it is what is returned,
     so a re-run is never worse than the valid allocation it was given. ``stop_gap``: "quick"
     stops as soon as the end is within this fraction of the bound (what "near" does at
@@ -75,10 +75,13 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     when it passes the guard and is better.
     """
     t0 = time.perf_counter()
-    b, b_exact = bound if bound is not None else simple_bound(p)
-    # all three are valid lower bounds on the end address of an allocation that fits
+    b, b_exact = bound[:2] if bound is not None else simple_bound(p)
+    # the peak's clique with the padding its alignments force (``TileBound``), when given
+    pb, pb_vars = (int(bound[2]), int(bound[3])) if bound is not None and len(bound) > 3 \
+        else (int(b), 0)
+    # all four are valid lower bounds on the end address of an allocation that fits
     rb, rb_vars = region_clique(p)
-    lower = max(int(b), window_bound(p), rb)
+    lower = max(int(b), window_bound(p), rb, pb)
     note = ""
     ran_exact = ran_quick = hint_given = False
     if method == "replay":
@@ -134,6 +137,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         if rb > p.capacity:
             # the interleaved data live together do not fit in the interleaved region
             proven_on = rb_vars
+        elif pb > p.capacity:
+            # the data live at the peak fit, but not with the padding their alignments force
+            proven_on = pb_vars
         elif lower > p.capacity:
             # the search exhausted every capacity up to tileMemory on the whole tile
             proven_on = p.n
