@@ -68,7 +68,8 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
     Prints per tile the method, status (optimal: proven; feasible: time limit hit, not
     proven; heuristic; replay), overflowed bytes, totalIncludingGaps (highest end address),
     the lower bound (maximum live bytes, or where higher, interleavedMemoryStart plus the
-    heaviest clique of the variables confined to the interleaved region) and the gap to it;
+    heaviest clique of the variables confined to the interleaved region; either with the
+    padding its variables' alignments force between them) and the gap to it;
     then how many tiles fit with the report's own offsets (within memory and accepted by
     `tilemem check` on that tile) and with the new ones. On a partial report (variables of
     only some tiles) says so; tiles not in the dump do not count as fitting.

@@ -54,8 +54,9 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     allocation not proven optimal), "heuristic" (the heuristic's allocation) or "replay" (the
     replayed order).
     ``bound``: a lower bound on totalIncludingGaps of any allocation with nothing overflowed:
-    the tile's maximum live bytes, or a variable's window start plus its size when that is
-    higher (an interleaved variable cannot end below interleavedMemoryStart + its size);
+    the tile's maximum live bytes, or a variable's window start plus its size, or
+    interleavedMemoryStart plus the heaviest interleaved-only clique, whichever is highest,
+    the cliques with the padding their alignments force (``tilemem.pack.bounds``);
     ``bound_exact`` says the maximum live bytes are proven (not just a clique found).
     ``gap = (totalIncludingGaps - bound) / bound``.
     ``placed_as_report``: for ``replay``, how many variables got the report's own offset.

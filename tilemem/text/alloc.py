@@ -117,7 +117,8 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
         c.print(f"{s.from_journal:,} tile problem(s) taken from the journal of the "
                 f"interrupted run")
     c.print("total = totalIncludingGaps (highest end address); bound = maximum live bytes, "
-            "or interleaved start + heaviest interleaved-only clique where higher"
+            "or interleaved start + heaviest interleaved-only clique where higher, with the "
+            "padding their alignments force"
             + (" (* a lower bound, not proven maximum)"
                if not all(t.bound_exact for t in doc.tiles) else "")
             + "; feasible = time limit hit, not proven optimal")
