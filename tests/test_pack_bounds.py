@@ -94,3 +94,22 @@ def test_simple_bound_is_a_lower_bound():
         res = solve_cpsat(p, time_limit=10)
         assert res.status == "optimal"
         assert simple_bound(p)[0] <= int((res.offsets + p.size).max())
+
+
+def test_live_data_that_fits_but_not_with_its_padding_is_proven_not_to_fit():
+    # three pairwise conflicting 20-byte variables aligned to 16 on a 64-byte tile: their 60
+    # live bytes fit, but each but the highest leaves 12 bytes before the next (0, 32, 64):
+    # no allocation fits, and the verdict says it is proven on those 3 variables
+    from tilemem.model.target import Target
+    from tilemem.pack.driver import allocate
+
+    t = Target(1, 64, 32, np.array([0, 16, 32, 48]))
+    # (and a fourth, live with none of them: the proof is on the three, not the tile)
+    r = Report.from_columns(target=t, var_id=range(4), tile=[0] * 4, size=[20] * 3 + [4],
+                            alignment=[16] * 3 + [4], offset=[0] * 4, category=["variable"] * 4,
+                            eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 2], [0, 1], []])
+    b = tile_bounds(r, [0])[0]
+    assert (b.bytes, b.padded, b.padded_vars) == (60, 84, 3)
+    res = allocate(r, workers=1, time_limit=1.0).tiles[0]
+    assert res.overflow_bytes > 0 and res.verdict == "cannot fit: proven on 3 variables"
+    assert res.bound == 84
