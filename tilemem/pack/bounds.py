@@ -37,6 +37,19 @@ class TileBound(NamedTuple):
     padded: int
     padded_vars: int
 
+    @staticmethod
+    def of(value) -> "TileBound":
+        """``value`` as a ``TileBound``: a plain ``(bytes, exact)`` pair (a caller's own
+        bound) carries no padding, so its padded bound is its bytes, proven on nothing.
+
+        >>> TileBound.of((64, True))
+        TileBound(bytes=64, exact=True, padded=64, padded_vars=0)
+        """
+        if isinstance(value, TileBound):
+            return value
+        b, exact = value[:2]
+        return TileBound(int(b), bool(exact), int(b), 0)
+
 
 def tile_bounds(report: Report, tiles, time_limit: float = 10.0) -> dict[int, TileBound]:
     """Lower bounds of each tile, ``tile -> TileBound``: its maximum live bytes from

@@ -215,8 +215,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         tensor_keys(report)
     reps = list(groups)
     place = {t: i for i, t in enumerate(reps)}   # a tile's place among them, in tile order
-    known = {int(t): (v if isinstance(v, TileBound) else (int(v[0]), bool(v[1])))
-             for t, v in (bounds or {}).items()}
+    known = {int(t): TileBound.of(v) for t, v in (bounds or {}).items()}
     recorded = journal.records if journal is not None else {}
     final = {t: v for t, v in recorded.get(FINAL, {}).items() if t in groups}
     done = {t: v for t, v in recorded.get(FIRST, {}).items() if t in groups}
@@ -647,7 +646,7 @@ class TileTask:
     method: Pass
     hint: np.ndarray | None
     prev: TileResult | None
-    bound: tuple[int, bool]
+    bound: TileBound
     time_limit: float
     seed: int
     cp_workers: int = 1

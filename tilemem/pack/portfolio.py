@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import heuristic
-from .bounds import region_clique, simple_bound, window_bound
+from .bounds import TileBound, region_clique, simple_bound, window_bound
 from .carry import CARRIED
 from .cpsat import solve_cpsat
 from .firstfit import first_fit
@@ -65,9 +65,10 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     portfolio from ``hint`` or from the heuristic), or "fit" (auto's exact portfolio, stopped
     as soon as the tile no longer overflows: the driver's first question on a tile that may
     fit, the end address left to later passes), or "carry" (``hint`` or ``carried``,
-    whichever is better; no search). ``bound``: ``(bytes, exact)`` or a
-    ``TileBound`` (with the peak's padded bound), else computed from the problem alone. ``given``: an allocation the caller has (e.g. the
-    report's own offsets): when it passes the guard and is better, it is what is returned,
+    whichever is better; no search). ``bound``: ``(bytes, exact)`` or a ``TileBound``
+    (with the peak's padded bound), else computed from the problem alone. ``given``: an
+    allocation the caller has (e.g. the report's own offsets): when it passes the guard and
+    is better, it is what is returned,
     so a re-run is never worse than the valid allocation it was given. ``stop_gap``: "quick"
     stops as soon as the end is within this fraction of the bound (what "near" does at
     ``NEAR``). ``carried``: ``(tile, local offsets)``, an allocation carried over from a
@@ -75,10 +76,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     when it passes the guard and is better.
     """
     t0 = time.perf_counter()
-    b, b_exact = bound[:2] if bound is not None else simple_bound(p)
-    # the peak's clique with the padding its alignments force (``TileBound``), when given
-    pb, pb_vars = (int(bound[2]), int(bound[3])) if bound is not None and len(bound) > 3 \
-        else (int(b), 0)
+    # the maximum live bytes and, when given, the peak's clique with the padding its
+    # alignments force (``TileBound``)
+    b, b_exact, pb, pb_vars = TileBound.of(bound if bound is not None else simple_bound(p))
     # all four are valid lower bounds on the end address of an allocation that fits
     rb, rb_vars = region_clique(p)
     lower = max(int(b), window_bound(p), rb, pb)
