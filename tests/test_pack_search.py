@@ -459,28 +459,32 @@ def test_finds_larger_packings_that_exist(case):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(packed_reports())
-def test_probe_finds_only_valid_packings_and_proves_nothing_false(case):
+@given(packed_reports(), st.booleans())
+def test_probe_finds_only_valid_packings_and_proves_nothing_false(case, partnerless):
     # the probe (short descents from changing orders) is incomplete: "unknown" is allowed,
-    # "infeasible" is not (a packing exists), and whatever it finds passes the checker
+    # "infeasible" is not (a packing exists), and whatever it finds passes the checker;
+    # also with the descents that place the variables without element partners first
     r, rules, capacity = case
     p = TileProblem.from_report(r, 0, rules)
-    res = solve_search(p, time_limit=0.5, capacity=capacity, probe=True)
+    res = solve_search(p, time_limit=0.5, capacity=capacity, probe=True,
+                       partnerless=partnerless)
     assert res.status in ("optimal", "unknown")
     if res.status == "optimal":
         assert_valid(r, p, res, capacity)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(packed_reports(), st.integers(1, 64), st.booleans())
-def test_probe_agrees_with_the_complete_search_below_the_packing(case, less, repeat):
+@given(packed_reports(), st.integers(1, 64), st.booleans(), st.booleans())
+def test_probe_agrees_with_the_complete_search_below_the_packing(case, less, repeat,
+                                                                 partnerless):
     # at capacities below the construction's, where a packing may or may not exist: what the
     # probe places is valid, and it says "optimal" / "infeasible" only when the complete
     # search says the same (also a repeated probe, from perturbed orders only)
     r, rules, capacity = case
     p = TileProblem.from_report(r, 0, rules)
     cap = max(capacity - less, 0)
-    res = solve_search(p, time_limit=0.2, capacity=cap, probe=True, repeat=repeat)
+    res = solve_search(p, time_limit=0.2, capacity=cap, probe=True, repeat=repeat,
+                       partnerless=partnerless)
     full = solve_search(p, time_limit=20, capacity=cap)
     assert full.status in ("optimal", "infeasible")   # tiny: decided
     assert res.status in ("unknown", full.status)
@@ -491,6 +495,49 @@ def test_probe_agrees_with_the_complete_search_below_the_packing(case, less, rep
     if res.status == "unknown" and res.offsets is not None:
         # a failed descent completed by first fit: valid (both checkers), above the cap
         assert_valid_anywhere(r, p, res.offsets)
+
+
+def _three_in_a_clique() -> TileProblem:
+    """Three 4-byte variables live together (a clique), 0 and 1 element partners, 2 free;
+    elements of 16 bytes."""
+    r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 16, 32, 48])),
+                            var_id=[0, 1, 2], tile=[0] * 3, size=[4] * 3, alignment=[4] * 3,
+                            offset=[0] * 3, category=["variable"] * 3, eq_class=[0, 1, 2],
+                            interference=[[1, 2], [0, 2], [0, 1]],
+                            element_constraints=[[1], [], []])
+    return TileProblem.from_report(r, 0)
+
+
+@pytest.mark.parametrize("order, expected", [
+    # by hand: the hint's order (R) puts 0 first at 0; its partner 1 then cannot go lower than
+    # the next element (16), so 2 takes 4
+    ("DR", [0, 16, 4]),
+    # Q first: at height 0 the partnerless 2 goes first, then 0 at 4, then 1 past 0's element
+    ("DQR", [4, 16, 0]),
+])
+def test_the_partnerless_key_places_variables_without_element_partners_first(order, expected):
+    p = _three_in_a_clique()
+    # the hint is not valid (0 and 1 share an element), so the search runs; it sets only
+    # the R key (lowest offset first: 0, 1, 2)
+    res = solve_search(p, time_limit=10, hint=np.array([0, 4, 8]), capacity=20,
+                       orderings=(order,), randomized=False)
+    assert res.status == "optimal"
+    assert res.offsets.tolist() == expected
+
+
+def test_partnerless_descents_alternate_with_the_usual_ones_only_where_there_are_partners():
+    from tilemem.pack.search import solver as S
+    from tilemem.pack.search.sweep import model_of
+    sm = model_of(_three_in_a_clique())
+    d = S._Descents(sm, np.random.default_rng(0), partnerless=True)
+    assert d.orders[:4] == ["DTWR", "DQTWR", "DAWT", "DQAWT"]
+    assert len(d.orders) == 2 * len(S.PROBE_ORDERINGS)
+    # a problem without element pairs has nothing to put first: the usual orders only
+    plain = TileProblem.from_report(Report.from_columns(
+        var_id=[0, 1], tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
+        category=["variable"] * 2, eq_class=[0, 1], interference=[[1], [0]]), 0)
+    d = S._Descents(model_of(plain), np.random.default_rng(0), partnerless=True)
+    assert d.orders == list(S.PROBE_ORDERINGS)
 
 
 def assert_valid_anywhere(r: Report, p: TileProblem, offsets) -> None:

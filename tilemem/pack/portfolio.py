@@ -237,7 +237,7 @@ PROBE_MAX_SECONDS = 0.3
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
-                 seed: int = 0, target: int | None = None) -> Outcome:
+                 seed: int = 0, target: int | None = None, partnerless: bool = False) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: an ``Outcome``, status
     "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
@@ -267,7 +267,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     arrays are built once (not counted in ``time_limit``: they cost about as much as one
     probe) and every result passes the guard. On a tile whose bound is past tileMemory the
     caps are past it too, and the search may place variables in the overflow zone
-    (``solve_search``).
+    (``solve_search``). ``partnerless``: every other descent of each probe places the
+    variables without an element partner first (``tilemem.pack.search.partnerless_order``).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 8, 4],
@@ -340,7 +341,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             r = solve_search(p, time_limit=budget, hint=best, capacity=int(c),
                              seed=seed + len(tried),
                              probe=True, enough=stop if target is not None else None,
-                             mirrored=mirrored, repeat=again in probed)
+                             mirrored=mirrored, repeat=again in probed,
+                             partnerless=partnerless)
             probed.add(again)
             tried.append(f"{c - lower:+,}{'v' if mirrored else ''}:{r.status}")
             if r.offsets is not None:
@@ -459,7 +461,12 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         if not np.any(best >= tm):
             share = QUICK_SHARE * max(time_limit - clock.used(), 0.0)
             t_q = time.perf_counter()
-            best, _, quick_note, lower = quick_search(p, best, lower, share, seed=seed + 7)
+            # with the usual orders' descents, by turns, ones that place the variables
+            # without an element partner first (the first pass ran the usual ones only and
+            # left this tile above 1%: tiles held up by element pairs, see
+            # ``partnerless_order``)
+            best, _, quick_note, lower = quick_search(p, best, lower, share, seed=seed + 7,
+                                                      partnerless=EXACT_PARTNERLESS)
             clock.charge(time.perf_counter() - t_q)
             notes.append(quick_note)
         if not done():
@@ -545,6 +552,9 @@ PROOF_SECONDS = 2.0
 #: MiniMalloc's instances (up to ~320 buffers) stay with the whole-tile methods.
 NEIGHBOURHOOD_VARIABLES = 1000
 QUICK_SHARE = 0.75
+#: The exact stage's descents on a big tile: by turns the usual orders and ones that place the
+#: variables without an element partner first (``tilemem.pack.search.partnerless_order``).
+EXACT_PARTNERLESS = True
 #: On a big tile that overflows although its bound fits: the share of its time the search's
 #: descents get to make it fit, before the full search at tileMemory and the neighbourhoods.
 FIT_SHARE = 0.5

@@ -67,10 +67,10 @@ from __future__ import annotations
 
 from .state import KernelModel, SearchState
 from .run import SearchRun
-from .solver import (DEFAULT_ORDERINGS, PROBE_ORDERINGS, SearchResult, probe_limit,
-                     solve_search, warm_up)
+from .solver import (DEFAULT_ORDERINGS, PROBE_ORDERINGS, SearchResult, partnerless_order,
+                     probe_limit, solve_search, warm_up)
 from .sweep import SearchModel, build_model, model_of
 
 __all__ = ["DEFAULT_ORDERINGS", "PROBE_ORDERINGS", "KernelModel", "SearchModel", "SearchResult",
-           "SearchRun", "SearchState", "build_model", "model_of", "probe_limit", "solve_search",
-           "warm_up"]
+           "SearchRun", "SearchState", "build_model", "model_of", "partnerless_order", "probe_limit",
+           "solve_search", "warm_up"]

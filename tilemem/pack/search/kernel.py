@@ -62,8 +62,9 @@ T_OFF, T_M, T_PRE, T_WIT = range(4)
 # interaction kinds (bits of adj_kind): the guard's K_CONFLICT, K_ELEMENT, K_REGION
 
 # static order keys: W(idth), A(rea), T(otal of the sections) and R (a given random or hint
-# key) descending as in MiniMalloc; D(eadline: the end of the window) ascending
-KEY_W, KEY_A, KEY_T, KEY_R, KEY_D, KEY_Z = 0, 1, 2, 3, 4, 5
+# key) descending as in MiniMalloc; D(eadline: the end of the window) ascending; Q: the
+# variables without an element partner first (``tilemem.pack.search.solver``, ``PARTNERLESS``)
+KEY_W, KEY_A, KEY_T, KEY_R, KEY_D, KEY_Z, KEY_Q = 0, 1, 2, 3, 4, 5, 6
 
 
 # the geometry array ``geo``: interleavedMemoryStart, no region span (0/1), tileMemory. The
@@ -338,7 +339,7 @@ def run(model, state, heur, limit, budget, zc, dom):
             a = pieces[p, 0]
             b = pieces[p, 1]
             _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width,
-                      area, rand_key, hi, size, trail, reg, tmp_vars, tmp_key)
+                      area, rand_key, hi, size, trail, reg, tmp_vars, tmp_key, has_elem)
             q = sp + 1
             _node_frame(frames, q, a, b, -1, -1)
             reg[R_SP] = q
@@ -752,7 +753,7 @@ def _new_witness(s, slack, sec_ptr, sec_vars, off, m, wit, witv, wcnt, trail, tl
 
 @njit(cache=True)
 def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width, area,
-              rand_key, hi, size, trail, reg, tmp_vars, tmp_key):
+              rand_key, hi, size, trail, reg, tmp_vars, tmp_key, has_elem):
     """Rank the unplaced variables of part ``[a, b)`` by the static ordering ``heur`` (keys
     descending, then variable index): the tie-break of the dynamic order and of canonicity."""
     n = 0
@@ -777,6 +778,8 @@ def _preorder(a, b, heur, off, pre, total, vsec_ptr, vsecs, by_lo, lo_idx, width
                 key[j] = hi[k]
             elif code == KEY_Z:
                 key[j] = -size[k]
+            elif code == KEY_Q:
+                key[j] = has_elem[k]
             else:
                 tt = 0
                 for e in range(vsec_ptr[k], vsec_ptr[k + 1]):
