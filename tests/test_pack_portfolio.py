@@ -451,3 +451,54 @@ def test_a_cap_probed_again_from_the_same_start_is_a_repeat(monkeypatch):
         assert repeat == ((cap, mirrored, start) in seen), calls
         seen.add((cap, mirrored, start))
     assert any(repeat for *_, repeat in calls)
+
+
+def test_quick_search_with_a_step_comes_down_from_its_start(monkeypatch):
+    """With ``step``, every cap (the first too) is that share of the way from the end reached
+    down to the bound, and the mirrored probe runs at the same cap; without it the first cap
+    is ``AIM`` below ``NEAR`` above the bound. By hand: bound 64, start ending at 96."""
+    from types import SimpleNamespace
+
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    start = np.array([0, 24, 0, 72])          # ends at 96
+    at72 = np.array([0, 24, 0, 48])           # ends at 72
+    calls = []
+
+    def search(problem, time_limit, hint=None, capacity=None, mirrored=False, **kw):
+        calls.append((capacity, mirrored))
+        if len(calls) == 1:
+            return SimpleNamespace(offsets=at72.copy(), status="optimal", nodes=1)
+        return SimpleNamespace(offsets=None, status="unknown", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    off, _, note, _ = portfolio_mod.quick_search(p, start, 64, 0.05, step=0.25)
+    assert off.tolist() == at72.tolist()
+    # 96 - 32 / 4 = 88 finds 72; then 72 - 8 / 4 = 70, bottom-up, then top-down
+    assert calls[:3] == [(88, False), (70, False), (70, True)], calls
+    calls.clear()
+    portfolio_mod.quick_search(p, start, 64, 0.05)
+    assert calls[0] == (64 + max(1, int(64 * portfolio_mod.NEAR * portfolio_mod.AIM)), False)
+
+
+def test_a_fresh_start_is_valid_repeatable_and_reaches_the_only_layout():
+    # four_variables: only one layout ends at the bound, 64; the fresh start (bottom-up
+    # probes from a perturbed first fit) finds it, the same for the same seed and tile
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    off, note = portfolio_mod._fresh_start(p, 64, 2.0, seed=3)
+    assert off is not None and self_check(p, off), note
+    assert int((off + p.size).max()) == 64 and note.startswith("fresh start")
+    again, _ = portfolio_mod._fresh_start(p, 64, 2.0, seed=3)
+    assert again.tolist() == off.tolist()
+
+
+@examples(30)
+@given(small_reports(max_vars=8, max_classes=4))
+def test_a_fresh_start_passes_both_checkers(r):
+    p = TileProblem.from_report(r, 0)
+    off, note = portfolio_mod._fresh_start(p, int(p.size.max(initial=0)), 0.1, seed=0)
+    if off is None:     # the time ran out before a probe placed the tile
+        assert note == "fresh start not found"
+        return
+    col = r.offset.copy()
+    col[p.rows] = off
+    passes_both_checkers(r, col)

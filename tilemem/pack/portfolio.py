@@ -237,7 +237,8 @@ PROBE_MAX_SECONDS = 0.3
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
-                 seed: int = 0, target: int | None = None, partnerless: bool = False) -> Outcome:
+                 seed: int = 0, target: int | None = None, partnerless: bool = False,
+                 mirror: bool = True, step: float | None = None) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: an ``Outcome``, status
     "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
@@ -269,6 +270,9 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     caps are past it too, and the search may place variables in the overflow zone
     (``solve_search``). ``partnerless``: every other descent of each probe places the
     variables without an element partner first (``tilemem.pack.search.partnerless_order``).
+    ``mirror``: False for bottom-up probes only. ``step``: every cap that share of the way
+    from the end reached down to the bound, the first one too (default: ``STEP``, and the
+    first cap ``AIM`` below ``NEAR``).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 8, 4],
@@ -296,16 +300,16 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     slack = max(1, int(lower * NEAR * AIM))
     cap = lower + slack
     end = objective(p, best)[1]
-    if end < cap:
+    if end < cap or step is not None:
         # a start already below the first cap (an allocation carried over from a similar
         # tile, a good heuristic order): its first probe halfway down to the bound, as
         # after a probe that placed the tile, not just below its end (on 3 x 40 random
         # Mk2 tiles of seeds 2 and 4 started from their neighbour's allocation, 0.13 s
         # each: median gap 0.42-0.56 % against 0.48-0.59 %)
-        cap = end - max(int((end - lower) * STEP), 1)
+        cap = end - max(int((end - lower) * (step or STEP)), 1)
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under
-    aiming = True  # the first cap: AIM below NEAR
+    aiming = step is None  # the first cap: AIM below NEAR
     probed = set()  # (cap, mirrored, the best's key then): its static orders have run
     while True:
         end = objective(p, best)[1]
@@ -316,7 +320,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         found = infeasible = rejected = False
         # bottom-up, then (when that stalls) top-down: the mirror fills the top of memory
         # first, where the tiles whose interleaved region is as full as the tile are tight
-        for mirrored in (False, True) if not zone else (False,):
+        for mirrored in (False, True) if mirror and not zone else (False,):
             left = deadline - time.perf_counter()
             if left <= 0.005:
                 break
@@ -362,7 +366,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             break
         if found:
             end = objective(p, best)[1]
-            cap = end - max(int((end - lower) * STEP), 1)
+            cap = end - max(int((end - lower) * (step or STEP)), 1)
             continue
         if infeasible:
             lower, refuted = end_bound_after_infeasible(p, cap), cap
@@ -395,9 +399,10 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
        (always run with ``polish``, to lower the regions' high-water marks).
 
     A tile of ``NEIGHBOURHOOD_VARIABLES`` or more (not ``deterministic``: these stop on the
-    clock) goes from step 1 to the search's descents (``quick_search``) and neighbourhoods
-    solved exactly (``tilemem.pack.neighbourhood``) for the rest of its time instead of
-    steps 2-4.
+    clock) goes from step 1 to the search's descents instead of steps 2-4: first from a
+    fresh start (``_fresh_start``), then from the better of it and the hint
+    (``quick_search``), then neighbourhoods solved exactly (``tilemem.pack.neighbourhood``)
+    for the rest of its time.
     """
     clock = _Clock(deterministic)
     tm = p.capacity
@@ -460,6 +465,17 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # most of the time (on a tile that fits), then neighbourhoods solved exactly
         if not np.any(best >= tm):
             share = QUICK_SHARE * max(time_limit - clock.used(), 0.0)
+            if FRESH_SHARE:
+                # first a fresh start, bottom-up, lowered by the quick search; then the
+                # quick search from the better of it and the tile's allocation
+                t_q = time.perf_counter()
+                fresh, fresh_note = _fresh_start(p, lower, FRESH_SHARE * share, seed + 3)
+                spent = time.perf_counter() - t_q
+                clock.charge(spent)
+                share = max(share - spent, 0.0)
+                if fresh is not None and objective(p, fresh) < objective(p, best):
+                    best = fresh
+                notes.append(fresh_note)
             t_q = time.perf_counter()
             # with the usual orders' descents, by turns, ones that place the variables
             # without an element partner first (the first pass ran the usual ones only and
@@ -549,15 +565,77 @@ PROOF_SECONDS = 2.0
 #: of seed 1 left furthest above their bound by a default run (1.05-1.45 %): 5 s of the
 #: portfolio lowered them to 1.18-1.45 %, 5 s of neighbourhoods to 1.02-1.27 %, 5 s of
 #: descents to 0.18-0.94 % (neighbourhoods after 2.5 s of descents improved none of them).
-#: MiniMalloc's instances (up to ~320 buffers) stay with the whole-tile methods.
+#: MiniMalloc's instances (up to ~320 buffers) stay with the whole-tile methods. The
+#: descents' share was 0.75: on the generated Mk2's seed-2 tiles left above 1%, the
+#: neighbourhoods after them improved 0-2 of 5-18 each, so they now get a tenth.
 NEIGHBOURHOOD_VARIABLES = 1000
-QUICK_SHARE = 0.75
+QUICK_SHARE = 0.9
 #: The exact stage's descents on a big tile: by turns the usual orders and ones that place the
 #: variables without an element partner first (``tilemem.pack.search.partnerless_order``).
 EXACT_PARTNERLESS = True
 #: On a big tile that overflows although its bound fits: the share of its time the search's
 #: descents get to make it fit, before the full search at tileMemory and the neighbourhoods.
 FIT_SHARE = 0.5
+
+#: The share of a big tile's descents in the exact stage that goes first to a fresh start
+#: (``_fresh_start``).
+FRESH_SHARE = 0.6
+#: The fresh start's quick search comes down from it a quarter of the way to the bound at a
+#: time (not from ``AIM`` below ``NEAR``, where a fresh start's first probes stall).
+FRESH_STEP = 0.25
+#: The fresh start's first fit by size with each log size perturbed by this much noise.
+FRESH_NOISE = 0.1
+
+
+def _fresh_start(p: TileProblem, lower: int, seconds: float,
+                 seed: int) -> tuple[np.ndarray | None, str]:
+    """A packing of ``p`` built afresh bottom-up and lowered by the quick search, within
+    ``seconds``: ``(offsets or None, note)``.
+
+    Why: the quick search's probes follow their start's order (the hint's order is their
+    first), so a tile keeps the layout of its first packing. A tile the first pass left
+    above 1% was mostly placed by a top-down probe (``tilemem.pack.mirror``, which reaches
+    tight caps soonest) and keeps its layout: the variables live throughout at the top of
+    both regions, those with lifetimes in two parts at the bottom of each. Bottom-up, the
+    variables live throughout go to the bottom and those with lifetimes meet across the
+    regions' boundary, in one part: a layout whose first packing is looser (bottom-up
+    descents place the generated Mk2's seed-2 tiles left above 1% at 1.6-2 % above their
+    bound, top-down at 1.3 %) but that goes lower (3 s from either: 7 of those 16 tiles
+    within 1% from a fresh start, 1 from the run's allocations).
+
+    The first packing: bottom-up probes from first fit by size, at twice ``NEAR`` above
+    ``lower`` and doubling, a fifth of the time at most each.
+    """
+    deadline = time.perf_counter() + seconds
+    # first fit by size, perturbed by the seed and the tile: neighbouring tiles hold nearly
+    # the same problem, and the same start would give them the same descents (the probes'
+    # static orders follow the start), where a run of them carries the best one along
+    rng = np.random.default_rng([seed, p.tile])
+    noisy = np.log(np.maximum(p.size, 1)) + FRESH_NOISE * rng.standard_normal(p.n)
+    start = first_fit(p, np.argsort(-noisy, kind="stable"))
+    slack = max(1, int(lower * 2 * NEAR))
+    while True:
+        left = deadline - time.perf_counter()
+        cap = lower + slack
+        if cap >= objective(p, start)[1]:   # first fit is already below the cap
+            off = start
+            break
+        if left <= 0.01:
+            return None, "fresh start not found"
+        r = solve_search(p, time_limit=min(left, 0.2 * seconds), hint=start,
+                         capacity=int(min(cap, p.capacity)), probe=True, seed=seed)
+        if r.status == "optimal" and r.offsets is not None:
+            off = np.asarray(r.offsets, np.int64)
+            if self_check(p, off):
+                break
+        slack *= 2
+    left = deadline - time.perf_counter()
+    if left > 0.01:
+        off, _, note, _ = quick_search(p, off, lower, left, seed=seed, step=FRESH_STEP)
+    else:
+        note = ""
+    return off, f"fresh start {slack:+,}, then {note}"
+
 
 #: Deterministic runs measure the compiled search's work in nodes; a node costs about as much
 #: as the tile has variables, so a second of time limit buys this many nodes x variables.
