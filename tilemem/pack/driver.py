@@ -80,14 +80,18 @@ QUICK_MAX_SHARE = 4
 #: 28 of the 53 tiles still above 1% unreached.) A second a tile: on seed 2, seconds of the
 #: first pass lowered far more tiles than they did in the exact stage (2 s a tile asked for:
 #: the first pass 153-179 s, median gap 0.51-0.60 %, 37-39 tiles left above 1%; 1 s: 190 s,
-#: median 0.47 %, 38 left.) Three seconds since the exact stage starts a big tile afresh
-#: besides going on from its allocation (``portfolio._fresh_start``), which needs them: seed
+#: median 0.47 %, 38 left.) Two seconds since the exact stage starts a big tile afresh
+#: besides going on from its allocation (``portfolio._fresh_start``), which needs time: seed
 #: 2's 16 tiles left above 1% by a default run, the exact stage from the run's allocations,
 #: 2.2 s a tile: 5 within 1% with the fresh start, 1 without; at 1 s the fresh start's
-#: descents hardly begin. Default runs with 3 s: seed 2 99.12-99.25 % within 1% (11-13
-#: tiles above it, at 1.00-1.34 %), median 0.320-0.328 %; seed 4 99.86 %, 0.323 %. With 6 s
-#: the same tails stayed above 1% and seed 2's first pass ended at 152 s: median 0.378 %.
-EXACT_SHARE, EXACT_RESERVE = 3.0, 0.5
+#: descents hardly begin. What it costs is the first pass's time, which the median gap
+#: pays, as the forecast reserves this much for each tile it expects above 1%. Default runs
+#: (generated Mk2): with 3 s, seed 2 99.12-99.25 % within 1% (11-13 tiles above it, at
+#: 1.00-1.34 %), median 0.320-0.333 %; seed 4 99.86-99.93 %, median 0.323-0.347 % (its first
+#: pass ended at 150 s, the reserve at its cap); seed 5 100 %, median 0.280 % (0.234 % with
+#: 1 s). With 2 s, seed 4: 99.93 %, median 0.332 %, its first pass 177 s. With 6 s the
+#: tails stayed above 1% and seed 2's first pass ended at 152 s: median 0.378 %.
+EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
 #: With a budget, the first pass gives every tile an even share of the budget (a tile near
 #: capacity more, ``NEAR_WEIGHT``; the heuristic,
 #: then the quick search as low as it gets), keeping ``FIRST_RESERVE`` of it for the later
@@ -462,14 +466,12 @@ class ReserveForecast:
     ``FIRST_RESERVE`` and at most ``MAX_RESERVE`` of the ``span``.
 
     >>> f = ReserveForecast(tiles=1000, near_capacity=set(), workers=2, span=240.0)
-    >>> f.seconds()                    # the prior alone: 10 tiles above 1% -> 15 s, the floor
+    >>> f.seconds()                    # the prior alone: 10 tiles above 1% -> 10 s, the floor
     24.0
     >>> for t in range(100):
     ...     f.add(t, may_fit=False, high=t < 10)
     >>> round(f.seconds(), 1)          # 10 + 900 * (10 + 0.64) / 164 = 68.4 tiles above 1%
-    84.0
-    >>> round(68.4 * EXACT_SHARE / 2, 1), MAX_RESERVE * 240   # asked for, and the cap
-    (102.6, 84.0)
+    68.4
     >>> g = ReserveForecast(tiles=1000, near_capacity={0, 1, 2, 3}, workers=2, span=240.0)
     >>> g.add(0, may_fit=True, high=False)   # 1 + 3 * (1 + 2) / 7 near-capacity tiles overflow
     >>> round(g.fit_tiles(), 3), round(g.high_tiles(), 3)
@@ -518,7 +520,7 @@ def _exact_reserve(left: float, tiles: int, workers: int) -> float:
     worker each, at most ``EXACT_RESERVE`` of the ``left`` seconds.
 
     >>> _exact_reserve(100.0, 10, 2), _exact_reserve(6.0, 10, 2)
-    (15.0, 3.0)
+    (10.0, 3.0)
     """
     return min(EXACT_RESERVE * max(left, 0.0), tiles * EXACT_SHARE / workers)
 
