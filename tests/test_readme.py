@@ -17,6 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
+# the commands run in order in one scratch folder (diff reads what generate wrote just
+# before it): one worker for all of them (``--dist loadgroup`` in pyproject.toml)
+pytestmark = pytest.mark.xdist_group("readme")
+
 
 def examples() -> list[tuple[str, list[str]]]:
     """``(command, shown lines)`` of every ``$ tilemem`` line of the README's console blocks."""
