@@ -83,8 +83,8 @@ QUICK_MAX_SHARE = 4
 #: median 0.47 %, 38 left.) Two seconds since the exact stage starts a big tile afresh
 #: besides going on from its allocation (``portfolio._fresh_start``), which needs time: seed
 #: 2's 16 tiles left above 1% by a default run, the exact stage from the run's allocations,
-#: 2.2 s a tile: 5 within 1% with the fresh start, 1 without; at 1 s the fresh start's
-#: descents hardly begin. What it costs is the first pass's time, which the median gap
+#: 2.2 s a tile: 5 within 1% with the fresh start; without it 1, even at 4 s a tile; at
+#: 1 s the fresh start's descents hardly begin. What it costs is the first pass's time, which the median gap
 #: pays, as the forecast reserves this much for each tile it expects above 1%. Default runs
 #: (generated Mk2): with 3 s, seed 2 99.12-99.25 % within 1% (11-13 tiles above it, at
 #: 1.00-1.34 %), median 0.320-0.333 %; seed 4 99.86-99.93 %, median 0.323-0.347 % (its first

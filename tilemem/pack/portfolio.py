@@ -238,7 +238,7 @@ PROBE_MAX_SECONDS = 0.3
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
                  seed: int = 0, target: int | None = None, partnerless: bool = False,
-                 mirror: bool = True, step: float | None = None) -> Outcome:
+                 step: float | None = None) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: an ``Outcome``, status
     "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
@@ -270,7 +270,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     caps are past it too, and the search may place variables in the overflow zone
     (``solve_search``). ``partnerless``: every other descent of each probe places the
     variables without an element partner first (``tilemem.pack.search.partnerless_order``).
-    ``mirror``: False for bottom-up probes only. ``step``: every cap that share of the way
+    ``step``: every cap that share of the way
     from the end reached down to the bound, the first one too (default: ``STEP``, and the
     first cap ``AIM`` below ``NEAR``).
 
@@ -320,7 +320,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         found = infeasible = rejected = False
         # bottom-up, then (when that stalls) top-down: the mirror fills the top of memory
         # first, where the tiles whose interleaved region is as full as the tile are tight
-        for mirrored in (False, True) if mirror and not zone else (False,):
+        for mirrored in (False, True) if not zone else (False,):
             left = deadline - time.perf_counter()
             if left <= 0.005:
                 break

@@ -63,7 +63,7 @@ T_OFF, T_M, T_PRE, T_WIT = range(4)
 
 # static order keys: W(idth), A(rea), T(otal of the sections) and R (a given random or hint
 # key) descending as in MiniMalloc; D(eadline: the end of the window) ascending; Q: the
-# variables without an element partner first (``tilemem.pack.search.solver``, ``PARTNERLESS``)
+# variables without an element partner first (``tilemem.pack.search.partnerless_order``)
 KEY_W, KEY_A, KEY_T, KEY_R, KEY_D, KEY_Z, KEY_Q = 0, 1, 2, 3, 4, 5, 6
 
 

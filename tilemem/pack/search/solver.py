@@ -330,7 +330,6 @@ class _RandomRestarts:
 
     def __init__(self, sm: SearchModel, rng, base: int = 8, sigma: float = 0.3):
         self.sm = sm
-        self.partnerless = False   # the next key's orders with Q after D (``_Descents``)
         self.rng = rng
         self.base = base * max(sm.n, 1)
         self.sigma = sigma
@@ -338,8 +337,9 @@ class _RandomRestarts:
         self.log_w = np.log(np.maximum(sm.width, 1).astype(np.float64))
         self.log_z = np.log(np.maximum(sm.size, 1).astype(np.float64))
 
-    def key(self):
-        """One perturbed order as an R key (descending) and the letters to use it with."""
+    def key(self, partnerless: bool = False):
+        """One perturbed order as an R key (descending) and the letters to use it with
+        (with ``partnerless``, Q after D: ``partnerless_order``)."""
         sm, rng = self.sm, self.rng
         noise = rng.standard_normal((2, sm.n))[:, sm.rank]
         w = self.log_w + self.sigma * noise[0]
@@ -349,7 +349,7 @@ class _RandomRestarts:
         key = np.empty(sm.n, np.int64)
         key[order] = np.arange(sm.n, 0, -1)
         heur = [K.KEY_D, K.KEY_T, K.KEY_R] if first == 2 else [K.KEY_D, K.KEY_R]
-        if self.partnerless:
+        if partnerless:
             heur.insert(1, K.KEY_Q)
         return key, np.array(heur, np.int64)
 
@@ -409,9 +409,7 @@ class _Descents:
         self.i += 1
         if self.i <= len(self.orders):
             return _static_order(run, self.orders[self.i - 1], self.hinted, self.canonical)
-        if self.partnerless:
-            self.restarts.partnerless = self.i % 2 == 0
-        key, heur = self.restarts.key()
+        key, heur = self.restarts.key(partnerless=self.partnerless and self.i % 2 == 0)
         run.random_key[:] = key
         return heur
 
