@@ -399,3 +399,59 @@ def test_an_early_run_of_bad_results_moves_the_forecast_less_than_a_plain_projec
     expected = 3 + 980 * (3 + HIGH_PRIOR * HIGH_WEIGHT) / (20 + HIGH_WEIGHT)
     assert f.high_tiles() == pytest.approx(expected)
     assert f.high_tiles() < 3 * 1000 / 20 / 2
+
+
+def test_the_exact_stages_part_of_the_reserve_is_capped():
+    """100 tiles in, all left above 1%: 652 tiles forecast above 1%, 652 s of two workers
+    asked; the exact stage's part is held at ``EXACT_MAX`` of the span (the first pass would
+    otherwise end early, leave more tiles above 1% and ask more). The fit stage's part comes
+    on top, within ``MAX_RESERVE``."""
+    from tilemem.pack.driver import EXACT_MAX, FIT_SECONDS, MAX_RESERVE, ReserveForecast
+    f = ReserveForecast(1000, set(), 2, 240.0)
+    for t in range(100):
+        f.add(t, may_fit=False, high=True)
+    assert f.high_tiles() == pytest.approx(100 + 900 * (100 + 0.64) / 164)
+    assert f.seconds() == pytest.approx(EXACT_MAX * 240.0)
+    g = ReserveForecast(1000, set(), 2, 240.0)
+    for t in range(100):
+        g.add(t, may_fit=t < 4, high=t >= 4)   # 4 tiles overflow although their bound fits
+    assert g.seconds() == pytest.approx(min(EXACT_MAX * 240.0 + FIT_SECONDS * 4 / 2,
+                                            MAX_RESERVE * 240.0))
+
+
+
+
+def test_the_sweep_carries_a_good_tile_along_a_row_in_rounds():
+    """A row of five tiles left above 1%, the last one good (lower is better), each tile's
+    donors its better neighbours one tile away; tile 0 does not take tile 1's allocation
+    while it is at 3 (carried over it would be worse). The good allocation goes one tile a
+    round; after the first round only the donors that took one in the round before are
+    offered (tile 1 is not offered to tile 0 again until it changes); limited to 2 rounds
+    it reaches two tiles."""
+    def run(rounds):
+        value = [5, 3, 5, 5, 1]
+        offered = []
+
+        def donors(t):
+            return tuple((d, None) for d in (t - 1, t + 1)
+                         if 0 <= d < len(value) and value[d] < value[t])
+
+        def carry_round(sweep, k):
+            offered.append({t: sorted(d for d, _ in ds) for t, ds in sweep.items()})
+            took = set()
+            for t, ds in sweep.items():
+                better = [value[d] for d, _ in ds if not (t == 0 and d == 1 and value[1] == 3)]
+                if better:
+                    value[t] = min(better)
+                    took.add(t)
+            return took
+
+        n = driver._sweep_rounds(lambda: [t for t, v in enumerate(value) if v > 1], donors,
+                                 carry_round, rounds=rounds)
+        return n, value, offered
+
+    n, value, offered = run(None)
+    assert value == [1] * 5 and n == 4
+    assert offered == [{0: [1], 2: [1], 3: [4]}, {2: [3]}, {1: [2]}, {0: [1]}]
+    n, value, _ = run(2)
+    assert n == 2 and value == [5, 3, 1, 1, 1]

@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from pack_oracle import (TINY_GEOMETRY, brute_force, examples, passes_both_checkers,
@@ -502,3 +503,20 @@ def test_a_fresh_start_passes_both_checkers(r):
     col = r.offset.copy()
     col[p.rows] = off
     passes_both_checkers(r, col)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_auto_stops_at_the_gap_it_is_given(monkeypatch, big):
+    """``solve_tile("auto", stop_gap=g)`` (the driver's exact stage on the tiles left above
+    1%): a hint already within ``g`` of the bound comes back as it is, "feasible", not
+    "optimal"; without ``g`` the exact portfolio goes on to the only layout at the bound.
+    ``big``: a tile on the path of the big tiles (the fresh start, descents, neighbourhoods)."""
+    if big:
+        monkeypatch.setattr(portfolio_mod, "NEIGHBOURHOOD_VARIABLES", 1)
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    at72 = np.array([0, 24, 0, 48])          # ends at 72, 12.5 % above the bound (64)
+    res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True),
+                          stop_gap=0.125)
+    assert off.tolist() == at72.tolist() and res.status == "feasible", res.note
+    res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True))
+    assert self_check(p, off) and res.total_including_gaps == 64 and res.status == "optimal"

@@ -92,6 +92,12 @@ QUICK_MAX_SHARE = 4
 #: 1 s). With 2 s, seed 4: 99.93 %, median 0.332 %, its first pass 177 s. With 6 s the
 #: tails stayed above 1% and seed 2's first pass ended at 152 s: median 0.378 %.
 EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
+#: The exact stage stops a tile once its end is within ``EXACT_STOP`` of the bound: the
+#: stage is there to bring the tiles left above 1% within it, and what a tile leaves goes
+#: to the tiles after it (``EvenShare``), not to lowering one already within 1% further
+#: (the last pass, the exact portfolio on the rest, lowers it while the budget lasts). A
+#: little below 1%, not at it: a tile at 0.999% is one rounding away from "above 1%".
+EXACT_STOP = 0.95 * NEAR
 #: With a budget, the first pass gives every tile an even share of the budget (a tile near
 #: capacity more, ``NEAR_WEIGHT``; the heuristic,
 #: then the quick search as low as it gets), keeping ``FIRST_RESERVE`` of it for the later
@@ -112,6 +118,12 @@ FIRST_STOP = 0.002
 #: each tile left above 1%; at most ``MAX_RESERVE`` of the budget. (Seed 3: the fit stage on
 #: 31 tiles took the whole fixed reserve, and the 23 tiles above 1% got none of it.)
 FIT_SECONDS, MAX_RESERVE = 3.0, 0.35
+#: The exact stage's part of that reserve is at most ``EXACT_MAX`` of the budget: the first
+#: pass leaves more tiles above 1% the less time it has, and the reserve asked for them
+#: shortened it again. (Seed 4 of the generated Mk2, budget 240 s, two runs alike in the first
+#: pass: the first pass ending at 177 s, 46 tiles to the exact passes, median gap 0.332 %;
+#: then, the reserve at ``MAX_RESERVE``, at 150 s, 84 tiles, median 0.398 %.)
+EXACT_MAX = 0.15
 #: A tile whose bound is within ``2 * NEAR`` below tileMemory gets ``NEAR_WEIGHT`` times
 #: the first pass's even share: there the question is "does it fit?", a few more of the
 #: quick search's descents decide it, and one left overflowing costs the fit stage about
@@ -163,6 +175,13 @@ CHAIN = 16
 #: generated Mk2's seed-2 tiles left above 1 % by a default run: of 30, the better of the
 #: neighbours 1 or 2 tiles away brought 6 within 1 %.)
 REACH, DONORS = 2, 2
+#: The sweep after the exact stage goes on from the tiles that took a neighbour's allocation,
+#: at most this many rounds in all: a run of neighbours left above 1% is often one layer's,
+#: nearly one problem, where a lucky search on one tile carries over to the others within 0.01
+#: points (the generated Mk2's seed-2 tile 1269 at 0.75 % after 3 s: carried over to tiles
+#: 1266-1268 at 0.74-0.75 %, to 1270-1273 at 0.89-0.98 %, where the exact stage had left
+#: them at 1.03-1.23 %), and one round reaches only ``REACH`` tiles away.
+SWEEP_ROUNDS = 8
 #: Seconds of a worker the sweep after the exact stage takes a tile (the tile's problem and
 #: a first fit or two per donor), kept from the exact stage.
 CARRY_SECONDS = 0.05
@@ -347,21 +366,31 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                             if d in done and _standing(done[d][0]) < own)
             return tuple((d, done[d][1]) for _, d in better[:DONORS])
 
+        stopped: set[int] = set()   # tiles the exact stage stopped within ``EXACT_STOP``
+
         def exact(tiles_: list[int], how: Pass = Pass(method), until: float | None = deadline,
                   shares: list["EvenShare"] | None = None,
-                  lengths: list[int] | None = None) -> None:
+                  lengths: list[int] | None = None, stop_gap: float | None = None) -> None:
             tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
                               cp_workers, deterministic, share=shares[i] if shares else None,
-                              donors=donors(t))
+                              donors=donors(t), stop_gap=stop_gap)
                      for i, t in enumerate(tiles_)]
             # runs of the given ``lengths`` (neighbouring tiles, each carried over to the
             # next), else a task a tile
             runs = _cut(tasks, lengths or [1] * len(tasks))
             for _, out in bar.run(ex, _solve_run, runs, "exact", deadline=until):
                 for t, res, off in out:
-                    # "fit" stops once the tile fits: it goes on to the later passes
-                    record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
-                           or res.overflow_bytes > 0)
+                    if t in stopped and _SPENT in res.note:
+                        continue   # reached by the exact stage, which stopped it early
+                    # "fit" stops once the tile fits, and a stage with ``stop_gap`` once
+                    # the tile is within it: it goes on to the later passes
+                    stop = (stop_gap is not None and res.status != Status.OPTIMAL
+                            and res.gap <= stop_gap)
+                    if stop:
+                        stopped.add(t)
+                    record(t, res, off, not stop and (
+                        how != Pass.FIT or res.status == Status.OPTIMAL
+                        or res.overflow_bytes > 0))
 
         def quick_pass(label: str, seed: int, tiles_: list[int]) -> None:
             """The quick search, as low as it gets, on ``tiles_`` (the tiles that overflow
@@ -415,17 +444,25 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 until = deadline - CARRY_SECONDS * len(high) / w
                 shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit)
                           for i in range(len(high))]
-            exact(high, shares=shares, lengths=[len(run) for run in runs])
+            exact(high, shares=shares, lengths=[len(run) for run in runs],
+                  stop_gap=EXACT_STOP if shares else None)
             # the sweep: the tiles still above 1% take a better neighbour's latest allocation,
             # carried over, where it is better than theirs (no search)
-            # (the exact stage's tiles among them: their results there are final)
-            sweep = {t: donors(t) for t in todo
-                     if done[t][0].gap > NEAR and not _may_fit(done[t][0], tm)}
-            tasks = [TileTask(t, Pass.CARRY, done[t][1], done[t][0], known[t], 0.0, seed,
-                              donors=d) for t, d in sweep.items() if d]
-            for _, (t, res, off) in bar.run(ex, _solve, tasks, "carry over"):
-                if res.note.startswith(CARRIED):
-                    record(t, res, off, t in final)
+            # (the exact stage's tiles among them: their results there are final); again
+            # from the neighbours that took one, while any did (``_sweep_rounds``)
+            def carry_round(sweep: dict, k: int) -> set[int]:
+                tasks = [TileTask(t, Pass.CARRY, done[t][1], done[t][0], known[t], 0.0, seed,
+                                  donors=d) for t, d in sweep.items()]
+                changed = set()
+                for _, (t, res, off) in bar.run(ex, _solve, tasks, "carry over"
+                                                if k == 0 else "carry over again"):
+                    if res.note.startswith(CARRIED):
+                        record(t, res, off, t in final)
+                        changed.add(t)
+                return changed
+
+            _sweep_rounds(lambda: [t for t in todo if done[t][0].gap > NEAR
+                                   and not _may_fit(done[t][0], tm)], donors, carry_round)
             quick_pass("quick search", seed + 1, [t for t in todo if t not in final])
         # pass 5: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
@@ -470,8 +507,10 @@ class ReserveForecast:
     24.0
     >>> for t in range(100):
     ...     f.add(t, may_fit=False, high=t < 10)
-    >>> round(f.seconds(), 1)          # 10 + 900 * (10 + 0.64) / 164 = 68.4 tiles above 1%
+    >>> round(f.high_tiles(), 1)       # 10 + 900 * (10 + 0.64) / 164
     68.4
+    >>> round(f.seconds(), 1)          # 68.4 s asked, the exact stage's part at most 0.15 x 240
+    36.0
     >>> g = ReserveForecast(tiles=1000, near_capacity={0, 1, 2, 3}, workers=2, span=240.0)
     >>> g.add(0, may_fit=True, high=False)   # 1 + 3 * (1 + 2) / 7 near-capacity tiles overflow
     >>> round(g.fit_tiles(), 3), round(g.high_tiles(), 3)
@@ -509,10 +548,11 @@ class ReserveForecast:
         return self.far_fit + self.near_fit + max(len(self.near) - self.near_seen, 0) * rate
 
     def seconds(self) -> float:
-        """The reserve: what the expected tiles ask, over the workers, within its bounds."""
-        asked = FIT_SECONDS * self.fit_tiles() + EXACT_SHARE * self.high_tiles()
-        return min(max(FIRST_RESERVE * self.span, asked / self.workers),
-                   MAX_RESERVE * self.span)
+        """The reserve: what the expected tiles ask, over the workers, within its bounds
+        (the exact stage's part within ``EXACT_MAX`` of the span)."""
+        fit = FIT_SECONDS * self.fit_tiles() / self.workers
+        high = min(EXACT_SHARE * self.high_tiles() / self.workers, EXACT_MAX * self.span)
+        return min(max(FIRST_RESERVE * self.span, fit + high), MAX_RESERVE * self.span)
 
 
 def _exact_reserve(left: float, tiles: int, workers: int) -> float:
@@ -523,6 +563,43 @@ def _exact_reserve(left: float, tiles: int, workers: int) -> float:
     (10.0, 3.0)
     """
     return min(EXACT_RESERVE * max(left, 0.0), tiles * EXACT_SHARE / workers)
+
+
+def _sweep_rounds(candidates, donors, carry_round, rounds: int | None = None) -> int:
+    """The sweep after the exact stage, in rounds: each tile of ``candidates()`` (those
+    still above 1%) with ``donors(t)`` (its better neighbours, ``(tile, offsets)``) tries
+    them, ``carry_round({tile: donors}, k)`` carrying them over and returning the tiles that
+    took one; after the first round, only the donors that took one in the round before
+    (the others were tried already). Stops when no tile took one, or after ``rounds``
+    (``SWEEP_ROUNDS``); returns the rounds run.
+
+    >>> value = [5, 5, 5, 5, 1]   # a row of tiles, the last one good; lower is better
+    >>> def donors(t):
+    ...     near = [d for d in (t - 1, t + 1) if 0 <= d < 5 and value[d] < value[t]]
+    ...     return tuple((d, None) for d in near)
+    >>> def carry_round(sweep, k):
+    ...     took = {t for t, d in sweep.items()}
+    ...     for t, d in sweep.items():
+    ...         value[t] = min(value[x] for x, _ in d)
+    ...     return took
+    >>> _sweep_rounds(lambda: [t for t in range(5) if value[t] > 1], donors, carry_round)
+    4
+    >>> value
+    [1, 1, 1, 1, 1]
+    """
+    changed = None   # the first round: from every better neighbour
+    for k in range(SWEEP_ROUNDS if rounds is None else rounds):
+        sweep = {}
+        for t in candidates():
+            d = tuple(x for x in donors(t) if changed is None or x[0] in changed)
+            if d:
+                sweep[t] = d
+        if not sweep:
+            return k
+        changed = carry_round(sweep, k)
+        if not changed:
+            return k + 1
+    return SWEEP_ROUNDS if rounds is None else rounds
 
 
 def _exact_priority(res, tile_memory: int) -> tuple:

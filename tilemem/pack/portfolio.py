@@ -123,7 +123,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             ran_exact = True
             off, status, note, lower = exact_portfolio(
                 p, off, lower, time_limit, seed, cp_workers, deterministic,
-                polish=(method == "exact"), fit_only=(method == "fit"))
+                polish=(method == "exact"), fit_only=(method == "fit"),
+                stop_gap=stop_gap if method == "auto" else None)
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
@@ -380,8 +381,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
 
 def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float, seed: int = 0,
                     cp_workers: int = 1, deterministic: bool = False,
-                    polish: bool = False, fit_only: bool = False
-                    ) -> Outcome:
+                    polish: bool = False, fit_only: bool = False,
+                    stop_gap: float | None = None) -> Outcome:
     """The exact portfolio from a valid ``hint``: an ``Outcome`` (offsets, status, note and
     the bound, raised where a probe proved a capacity infeasible).
 
@@ -440,7 +441,11 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         return r.status
 
     def done():
-        return _meets(p, best, lower) and not polish
+        return _meets(p, best, stop()) and not polish
+
+    def stop():
+        # the end a tile may stop at: its bound, or within ``stop_gap`` of it
+        return lower if stop_gap is None else lower + int(lower * stop_gap)
 
     big = p.n >= NEIGHBOURHOOD_VARIABLES and not deterministic
     if big and np.any(best >= tm) and lower <= tm:
@@ -469,22 +474,26 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                 # first a fresh start, bottom-up, lowered by the quick search; then the
                 # quick search from the better of it and the tile's allocation
                 t_q = time.perf_counter()
-                fresh, fresh_note = _fresh_start(p, lower, FRESH_SHARE * share, seed + 3)
+                fresh, fresh_note = _fresh_start(p, lower, FRESH_SHARE * share, seed + 3,
+                                                 target=None if stop_gap is None else stop())
                 spent = time.perf_counter() - t_q
                 clock.charge(spent)
                 share = max(share - spent, 0.0)
                 if fresh is not None and objective(p, fresh) < objective(p, best):
                     best = fresh
+                    fresh_note += " (kept)"
                 notes.append(fresh_note)
             t_q = time.perf_counter()
             # with the usual orders' descents, by turns, ones that place the variables
             # without an element partner first (the first pass ran the usual ones only and
             # left this tile above 1%: tiles held up by element pairs, see
             # ``partnerless_order``)
-            best, _, quick_note, lower = quick_search(p, best, lower, share, seed=seed + 7,
-                                                      partnerless=EXACT_PARTNERLESS)
+            if not done() and share > 0.01:
+                best, _, quick_note, lower = quick_search(
+                    p, best, lower, share, seed=seed + 7, partnerless=EXACT_PARTNERLESS,
+                    target=None if stop_gap is None else stop())
+                notes.append(quick_note)
             clock.charge(time.perf_counter() - t_q)
-            notes.append(quick_note)
         if not done():
             res = improve_by_neighbourhoods(p, best, lower,
                                             max(time_limit - clock.used(), 0.0),
@@ -502,7 +511,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         if verdict == "infeasible":
             lower = end_bound_after_infeasible(p, lower)
         notes.append(f"search at bound {verdict}")
-    if not _meets(p, best, lower) and p.n > 1:
+    if not _meets(p, best, lower) and not done() and p.n > 1:
         share = 0.4 * (time_limit - clock.used())
         start = heuristic.HeuristicResult(best, "hint", np.argsort(best, kind="stable"), False)
         # deterministic: a budget of moves from the configured limit, not the clock
@@ -535,7 +544,8 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         notes.append(f"search end {'proven' if proven else 'open'} "
                      f"[{lower:,}, {objective(p, best)[1]:,}]")
     if done() or (proven and not polish):
-        return Outcome(best, "optimal", ",".join(notes), lower)
+        status = "optimal" if proven or _meets(p, best, lower) else "feasible"
+        return Outcome(best, status, ",".join(notes), lower)
     left = time_limit - clock.used()
     if left > 0.05 or polish:
         res = solve_cpsat(p, hint=best, time_limit=max(left, 0.1), bound=lower,
@@ -579,7 +589,7 @@ FIT_SHARE = 0.5
 
 #: The share of a big tile's descents in the exact stage that goes first to a fresh start
 #: (``_fresh_start``).
-FRESH_SHARE = 0.6
+FRESH_SHARE = 1.0
 #: The fresh start's quick search comes down from it a quarter of the way to the bound at a
 #: time (not from ``AIM`` below ``NEAR``, where a fresh start's first probes stall).
 FRESH_STEP = 0.25
@@ -587,8 +597,8 @@ FRESH_STEP = 0.25
 FRESH_NOISE = 0.1
 
 
-def _fresh_start(p: TileProblem, lower: int, seconds: float,
-                 seed: int) -> tuple[np.ndarray | None, str]:
+def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
+                 target: int | None = None) -> tuple[np.ndarray | None, str]:
     """A packing of ``p`` built afresh bottom-up and lowered by the quick search, within
     ``seconds``: ``(offsets or None, note)``.
 
@@ -631,7 +641,8 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float,
         slack *= 2
     left = deadline - time.perf_counter()
     if left > 0.01:
-        off, _, note, _ = quick_search(p, off, lower, left, seed=seed, step=FRESH_STEP)
+        off, _, note, _ = quick_search(p, off, lower, left, seed=seed, step=FRESH_STEP,
+                                       target=target)
     else:
         note = ""
     return off, f"fresh start {slack:+,}, then {note}"
