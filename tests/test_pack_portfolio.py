@@ -520,3 +520,26 @@ def test_auto_stops_at_the_gap_it_is_given(monkeypatch, big):
     assert off.tolist() == at72.tolist() and res.status == "feasible", res.note
     res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True))
     assert self_check(p, off) and res.total_including_gaps == 64 and res.status == "optimal"
+
+
+def test_a_fresh_start_probes_a_cap_held_at_tile_memory_once(monkeypatch):
+    """A bound within 2 % below tileMemory: the fresh start's caps (the bound + 2 %,
+    doubling) are held at tileMemory; a probe there that fails is not run again (the same
+    descents), and the fresh start gives up at once instead of spending its time."""
+    import time
+    from types import SimpleNamespace
+
+    p = four_variables(Target(1, 66, 66, np.array([0])))   # the bound 64, tileMemory 66
+    bad = np.array([0, 24, 0, 72])                         # a valid start ending at 96
+    caps = []
+
+    def search(problem, time_limit, hint=None, capacity=None, **kw):
+        caps.append(capacity)
+        return SimpleNamespace(offsets=None, status="unknown", nodes=1)
+
+    monkeypatch.setattr(portfolio_mod, "first_fit", lambda p, order: bad.copy())
+    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    t0 = time.perf_counter()
+    off, note = portfolio_mod._fresh_start(p, 64, 5.0, seed=0)
+    assert off is None and note == "fresh start not found"
+    assert caps == [65, 66] and time.perf_counter() - t0 < 1.0

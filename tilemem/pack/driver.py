@@ -90,13 +90,16 @@ QUICK_MAX_SHARE = 4
 #: 1.00-1.34 %), median 0.320-0.333 %; seed 4 99.86-99.93 %, median 0.323-0.347 % (its first
 #: pass ended at 150 s, the reserve at its cap); seed 5 100 %, median 0.280 % (0.234 % with
 #: 1 s). With 2 s, seed 4: 99.93 %, median 0.332 %, its first pass 177 s. With 6 s the
-#: tails stayed above 1% and seed 2's first pass ended at 152 s: median 0.378 %.
+#: tails stayed above 1% and seed 2's first pass ended at 152 s: median 0.378 %. (Single
+#: runs each: until the exact part of the reserve was capped, ``EXACT_MAX``, the first pass
+#: of one seed ended 30-40 s apart in runs of the same code.)
 EXACT_SHARE, EXACT_RESERVE = 2.0, 0.5
 #: The exact stage stops a tile once its end is within ``EXACT_STOP`` of the bound: the
 #: stage is there to bring the tiles left above 1% within it, and what a tile leaves goes
 #: to the tiles after it (``EvenShare``), not to lowering one already within 1% further
-#: (the last pass, the exact portfolio on the rest, lowers it while the budget lasts). A
-#: little below 1%, not at it: a tile at 0.999% is one rounding away from "above 1%".
+#: (the later passes, the quick search and the exact portfolio on the rest, lower it while
+#: the budget lasts). A little below 1%, not at it: a tile at 0.999% is one rounding away
+#: from "above 1%".
 EXACT_STOP = 0.95 * NEAR
 #: With a budget, the first pass gives every tile an even share of the budget (a tile near
 #: capacity more, ``NEAR_WEIGHT``; the heuristic,

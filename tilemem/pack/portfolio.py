@@ -400,10 +400,14 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
        (always run with ``polish``, to lower the regions' high-water marks).
 
     A tile of ``NEIGHBOURHOOD_VARIABLES`` or more (not ``deterministic``: these stop on the
-    clock) goes from step 1 to the search's descents instead of steps 2-4: first from a
-    fresh start (``_fresh_start``), then from the better of it and the hint
-    (``quick_search``), then neighbourhoods solved exactly (``tilemem.pack.neighbourhood``)
-    for the rest of its time.
+    clock) goes from step 1 to the search's descents instead of steps 2-4: from a fresh
+    start (``_fresh_start``; ``FRESH_SHARE``: their whole share), the better of it and the
+    hint kept (then, with time left, the descents from it: ``quick_search``), then
+    neighbourhoods solved exactly (``tilemem.pack.neighbourhood``) for the rest of its time.
+
+    ``stop_gap``: stop as soon as the end is within that fraction of the bound (the
+    driver's exact stage on the tiles left above 1%, ``driver.EXACT_STOP``); a hint already
+    within it comes back as it is.
     """
     clock = _Clock(deterministic)
     tm = p.capacity
@@ -471,8 +475,8 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         if not np.any(best >= tm):
             share = QUICK_SHARE * max(time_limit - clock.used(), 0.0)
             if FRESH_SHARE:
-                # first a fresh start, bottom-up, lowered by the quick search; then the
-                # quick search from the better of it and the tile's allocation
+                # first a fresh start, bottom-up, lowered by the quick search; then (with
+                # time left) the quick search from the better of it and the tile's allocation
                 t_q = time.perf_counter()
                 fresh, fresh_note = _fresh_start(p, lower, FRESH_SHARE * share, seed + 3,
                                                  target=None if stop_gap is None else stop())
@@ -580,15 +584,24 @@ PROOF_SECONDS = 2.0
 #: neighbourhoods after them improved 0-2 of 5-18 each, so they now get a tenth.
 NEIGHBOURHOOD_VARIABLES = 1000
 QUICK_SHARE = 0.9
-#: The exact stage's descents on a big tile: by turns the usual orders and ones that place the
-#: variables without an element partner first (``tilemem.pack.search.partnerless_order``).
+#: The exact stage's descents on a big tile from the better of the fresh start and its
+#: allocation: by turns the usual orders and ones that place the variables without an
+#: element partner first (``tilemem.pack.search.partnerless_order``). Since the fresh start
+#: takes the whole share (``FRESH_SHARE``) they run only on the time it leaves (when it
+#: reaches its target or its bound early); the fresh start's own descents use the usual
+#: orders (what was measured for it).
 EXACT_PARTNERLESS = True
 #: On a big tile that overflows although its bound fits: the share of its time the search's
 #: descents get to make it fit, before the full search at tileMemory and the neighbourhoods.
 FIT_SHARE = 0.5
 
 #: The share of a big tile's descents in the exact stage that goes first to a fresh start
-#: (``_fresh_start``).
+#: (``_fresh_start``), the rest to descents from the better of it and the tile's allocation.
+#: All of it: a fresh start's descents stall after 0.8-1.6 s on the generated Mk2's seed-2
+#: tiles left above 1% (tile 1269, six seeds: 1.03-1.15 % at 0.8 s, two of them at 0.75 %
+#: at 1.6 s), and the descents from the better of the two found nothing after a fresh start
+#: of 0.6 of the share on seeds 2, 4 and 5 (none of 31-43 tiles; 11 of 46 on seed 3, which
+#: ends with every tile within 1% either way).
 FRESH_SHARE = 1.0
 #: The fresh start's quick search comes down from it a quarter of the way to the bound at a
 #: time (not from ``AIM`` below ``NEAR``, where a fresh start's first probes stall).
@@ -624,16 +637,20 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
     noisy = np.log(np.maximum(p.size, 1)) + FRESH_NOISE * rng.standard_normal(p.n)
     start = first_fit(p, np.argsort(-noisy, kind="stable"))
     slack = max(1, int(lower * 2 * NEAR))
+    probed = -1
     while True:
         left = deadline - time.perf_counter()
         cap = lower + slack
         if cap >= objective(p, start)[1]:   # first fit is already below the cap
             off = start
             break
-        if left <= 0.01:
+        # a cap held at tileMemory (a bound within 2% of it) is probed once: again it would
+        # run the same descents, and the time goes to the tile's own allocation instead
+        if left <= 0.01 or min(cap, p.capacity) == probed:
             return None, "fresh start not found"
+        probed = min(cap, p.capacity)
         r = solve_search(p, time_limit=min(left, 0.2 * seconds), hint=start,
-                         capacity=int(min(cap, p.capacity)), probe=True, seed=seed)
+                         capacity=int(probed), probe=True, seed=seed)
         if r.status == "optimal" and r.offsets is not None:
             off = np.asarray(r.offsets, np.int64)
             if self_check(p, off):
