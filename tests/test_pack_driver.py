@@ -370,6 +370,24 @@ def test_the_pool_workers_see_the_first_pass_end_revised_after_they_started():
         driver._FIRST_END.value = float("nan")
 
 
+def _count_started(state, task, deadline):
+    """A pool task: count itself as started, as the exact stage's tasks do."""
+    with driver._STARTED.get_lock():
+        driver._STARTED.value += 1
+
+
+def test_the_pool_workers_count_the_tasks_started_where_the_driver_sees_it():
+    from tilemem.pack.cluster import LocalPool
+
+    try:
+        with LocalPool(None, workers=2) as pool:   # forked here
+            driver._STARTED.value = 0
+            list(pool.run(_count_started, list(range(6))))
+            assert driver._STARTED.value == 6
+    finally:
+        driver._STARTED.value = -1
+
+
 @given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60),
        st.integers(0, 20), st.integers(1, 4))
 def test_the_reserve_forecast_counts_what_it_saw_and_stays_within_its_bounds(results, near,

@@ -192,6 +192,12 @@ CARRY_SECONDS = 0.05
 #: the forked workers of the local pool; elsewhere (Dask, another process) it stays unset and
 #: a task keeps the end it was given.
 _FIRST_END = multiprocessing.RawValue("d", float("nan"))
+#: The exact stage's tasks started so far, counted by the tasks themselves (shared memory, as
+#: ``_FIRST_END``; -1: not counting, as in a process that does not see it), so that a task's
+#: share (``EvenShare``) is of the tasks not started yet, not of those after it in the list:
+#: the runs go to the workers as they free up, and a long run's last tiles start after the
+#: short runs listed after it have finished.
+_STARTED = multiprocessing.Value("q", -1)
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -445,10 +451,18 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 w = _workers_of(ex)
                 # the exact stage ends early enough for the sweep after it
                 until = deadline - CARRY_SECONDS * len(high) / w
-                shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit)
+                # each tile's share of the tasks not started yet (``_STARTED``), of one
+                # worker's time once they are all its run's
+                run_rest = [len(run) - k for run in runs for k in range(len(run))]
+                shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit,
+                                    run_rest=run_rest[i])
                           for i in range(len(high))]
-            exact(high, shares=shares, lengths=[len(run) for run in runs],
-                  stop_gap=EXACT_STOP if shares else None)
+            _STARTED.value = 0
+            try:
+                exact(high, shares=shares, lengths=[len(run) for run in runs],
+                      stop_gap=EXACT_STOP if shares else None)
+            finally:
+                _STARTED.value = -1
             # the sweep: the tiles still above 1% take a better neighbour's latest allocation,
             # carried over, where it is better than theirs (no search)
             # (the exact stage's tiles among them: their results there are final); again
@@ -771,6 +785,12 @@ class EvenShare:
     (1.92, 0.1)
     >>> EvenShare(110.0, 0, 100, 2, 0.1, 2.0, weight=3.0, rest=102.0).seconds(100.0)   # 3 of 102
     0.508235
+    >>> _STARTED.value = 8   # counted: 8 of 10 tasks started, this one among them, 3 left
+    >>> EvenShare(110.0, 2, 10, 2, 0.1, 9.0, run_rest=3).seconds(100.0)   # all its run's: 10 / 3
+    3.253333
+    >>> EvenShare(110.0, 2, 10, 2, 0.1, 9.0, run_rest=1).seconds(100.0)   # two workers: 20 / 3
+    6.586667
+    >>> _STARTED.value = -1
     """
 
     until: float
@@ -785,13 +805,23 @@ class EvenShare:
     #: share is its weight's part of theirs
     weight: float = 1.0
     rest: float | None = None
+    #: the tiles of this task's run from it on (itself included), when the tasks started are
+    #: counted (``_STARTED``): the tasks not started yet instead of ``index``'s, and when
+    #: they are all of this run, one worker's time (a run's tiles go one after the other)
+    run_rest: int | None = None
 
     def seconds(self, now: float) -> float:
         until = self.until
         if self.revised and _FIRST_END.value == _FIRST_END.value:   # set (not NaN)
             until = min(until, _FIRST_END.value)
         rest = max(self.count - self.index, 1) if self.rest is None else max(self.rest, 1e-9)
-        left = (until - now) * self.workers * self.weight / rest
+        workers = self.workers
+        if self.run_rest is not None and _STARTED.value > 0:
+            # this task was counted as it started: the tasks left are it and those after it
+            rest = max(self.count - _STARTED.value + 1, 1)
+            if rest <= self.run_rest:
+                workers = 1
+        left = (until - now) * workers * self.weight / rest
         return round(min(max(left - _SETUP.seconds(), self.least), self.most), 6)
 
 
@@ -843,6 +873,10 @@ def _solve(shared, task: TileTask, deadline: float | None):
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
     started = time.time()
+    if task.share is not None and task.share.run_rest is not None:
+        with _STARTED.get_lock():
+            if _STARTED.value >= 0:
+                _STARTED.value += 1
     time_limit = task.time_limit if task.share is None else task.share.seconds(started)
     searched = method in _SEARCHED
     if searched:
