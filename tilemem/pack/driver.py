@@ -581,7 +581,7 @@ def _exact_reserve(left: float, tiles: int, workers: int) -> float:
     worker each, at most ``EXACT_RESERVE`` of the ``left`` seconds.
 
     >>> _exact_reserve(100.0, 10, 2), _exact_reserve(6.0, 10, 2)
-    (10.0, 3.0)
+    (15.0, 3.0)
     """
     return min(EXACT_RESERVE * max(left, 0.0), tiles * EXACT_SHARE / workers)
 
