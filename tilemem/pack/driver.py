@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import threading
 import time
 from dataclasses import dataclass
 from dataclasses import replace as replace_task
@@ -84,8 +85,9 @@ QUICK_MAX_SHARE = 4
 #: besides going on from its allocation (``portfolio._fresh_start``), which needs time: seed
 #: 2's 16 tiles left above 1% by a default run, the exact stage from the run's allocations,
 #: 2.2 s a tile: 5 within 1% with the fresh start; without it 1, even at 4 s a tile; at
-#: 1 s the fresh start's descents hardly begin. What it costs is the first pass's time, which the median gap
-#: pays, as the forecast reserves this much for each tile it expects above 1%. Default runs
+#: 1 s the fresh start's descents hardly begin. What it costs is the first pass's time,
+#: which the median gap pays, as the forecast reserves this much for each tile it expects
+#: above 1%. Default runs
 #: (generated Mk2): with 3 s, seed 2 99.12-99.25 % within 1% (11-13 tiles above it, at
 #: 1.00-1.34 %), median 0.320-0.333 %; seed 4 99.86-99.93 %, median 0.323-0.347 % (its first
 #: pass ended at 150 s, the reserve at its cap); seed 5 100 %, median 0.280 % (0.234 % with
@@ -201,7 +203,12 @@ _FIRST_END = multiprocessing.RawValue("d", float("nan"))
 #: share (``EvenShare``) is of the tasks not started yet, not of those after it in the list:
 #: the runs go to the workers as they free up, and a long run's last tiles start after the
 #: short runs listed after it have finished.
-_STARTED = multiprocessing.Value("q", -1)
+try:
+    _STARTED = multiprocessing.Value("q", -1)
+except OSError:
+    # no shared semaphores on this host (no /dev/shm): the count is still shared memory, its
+    # lock this process's only (reentrant: ``.value`` takes it too, inside ``get_lock()``)
+    _STARTED = multiprocessing.Value("q", -1, lock=threading.RLock())
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -608,8 +615,9 @@ def _sweep_rounds(candidates, donors, carry_round, rounds: int | None = None) ->
     >>> value
     [1, 1, 1, 1, 1]
     """
+    rounds = SWEEP_ROUNDS if rounds is None else rounds
     changed = None   # the first round: from every better neighbour
-    for k in range(SWEEP_ROUNDS if rounds is None else rounds):
+    for k in range(rounds):
         sweep = {}
         for t in candidates():
             d = tuple(x for x in donors(t) if changed is None or x[0] in changed)
@@ -620,7 +628,7 @@ def _sweep_rounds(candidates, donors, carry_round, rounds: int | None = None) ->
         changed = carry_round(sweep, k)
         if not changed:
             return k + 1
-    return SWEEP_ROUNDS if rounds is None else rounds
+    return rounds
 
 
 def _exact_priority(res, tile_memory: int) -> tuple:
