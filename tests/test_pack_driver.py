@@ -6,8 +6,10 @@ expectations.
 - identical tiles are solved once; the worker processes give the same offsets as one process.
 """
 import dataclasses
+import time
 
 import numpy as np
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -274,6 +276,44 @@ def test_the_exact_stage_reaches_every_tile_left_above_one_percent(monkeypatch):
     # its time to the later ones, so the last may get the cap)
     order = [t for t, m, _ in calls if m == "auto" and t in high]
     assert exact[order[0]] < 5.0 and all(exact[t] > 0.05 for t in high), exact
+
+
+def test_a_second_round_of_the_exact_stage_takes_the_tiles_still_above_one_percent(
+        monkeypatch):
+    """A first round of the exact stage that leaves every tile above 1% where it was, in no
+    time: the time it left goes to a second round, with another seed, on those same tiles
+    (none else), at least ``AGAIN_LEAST`` a tile, within the budget; they end no worse."""
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
+    monkeypatch.setattr(driver, "DONORS", 0)   # no sweep: the tiles stay as round 1 left them
+    calls, high = [], {}
+    real = driver.solve_tile
+
+    def spy(p, method, **kw):
+        first = method == "quick" and kw.get("hint") is None
+        calls.append((p.tile, method, kw["seed"], kw.get("time_limit")))
+        if first or (method == "auto" and kw["seed"] == 0):
+            method = "heuristic"   # a first pass, and a first round, that leave tiles above 1%
+        res, off = real(p, method, **kw)
+        if first and res.gap > driver.NEAR and res.overflow_bytes == 0:
+            high[p.tile] = res.total_including_gaps
+        return res, off
+
+    monkeypatch.setattr(driver, "solve_tile", spy)
+    started = time.time()
+    a = allocate(r, workers=1, time_limit=5.0, budget=20.0, verify=True)
+    assert time.time() - started < 20.0 + 5.0
+    again = {t: limit for t, m, seed, limit in calls if m == "auto" and seed == 2}
+    # the first round: the exact stage's calls (seed 0) before the second round's
+    k = next(i for i, (_, m, seed, _) in enumerate(calls) if m == "auto" and seed == 2)
+    first_round = {t for t, m, seed, _ in calls[:k] if m == "auto" and seed == 0}
+    # the second round takes the first's tiles, among them every tile the first pass left
+    # above 1% (a tile the fit stage brought to fit may join them), and no others
+    assert len(high) >= 2 and set(high) <= set(again) <= first_round, (high, again)
+    assert all(limit >= driver.AGAIN_LEAST for limit in again.values()), again
+    ends = {t.tile: t.total_including_gaps for t in a.tiles}
+    assert all(ends[t] <= end for t, end in high.items())
 
 
 def _first_end_seen(state, task, deadline):

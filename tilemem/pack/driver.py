@@ -13,7 +13,8 @@
   of the bound on every other tile above it (a little time on every tile first); the exact
   portfolio (on big tiles the search's descents and neighbourhoods,
   ``tilemem.pack.neighbourhood``) on every tile still above 1%, an even share of the time
-  left each; the quick search again, as low as it gets; then the exact portfolio on the
+  left each, and a second round with another seed on those it leaves above 1% where time
+  is left; the quick search again, as low as it gets; then the exact portfolio on the
   rest.
 - ``exact``: the exact portfolio on every tile (it also lowers the regions' high-water marks,
   the objective's last criterion).
@@ -78,27 +79,14 @@ QUICK_MAX_SHARE = 4
 #: left (``EvenShare``, at most ``time_limit``) in one task: the search's descents and
 #: neighbourhoods after one set-up. (Seed 2 of the generated Mk2: a quick pass on them before
 #: the exact stage, each task its own set-up, with a floor of 0.5 s a tile in the stage, left
-#: 28 of the 53 tiles still above 1% unreached.) A second a tile: on seed 2, seconds of the
-#: first pass lowered far more tiles than they did in the exact stage (2 s a tile asked for:
-#: the first pass 153-179 s, median gap 0.51-0.60 %, 37-39 tiles left above 1%; 1 s: 190 s,
-#: median 0.47 %, 38 left.) Two seconds since the exact stage starts a big tile afresh
-#: besides going on from its allocation (``portfolio._fresh_start``), which needs time: seed
-#: 2's 16 tiles left above 1% by a default run, the exact stage from the run's allocations,
-#: 2.2 s a tile: 5 within 1% with the fresh start; without it 1, even at 4 s a tile; at
-#: 1 s the fresh start's descents hardly begin. What it costs is the first pass's time,
-#: which the median gap pays, as the forecast reserves this much for each tile it expects
-#: above 1%. Default runs
-#: (generated Mk2): with 3 s, seed 2 99.12-99.25 % within 1% (11-13 tiles above it, at
-#: 1.00-1.34 %), median 0.320-0.333 %; seed 4 99.86-99.93 %, median 0.323-0.347 % (its first
-#: pass ended at 150 s, the reserve at its cap); seed 5 100 %, median 0.280 % (0.234 % with
-#: 1 s). With 2 s, seed 4: 99.93 %, median 0.332 %, its first pass 177 s. With 6 s the
-#: tails stayed above 1% and seed 2's first pass ended at 152 s: median 0.378 %. (Single
-#: runs each: until the exact part of the reserve was capped, ``EXACT_MAX``, the first pass
-#: of one seed ended 30-40 s apart in runs of the same code.) Three seconds since the stage
-#: stops a tile within 1% (``EXACT_STOP``), sweeps in rounds, counts the tasks started
-#: (``_STARTED``) and its reserve is capped: seed 2, 99.73 % within 1% (4 tiles above it),
-#: median 0.321 %, the first pass 198 s, where with 2 s: 99.18-99.25 % (11-12 above),
-#: median 0.304-0.341 %, 204-209 s; seed 4 99.66 % (5 above), median 0.313 %, 190 s.
+#: 28 of the 53 tiles still above 1% unreached.) Three seconds: the stage starts a big tile
+#: afresh besides going on from its allocation (``portfolio._fresh_start``), and at 1 s the
+#: fresh start's descents hardly begin; what the stage takes the first pass pays (the
+#: forecast reserves this much for each tile it expects above 1%), which the median gap
+#: feels. Default runs on the generated Mk2 (docs/benchmarks.md, second to eighth parts):
+#: with 3 s seed 2 ended 99.73 % within 1% (4 tiles above it), median 0.321 %, where with
+#: 2 s 99.18-99.25 % (11-12 above), median 0.304-0.341 %; with 6 s its first pass ended at
+#: 152 s, median 0.378 %.
 EXACT_SHARE, EXACT_RESERVE = 3.0, 0.5
 #: The exact stage stops a tile once its end is within ``EXACT_STOP`` of the bound: the
 #: stage is there to bring the tiles left above 1% within it, and what a tile leaves goes
@@ -191,6 +179,16 @@ REACH, DONORS = 2, 2
 #: 1266-1268 at 0.74-0.75 %, to 1270-1273 at 0.89-0.98 %, where the exact stage had left
 #: them at 1.03-1.23 %), and one round reaches only ``REACH`` tiles away.
 SWEEP_ROUNDS = 8
+#: The exact stage's second round: the tiles still above 1% after the first round and its
+#: sweep, with another seed (a big tile's end within reach is a matter of the fresh start's
+#: luck: on the generated Mk2's seed-2 tile 1269, after 1.6 s, two of six seeds reach
+#: 0.75 % and four stay at 1.08-1.15 %), on the time the first round left unused (its tiles
+#: stopped within ``EXACT_STOP`` early, after those above 1% had had their shares: 20 s of
+#: seed 4's went to the quick search after it). ``EXACT_SHARE`` a tile, at most
+#: ``AGAIN_MAX`` of the time left (the quick search after it lowers the tiles with the
+#: largest gaps below 1%), and none below ``AGAIN_LEAST`` a tile (a fresh start's descents
+#: hardly begin in a second).
+AGAIN_MAX, AGAIN_LEAST = 0.5, 1.0
 #: Seconds of a worker the sweep after the exact stage takes a tile (the tile's problem and
 #: a first fit or two per donor), kept from the exact stage.
 CARRY_SECONDS = 0.05
@@ -231,8 +229,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     budget lasts: on the tiles that overflow although their bound fits (fewest overflowed
     bytes first) the exact portfolio until they fit; the exact portfolio on every tile left
     above 1% (largest gap first, each an even share of the time left, at most
-    ``time_limit``); the quick search on every other tile; and the exact portfolio on the
-    rest (largest gap first). A tile not
+    ``time_limit``), and again, with another seed, on those still above 1% where the first
+    round left time (``_again_seconds``); the quick search on every other tile; and the
+    exact portfolio on the rest (largest gap first). A tile not
     reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
@@ -387,27 +386,31 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             return tuple((d, done[d][1]) for _, d in better[:DONORS])
 
         stopped: set[int] = set()   # tiles the exact stage stopped within ``EXACT_STOP``
+        reached: set[int] = set()   # tiles the exact stage (either round) reached
 
         def exact(tiles_: list[int], how: Pass = Pass(method), until: float | None = deadline,
                   shares: list["EvenShare"] | None = None,
-                  lengths: list[int] | None = None, stop_gap: float | None = None) -> None:
-            tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed,
+                  lengths: list[int] | None = None, stop_gap: float | None = None,
+                  seed_: int = seed, label: str = "exact") -> None:
+            tasks = [TileTask(t, how, done[t][1], done[t][0], known[t], time_limit, seed_,
                               cp_workers, deterministic, share=shares[i] if shares else None,
                               donors=donors(t), stop_gap=stop_gap)
                      for i, t in enumerate(tiles_)]
             # runs of the given ``lengths`` (neighbouring tiles, each carried over to the
             # next), else a task a tile
             runs = _cut(tasks, lengths or [1] * len(tasks))
-            for _, out in bar.run(ex, _solve_run, runs, "exact", deadline=until):
+            for _, out in bar.run(ex, _solve_run, runs, label, deadline=until):
                 for t, res, off in out:
-                    if t in stopped and _SPENT in res.note:
-                        continue   # reached by the exact stage, which stopped it early
+                    if t in reached and _SPENT in res.note:
+                        continue   # reached by the exact stage before: it keeps that result
                     # "fit" stops once the tile fits, and a stage with ``stop_gap`` once
                     # the tile is within it: it goes on to the later passes
                     stop = (stop_gap is not None and res.status != Status.OPTIMAL
                             and res.gap <= stop_gap)
                     if stop:
                         stopped.add(t)
+                    if shares is not None:
+                        reached.add(t)
                     record(t, res, off, not stop and (
                         how != Pass.FIT or res.status == Status.OPTIMAL
                         or res.overflow_bytes > 0))
@@ -454,26 +457,27 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             # layer's, side by side), the search's gains on one carried over to the next;
             # then the sweep; pass 4: the quick search on every other tile (a little time on
             # every tile lowers far more of them than seconds of exact effort on a few)
-            runs = _runs(above_near(), place)
-            runs.sort(key=lambda run: min(_exact_priority(done[t][0], tm) + (t,) for t in run))
-            high = [t for run in runs for t in run]
-            shares = None
-            if deadline is not None and high:
-                w = _workers_of(ex)
-                # the exact stage ends early enough for the sweep after it
-                until = deadline - CARRY_SECONDS * len(high) / w
-                # each tile's share of the tasks not started yet (``_STARTED``), of one
-                # worker's time once they are all its run's
-                run_rest = [len(run) - k for run in runs for k in range(len(run))]
-                shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit,
-                                    run_rest=run_rest[i])
-                          for i in range(len(high))]
-            _STARTED.value = 0
-            try:
-                exact(high, shares=shares, lengths=[len(run) for run in runs],
-                      stop_gap=EXACT_STOP if shares else None)
-            finally:
-                _STARTED.value = -1
+            def exact_stage(tiles_: list[int], until: float | None, seed_: int,
+                            label: str) -> None:
+                runs = _runs(tiles_, place)
+                runs.sort(key=lambda run: min(_exact_priority(done[t][0], tm) + (t,)
+                                              for t in run))
+                high = [t for run in runs for t in run]
+                shares = None
+                if until is not None and high:
+                    # each tile's share of the tasks not started yet (``_STARTED``), of one
+                    # worker's time once they are all its run's
+                    run_rest = [len(run) - k for run in runs for k in range(len(run))]
+                    shares = [EvenShare(until, i, len(high), w, MIN_SHARE * quick, time_limit,
+                                        run_rest=run_rest[i])
+                              for i in range(len(high))]
+                _STARTED.value = 0
+                try:
+                    exact(high, shares=shares, lengths=[len(run) for run in runs],
+                          stop_gap=EXACT_STOP if shares else None, seed_=seed_, label=label)
+                finally:
+                    _STARTED.value = -1
+
             # the sweep: the tiles still above 1% take a better neighbour's latest allocation,
             # carried over, where it is better than theirs (no search)
             # (the exact stage's tiles among them: their results there are final); again
@@ -489,8 +493,27 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                         changed.add(t)
                 return changed
 
-            _sweep_rounds(lambda: [t for t in todo if done[t][0].gap > NEAR
-                                   and not _may_fit(done[t][0], tm)], donors, carry_round)
+            def still_high() -> list[int]:
+                return [t for t in todo if done[t][0].gap > NEAR
+                        and done[t][0].status != Status.OPTIMAL
+                        and not _may_fit(done[t][0], tm)]
+
+            w = _workers_of(ex)
+            high = above_near()
+            # the exact stage ends early enough for the sweep after it
+            exact_stage(high, None if deadline is None
+                        else deadline - CARRY_SECONDS * len(high) / w, seed, "exact")
+            _sweep_rounds(still_high, donors, carry_round)
+            # a second round on the tiles still above 1%, with another seed, on the time the
+            # first round left (its tiles stopped within ``EXACT_STOP`` early, after the
+            # tiles above 1% had had their shares): ``_again_seconds``
+            again = still_high()
+            if deadline is not None and again:
+                span = _again_seconds(deadline - time.time(),
+                                      [len(run) for run in _runs(again, place)], w)
+                if span > 0:
+                    exact_stage(again, time.time() + span, seed + 2, "exact again")
+                    _sweep_rounds(still_high, donors, carry_round)
             quick_pass("quick search", seed + 1, [t for t in todo if t not in final])
         # pass 5: exact on the rest, largest gap first, while the budget lasts
         exact([t for t in todo if t not in final])
@@ -591,6 +614,26 @@ def _exact_reserve(left: float, tiles: int, workers: int) -> float:
     (15.0, 3.0)
     """
     return min(EXACT_RESERVE * max(left, 0.0), tiles * EXACT_SHARE / workers)
+
+
+def _again_seconds(left: float, lengths: list[int], workers: int) -> float:
+    """Seconds for the exact stage's second round on the tiles still above 1%, in runs of
+    neighbouring tiles of ``lengths``, with ``left`` seconds of the budget to go: what
+    ``EXACT_SHARE`` a tile takes (a run's tiles one after the other, the runs spread over
+    the ``workers``), at most ``AGAIN_MAX`` of what is left once the sweep after it has its
+    part (``CARRY_SECONDS``); none when that gives a tile less than ``AGAIN_LEAST``.
+
+    >>> _again_seconds(20.0, [1, 2, 1, 1], 2), _again_seconds(10.0, [1] * 5, 2)
+    (7.5, 4.9375)
+    >>> _again_seconds(20.0, [1], 2), _again_seconds(20.0, [3, 1], 2)   # one worker's time
+    (3.0, 9.0)
+    >>> _again_seconds(4.0, [1] * 5, 2)   # 1.9375 s: 0.775 s a tile
+    0.0
+    """
+    tiles = sum(lengths)
+    need = EXACT_SHARE * max(max(lengths, default=0), tiles / workers)
+    span = min(need, AGAIN_MAX * (left - CARRY_SECONDS * tiles / workers))
+    return span if need > 0 and span * EXACT_SHARE >= AGAIN_LEAST * need else 0.0
 
 
 def _sweep_rounds(candidates, donors, carry_round, rounds: int | None = None) -> int:
