@@ -455,8 +455,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
             # left, worked out when it starts (``EvenShare``), so that it reaches them all;
             # neighbouring tiles in one task a run (the tiles left above 1% are often one
             # layer's, side by side), the search's gains on one carried over to the next;
-            # then the sweep; pass 4: the quick search on every other tile (a little time on
-            # every tile lowers far more of them than seconds of exact effort on a few)
+            # then the sweep, and a second round where time is left; pass 4: the quick
+            # search on every other tile (a little time on every tile lowers far more of
+            # them than seconds of exact effort on a few)
             def exact_stage(tiles_: list[int], until: float | None, seed_: int,
                             label: str) -> None:
                 runs = _runs(tiles_, place)
