@@ -9,7 +9,6 @@ import dataclasses
 import time
 
 import numpy as np
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st

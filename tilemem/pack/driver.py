@@ -385,7 +385,6 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                             if d in done and _standing(done[d][0]) < own)
             return tuple((d, done[d][1]) for _, d in better[:DONORS])
 
-        stopped: set[int] = set()   # tiles the exact stage stopped within ``EXACT_STOP``
         reached: set[int] = set()   # tiles the exact stage (either round) reached
 
         def exact(tiles_: list[int], how: Pass = Pass(method), until: float | None = deadline,
@@ -407,8 +406,6 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                     # the tile is within it: it goes on to the later passes
                     stop = (stop_gap is not None and res.status != Status.OPTIMAL
                             and res.gap <= stop_gap)
-                    if stop:
-                        stopped.add(t)
                     if shares is not None:
                         reached.add(t)
                     record(t, res, off, not stop and (
@@ -432,9 +429,17 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
                     record(t, res, off, res.status == Status.OPTIMAL)
 
-        def above_near() -> list[int]:
-            return [t for t in todo if t not in final and done[t][0].gap > NEAR
+        def still_high() -> list[int]:
+            """The tiles above 1% of their bound (not proven optimal) whose bound is above
+            tileMemory or which fit: the sweep's and the exact stage's second round's."""
+            return [t for t in todo if done[t][0].gap > NEAR
+                    and done[t][0].status != Status.OPTIMAL
                     and not _may_fit(done[t][0], tm)]
+
+        def above_near() -> list[int]:
+            """Those no pass has finished with: the exact stage's first round's (under
+            auto a tile proven optimal is finished with)."""
+            return [t for t in still_high() if t not in final]
 
         may_fit = {t for t in todo if _may_fit(done[t][0], tm)}
         # pass 2: exact where a tile overflows although its bound fits (would a better
@@ -493,11 +498,6 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                         record(t, res, off, t in final)
                         changed.add(t)
                 return changed
-
-            def still_high() -> list[int]:
-                return [t for t in todo if done[t][0].gap > NEAR
-                        and done[t][0].status != Status.OPTIMAL
-                        and not _may_fit(done[t][0], tm)]
 
             w = _workers_of(ex)
             high = above_near()
