@@ -290,11 +290,14 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         from ..pack.driver import allocate
 
         from ..pack.bounds import bound_of
+        from ..pack.kinds import Goal
 
         # with the padding the peak's alignments force: a proof on its variables
         known = {t: bound_of(r, bounds[t]) for t in todo}
+        # the question is whether each tile fits: a tile is answered at its first fitting
+        # allocation (or once it is known not to fit), its time going to the undecided ones
         a = allocate(r, method=method, tiles=todo, time_limit=time_limit, bounds=known,
-                     journal=journal, budget=budget)
+                     journal=journal, budget=budget, goal=Goal.FIT)
         offsets_new = np.asarray(a.offsets, np.int64)
         rejected = _rejected_by_checker(r, offsets_new, todo)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}

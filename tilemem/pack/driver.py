@@ -62,8 +62,8 @@ from .guard import self_check
 from .journal import FINAL, FIRST
 from .portfolio import NEAR, solve_tile
 from .problem import TileProblem
-from .result import (METHODS, Allocation, Method, Pass, PassTime, Stage, Status, TileResult,
-                     gap_of, objective)
+from .result import (METHODS, Allocation, Goal, Method, Pass, PassTime, Stage, Status,
+                     TileResult, Verdict, gap_of, objective)
 
 #: Seconds per tile of each of auto's quick searches, besides building the search's arrays.
 QUICK_SECONDS = 0.5
@@ -207,6 +207,10 @@ except OSError:
     # no shared semaphores on this host (no /dev/shm): the count is still shared memory, its
     # lock this process's only (reentrant: ``.value`` takes it too, inside ``get_lock()``)
     _STARTED = multiprocessing.Value("q", -1, lock=threading.RLock())
+#: Under ``auto`` with a budget, a tile whose end is within this fraction of its bound is
+#: finished with: a smaller gap is below what a user reads off a memory map or a profile, so
+#: its time goes to the tiles above it, and the run ends once every tile is finished.
+SETTLE_GAP = 0.001
 #: The note of a tile the exact stage did not reach within the run's budget.
 _SPENT = "run budget spent before the exact stage"
 
@@ -216,7 +220,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
              progress: bool = False, deterministic: bool = False, verify: bool = False,
              bounds: dict[int, tuple[int, bool]] | None = None, budget: float | None = None,
              scheduler: str | None = None, state_path=None, journal=None,
-             echo=None, quick: float = QUICK_SECONDS) -> Allocation:
+             echo=None, quick: float = QUICK_SECONDS, goal: str = Goal.END,
+             settle: float | None = SETTLE_GAP) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
     ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
@@ -247,7 +252,12 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     ``echo``: where to say which cluster runs the tasks. ``quick``: seconds per tile of
     ``auto``'s quick search (``tilemem.pack.portfolio.quick_search``), run on every tile the
     heuristic leaves above its bound before the exact stage (0: none; not with
-    ``deterministic``, as it stops on the clock).
+    ``deterministic``, as it stops on the clock). ``goal`` (under ``auto`` with a budget):
+    ``Goal.END`` lowers every tile's end; ``Goal.FIT`` answers whether each tile fits, a
+    tile finished once it fits or is known not to, its time going to the tiles still
+    undecided. ``settle``: under ``Goal.END``, a tile within this fraction of its bound is
+    finished (None: never, the budget is spent); the run ends early once every tile is
+    finished (``Allocation.ended_early``).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -290,6 +300,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         # with a budget, an even share of it; without one, the quick search to 1% (the
         # later passes then lower every tile further)
         sharing = searching and deadline is not None
+        # the tiles' questions decide when each is finished (``_finished``)
+        adaptive = sharing
+        fit_goal = adaptive and goal == Goal.FIT
         first_pass = (Pass.REPLAY if method == Method.REPLAY
                       else Pass.QUICK if sharing else Pass.NEAR if searching
                       else Pass.HEURISTIC)
@@ -326,7 +339,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                           quick if searching else time_limit, seed,
                           deterministic=deterministic,
                           share=share[i] if share else None,
-                          stop_gap=FIRST_STOP if share else None)
+                          stop_gap=FIRST_STOP if share else None,
+                          stop_end=_fit_end(known[t], tm) if fit_goal else None)
                  for i, t in enumerate(todo)]
         first_label = ("heuristic, then quick search (an even share of the budget)" if sharing
                        else "heuristic, then quick search to 1% of the bound" if searching
@@ -343,7 +357,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                               gap=gap_of(res.total_including_gaps, bound),
                               bound_exact=res.bound_exact or prev.bound_exact)
             done[t] = (res, off)
-            if is_final:
+            answered = _finished(res, tm, goal, settle) if adaptive else None
+            if answered if answered is not None else is_final:
                 final[t] = done[t]
             if journal is not None:
                 journal.append(t, res, off, FINAL if t in final else FIRST)
@@ -423,7 +438,8 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 share = (deadline - time.time()) * _workers_of(ex) / len(tiles_)
             share = min(max(share, quick), QUICK_MAX_SHARE * quick)
             tasks = [TileTask(t, Pass.QUICK, done[t][1], done[t][0], known[t], share, seed,
-                              donors=donors(t))
+                              donors=donors(t), stop_gap=settle if adaptive else None,
+                              stop_end=_fit_end(known[t], tm) if fit_goal else None)
                      for t in tiles_]
             for _, (t, res, off) in bar.run(ex, _solve, tasks, label, deadline=deadline):
                 if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
@@ -517,7 +533,14 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                     _sweep_rounds(still_high, donors, carry_round)
             quick_pass("quick search", seed + 1, [t for t in todo if t not in final])
         # pass 5: exact on the rest, largest gap first, while the budget lasts
-        exact([t for t in todo if t not in final])
+        exact([t for t in todo if t not in final], stop_gap=settle if adaptive else None)
+    ended_early = None
+    # ended before the budget because every tile's question is answered (not merely
+    # because every pass had run)
+    if adaptive and deadline is not None and all(
+            _finished(done[t][0], tm, goal, settle) for t in reps):
+        left = deadline - time.time()
+        ended_early = round(left, 1) if left > 1.0 else None
     offsets = report.offset.copy()
     results = []
     for rep, members in groups.items():
@@ -538,7 +561,9 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     unsearched = sum(len(groups[t]) for t in spent
                      if done[t][0].method in (Stage.HEURISTIC, Stage.REPLAY))
     alloc = Allocation(offsets, results, from_journal=len(resumed), unreached=unreached,
-                       unreached_far=unreached_far, unsearched=unsearched, passes=bar.passes)
+                       unreached_far=unreached_far, unsearched=unsearched, passes=bar.passes,
+                       ended_early=ended_early, goal=Goal(goal),
+                       settle=settle if adaptive and goal == Goal.END else None)
     if verify:
         _verify(report, alloc, rules)
     return alloc
@@ -721,6 +746,40 @@ def _cut(tasks: list["TileTask"], lengths: list[int]) -> list["RunTask"]:
     return [RunTask(tasks[a:b]) for a, b in zip([0] + ends[:-1], ends)]
 
 
+def _finished(res, tile_memory: int, goal: str, settle: float | None) -> bool | None:
+    """Is a tile finished with, whichever pass made ``res``? The one place a run of ``auto``
+    with a budget decides it. True: proven optimal; under ``Goal.FIT``, it fits, cannot fit
+    (its bound is past tileMemory) or is proven not to; under ``Goal.END``, its end is within
+    ``settle`` of its bound and it does not overflow where its bound fits. False: under
+    ``Goal.FIT``, still undecided (no pass lets it go). None: the pass that made it decides.
+
+    >>> from tilemem.pack.result import TileResult
+    >>> def r(over=0, gap=0.005, bound=90, status="feasible", proven=None):
+    ...     return TileResult(tile=0, method="quick", status=status, overflow_bytes=over,
+    ...                       total_including_gaps=0, bound=bound, bound_exact=True, gap=gap,
+    ...                       seconds=0.0, proven_on=proven)
+    >>> [_finished(x, 100, "end", 0.001) for x in (r(), r(gap=0.0005), r(status="optimal"),
+    ...                                            r(over=4, gap=0.0005))]
+    [None, True, True, None]
+    >>> [_finished(x, 100, "fit", 0.001) for x in (r(), r(over=4), r(over=4, bound=120),
+    ...                                            r(over=4, proven=12))]
+    [True, False, True, True]
+    """
+    if res.status == Status.OPTIMAL:
+        return True
+    if goal == Goal.FIT:
+        return not _may_fit(res, tile_memory) or res.proven_on is not None
+    if settle is not None and res.gap <= settle and not _may_fit(res, tile_memory):
+        return True
+    return None
+
+
+def _fit_end(bound: TileBound, tile_memory: int) -> int | None:
+    """Under ``Goal.FIT``, the end address at which a tile's search may stop: tileMemory,
+    where its bound fits (an allocation ending there fits); None where it cannot fit."""
+    return tile_memory if bound[0] <= tile_memory else None
+
+
 def _standing(res) -> tuple[bool, float]:
     """How well a tile did, lower is better: overflowed or not, then its gap."""
     return (res.overflow_bytes > 0, res.gap)
@@ -813,6 +872,8 @@ class TileTask:
     deterministic: bool = False
     share: "EvenShare | None" = None
     stop_gap: float | None = None
+    #: the quick search also stops once the end is at or below this address (``_fit_end``)
+    stop_end: int | None = None
     #: ``(tile, local offsets)`` of similar tiles (neighbours), to carry over as a start
     donors: tuple[tuple[int, np.ndarray], ...] = ()
 
@@ -960,7 +1021,7 @@ def _solve(shared, task: TileTask, deadline: float | None):
                           time_limit=time_limit, seed=task.seed, cp_workers=task.cp_workers,
                           deterministic=task.deterministic, bound=task.bound,
                           given=None if method == Pass.REPLAY else report.offset[rows],
-                          stop_gap=task.stop_gap)
+                          stop_gap=task.stop_gap, stop_end=task.stop_end)
     if task.share is not None and res.status != Status.OPTIMAL and (
             task.stop_gap is None or res.gap > task.stop_gap):
         # the search had its whole share: the rest of the task's time was its set-up

@@ -83,3 +83,12 @@ class Status(Label):
     FEASIBLE = "feasible"   # valid, not proven optimal (a limit stopped the proof)
     HEURISTIC = "heuristic"  # the heuristic's allocation
     REPLAY = "replay"       # the replayed order
+
+
+class Goal(Label):
+    """The question a run of ``auto`` answers for each tile: ``end``, how low its end
+    address can go (``tilemem alloc``); ``fit``, whether it fits at all (``tilemem oom``):
+    a tile is answered once an allocation of it fits, or once it is known not to."""
+
+    END = "end"
+    FIT = "fit"

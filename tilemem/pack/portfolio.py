@@ -56,7 +56,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                bound: tuple[int, bool] | None = None,
                given: np.ndarray | None = None,
                stop_gap: float | None = None,
-               carried: tuple[int, np.ndarray] | None = None) -> tuple[TileResult, np.ndarray]:
+               carried: tuple[int, np.ndarray] | None = None,
+               stop_end: int | None = None) -> tuple[TileResult, np.ndarray]:
     """Pack one tile problem; ``(result, local offsets)``.
 
     ``method``: "replay", "heuristic", "quick" (``quick_search`` from ``hint`` or from the
@@ -73,7 +74,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     stops as soon as the end is within this fraction of the bound (what "near" does at
     ``NEAR``). ``carried``: ``(tile, local offsets)``, an allocation carried over from a
     similar tile (``tilemem.pack.carry``): the start instead of ``hint`` or the heuristic's
-    when it passes the guard and is better.
+    when it passes the guard and is better. ``stop_end``: "quick" also stops once the end is
+    at or below this address (``tileMemory`` where the question is only whether the tile
+    fits).
     """
     t0 = time.perf_counter()
     # the maximum live bytes and, when given, the peak's clique with the padding its
@@ -116,6 +119,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             if method == "near":
                 stop_gap = NEAR
             target = None if stop_gap is None else lower + int(lower * stop_gap)
+            if stop_end is not None:
+                target = max(stop_end, target or 0)
             off, status, quick_note, lower = quick_search(p, off, lower, time_limit, seed,
                                                           target=target)
             note = (note + "," if note else "") + quick_note

@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 
 from ..rules import overflow_bytes
-from .kinds import (METHODS, Label, Method, Pass, Stage, Status,  # noqa: F401 (re-exported)
+from .kinds import (METHODS, Goal, Label, Method, Pass, Stage, Status,  # noqa: F401 (re-exported)
                     Verdict)
 from .problem import TileProblem
 
@@ -114,6 +114,13 @@ class Allocation:
     unreached_far: int = 0
     unsearched: int = 0
     passes: list[PassTime] = field(default_factory=list)
+    #: seconds of the budget left when the run ended because every tile was finished
+    #: (within the settle gap of its bound, proven optimal, or its fit question answered);
+    #: None when the run took its whole budget, or had none
+    ended_early: float | None = None
+    #: what the run finished each tile on: "end" or "fit" (``Goal``), and the settle gap
+    goal: str = "end"
+    settle: float | None = None
 
     def summary(self) -> dict:
         t = self.tiles
@@ -135,6 +142,7 @@ class Allocation:
                 "fromJournal": self.from_journal, "unreached": self.unreached,
                 "unreachedAboveOnePercent": self.unreached_far,
                 "unsearched": self.unsearched,
+                "endedEarly": self.ended_early, "goal": str(self.goal), "settle": self.settle,
                 "passes": [{"pass": x.label, "seconds": x.seconds, "tiles": x.tiles}
                            for x in self.passes]}
 

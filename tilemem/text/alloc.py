@@ -37,6 +37,10 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     undecided: int = 0
     #: where the run's time went: each pass's label, wall seconds and tiles
     passes: list[dict] = []
+    #: seconds of the budget left when every tile was finished (``Allocation.ended_early``)
+    ended_early: float | None = None
+    goal: str = "end"
+    settle: float | None = None
 
 
 class AllocationDocument(msgspec.Struct):
@@ -111,6 +115,8 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
                       f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
                       f"{t.seconds:.2f}")
     c.print(table)
+    if s.ended_early is not None:
+        c.print(ended_early_text(s))
     if s.unreached:
         c.print(unreached_text(s))
     if s.from_journal:
@@ -134,6 +140,26 @@ def _share(x: float) -> str:
     ('100%', '99.46%', '0.00%')
     """
     return "100%" if x >= 1.0 else f"{100 * x:.2f}%"
+
+
+def ended_early_text(s: AllocationSummary) -> str:
+    """Why the run ended before its budget: nothing left that a user would notice.
+
+    >>> s = AllocationSummary(method="auto", tiles=3, tiles_that_fit=3, overflow_bytes=0,
+    ...     optimal=1, mean_gap=0, median_gap=0, p95_gap=0, max_gap=0.0008,
+    ...     within_one_percent=1.0, seconds=1.0, from_journal=0, unreached=0,
+    ...     tiles_that_fit_before=3, tiles_that_fit_after=3, ended_early=17.5, settle=0.001)
+    >>> print(ended_early_text(s))
+    ended with 17.5 s of the budget left: every tile ends within 0.1% of its bound or is proven optimal (1 proven), below what more time would change that matters
+    >>> print(ended_early_text(replace(s, goal="fit", settle=None)))
+    ended with 17.5 s of the budget left: every tile's question is answered (it fits, or cannot fit, or is proven not to)
+    """
+    head = f"ended with {s.ended_early:,.1f} s of the budget left: "
+    if s.goal == "fit":
+        return head + "every tile's question is answered (it fits, or cannot fit, or is proven not to)"
+    return (head + f"every tile ends within {100 * (s.settle or 0):g}% of its bound or is "
+            f"proven optimal ({s.optimal:,} proven), below what more time would change that "
+            f"matters")
 
 
 def unreached_text(s: AllocationSummary) -> str:

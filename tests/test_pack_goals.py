@@ -1,0 +1,95 @@
+"""When ``auto`` is finished with a tile (``tilemem.pack.driver._finished``): its question
+answered (``Goal.FIT``: it fits, or is known not to) or its end within the settle gap of its
+bound (``Goal.END``), its time going to the others and the run ending once all are finished.
+
+Every allocation here passes the independent checker; the seams are ``allocate``'s own
+parameters (``goal``, ``settle``), not patched module globals.
+"""
+import numpy as np
+import pytest
+
+from pack_oracle import violations
+from tilemem.generate import generate_report
+from tilemem.model import Report
+from tilemem.model.target import Target
+from tilemem.pack.driver import allocate
+from tilemem.pack.kinds import Goal
+from tilemem.text.alloc import alloc_json, ended_early_text
+
+
+@pytest.fixture(scope="module")
+def report():
+    return generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
+
+
+def stacked(capacity: int = 4096) -> Report:
+    """One tile whose twelve variables, live in three disjoint groups of four, are stacked
+    one after another past tileMemory: the data live together (4 x 256 B) fit many times
+    over, so any sensible re-pack fits."""
+    n = 12
+    size = np.full(n, 256)
+    target = Target(1, capacity, capacity // 2, np.array([0, capacity // 2]))
+    return Report.from_columns(target=target, var_id=range(n), tile=[0] * n, size=size,
+                               alignment=[8] * n, offset=np.arange(n) * 256 + capacity,
+                               category=["variable"] * n, eq_class=np.arange(n) // 4,
+                               interference=[[], [], []])
+
+
+def test_a_run_whose_tiles_are_all_settled_after_the_first_pass_ends_there(report):
+    """settle=1 (every tile within 100 % of its bound, i.e. all of them): no pass after the
+    first, the budget's time left is said; without a settle gap the later passes run."""
+    a = allocate(report, workers=1, time_limit=0.5, budget=3600, settle=1.0)
+    assert violations(report, a.offsets) == []
+    assert [p.label for p in a.passes] == [
+        "maximum live bytes", "heuristic, then quick search (an even share of the budget)"]
+    assert a.ended_early is not None and a.ended_early > 0
+    doc = alloc_json("auto", a, 0)
+    assert doc.summary.ended_early == a.ended_early and doc.summary.settle == 1.0
+    assert "every tile ends within 100% of its bound" in ended_early_text(doc.summary)
+
+    b = allocate(report, workers=1, time_limit=0.5, budget=3600, settle=None)
+    assert violations(report, b.offsets) == []
+    assert len(b.passes) > 2 and b.ended_early is None
+
+
+def test_a_tile_that_fits_answers_the_fit_question_at_once():
+    """Goal.FIT on an out-of-memory tile that fits once re-packed: the run ends after the
+    first pass (the tile fits), with the budget left said; Goal.END on the same tile goes on
+    lowering its end unless it is already optimal."""
+    r = stacked()
+    a = allocate(r, workers=1, time_limit=0.5, budget=3600, goal=Goal.FIT)
+    assert violations(r, a.offsets) == []
+    (res,) = a.tiles
+    assert res.overflow_bytes == 0 and res.total_including_gaps <= r.target.tile_memory
+    assert len(a.passes) == 2 and a.ended_early is not None
+    assert a.summary()["goal"] == "fit"
+    assert "every tile's question is answered" in ended_early_text(
+        alloc_json("auto", a, 0).summary)
+
+
+def test_under_the_fit_goal_only_undecided_tiles_get_the_later_passes(report):
+    """Goal.FIT on a report with tiles out of memory: every pass after the first takes only
+    tiles that overflow although their bound fits (undecided), never one that fits or cannot
+    fit."""
+    a = allocate(report, workers=1, time_limit=0.5, budget=3600, goal=Goal.FIT)
+    assert violations(report, a.offsets) == []
+    tm = report.target.tile_memory
+    undecided = sum(r.overflow_bytes > 0 and r.bound <= tm and r.proven_on is None
+                    for r in a.tiles)
+    cannot = sum(r.bound > tm for r in a.tiles)
+    assert cannot > 0   # the report has tiles whose live data alone exceeds tileMemory
+    later = a.passes[2:]
+    if undecided == 0:
+        assert later == [] and a.ended_early is not None
+    for p in later:
+        assert p.tiles <= len(report.tiles_in_use()) - cannot
+
+
+def test_the_goal_changes_nothing_without_a_budget(report):
+    """``goal`` and ``settle`` act only under auto with a budget: the deterministic run (no
+    clock) gives the same offsets whatever they are."""
+    x = allocate(report, workers=1, time_limit=0.5, deterministic=True)
+    y = allocate(report, workers=1, time_limit=0.5, deterministic=True, goal=Goal.FIT,
+                 settle=1.0)
+    assert np.array_equal(x.offsets, y.offsets)
+    assert x.ended_early is None and y.ended_early is None
