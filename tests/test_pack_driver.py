@@ -17,7 +17,7 @@ from pack_oracle import examples, passes_both_checkers, small_reports, violation
 from pack_oracle import objective as oracle_objective
 from tilemem.check import check_allocation
 from tilemem.model import Report
-from tilemem.pack import driver
+from tilemem.pack import driver, schedule, tasks
 from tilemem.pack.bounds import tile_bounds
 from tilemem.pack.driver import allocate
 from tilemem.pack.result import TileResult
@@ -127,7 +127,7 @@ def test_given_bounds_are_used_instead_of_computed(monkeypatch):
         calls.append(sorted(int(t) for t in tiles))
         return tile_bounds(report, tiles, time_limit)
 
-    monkeypatch.setattr(driver, "tile_bounds", counting)
+    monkeypatch.setattr(tasks, "tile_bounds", counting)
     own = allocate(r, method="heuristic", workers=1)
     assert calls == [[0, 1, 2]]
     given_ = allocate(r, method="heuristic", workers=1, bounds=computed)
@@ -145,7 +145,7 @@ def test_a_failing_worker_fails_the_call(monkeypatch):
     def boom(p, method, **kw):
         raise ValueError(f"boom on tile {p.tile}")
 
-    monkeypatch.setattr(driver, "solve_tile", boom)
+    monkeypatch.setattr(tasks, "solve_tile", boom)
     with pytest.raises(ValueError, match="boom on tile"):
         allocate(three_tiles(), method="heuristic", workers=2)
 
@@ -157,7 +157,7 @@ def test_verify_raises_on_a_broken_allocation(monkeypatch):
                          gap=0.0, seconds=0.0)
         return res, np.zeros(p.n, np.int64)
 
-    monkeypatch.setattr(driver, "solve_tile", overlapping)
+    monkeypatch.setattr(tasks, "solve_tile", overlapping)
     r = three_tiles()
     assert violations(r, allocate(r, method="heuristic", workers=1).offsets) != []
     with pytest.raises(AssertionError, match="failed the checker"):
@@ -173,13 +173,13 @@ def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
     calls = []
-    real = driver.solve_tile
+    real = tasks.solve_tile
 
     def spy(p, method, **kw):
         calls.append((p.tile, method, kw.get("hint") is None))
         return real(p, method, **kw)
 
-    monkeypatch.setattr(driver, "solve_tile", spy)
+    monkeypatch.setattr(tasks, "solve_tile", spy)
     a = allocate(r, workers=1, time_limit=0.5, verify=True)
     methods = [m for _, m, _ in calls]
     passes = [m for i, m in enumerate(methods) if i == 0 or m != methods[i - 1]]
@@ -224,7 +224,7 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
     assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far > 0
 
     calls = []
-    real_solve, real_remaining = driver.solve_tile, driver.remaining
+    real_solve, real_remaining = tasks.solve_tile, tasks.remaining
 
     def spy(p, method, **kw):
         calls.append((p.tile, method, kw.get("hint") is None))
@@ -236,11 +236,13 @@ def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
         later = any(m == "quick" and not fresh for _, m, fresh in calls)
         return 0.0 if later else real_remaining(deadline, limit)
 
-    monkeypatch.setattr(driver, "solve_tile", spy)
-    monkeypatch.setattr(driver, "remaining", remaining)
+    monkeypatch.setattr(tasks, "solve_tile", spy)
+    monkeypatch.setattr(tasks, "remaining", remaining)
     a = allocate(r, workers=1, time_limit=0.5, budget=600)
     first = {t for t, m, fresh in calls if m == "quick" and fresh}
-    left = {t.tile for t in a.tiles if t.status != "optimal"}
+    # the tiles not finished with (``_finished``: optimal, or settled within SETTLE_GAP)
+    tm = r.target.tile_memory
+    left = {t.tile for t in a.tiles if not driver._finished(t, tm, "end", driver.SETTLE_GAP)}
     assert any(m == "quick" and not fresh for _, m, fresh in calls) and left <= first
     assert a.unsearched == 0 and a.unreached == len(left) > 0
 
@@ -253,7 +255,7 @@ def test_the_exact_stage_reaches_every_tile_left_above_one_percent(monkeypatch):
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
     calls, high = [], set()
-    real = driver.solve_tile
+    real = tasks.solve_tile
 
     def spy(p, method, **kw):
         first = method == "quick" and kw.get("hint") is None
@@ -265,7 +267,7 @@ def test_the_exact_stage_reaches_every_tile_left_above_one_percent(monkeypatch):
             high.add(p.tile)
         return res, off
 
-    monkeypatch.setattr(driver, "solve_tile", spy)
+    monkeypatch.setattr(tasks, "solve_tile", spy)
     a = allocate(r, workers=1, time_limit=5.0, budget=8.0, verify=True)
     exact = {t: limit for t, m, limit in calls if m == "auto"}
     assert len(high) >= 2 and high <= set(exact), (high, exact)
@@ -287,7 +289,7 @@ def test_a_second_round_of_the_exact_stage_takes_the_tiles_still_above_one_perce
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
     monkeypatch.setattr(driver, "DONORS", 0)   # no sweep: the tiles stay as round 1 left them
     calls, high = [], {}
-    real = driver.solve_tile
+    real = tasks.solve_tile
 
     def spy(p, method, **kw):
         first = method == "quick" and kw.get("hint") is None
@@ -299,7 +301,7 @@ def test_a_second_round_of_the_exact_stage_takes_the_tiles_still_above_one_perce
             high[p.tile] = res.total_including_gaps
         return res, off
 
-    monkeypatch.setattr(driver, "solve_tile", spy)
+    monkeypatch.setattr(tasks, "solve_tile", spy)
     started = time.time()
     a = allocate(r, workers=1, time_limit=5.0, budget=20.0, verify=True)
     assert time.time() - started < 20.0 + 5.0
@@ -360,7 +362,7 @@ def test_tiles_near_capacity_get_a_larger_share_of_the_first_pass(monkeypatch):
         return real(shared, run, deadline)
 
     monkeypatch.setattr(driver, "_solve_run", spy)
-    monkeypatch.setattr(driver, "solve_tile", lambda p, method, **kw: _heuristic_only(p, **kw))
+    monkeypatch.setattr(tasks, "solve_tile", lambda p, method, **kw: _heuristic_only(p, **kw))
     allocate(r, workers=1, time_limit=0.5, budget=60.0, bounds=bounds)
     assert sorted(t for t, _ in seen) == sorted(tiles)
     weights = [share.weight for _, share in seen]
@@ -388,8 +390,8 @@ def _heuristic_only(p, **kw):
 
 def test_an_even_share_subtracts_the_set_up_this_process_measured(monkeypatch):
     # 4 s a task for 100 tasks on 2 workers; the set-up measured at 0.5 s a task leaves 3.5 s
-    clock = driver._SetUpClock(enough=2)
-    monkeypatch.setattr(driver, "_SETUP", clock)
+    clock = schedule._SetUpClock(enough=2)
+    monkeypatch.setattr(schedule, "_SETUP", clock)
     share = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0)
     assert share.seconds(100.0) == pytest.approx(4.0 - driver.SETUP_SECONDS)
     clock.add(0.4)
@@ -433,7 +435,7 @@ def test_the_reserve_forecast_counts_what_it_saw_and_stays_within_its_bounds(res
                                                                             workers):
     """Once every tile is in, the forecast is the count of what the results asked (no prior
     left); at every step its seconds stay between the floor and the cap of the span."""
-    from tilemem.pack.driver import FIRST_RESERVE, MAX_RESERVE, ReserveForecast
+    from tilemem.pack.schedule import FIRST_RESERVE, MAX_RESERVE, ReserveForecast
     n = len(results)
     near_set = set(range(min(near, n)))
     f = ReserveForecast(n, near_set, workers, 240.0)
@@ -449,7 +451,7 @@ def test_an_early_run_of_bad_results_moves_the_forecast_less_than_a_plain_projec
     """Three tiles above 1% among the first 20 of 1,000: projected alone that is 150 tiles;
     the prior (1% of tiles, worth 64 of them) holds the forecast near what the pass will
     ask if the rest behave as the prior says."""
-    from tilemem.pack.driver import HIGH_PRIOR, HIGH_WEIGHT, ReserveForecast
+    from tilemem.pack.schedule import HIGH_PRIOR, HIGH_WEIGHT, ReserveForecast
     f = ReserveForecast(1000, set(), 2, 1000.0)
     for t in range(20):
         f.add(t, False, t < 3)
@@ -463,7 +465,7 @@ def test_the_exact_stages_part_of_the_reserve_is_capped():
     asked; the exact stage's part is held at ``EXACT_MAX`` of the span (the first pass would
     otherwise end early, leave more tiles above 1% and ask more). The fit stage's part comes
     on top, within ``MAX_RESERVE``."""
-    from tilemem.pack.driver import EXACT_MAX, FIT_SECONDS, MAX_RESERVE, ReserveForecast
+    from tilemem.pack.schedule import EXACT_MAX, FIT_SECONDS, MAX_RESERVE, ReserveForecast
     f = ReserveForecast(1000, set(), 2, 240.0)
     for t in range(100):
         f.add(t, may_fit=False, high=True)

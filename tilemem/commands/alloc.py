@@ -20,22 +20,13 @@ DEFAULT_BUDGET = 240.0
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
               help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
-              help="Seconds for the whole run. Every tile gets the bound and the heuristic "
-                   "whatever the budget; under auto, also the quick search, each tile an "
-                   "even share of the budget (three shares for a tile whose bound is within "
-                   "2% below tileMemory: would it fit?; 10% of it kept for what follows, up "
-                   "to 35% as "
-                   "tiles turn out to need the later passes), neighbouring tiles in runs, "
-                   "each starting from its neighbour's allocation carried over when that is "
-                   "better; then: the "
-                   "tiles that overflow although their bound fits get the exact portfolio "
-                   "until they fit; the tiles left above 1% the exact portfolio (on big "
-                   "tiles the search's descents and neighbourhoods), an even share of what "
-                   "is left each; the better neighbours' allocations carried over to "
-                   "the tiles still above 1%; every tile the quick search again; then the exact "
-                   "portfolio on the rest (largest gaps first). A tile not reached keeps "
-                   "its valid allocation. "
-                   "Not applied with --deterministic.")
+              help="Seconds the run may take; it ends earlier once every tile is within "
+                   "0.1% of its bound or proven optimal, and says so. Every tile gets its "
+                   "bound and the heuristic whatever the budget; under auto the time then "
+                   "goes, in this order, to: a quick search on every tile (an even share, "
+                   "neighbours carried over to each other); the tiles that overflow although "
+                   "their bound fits, until they fit; the tiles left above 1%; the rest. See "
+                   "docs/architecture.md. Not applied with --deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,

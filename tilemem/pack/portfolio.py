@@ -101,7 +101,9 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             # before the quick search, which replaces the heuristic's allocation on almost
             # every tile, only the report's order and the first of the heuristic's; with a
             # valid carried allocation the report's order alone (``CARRIED_HINT_ORDERS``)
-            quick_start = method in ("quick", "near") and time_limit > 0.01
+            # (a first pass whose share is spent too: the heuristic's full orders would cost
+            # the budget what a report of many tiles does not have)
+            quick_start = method in ("quick", "near")
             orders = QUICK_HINT_ORDERS if quick_start else None
             if quick_start and carried_off is not None and extra and _meets(
                     p, carried_off, lower + int(lower * CARRIED_NEAR)):

@@ -1,0 +1,281 @@
+"""The tasks of a packing run, as a worker runs them: one tile (``TileTask``, ``_solve``), a
+run of neighbouring tiles each carried over to the next (``RunTask``, ``_solve_run``), a chunk
+of tiles' bounds (``BoundsTask``); what every task reads (``_Shared``), the tiles' replay
+orders and identical problems, the progress bar, the kernels' warm-up and the final check.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from dataclasses import replace as replace_task
+
+from msgspec.structs import replace
+
+import numpy as np
+
+from ..check import check_allocation
+from ..liveness import class_intervals
+from ..model import Report
+from ..model.target import Target
+from ..rules import Rules
+from . import search
+from .bounds import TileBound, tile_bounds
+from .carry import carry_over
+from .cluster import LocalPool, ReportFile, remaining
+from .firstfit import first_fit
+from .guard import self_check
+from .portfolio import solve_tile
+from .problem import TileProblem
+from .result import Allocation, Pass, PassTime, Status, TileResult, objective
+from .schedule import _SETUP, _STARTED, EvenShare
+
+#: The passes that run the compiled search (on a previous result, within the run's budget).
+_SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
+#: The note of a tile the exact stage did not reach within the run's budget.
+_SPENT = "run budget spent before the exact stage"
+
+
+# ---- the tiles' problems -------------------------------------------------------------------
+def _replay_order(report: Report, tile: int, rows: np.ndarray) -> np.ndarray:
+    """The report's allocation order of ``tile`` as local indices."""
+    order = report.allocation_order
+    if tile >= order.num_rows:
+        return np.zeros(0, np.int64)
+    listed = order.row(tile)
+    pos = np.searchsorted(rows, listed)  # rows of a tile are increasing
+    pos_c = np.minimum(pos, max(len(rows) - 1, 0))
+    ok = (pos < len(rows)) & (rows[pos_c] == listed) if len(rows) else pos < 0
+    return pos_c[ok].astype(np.int64)
+
+
+def _group_identical(report: Report, tiles: np.ndarray, rules: Rules) -> dict[int, list[int]]:
+    """Representative tile -> the tiles with the same problem and the same replay order.
+
+    The key is a digest of the tile's own columns with the *global* class ids, its
+    constraint pairs and replay order in local indices: tiles with equal keys have equal
+    ``TileProblem`` s (same classes, so the same interference) without building them (which
+    costs ~10x more on a big report). Tiles equal only up to a renaming of classes are
+    solved separately, which is merely slower. (``rules`` are the same for every tile.)
+    """
+    r = report
+    groups: dict[bytes, list[int]] = {}
+    flags = np.stack([r.always_live, r.executable, r.vertex_code, r.lowest_256kb,
+                      r.in_interleaved_mem], axis=1).astype(np.uint8)
+    for t in tiles.tolist():
+        rows = r.tile_rows(t)
+        h = hashlib.blake2b(digest_size=16)
+        for a in (r.size[rows], r.alignment[rows], r.eq_class[rows], flags[rows],
+                  _local_pair_key(r.element_constraints, rows),
+                  _local_pair_key(r.region_constraints, rows), _replay_order(r, t, rows)):
+            a = np.ascontiguousarray(a)
+            h.update(str(a.shape).encode())
+            h.update(a.tobytes())
+        groups.setdefault(h.digest(), []).append(t)
+    return {members[0]: members for members in groups.values()}
+
+
+def _local_pair_key(csr, rows: np.ndarray) -> np.ndarray:
+    """The constraint lists of ``rows`` with entries as local indices (order kept)."""
+    lengths, entries = csr.gather(rows)
+    if len(entries) == 0:
+        return np.zeros(0, np.int64)
+    local = np.searchsorted(rows, entries)
+    return np.concatenate([lengths, local]).astype(np.int64)
+
+
+# ---- the tasks and the progress bar ---------------------------------------------------------
+@dataclass(frozen=True)
+class _Shared:
+    """What every task reads: the report and the rules. Forked pool workers inherit it at the
+    fork; Dask workers receive it once (or open a ``ReportFile`` themselves)."""
+
+    report: Report
+    rules: Rules
+
+
+def _state(shared) -> tuple[Report, Rules]:
+    if isinstance(shared, ReportFile):
+        return shared.load(), shared.extra
+    return shared.report, shared.rules
+
+
+@dataclass(frozen=True)
+class TileTask:
+    """One tile for a worker (``_solve``): pack ``tile`` with ``method`` (a method or a pass of
+    ``solve_tile``) from ``hint`` (local offsets) within ``time_limit`` seconds; ``prev``: its
+    result so far (kept when the run's budget is spent before it is reached); ``bound``:
+    ``(maximum live bytes, exact)``; ``cp_workers``: CP-SAT's threads."""
+
+    tile: int
+    method: Pass
+    hint: np.ndarray | None
+    prev: TileResult | None
+    bound: TileBound
+    time_limit: float
+    seed: int
+    cp_workers: int = 1
+    deterministic: bool = False
+    share: "EvenShare | None" = None
+    stop_gap: float | None = None
+    #: the quick search also stops once the end is at or below this address (``_fit_end``)
+    stop_end: int | None = None
+    #: ``(tile, local offsets)`` of similar tiles (neighbours), to carry over as a start
+    donors: tuple[tuple[int, np.ndarray], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """Neighbouring tiles for one worker (``_solve_run``), in order: each tile's result is
+    carried over to the next (its first donor)."""
+
+    tasks: list[TileTask]
+
+
+def _cut(tasks: list["TileTask"], lengths: list[int]) -> list["RunTask"]:
+    """``tasks``, in their order, as consecutive runs of the given ``lengths``."""
+    ends = np.cumsum(lengths).tolist()
+    return [RunTask(tasks[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+
+@dataclass(frozen=True)
+class BoundsTask:
+    """A chunk of tiles whose bounds a worker computes (``_bounds``)."""
+
+    tiles: list[int]
+    time_limit: float
+
+
+def _solve(shared, task: TileTask, deadline: float | None):
+    """Task: solve one tile, ``(tile, TileResult, local offsets)``. The exact part gets what
+    is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
+    the deadline keeps its previous result (``prev``)."""
+    tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
+    started = time.time()
+    if task.share is not None and task.share.run_rest is not None:
+        with _STARTED.get_lock():
+            if _STARTED.value >= 0:
+                _STARTED.value += 1
+    time_limit = task.time_limit if task.share is None else task.share.seconds(started)
+    searched = method in _SEARCHED
+    if searched:
+        # a first pass (no ``prev``) still places the tile by the heuristic when the
+        # budget is spent; a later one keeps what the tile has
+        time_limit = remaining(deadline, time_limit)
+        if prev is not None and time_limit < 0.05:
+            # seconds=0: this task took none (the caller adds the passes' seconds up)
+            return tile, replace(prev, seconds=0.0, note=(prev.note + "," if prev.note else "")
+                                 + _SPENT), hint
+    report, rules = _state(shared)
+    p = TileProblem.from_report(report, tile, rules,
+                                _report_intervals(report) if searched else None)
+    rows = p.rows
+    carried = None
+    if searched or method == Pass.CARRY:
+        # the best of the donors' allocations carried over (solve_tile takes it when it is
+        # better than the tile's own)
+        for d, d_off in task.donors:
+            c = carry_over(report, d, d_off, p)
+            if c is not None and (carried is None or objective(p, c) < objective(p, carried[1])):
+                carried = (d, c)
+    res, off = solve_tile(p, method, hint=hint, carried=carried,
+                          replay_order=_replay_order(report, tile, rows),
+                          time_limit=time_limit, seed=task.seed, cp_workers=task.cp_workers,
+                          deterministic=task.deterministic, bound=task.bound,
+                          given=None if method == Pass.REPLAY else report.offset[rows],
+                          stop_gap=task.stop_gap, stop_end=task.stop_end)
+    if task.share is not None and res.status != Status.OPTIMAL and (
+            task.stop_gap is None or res.gap > task.stop_gap):
+        # the search had its whole share: the rest of the task's time was its set-up
+        _SETUP.add(time.time() - started - time_limit)
+    return tile, res, off
+
+
+def _solve_run(shared, run: RunTask, deadline: float | None):
+    """Task: the tiles of a run in order (``_solve`` each), each given its predecessor's
+    allocation to carry over; ``[(tile, TileResult, local offsets), ...]``."""
+    out = []
+    for task in run.tasks:
+        if out and task.method in _SEARCHED:
+            task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
+        out.append(_solve(shared, task, deadline))
+    return out
+
+
+def _report_intervals(report: Report) -> np.ndarray | None:
+    """The report's interval model (``tilemem.liveness.class_intervals``, cached on the
+    report) when it has several tiles in use: the search reads every tile's sections off it.
+    A one-tile report recognises its own graph as before (the same work, done once anyway)."""
+    if len(report.tiles_in_use()) < 2:
+        return None
+    return class_intervals(report)
+
+
+def _bounds(shared, task: BoundsTask, deadline: float | None) -> dict[int, tuple[int, bool]]:
+    """Task: ``tile_bounds`` of a chunk of tiles."""
+    report, _ = _state(shared)
+    return tile_bounds(report, task.tiles, task.time_limit)
+
+
+def _workers_of(ex) -> int:
+    if isinstance(ex, LocalPool):
+        return ex.workers
+    try:
+        return max(1, len(ex.client.scheduler_info().get("workers", {})))
+    except Exception:  # noqa: BLE001 - a scheduler that does not say: assume one
+        return 1
+
+
+class _Progress:
+    """A progress bar on stderr over the passes (or nothing)."""
+
+    def __init__(self, show: bool):
+        self.show = show
+        self.progress = None
+        self.passes: list[PassTime] = []
+
+    def __enter__(self) -> "_Progress":
+        if self.show:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TimeRemainingColumn(), console=Console(stderr=True),
+                                     transient=True)
+            self.progress.start()
+        return self
+
+    def run(self, ex, fn, tasks: list, label: str, deadline: float | None = None):
+        """``ex.run`` of the tasks, advancing a bar as results arrive; each pass's seconds
+        and tasks are kept in ``passes`` (where a run's budget went)."""
+        bar = (self.progress.add_task(label, total=len(tasks))
+               if self.progress is not None and tasks else None)
+        t0 = time.perf_counter()
+        for item in ex.run(fn, tasks, deadline=deadline):
+            if bar is not None:
+                self.progress.advance(bar)
+            yield item
+        if tasks:
+            self.passes.append(PassTime(label, round(time.perf_counter() - t0, 3), len(tasks)))
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _warm_up() -> None:
+    """Compile the numba kernels once in the parent, so forked workers inherit them."""
+    r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
+                            tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
+                            category=["variable"] * 2, eq_class=[0, 0], interference=[[]],
+                            element_constraints=[[1], []], region_constraints=[[1], []])
+    p = TileProblem.from_report(r, 0)
+    self_check(p, first_fit(p))
+    search.warm_up()
+
+
+def _verify(report: Report, alloc: Allocation, rules: Rules) -> None:
+    res = check_allocation(report, alloc.offsets, rules=rules)
+    if not res.ok:
+        raise AssertionError(f"allocation failed the checker: {res.violations[:3]}")
