@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .bounds import TileBound
 from .portfolio import NEAR
-from .result import Goal, Status
+from .scoreboard import may_fit as _may_fit
 
 #: Seconds per tile of each quick search: a probe or two of the search's descents.
 QUICK_SECONDS = 0.5
@@ -256,34 +256,6 @@ def _runs(tiles: list[int], place: dict[int, int]) -> list[list[int]]:
 
 
 
-def _finished(res, tile_memory: int, goal: str, settle: float | None) -> bool | None:
-    """Is a tile finished with, whichever pass made ``res``? The one place a run of ``auto``
-    with a budget decides it. True: proven optimal; under ``Goal.FIT``, it fits, cannot fit
-    (its bound is past tileMemory) or is proven not to; under ``Goal.END``, its end is within
-    ``settle`` of its bound and it does not overflow where its bound fits. False: under
-    ``Goal.FIT``, still undecided (no pass lets it go). None: the pass that made it decides.
-
-    >>> from tilemem.pack.result import TileResult
-    >>> def r(over=0, gap=0.005, bound=90, status="feasible", proven=None):
-    ...     return TileResult(tile=0, method="quick", status=status, overflow_bytes=over,
-    ...                       total_including_gaps=0, bound=bound, bound_exact=True, gap=gap,
-    ...                       seconds=0.0, proven_on=proven)
-    >>> [_finished(x, 100, "end", 0.001) for x in (r(), r(gap=0.0005), r(status="optimal"),
-    ...                                            r(over=4, gap=0.0005))]
-    [None, True, True, None]
-    >>> [_finished(x, 100, "fit", 0.001) for x in (r(), r(over=4), r(over=4, bound=120),
-    ...                                            r(over=4, proven=12))]
-    [True, False, True, True]
-    """
-    if res.status == Status.OPTIMAL:
-        return True
-    if goal == Goal.FIT:
-        return not _may_fit(res, tile_memory) or res.proven_on is not None
-    if settle is not None and res.gap <= settle and not _may_fit(res, tile_memory):
-        return True
-    return None
-
-
 def _fit_end(bound: TileBound, tile_memory: int) -> int | None:
     """Under ``Goal.FIT``, the end address at which a tile's search may stop: tileMemory,
     where its bound fits (an allocation ending there fits); None where it cannot fit."""
@@ -293,11 +265,6 @@ def _fit_end(bound: TileBound, tile_memory: int) -> int | None:
 def _standing(res) -> tuple[bool, float]:
     """How well a tile did, lower is better: overflowed or not, then its gap."""
     return (res.overflow_bytes > 0, res.gap)
-
-
-def _may_fit(res, tile_memory: int) -> bool:
-    """The tile overflows although its lower bound fits in memory."""
-    return res.overflow_bytes > 0 and res.bound <= tile_memory
 
 
 @dataclass(frozen=True)
