@@ -54,11 +54,17 @@ from ..model.target import PRESETS, Target
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .program import Program, build_program
+from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
+from .transformer import build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
                        always_live_items, step_tiles)
 
-__all__ = ["generate_report", "DEFAULT_STEPS"]
+__all__ = ["generate_report", "DEFAULT_STEPS", "MODELS"]
+
+#: Program families: a layered convolutional/recurrent model (``program``) and a transformer
+#: with Adam and gradient accumulation (``transformer``).
+MODELS = ("cnn", "transformer")
 
 #: Program steps by preset when ``steps`` is not given (a full-size report: a Mk2 report of
 #: 1472 tiles is then over 1 GB of JSON), per IPU: a model split over more IPUs is bigger.
@@ -84,8 +90,8 @@ DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
                     pressure: float = 1.0, seed: int = 0, progress: bool = False,
                     ipus: int = 1,
-                    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION
-                    ) -> Report:
+                    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+                    model: str = "cnn", always_live_state: bool = False) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -96,7 +102,14 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     matmuls, which bounds their temporaries: the partial sums (``*/partials``) are sized in
     proportion to it (the default, 0.6, gives the calibrated sizes; everything else is the
     same for one seed, so two values make two compilations of one program to compare).
+    ``model``: the program family, ``"cnn"`` (``program``) or ``"transformer"``
+    (``transformer``: Adam, gradient accumulation); ``always_live_state`` (transformer):
+    weights and optimiser state written alwaysLive rather than live over every step.
     """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
+    if always_live_state and model != "transformer":
+        raise ValueError("always_live_state is for model 'transformer'")
     if not 0 < available_memory_proportion <= 1:
         raise ValueError("available_memory_proportion must be in (0, 1]")
     if preset not in PRESETS:
@@ -114,7 +127,13 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     elif tiles is not None:
         target = target.with_tiles(per_ipu)
     rng = np.random.default_rng(seed)
-    program = build_program(rng, int(steps or DEFAULT_STEPS[preset] * ipus), ipus=ipus)
+    default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
+    n_steps = int(steps or default_steps[preset] * ipus)
+    if model == "cnn":
+        program = build_program(rng, n_steps, ipus=ipus)
+    else:
+        program = build_transformer(rng, n_steps, ipus=ipus,
+                                    always_live_state=always_live_state)
     return _Assembler(program, target, rng).report(
         pressure, progress, available_memory_proportion / DEFAULT_AVAILABLE_MEMORY_PROPORTION)
 
@@ -136,6 +155,7 @@ class _Assembler:
                                 else zlib.crc32((x.place or x.name).encode()) % T for x in ts],
                                np.int64)
         self.ascending = np.array([x.ascending for x in ts])
+        self.tensor_always_live = np.array([x.always_live for x in ts], bool)
         self.interleaved = np.array([x.interleaved for x in ts])
         # lifetimes -> classes
         self.lt = Lifetimes()
@@ -284,7 +304,7 @@ class _Assembler:
         code = np.isin(category, [CAT_CODE[c] for c in CODE_CATEGORIES])
         tile_all = np.concatenate([tile, items.tile])
         size_all = np.concatenate([size, items.size])
-        always_live = np.concatenate([np.zeros(n_p, bool), np.ones(n_a, bool)])
+        always_live = np.concatenate([self.tensor_always_live[owner], np.ones(n_a, bool)])
         interleaved = np.concatenate([self.interleaved[owner], np.zeros(n_a, bool)])
 
         if names:
