@@ -272,12 +272,17 @@ class _Assembler:
     # ---- the report -----------------------------------------------------------------------
     def report(self, pressure: float, progress: bool, partials: float = 1.0) -> Report:
         T = self.t.num_tiles
+        # calibrated on the reading without alwaysLive model tensors (their first-fit order
+        # differs), so that both readings of a program have the same variables
+        always_live = self.tensor_always_live
+        self.tensor_always_live = np.zeros_like(always_live)
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
             owner, tile, size = self.parts(1.0)
             items = self._items(owner, tile)
             scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
             owner, tile, size = self.parts(scale)
             scale = self.refine(scale, self._items(owner, tile))
+        self.tensor_always_live = always_live
         if partials != 1.0:   # after calibration: the rest of the program stays as it was
             is_partials = np.array([x.name.endswith("/partials") for x in self.p.tensors])
             self.bpt = np.where(is_partials, self.bpt * partials, self.bpt)
