@@ -5,7 +5,8 @@
 
 1. ``program``: a training step of a layered model as program steps (compute sets, exchanges,
    host stream copies) with a Repeat loop, an inner Repeat (recurrent cell) and an If/Else
-   (loss scaling), and the tensors each step defines and reads.
+   (loss scaling), and the tensors each step defines and reads. ``model="transformer"``:
+   the second family, ``transformer`` (Adam, gradient accumulation over micro-batches).
 2. ``lifetimes``: each tensor's live steps along the control flow; classes = distinct
    lifetimes; interference = classes sharing a step (not an interval graph: If/Else).
 3. ``mapping``: every tensor spread over the tiles with ``calcLinearTileMapping``'s rules
@@ -38,6 +39,9 @@ Deterministic for a seed.
 (8, True, True)
 >>> r.name(0)
 'lossScaling/lossScale#0'
+>>> t = generate_report("mk1", tiles=8, steps=250, seed=1, model="transformer")
+>>> any(t.name(i).startswith("layer0/attn/qkv/grad_accum#") for i in range(t.num_vars))
+True
 >>> r2 = generate_report("mk1", tiles=8, steps=60, seed=1, ipus=2)
 >>> r2.num_tiles, r2.target.tiles_per_ipu, sorted(set(r2.target.ipu_of(r2.tile).tolist()))
 (16, 8, [0, 1])
