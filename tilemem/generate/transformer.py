@@ -89,7 +89,7 @@ CODELETS = tuple(_CODELETS.values())
 _INDEX = {k: i for i, k in enumerate(_CODELETS)}
 
 #: Program steps by preset when ``steps`` is not given, per IPU: six layers on a full Mk2
-#: (about 560 variables a tile), four on a Mk1.
+#: (about 550 variables a tile), four on a Mk1.
 DEFAULT_STEPS = {"mk1": 610, "mk2": 860}
 #: Steps outside the layers (embedding, head, loss, control) and steps a layer takes, to
 #: turn ``target_steps`` into a number of layers.
