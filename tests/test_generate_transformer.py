@@ -109,9 +109,13 @@ def test_weights_moments_and_accumulators_are_mapped_alike():
         for other in ("adam/firstMoment", "adam/secondMoment", "grad_accum"):
             o = rows[f"{p}/{other}"]
             assert r.tile[o].tolist() == r.tile[w].tolist()
-        # float moments of half weights: twice the bytes (each mapped in its own grain)
-        m = r.size[rows[f"{p}/adam/firstMoment"]].sum()
-        assert abs(m / (2 * r.size[w].sum()) - 1) < 0.01
+        # clones of the weight: float moments of half weights, twice the bytes on each tile
+        assert np.array_equal(r.size[rows[f"{p}/adam/firstMoment"]], 2 * r.size[w])
+    for p in ("layer0/attn/norm/gamma", "layer1/mlp/fc2/bias"):     # on a few tiles
+        w = rows[f"{p}/weights"]
+        assert 0 < len(w) < TILES // 2
+        assert np.array_equal(r.size[rows[f"{p}/adam/secondMoment"]], 2 * r.size[w])
+        assert r.tile[rows[f"{p}/grad_accum"]].tolist() == r.tile[w].tolist()
 
 
 def test_state_lives_throughout_and_interferes_with_everything():

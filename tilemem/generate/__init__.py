@@ -160,6 +160,7 @@ class _Assembler:
                                np.int64)
         self.ascending = np.array([x.ascending for x in ts])
         self.tensor_always_live = np.array([x.always_live for x in ts], bool)
+        self.clone_of = np.array([x.clone_of for x in ts], np.int64)
         self.interleaved = np.array([x.interleaved for x in ts])
         # lifetimes -> classes
         self.lt = Lifetimes()
@@ -190,6 +191,10 @@ class _Assembler:
         min_elems = np.maximum(-(-elems // self.cov_tiles.astype(np.int64)),
                                MIN_BYTES_PER_TILE // self.dtype)
         grain = np.array([GRAIN_BY_DTYPE[d] for d in self.dtype.tolist()], np.int64)
+        c = self.clone_of >= 0
+        if c.any():   # a clone has its source's elements on each tile, whatever its type
+            src = self.clone_of[c]
+            elems[c], min_elems[c], grain[c] = elems[src], min_elems[src], grain[src]
         owner, tile, n = map_tensors(self.tpi, elems, min_elems, grain, self.offset,
                                      self.ascending)
         ipu = self.ipu[owner]

@@ -112,6 +112,7 @@ class Tensor:
     ipu: int = 0                # the IPU (pipeline stage) it lives on; -1: a copy on each IPU
     uses: list = field(default_factory=list)
     always_live: bool = False   # written alwaysLive (004) rather than live over its steps
+    clone_of: int = -1          # a tensor whose elements it maps alike (Graph::clone), or -1
 
 
 @dataclass

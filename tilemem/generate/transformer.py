@@ -135,7 +135,8 @@ class _Builder(_BaseBuilder):
         else:
             w = ts[like]
             y = self.tensor(f"{p}/{out}", out_bpt, red, dtype=dtype, coverage=w.coverage,
-                            offset=w.offset, place=w.place or w.name, ascending=w.ascending)
+                            offset=w.offset, place=w.place or w.name, ascending=w.ascending,
+                            clone_of=like)
         self.element_pairs.append((partials, y))
         return y
 
@@ -195,8 +196,8 @@ class _Builder(_BaseBuilder):
 
 def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: int,
                always_live: bool, small: bool = False, ipu: int | None = None) -> dict:
-    """A weight (half), its Adam moments (float) and its gradient accumulator, all mapped
-    alike: the update runs elementwise on each tile."""
+    """A weight (half), its Adam moments (float) and its gradient accumulator, clones of the
+    weight (the same elements on each tile): the update runs elementwise on each tile."""
     ipu = b.ipu if ipu is None else ipu
     rng = b.rng
     kw = dict(coverage=0.02 if small else AUTO, ipu=ipu)
@@ -205,7 +206,7 @@ def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: in
     w = b.tensor(f"{name}/weights", bpt, init, dtype=2, always_live=always_live, **kw)
     t = b.tensors[w]
     same = dict(coverage=t.coverage, offset=t.offset, place=t.name, ascending=t.ascending,
-                ipu=ipu)
+                ipu=ipu, clone_of=w)
     m = b.tensor(f"{name}/adam/firstMoment", 2 * bpt, init, always_live=always_live, **same)
     v = b.tensor(f"{name}/adam/secondMoment", 2 * bpt, init, always_live=always_live, **same)
     return dict(name=name, w=w, m=m, v=v, small=small, accum_dtype=accum_dtype, **same)
@@ -278,7 +279,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     for q in params:
         b.ipu = q["ipu"]
         z = b.compute(f"{q['name']}/grad_accum/zero", "zero")
-        same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu")}
+        same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
         q["accum"] = b.tensor(f"{q['name']}/grad_accum", b.tensors[q["w"]].bpt
                               * q["accum_dtype"] / 2, z, dtype=q["accum_dtype"], **same)
     b.ipu = last
@@ -462,7 +463,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         # bias-corrected moments, defined and read together: one class, a temporary
         cs = b.compute(f"{n}/adam/biasCorrection", "sqrt")
         b.use(cs, m, v, step_count)
-        same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu")}
+        same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
         wb = b.tensors[w].bpt
         mh = b.tensor(f"{n}/adam/correctedFirstMoment", 2 * wb, cs, **same)
         vh = b.tensor(f"{n}/adam/correctedSecondMoment", 2 * wb, cs, **same)
