@@ -139,9 +139,10 @@ def test_always_live_reading_marks_weights_and_optimiser_state():
     assert not r.always_live[accum].any()
     model = ~np.isin(np.array(r.categories)[r.category], ["variable"]) | state
     assert not r.always_live[~model].any()          # activations and temporaries are not
-    # the same program, sizes and classes; only the flag differs
+    # the same program, sizes, classes and offsets; only the flag differs
     assert np.array_equal(r.size, plain.size) and np.array_equal(r.eq_class, plain.eq_class)
     assert np.array_equal(r.always_live, plain.always_live | state)
+    assert np.array_equal(r.offset, plain.offset)
 
 
 def test_accumulators_are_live_over_every_micro_batch_but_not_the_then_branch():

@@ -334,8 +334,11 @@ class _Assembler:
         region = _pair_rows(p.region_pairs, part_ptr, tile, n)
 
         # Poplar-like allocation order: code, other always-live data, interleaved variables,
-        # then the rest; each group by decreasing size
-        group = np.where(code, 0, np.where(always_live, 1, np.where(interleaved, 2, 3)))
+        # then the rest; each group by decreasing size. AlwaysLive model tensors (a
+        # transformer's state) go with the variables, as in the reading without the flag:
+        # both readings then have the same offsets
+        item = np.concatenate([np.zeros(n_p, bool), np.ones(n_a, bool)])
+        group = np.where(code, 0, np.where(item, 1, np.where(interleaved, 2, 3)))
         rows = np.arange(n)
         order = np.lexsort((rows, -size_all, group, tile_all))
         allocation_order = Csr.from_lengths(np.bincount(tile_all, minlength=T), order)
