@@ -4,6 +4,16 @@ import click
 
 
 @click.command()
+@click.option("--model", type=click.Choice(["cnn", "transformer"]), default="cnn",
+              show_default=True,
+              help="Program family: cnn (convolution, matmul, normalisation and recurrent "
+                   "layers, SGD with momentum) or transformer (attention and MLP blocks, Adam, "
+                   "gradient accumulation over micro-batches in a Repeat loop with "
+                   "loop-carried accumulators, the update in an If/Else on the loss scale).")
+@click.option("--always-live-state", is_flag=True,
+              help="transformer: write the weights and optimiser state alwaysLive (default: "
+                   "not alwaysLive, in a class live over every step, which interferes with "
+                   "every other class); two readings of the same memory.")
 @click.option("--preset", type=click.Choice(["mk1", "mk2"]), default="mk1", show_default=True,
               help="Target: mk1 (GC2, 1216 x 256 KiB) or mk2 (GC200, 1472 x 624 KiB).")
 @click.option("--tiles", type=click.IntRange(min=1), default=None,
@@ -12,8 +22,8 @@ import click
               help="IPUs: the model is pipelined over them, one stage per IPU; tiles are "
                    "numbered globally (numTiles = IPUs x tiles per IPU).")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="Approximate number of program steps (default: 2000 mk1, 4400 mk2, "
-                   "times --ipus).")
+              help="Approximate number of program steps (default: 2000 mk1, 4400 mk2 for cnn; "
+                   "610 mk1, 860 mk2 for transformer; times --ipus).")
 @click.option("--pressure", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True,
               help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.9 none "
@@ -30,13 +40,15 @@ import click
                    "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
-def generate(preset, tiles, steps, pressure, seed, amp, ipus, partial, out):
+def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
+             partial, out):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
     flow, always-live code/stack/vertex data in the proportions of a Poplar profile, offsets
     from a first-fit allocator (tiles that do not fit spill past tileMemory). Writes the
-    tilemem extension equivalenceClassSteps. With --ipus N the layers are split into N
+    tilemem extension equivalenceClassSteps. --model picks the program family. With
+    --ipus N the layers are split into N
     pipeline stages, one per IPU, joined by inter-IPU copies (globalMessage buffers on both
     sides), and the report records the extension field tilesPerIPU. Deterministic for a seed.
     """
@@ -48,10 +60,13 @@ def generate(preset, tiles, steps, pressure, seed, amp, ipus, partial, out):
     from .options import console
 
     output_path(out, FORMATS)
+    if always_live_state and model != "transformer":
+        raise click.UsageError("--always-live-state is for --model transformer")
     c = console()
     r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                         available_memory_proportion=amp,
-                        progress=True, ipus=ipus)
+                        progress=True, ipus=ipus, model=model,
+                        always_live_state=always_live_state)
     over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     if partial is not None:
         from ..generate.partial import keep_worst_oom_tiles

@@ -5,7 +5,8 @@
 
 1. ``program``: a training step of a layered model as program steps (compute sets, exchanges,
    host stream copies) with a Repeat loop, an inner Repeat (recurrent cell) and an If/Else
-   (loss scaling), and the tensors each step defines and reads.
+   (loss scaling), and the tensors each step defines and reads. ``model="transformer"``:
+   the second family, ``transformer`` (Adam, gradient accumulation over micro-batches).
 2. ``lifetimes``: each tensor's live steps along the control flow; classes = distinct
    lifetimes; interference = classes sharing a step (not an interval graph: If/Else).
 3. ``mapping``: every tensor spread over the tiles with ``calcLinearTileMapping``'s rules
@@ -38,6 +39,9 @@ Deterministic for a seed.
 (8, True, True)
 >>> r.name(0)
 'lossScaling/lossScale#0'
+>>> t = generate_report("mk1", tiles=8, steps=250, seed=1, model="transformer")
+>>> any(t.name(i).startswith("layer0/attn/qkv/grad_accum#") for i in range(t.num_vars))
+True
 >>> r2 = generate_report("mk1", tiles=8, steps=60, seed=1, ipus=2)
 >>> r2.num_tiles, r2.target.tiles_per_ipu, sorted(set(r2.target.ipu_of(r2.tile).tolist()))
 (16, 8, [0, 1])
@@ -54,11 +58,17 @@ from ..model.target import PRESETS, Target
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .program import Program, build_program
+from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
+from .transformer import build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
                        always_live_items, step_tiles)
 
-__all__ = ["generate_report", "DEFAULT_STEPS"]
+__all__ = ["generate_report", "DEFAULT_STEPS", "MODELS"]
+
+#: Program families: a layered convolutional/recurrent model (``program``) and a transformer
+#: with Adam and gradient accumulation (``transformer``).
+MODELS = ("cnn", "transformer")
 
 #: Program steps by preset when ``steps`` is not given (a full-size report: a Mk2 report of
 #: 1472 tiles is then over 1 GB of JSON), per IPU: a model split over more IPUs is bigger.
@@ -84,8 +94,8 @@ DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
                     pressure: float = 1.0, seed: int = 0, progress: bool = False,
                     ipus: int = 1,
-                    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION
-                    ) -> Report:
+                    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+                    model: str = "cnn", always_live_state: bool = False) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -96,7 +106,14 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     matmuls, which bounds their temporaries: the partial sums (``*/partials``) are sized in
     proportion to it (the default, 0.6, gives the calibrated sizes; everything else is the
     same for one seed, so two values make two compilations of one program to compare).
+    ``model``: the program family, ``"cnn"`` (``program``) or ``"transformer"``
+    (``transformer``: Adam, gradient accumulation); ``always_live_state`` (transformer):
+    weights and optimiser state written alwaysLive rather than live over every step.
     """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
+    if always_live_state and model != "transformer":
+        raise ValueError("always_live_state is for model 'transformer'")
     if not 0 < available_memory_proportion <= 1:
         raise ValueError("available_memory_proportion must be in (0, 1]")
     if preset not in PRESETS:
@@ -114,7 +131,13 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     elif tiles is not None:
         target = target.with_tiles(per_ipu)
     rng = np.random.default_rng(seed)
-    program = build_program(rng, int(steps or DEFAULT_STEPS[preset] * ipus), ipus=ipus)
+    default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
+    n_steps = int(steps or default_steps[preset] * ipus)
+    if model == "cnn":
+        program = build_program(rng, n_steps, ipus=ipus)
+    else:
+        program = build_transformer(rng, n_steps, ipus=ipus,
+                                    always_live_state=always_live_state)
     return _Assembler(program, target, rng).report(
         pressure, progress, available_memory_proportion / DEFAULT_AVAILABLE_MEMORY_PROPORTION)
 
@@ -136,6 +159,8 @@ class _Assembler:
                                 else zlib.crc32((x.place or x.name).encode()) % T for x in ts],
                                np.int64)
         self.ascending = np.array([x.ascending for x in ts])
+        self.tensor_always_live = np.array([x.always_live for x in ts], bool)
+        self.clone_of = np.array([x.clone_of for x in ts], np.int64)
         self.interleaved = np.array([x.interleaved for x in ts])
         # lifetimes -> classes
         self.lt = Lifetimes()
@@ -166,6 +191,10 @@ class _Assembler:
         min_elems = np.maximum(-(-elems // self.cov_tiles.astype(np.int64)),
                                MIN_BYTES_PER_TILE // self.dtype)
         grain = np.array([GRAIN_BY_DTYPE[d] for d in self.dtype.tolist()], np.int64)
+        c = self.clone_of >= 0
+        if c.any():   # a clone has its source's elements on each tile, whatever its type
+            src = self.clone_of[c]
+            elems[c], min_elems[c], grain[c] = elems[src], min_elems[src], grain[src]
         owner, tile, n = map_tensors(self.tpi, elems, min_elems, grain, self.offset,
                                      self.ascending)
         ipu = self.ipu[owner]
@@ -252,12 +281,17 @@ class _Assembler:
     # ---- the report -----------------------------------------------------------------------
     def report(self, pressure: float, progress: bool, partials: float = 1.0) -> Report:
         T = self.t.num_tiles
+        # calibrated on the reading without alwaysLive model tensors (their first-fit order
+        # differs), so that both readings of a program have the same variables
+        always_live = self.tensor_always_live
+        self.tensor_always_live = np.zeros_like(always_live)
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
             owner, tile, size = self.parts(1.0)
             items = self._items(owner, tile)
             scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
             owner, tile, size = self.parts(scale)
             scale = self.refine(scale, self._items(owner, tile))
+        self.tensor_always_live = always_live
         if partials != 1.0:   # after calibration: the rest of the program stays as it was
             is_partials = np.array([x.name.endswith("/partials") for x in self.p.tensors])
             self.bpt = np.where(is_partials, self.bpt * partials, self.bpt)
@@ -284,7 +318,7 @@ class _Assembler:
         code = np.isin(category, [CAT_CODE[c] for c in CODE_CATEGORIES])
         tile_all = np.concatenate([tile, items.tile])
         size_all = np.concatenate([size, items.size])
-        always_live = np.concatenate([np.zeros(n_p, bool), np.ones(n_a, bool)])
+        always_live = np.concatenate([self.tensor_always_live[owner], np.ones(n_a, bool)])
         interleaved = np.concatenate([self.interleaved[owner], np.zeros(n_a, bool)])
 
         if names:
@@ -300,8 +334,11 @@ class _Assembler:
         region = _pair_rows(p.region_pairs, part_ptr, tile, n)
 
         # Poplar-like allocation order: code, other always-live data, interleaved variables,
-        # then the rest; each group by decreasing size
-        group = np.where(code, 0, np.where(always_live, 1, np.where(interleaved, 2, 3)))
+        # then the rest; each group by decreasing size. AlwaysLive model tensors (a
+        # transformer's state) go with the variables, as in the reading without the flag:
+        # both readings then have the same offsets
+        item = np.concatenate([np.zeros(n_p, bool), np.ones(n_a, bool)])
+        group = np.where(code, 0, np.where(item, 1, np.where(interleaved, 2, 3)))
         rows = np.arange(n)
         order = np.lexsort((rows, -size_all, group, tile_all))
         allocation_order = Csr.from_lengths(np.bincount(tile_all, minlength=T), order)

@@ -111,6 +111,8 @@ class Tensor:
     ascending: bool = True
     ipu: int = 0                # the IPU (pipeline stage) it lives on; -1: a copy on each IPU
     uses: list = field(default_factory=list)
+    always_live: bool = False   # written alwaysLive (004) rather than live over its steps
+    clone_of: int = -1          # a tensor whose elements it maps alike (Graph::clone), or -1
 
 
 @dataclass
@@ -126,6 +128,7 @@ class Program:
     element_pairs: list        # (tensor a, tensor b): input/output fields of one vertex
     region_pairs: list         # (tensor a, tensor b): fields that need different regions
     ipus: int = 1              # pipeline stages, one per IPU
+    codelets: tuple = CODELETS  # the vertex types ``step_codelet`` indexes (per family)
 
     @property
     def num_steps(self) -> int:

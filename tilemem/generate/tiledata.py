@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .program import CODELETS, Program
+from .program import Program
 
 #: Always-live bytes by category in 002's profile summary (the named always-live variables
 #: - worklists, ``<const>``, padding - are the constants).
@@ -115,10 +115,10 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
 
     # vertex code: one variable per codelet on a tile
     key = np.unique(cl[st_step[compute]] * num_tiles + st_tile[compute])
-    code_size = np.array([c[1] for c in CODELETS], float)
+    code_size = np.array([c[1] for c in program.codelets], float)
     parts.append(("vertexCode", key % num_tiles, code_size[key // num_tiles], "vertexCode"))
     # vertex instance state and field data: per compute set per tile
-    state = np.array([c[2] for c in CODELETS], float)
+    state = np.array([c[2] for c in program.codelets], float)
     t_c, s_c = st_tile[compute], st_step[compute]
     vertices = rng.integers(1, 7, len(t_c))
     parts.append(("vertexInstanceState", t_c, state[cl[s_c]] * vertices, "vertexInstanceState"))

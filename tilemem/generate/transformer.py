@@ -1,0 +1,488 @@
+"""A transformer training step with gradient accumulation, as a Poplar user programs it.
+
+The second program family of the generator (``--model transformer``; the first,
+``tilemem.generate.program``, is a layered convolutional/recurrent model). Program steps and
+sizes follow the same conventions (relative bytes per tile, ``Tensor.bpt``; calibrated later);
+the control structure is that of a transformer trained with Adam and gradient accumulation:
+
+    init:   weights, Adam moments, step count and loss scale stream in from the host
+    Repeat(batchesPerStep):                        # the outer training loop
+        StreamCopy the learning rate; zero the gradient accumulators
+        Repeat(microBatches):                      # gradient accumulation
+            StreamCopy token ids, labels
+            embedding: MultiSlice of the token embedding, + positions, layer norm
+            N x (attention: norm, QKV matmul, scores matmul, softmax (in place), context
+                 matmul, projection, residual; MLP: norm, fc1, GELU, fc2, residual)
+            head: norm, the masked positions, logits (matmul with the tied embedding), loss
+            backward in reverse; every weight gradient is added into its accumulator
+        lossScaling/checkFinite over the accumulators
+        If (non-finite): decrease the loss scale                    # then-branch
+        Else: Adam per weight (moments, bias-corrected direction, update), increase
+        StreamCopy the loss to the host
+    weights stream back to the host
+
+What the lifetime rules (``tilemem.generate.lifetimes``) make of it:
+
+- weights, Adam moments, step count and loss scale are defined before the outer loop and read
+  in it: live throughout, one class that interferes with every other. With
+  ``always_live_state`` they are written ``alwaysLive`` instead (004: "in memory during the
+  whole program execution"): both readings describe the same memory;
+- a gradient accumulator (``layer3/attn/qkv/grad_accum``) is zeroed before the micro-batch
+  loop and added to inside it: live over the whole loop, then to its last read in the update.
+  The then-branch does not read it, so it is not live there;
+- a micro-batch's activations are defined and last read inside one iteration: not
+  loop-carried, so they never interfere with the loop's first steps (the stream copies) and
+  the next micro-batch reuses their memory;
+- the else-branch's temporaries (bias-corrected moments, the update) live for a few steps:
+  one weight's never meets another's, and the two moments of one weight, defined and read
+  together, share one class.
+
+On several IPUs the layers are pipelined as in the first family (the embedding on the first
+stage, the head on the last, an untied head there since the embedding lives on the first
+IPU); each stage but the last stashes its saved activations of the micro-batches in flight
+(no recomputation), live over the whole micro-batch loop.
+
+>>> p = build_transformer(np.random.default_rng(0), 300)
+>>> p.num_steps > 250, len(p.loops), len(p.branches)
+(True, 2, 1)
+>>> [t.name for t in p.tensors if t.name.endswith("grad_accum")][:2]
+['embedding/tokens/grad_accum', 'embedding/positions/grad_accum']
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .program import AUTO, Program
+from .program import _Builder as _BaseBuilder
+
+#: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
+#: state bytes), as ``program.CODELETS``; matmuls are poplin convolutions.
+_CODELETS = {
+    "matmul": ("poplin::ConvPartial1x1Out<half,float,true,false>", 2600, 28),
+    "reduceAdd": ("poplin::ReduceAdd<float,half>", 950, 16),
+    "reduce": ("popops::Reduce<popops::ReduceAdd,half,float,false,0>", 1100, 24),
+    "reduceMax": ("popops::Reduce<popops::ReduceMax,half,half,false,0>", 1050, 24),
+    "scaledReduce": ("popops::ScaledReduce<popops::ReduceAdd,half,float,true,1>", 1150, 24),
+    "scaledAdd": ("popops::ScaledAddSupervisor<float,half,true>", 720, 20),
+    "add": ("popops::BinaryOp1DInPlaceSupervisor<popops::expr::BinaryOpType::ADD,half>", 500, 12),
+    "exp": ("popops::UnaryOp1DInPlaceSupervisor<popops::expr::UnaryOpType::EXPONENT,half>",
+            650, 12),
+    "divide": ("popops::BinaryOp1DInPlaceSupervisor<popops::expr::BinaryOpType::DIVIDE,half>",
+               520, 12),
+    "normalise": ("popops::ScaledAddSupervisor<half,half,true>", 700, 20),
+    "gelu": ("popnn::NonLinearitySupervisor<half,popnn::NonLinearityType::GELU>", 900, 12),
+    "geluGrad": ("popnn::NonLinearityGradSupervisor<half,popnn::NonLinearityType::GELU>",
+                 950, 16),
+    "softmaxGrad": ("popops::BinaryOp1DSupervisor<popops::expr::BinaryOpType::MULTIPLY,half>",
+                    540, 16),
+    "multiSlice": ("popops::MultiSlice<half>", 600, 24),
+    "multiUpdateAdd": ("popops::MultiUpdateAdd<half,false>", 700, 28),
+    "loss": ("popnn::LossCrossEntropyTransform<half,half>", 450, 20),
+    "checkFinite": ("popops::HasNaNOrInf1D<float,true>", 380, 12),
+    "adam": ("popops::BinaryOp1DSupervisor<popops::expr::BinaryOpType::DIVIDE,float>", 560, 16),
+    "sqrt": ("popops::UnaryOp1DSupervisor<popops::expr::UnaryOpType::SQRT,float>", 480, 12),
+    "Memcpy64BitSupervisor": ("poplar_rt::Memcpy64BitSupervisor", 250, 12),
+    "zero": ("poplar_rt::MemsetZero64Bit", 120, 8),
+    "setSeed": ("poprand::SetSeedSupervisor", 350, 28),
+}
+CODELETS = tuple(_CODELETS.values())
+_INDEX = {k: i for i, k in enumerate(_CODELETS)}
+
+#: Program steps by preset when ``steps`` is not given, per IPU: six layers on a full Mk2
+#: (about 550 variables a tile), four on a Mk1.
+DEFAULT_STEPS = {"mk1": 610, "mk2": 860}
+#: Steps outside the layers (embedding, head, loss, control) and steps a layer takes, to
+#: turn ``target_steps`` into a number of layers.
+FIXED_STEPS, LAYER_STEPS = 110, 125
+#: Share of the tokens whose logits are computed (a masked language model's masked share).
+MASKED = 0.15
+#: Matmul partial sums (float) relative to the matmul's output, at the default
+#: availableMemoryProportion; the message buffers relative to the exchanged input.
+PARTIALS, MESSAGE = 0.7, 0.35
+
+
+class _Builder(_BaseBuilder):
+    """The first family's builder with this family's vertex types and a few composite ops."""
+
+    def compute(self, name: str, short: str, half: bool = False) -> int:
+        return self.step("OnTileExecute", name, _INDEX[short])
+
+    def small(self, name, bpt, define, **kw) -> int:
+        """A tensor of a few elements per token or feature: on a few tiles."""
+        kw.setdefault("coverage", 0.05)
+        return self.tensor(name, bpt, define, **kw)
+
+    def matmul(self, p: str, inputs, out_bpt: float, *, weight=None, like=None,
+               out="out", dtype=2) -> int:
+        """poplin's matmul: exchange the inputs, partial sums, reduce. ``like``: a tensor
+        whose mapping the output takes (a weight gradient is mapped like its weight)."""
+        ts = self.tensors
+        in_bpt = sum(ts[i].bpt for i in inputs)
+        ex = self.exchange(f"{p}/Conv_1/ExchangePre")
+        self.use(ex, *inputs)
+        msg = self.message(f"{p}/Conv_1/ExchangePre", ex, MESSAGE * in_bpt)
+        cs = self.compute(f"{p}/Conv_1/Convolve", "matmul")
+        self.use(cs, *inputs, weight)
+        partials = self.tensor(f"{p}/Conv_1/partials", PARTIALS * out_bpt, cs, coverage=AUTO,
+                               interleaved=bool(self.rng.random() < 0.3))
+        self.element_pairs.append((msg, partials))
+        if weight is not None and self.rng.random() < 0.15:
+            self.region_pairs.append((weight, msg))
+        red = self.compute(f"{p}/Conv_1/Reduce", "reduceAdd")
+        self.use(red, partials)
+        if like is None:
+            y = self.tensor(f"{p}/{out}", out_bpt, red, dtype=dtype, coverage=AUTO)
+        else:
+            w = ts[like]
+            y = self.tensor(f"{p}/{out}", out_bpt, red, dtype=dtype, coverage=w.coverage,
+                            offset=w.offset, place=w.place or w.name, ascending=w.ascending,
+                            clone_of=like)
+        self.element_pairs.append((partials, y))
+        return y
+
+    def norm(self, p: str, x: int, gamma: int, beta: int, tokens: float):
+        """Layer norm: statistics by a two-stage reduction, then the normalised output."""
+        cs1 = self.compute(f"{p}/Norm/ReducePartials", "reduce")
+        self.use(cs1, x)
+        part = self.tensor(f"{p}/Norm/partials", 0.04 * tokens, cs1, coverage=0.5)
+        ex = self.exchange(f"{p}/Norm/ExchangePre")
+        self.use(ex, part)
+        self.message(f"{p}/Norm/ExchangePre", ex, 0.02 * tokens, coverage=0.2)
+        cs2 = self.compute(f"{p}/Norm/ReduceFinal", "reduceAdd")
+        stats = self.small(f"{p}/Norm/stats", 0.01 * tokens, cs2)
+        cs3 = self.compute(f"{p}/Norm/Normalise", "normalise")
+        self.use(cs3, x, stats, gamma, beta)
+        y = self.tensor(f"{p}/Norm/out", tokens, cs3, dtype=2, coverage=AUTO)
+        self.element_pairs.append((x, y))
+        return y, stats
+
+    def norm_grad(self, p: str, dy: int, x: int, stats: int, param: dict, tokens: float,
+                  residual=None) -> int:
+        """Layer norm backward: gamma/beta gradients into their accumulators, the input
+        gradient (plus the residual branch's gradient)."""
+        cs1 = self.compute(f"{p}/Norm/ReducePartials", "reduce")
+        self.use(cs1, dy, x, stats)
+        part = self.tensor(f"{p}/Norm/partials", 0.04 * tokens, cs1, coverage=0.5)
+        ex = self.exchange(f"{p}/Norm/ExchangePre")
+        self.use(ex, part)
+        self.message(f"{p}/Norm/ExchangePre", ex, 0.02 * tokens, coverage=0.2)
+        cs2 = self.compute(f"{p}/Norm/ReduceFinal", "scaledReduce")
+        self.use(cs2, param["gamma"]["accum"], param["beta"]["accum"])
+        gstats = self.small(f"{p}/Norm/gradStats", 0.01 * tokens, cs2)
+        cs3 = self.compute(f"{p}/Norm/GradNormalise", "normalise")
+        self.use(cs3, dy, x, stats, gstats, param["gamma"]["w"], residual)
+        dx = self.tensor(f"{p}/gradIn", tokens, cs3, dtype=2, coverage=AUTO)
+        self.element_pairs.append((dy, dx))
+        return dx
+
+    def weight_grad(self, p: str, inputs, param: dict) -> None:
+        """A weight gradient (mapped like the weight), added into its accumulator."""
+        w = self.tensors[param["w"]]
+        g = self.matmul(f"{p}/wu", inputs, w.bpt, like=param["w"], out="weightsGrad",
+                        dtype=w.dtype)
+        acc = self.compute(f"{p}/gradAccum/ScaledAdd", "scaledAdd")
+        self.use(acc, g, param["accum"])
+        self.element_pairs.append((param["accum"], g))
+
+    def bias_grad(self, p: str, dy: int, param: dict) -> None:
+        cs = self.compute(f"{p}/wu/ReduceBias", "scaledReduce")
+        self.use(cs, dy, param["accum"])
+
+    def build(self) -> Program:
+        p = super().build()
+        p.codelets = CODELETS
+        return p
+
+
+def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: int,
+               always_live: bool, small: bool = False, ipu: int | None = None) -> dict:
+    """A weight (half), its Adam moments (float) and its gradient accumulator, clones of the
+    weight (the same elements on each tile): the update runs elementwise on each tile."""
+    ipu = b.ipu if ipu is None else ipu
+    rng = b.rng
+    kw = dict(coverage=0.02 if small else AUTO, ipu=ipu)
+    if not small:
+        kw.update(interleaved=bool(rng.random() < 0.5), ascending=bool(rng.random() < 0.8))
+    w = b.tensor(f"{name}/weights", bpt, init, dtype=2, always_live=always_live, **kw)
+    t = b.tensors[w]
+    same = dict(coverage=t.coverage, offset=t.offset, place=t.name, ascending=t.ascending,
+                ipu=ipu, clone_of=w)
+    m = b.tensor(f"{name}/adam/firstMoment", 2 * bpt, init, always_live=always_live, **same)
+    v = b.tensor(f"{name}/adam/secondMoment", 2 * bpt, init, always_live=always_live, **same)
+    return dict(name=name, w=w, m=m, v=v, small=small, accum_dtype=accum_dtype, **same)
+
+
+def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1,
+                      always_live_state: bool = False) -> Program:
+    """A transformer training step of about ``target_steps`` program steps, pipelined over
+    ``ipus`` IPUs; ``always_live_state``: weights and Adam moments written alwaysLive."""
+    b = _Builder(rng)
+    num_layers = max(1, ipus, int(round((target_steps - FIXED_STEPS) / LAYER_STEPS)))
+    stage = [i * ipus // num_layers for i in range(num_layers)]
+    last, every = ipus - 1, (-1 if ipus > 1 else 0)
+    # sizes in units of hidden^2 halves: tokens = micro-batch x sequence = r x hidden
+    hidden = int(rng.choice([512, 768, 1024]))
+    r = float(rng.uniform(1.0, 2.5))
+    heads, seq = int(rng.choice([8, 12, 16])), float(rng.uniform(0.1, 0.35))  # seq / hidden
+    probs = r * heads * seq                       # scores: micro-batch x heads x seq x seq
+    vocab = float(rng.uniform(8, 32))             # vocabulary / hidden
+    accum_dtype = 4 if rng.random() < 0.5 else 2  # PopART's accumulation type: float or half
+    feat = 1.0 / hidden                           # one vector of hidden halves
+    al = always_live_state
+
+    def param(name, bpt, small=False, ipu=None):
+        return _parameter(b, name, bpt, init, accum_dtype=accum_dtype, always_live=al,
+                          small=small, ipu=ipu)
+
+    # ---- init: state from the host -----------------------------------------------------
+    init = b.step("StreamCopy", "init/weightsFromHost")
+    b.compute("init/setMasterSeed", "setSeed")
+    loss_scale = b.tensor("lossScaling/lossScale", 4, init, scaled=False, coverage=0.0,
+                          alignment=4, offset=0, ipu=every, always_live=al)
+    step_count = b.tensor("optimizer/stepCount", 4, init, scaled=False, coverage=0.0,
+                          alignment=4, offset=0, ipu=every, always_live=al)
+    params = []
+    b.ipu = 0
+    emb = param("embedding/tokens", vocab, ipu=0)
+    pos = param("embedding/positions", 2 * seq, ipu=0)   # up to twice the sequence
+    emb_ln = {k: param(f"embedding/norm/{k}", feat, small=True, ipu=0) for k in ("gamma", "beta")}
+    params += [emb, pos, *emb_ln.values()]
+    layers = []
+    for i in range(num_layers):
+        b.ipu = stage[i]
+        p = f"layer{i}"
+        L = {"qkv": param(f"{p}/attn/qkv", 3.0), "out": param(f"{p}/attn/out", 1.0),
+             "fc1": param(f"{p}/mlp/fc1", 4.0), "fc2": param(f"{p}/mlp/fc2", 4.0)}
+        for k, n in (("qkv", 3), ("out", 1), ("fc1", 4), ("fc2", 1)):
+            L[k + "_b"] = param(f"{L[k]['name']}/bias", n * feat, small=True)
+        for blk in ("attn", "mlp"):
+            L[blk + "_norm"] = {k: param(f"{p}/{blk}/norm/{k}", feat, small=True)
+                                for k in ("gamma", "beta")}
+        layers.append(L)
+        params += [v for k, v in L.items() if not k.endswith("_norm")]
+        params += [*L["attn_norm"].values(), *L["mlp_norm"].values()]
+    b.ipu = last
+    if ipus == 1:
+        head = emb                      # tied: the logits are a matmul with the embedding
+    else:
+        head = param("head/logits", vocab)
+        params.append(head)
+    head_ln = {k: param(f"head/norm/{k}", feat, small=True) for k in ("gamma", "beta")}
+    params += head_ln.values()
+
+    # ---- the training loop: zero the accumulators ---------------------------------------
+    body_start = b.here
+    b.ipu = 0
+    lr = b.step("StreamCopy", "optimizer/learningRate/StreamCopy")
+    lr_t = b.tensor("optimizer/learningRate", 4, lr, scaled=False, coverage=0.0, alignment=4,
+                    offset=0, ipu=every)
+    for q in params:
+        b.ipu = q["ipu"]
+        z = b.compute(f"{q['name']}/grad_accum/zero", "zero")
+        same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
+        q["accum"] = b.tensor(f"{q['name']}/grad_accum", b.tensors[q["w"]].bpt
+                              * q["accum_dtype"] / 2, z, dtype=q["accum_dtype"], **same)
+    b.ipu = last
+    z = b.compute("loss/accum/zero", "zero")
+    loss_acc = b.tensor("loss/accum", 4, z, scaled=False, coverage=0.0, alignment=4, offset=0)
+
+    # ---- gradient accumulation: one micro-batch an iteration -----------------------------
+    mb_start = b.here
+    b.ipu = 0
+    sc = b.step("StreamCopy", "input/tokens/StreamCopy")
+    ids = b.tensor("input/tokens", 2 * r * feat, sc, dtype=4, coverage=0.2, alignment=4)
+    host_msg = b.tensor("input/tokens/<hostMessage>", 2 * r * feat, sc, category="hostMessage",
+                        coverage=0.2)
+    b.use(sc + 1, host_msg)
+    b.ipu = last
+    sc = b.step("StreamCopy", "input/labels/StreamCopy")
+    labels = b.tensor("input/labels", 4 * MASKED * r * feat, sc, dtype=4, coverage=0.1,
+                      alignment=4)
+    b.ipu = 0
+    cs = b.compute("embedding/tokens/MultiSlice", "multiSlice")
+    b.use(cs, ids, emb["w"])
+    x_emb = b.tensor("embedding/tokens/out", r, cs, dtype=2, coverage=AUTO)
+    cs = b.compute("embedding/positions/Add", "add")
+    b.use(cs, x_emb, pos["w"])
+    x, emb_stats = b.norm("embedding/norm", x_emb, emb_ln["gamma"]["w"], emb_ln["beta"]["w"], r)
+    saved, stash, stage_saved = [], {}, []
+    for i, L in enumerate(layers):
+        if i and stage[i] != stage[i - 1]:
+            s = stage[i - 1]
+            push = b.compute(f"pipeline/stage{s}/stash/push", "Memcpy64BitSupervisor")
+            b.use(push, *stage_saved)
+            # the activations of the micro-batches in flight, read before written in the
+            # body: loop-carried, live over the whole micro-batch loop
+            stash[s] = b.tensor(f"pipeline/stage{s}/stash", (last - s) * sum(
+                b.tensors[t].bpt for t in stage_saved), push, dtype=2, coverage=1.0, ipu=s)
+            b.use(mb_start, stash[s])
+            stage_saved = []
+            x = b.ipu_copy(x, stage[i], f"pipeline/fwd/stage{s}to{stage[i]}")
+        b.ipu = stage[i]
+        p = f"layer{i}"
+        an, mn = L["attn_norm"], L["mlp_norm"]
+        ln1, st1 = b.norm(f"{p}/attn/norm", x, an["gamma"]["w"], an["beta"]["w"], r)
+        qkv = b.matmul(f"{p}/attn/qkv", [ln1], 3 * r, weight=L["qkv"]["w"])
+        b.use(b.compute(f"{p}/attn/qkv/AddBias", "add"), qkv, L["qkv_b"]["w"])
+        scores = b.matmul(f"{p}/attn/scores", [qkv], probs)
+        # softmax in place over the scores: max, exp, sum, divide
+        cs = b.compute(f"{p}/attn/softmax/ReduceMax", "reduceMax")
+        b.use(cs, scores)
+        mx = b.small(f"{p}/attn/softmax/max", 0.02 * probs, cs)
+        b.use(b.compute(f"{p}/attn/softmax/Exp", "exp"), scores, mx)
+        cs = b.compute(f"{p}/attn/softmax/ReduceSum", "reduce")
+        b.use(cs, scores)
+        sm = b.small(f"{p}/attn/softmax/sum", 0.02 * probs, cs)
+        b.use(b.compute(f"{p}/attn/softmax/Divide", "divide"), scores, sm)
+        ctx = b.matmul(f"{p}/attn/context", [scores, qkv], r)
+        ao = b.matmul(f"{p}/attn/out", [ctx], r, weight=L["out"]["w"])
+        cs = b.compute(f"{p}/attn/residual/Add", "add")
+        b.use(cs, x, ao, L["out_b"]["w"])
+        x1 = b.tensor(f"{p}/attn/residual/out", r, cs, dtype=2, coverage=AUTO)
+        b.element_pairs.append((ao, x1))
+        ln2, st2 = b.norm(f"{p}/mlp/norm", x1, mn["gamma"]["w"], mn["beta"]["w"], r)
+        h1 = b.matmul(f"{p}/mlp/fc1", [ln2], 4 * r, weight=L["fc1"]["w"])
+        cs = b.compute(f"{p}/mlp/gelu/NonLinearity", "gelu")
+        b.use(cs, h1, L["fc1_b"]["w"])
+        g = b.tensor(f"{p}/mlp/gelu/out", 4 * r, cs, dtype=2, coverage=AUTO,
+                     interleaved=bool(rng.random() < 0.2))
+        b.element_pairs.append((h1, g))
+        h2 = b.matmul(f"{p}/mlp/fc2", [g], r, weight=L["fc2"]["w"])
+        cs = b.compute(f"{p}/mlp/residual/Add", "add")
+        b.use(cs, x1, h2, L["fc2_b"]["w"])
+        x2 = b.tensor(f"{p}/mlp/residual/out", r, cs, dtype=2, coverage=AUTO)
+        b.element_pairs.append((h2, x2))
+        saved.append(dict(x=x, ln1=ln1, st1=st1, qkv=qkv, probs=scores, ctx=ctx, x1=x1,
+                          ln2=ln2, st2=st2, h1=h1, g=g))
+        stage_saved += [ln1, qkv, scores, ctx, ln2, h1, g]
+        x = x2
+
+    # ---- head and loss -------------------------------------------------------------------
+    b.ipu = last                       # the last layer is on the last stage
+    lnf, stf = b.norm("head/norm", x, head_ln["gamma"]["w"], head_ln["beta"]["w"], r)
+    cs = b.compute("head/maskedPositions/MultiSlice", "multiSlice")
+    b.use(cs, lnf, labels)
+    xm = b.tensor("head/maskedPositions/out", MASKED * r, cs, dtype=2, coverage=AUTO)
+    logits = b.matmul("head/logits", [xm], MASKED * r * vocab, weight=head["w"])
+    cs = b.compute("loss/CrossEntropy/LossTransform", "loss")
+    b.use(cs, logits, labels, loss_scale)
+    dlogits = b.tensor("loss/CrossEntropy/gradient", MASKED * r * vocab, cs, dtype=2,
+                       coverage=AUTO)
+    b.element_pairs.append((logits, dlogits))
+    per_token = b.small("loss/CrossEntropy/perToken", 4 * MASKED * r * feat, cs)
+    cs = b.compute("loss/reduce/ReduceOnTile", "reduce")
+    b.use(cs, per_token, loss_acc)
+
+    # ---- backward --------------------------------------------------------------------------
+    dxm = b.matmul("head/logits/bwd", [dlogits], MASKED * r, weight=head["w"], out="gradIn")
+    b.weight_grad("head/logits", [dlogits, xm], head)
+    cs = b.compute("head/maskedPositions/bwd/MultiUpdateAdd", "multiUpdateAdd")
+    b.use(cs, dxm, labels)
+    dlnf = b.tensor("head/maskedPositions/bwd/gradIn", r, cs, dtype=2, coverage=AUTO)
+    dy = b.norm_grad("head/norm/bwd", dlnf, x, stf, head_ln, r)
+    for i in range(num_layers - 1, -1, -1):
+        L, S = layers[i], saved[i]
+        b.ipu = stage[i]
+        if stage[i] in stash and (i == num_layers - 1 or stage[i + 1] != stage[i]):
+            restore = b.compute(f"pipeline/stage{stage[i]}/stash/restore",
+                                "Memcpy64BitSupervisor")
+            b.use(restore, stash[stage[i]])
+        p = f"layer{i}"
+        dg = b.matmul(f"{p}/mlp/fc2/bwd", [dy], 4 * r, weight=L["fc2"]["w"], out="gradIn")
+        b.weight_grad(f"{p}/mlp/fc2", [S["g"], dy], L["fc2"])
+        b.bias_grad(f"{p}/mlp/fc2", dy, L["fc2_b"])
+        cs = b.compute(f"{p}/mlp/gelu/bwd/NonLinearityGrad", "geluGrad")
+        b.use(cs, dg, S["h1"])
+        dh1 = b.tensor(f"{p}/mlp/gelu/bwd/gradIn", 4 * r, cs, dtype=2, coverage=AUTO)
+        b.element_pairs.append((dg, dh1))
+        dln2 = b.matmul(f"{p}/mlp/fc1/bwd", [dh1], r, weight=L["fc1"]["w"], out="gradIn")
+        b.weight_grad(f"{p}/mlp/fc1", [S["ln2"], dh1], L["fc1"])
+        b.bias_grad(f"{p}/mlp/fc1", dh1, L["fc1_b"])
+        dx1 = b.norm_grad(f"{p}/mlp/norm/bwd", dln2, S["x1"], S["st2"], L["mlp_norm"], r,
+                          residual=dy)
+        dctx = b.matmul(f"{p}/attn/out/bwd", [dx1], r, weight=L["out"]["w"], out="gradIn")
+        b.weight_grad(f"{p}/attn/out", [S["ctx"], dx1], L["out"])
+        b.bias_grad(f"{p}/attn/out", dx1, L["out_b"])
+        dprobs = b.matmul(f"{p}/attn/context/bwd", [dctx, S["qkv"]], probs, out="gradIn")
+        dv = b.matmul(f"{p}/attn/context/bwdValues", [S["probs"], dctx], r, out="gradIn")
+        cs = b.compute(f"{p}/attn/softmax/bwd/Multiply", "softmaxGrad")
+        b.use(cs, dprobs, S["probs"])
+        dqk = b.matmul(f"{p}/attn/scores/bwd", [dprobs, S["qkv"]], 2 * r, out="gradIn")
+        cs = b.compute(f"{p}/attn/qkv/bwd/Concat", "Memcpy64BitSupervisor")
+        b.use(cs, dqk, dv)
+        dqkv = b.tensor(f"{p}/attn/qkv/bwd/gradOut", 3 * r, cs, dtype=2, coverage=AUTO)
+        dln1 = b.matmul(f"{p}/attn/qkv/bwd", [dqkv], r, weight=L["qkv"]["w"], out="gradIn")
+        b.weight_grad(f"{p}/attn/qkv", [S["ln1"], dqkv], L["qkv"])
+        b.bias_grad(f"{p}/attn/qkv", dqkv, L["qkv_b"])
+        dy = b.norm_grad(f"{p}/attn/norm/bwd", dln1, S["x"], S["st1"], L["attn_norm"], r,
+                         residual=dx1)
+        if i and stage[i - 1] != stage[i]:
+            dy = b.ipu_copy(dy, stage[i - 1], f"pipeline/bwd/stage{stage[i]}to{stage[i - 1]}")
+    b.ipu = 0
+    demb = b.norm_grad("embedding/norm/bwd", dy, x_emb, emb_stats, emb_ln, r)
+    b.bias_grad("embedding/positions", demb, pos)
+    cs = b.compute("embedding/tokens/bwd/MultiUpdateAdd", "multiUpdateAdd")
+    b.use(cs, ids, demb, emb["accum"])
+    b.loops.append((mb_start, b.here))
+
+    # ---- loss scaling: If (non-finite) then back off, else Adam ---------------------------
+    b.ipu = last
+    cf = b.compute("lossScaling/checkFinite", "checkFinite")
+    b.use(cf, *(q["accum"] for q in params))
+    flag = b.tensor("lossScaling/nonFinite", 4, cf, coverage=0.0, scaled=False, alignment=4,
+                    offset=0, ipu=every)
+    ex = b.exchange("lossScaling/nonFinite/ExchangePre")
+    b.use(ex, flag)
+    if ipus > 1:  # every IPU's flag to every other IPU
+        gx = b.step("GlobalExchange", "lossScaling/nonFinite/GlobalExchange")
+        b.use(gx, flag)
+        flags = b.tensor("lossScaling/nonFinite/<globalMessage:recv>", 4 * ipus, gx,
+                         category="globalMessage", coverage=0.0, scaled=False, alignment=4,
+                         offset=0, ipu=every)
+        b.use(gx + 1, flags)
+    b.use(b.step("OnTileExecute", "lossScaling/SetLocalConsensusFromVar"), flag)
+    then_start = b.here
+    cs = b.compute("lossScaling/then/gradStatistics", "reduce")
+    b.use(cs, loss_scale)
+    hist = b.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5, ipu=every)
+    cs = b.compute("lossScaling/then/decrease", "scaledAdd")
+    b.use(cs, loss_scale, hist)
+    then_end = b.here
+    cs = b.compute("optimizer/stepCount/increment", "add")
+    b.use(cs, step_count)
+    for q in params:
+        b.ipu = q["ipu"]
+        n, w, m, v, acc = q["name"], q["w"], q["m"], q["v"], q["accum"]
+        cs = b.compute(f"{n}/adam/moments", "scaledAdd")
+        b.use(cs, m, v, acc, loss_scale)
+        b.element_pairs.append((m, acc))
+        if q["small"]:
+            cs = b.compute(f"{n}/adam/update", "adam")
+            b.use(cs, w, m, v, lr_t, step_count)
+            continue
+        # bias-corrected moments, defined and read together: one class, a temporary
+        cs = b.compute(f"{n}/adam/biasCorrection", "sqrt")
+        b.use(cs, m, v, step_count)
+        same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
+        wb = b.tensors[w].bpt
+        mh = b.tensor(f"{n}/adam/correctedFirstMoment", 2 * wb, cs, **same)
+        vh = b.tensor(f"{n}/adam/correctedSecondMoment", 2 * wb, cs, **same)
+        cs = b.compute(f"{n}/adam/direction", "adam")
+        b.use(cs, mh, vh)
+        d = b.tensor(f"{n}/adam/update", 2 * wb, cs, **same)
+        b.element_pairs.append((mh, d))
+        cs = b.compute(f"{n}/adam/ScaledAdd", "scaledAdd")
+        b.use(cs, w, d, lr_t)
+        b.element_pairs.append((w, d))
+    b.ipu = last
+    cs = b.compute("lossScaling/else/increase", "scaledAdd")
+    b.use(cs, loss_scale)
+    b.branches.append((then_start, then_end, then_end, b.here))
+    out = b.step("StreamCopy", "loss/toHost")
+    b.use(out, loss_acc)
+    b.loops.append((body_start, b.here))
+
+    fin = b.step("StreamCopy", "weights/toHost")
+    b.use(fin, *(q["w"] for q in params), *(q[k] for q in params for k in ("m", "v")),
+          step_count)
+    return b.build()
