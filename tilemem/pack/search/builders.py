@@ -172,7 +172,7 @@ def _interactions_from_classes(n, always, by_class, class_ptr, cadj_ptr, cadj_id
 
 
 def trail_need(adj_ptr: np.ndarray, num_sections: int) -> np.ndarray:
-    """The trail records one placement of each variable may write (``kernel._place``), at
+    """The trail records one placement of each variable may write (``propagate._place``), at
     most: its own, each neighbour's raised lower bound, and a new witness for each section
     (at most one a section). (Counting only the sections of the variable and of its
     neighbours, which on a Mk2 tile are nearly all of them anyway, took a pass over millions

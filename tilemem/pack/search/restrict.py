@@ -3,7 +3,7 @@
 ``restricted_model`` makes a ``SearchModel`` of the variables ``free`` of a tile whose other
 variables keep their offsets. The fixed variables are not in the model: where they are rules
 out addresses for the free ones, and what is left is each free variable's *domain* (start
-ranges, ``SearchModel.domains``; ``kernel._in_domain``):
+ranges, ``SearchModel.domains``; ``legal._in_domain``):
 
 - a fixed variable that conflicts with a free one bans the starts that would overlap its
   bytes (in memory or past tileMemory);
@@ -260,7 +260,7 @@ def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, i
 @njit(cache=True)
 def _complement(ban_ptr, ban_lo, ban_hi, cap):
     """Each row's starts in ``[0, cap - 1]`` that no ban of it rules out: CSR ``(ptr, lo,
-    hi)`` of inclusive ranges, increasing and disjoint (a domain, ``kernel._in_domain``)."""
+    hi)`` of inclusive ranges, increasing and disjoint (a domain, ``legal._in_domain``)."""
     nf = len(ban_ptr) - 1
     dom_ptr = np.zeros(nf + 1, np.int64)
     dom_lo = np.empty(len(ban_lo) + nf, np.int64)

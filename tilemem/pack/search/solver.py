@@ -209,7 +209,7 @@ ROUND_DESCENTS = 0.25
 
 
 def probe_limit(n: int) -> int:
-    """Nodes (and tries, ``kernel.R_TRY_LIMIT``) of one of ``_probe``'s descents on
+    """Nodes (and tries, ``layout.R_TRY_LIMIT``) of one of ``_probe``'s descents on
     ``n`` variables: a descent plus ~6% of backtracking."""
     return n + n // 16 + 64
 
