@@ -15,8 +15,8 @@ from .legal import dominance_height
 
 # Compiled without reference counting (``_nrt=False``: it allocates nothing). With it, every
 # array an inlined helper reads in its loops (the element starts of ``_after``, per
-# neighbour and per variable) cost an atomic increment and decrement: a quarter of the
-# search's time on Mk2 tiles.
+# neighbour and per variable) costs an atomic increment and decrement, in the search's
+# hottest loops.
 @njit(cache=True, _nrt=False)
 def _enter_scan(v0, v1, by_lo, off, m, pre, size, has_elem, has_reg, elem_starts, ils, tm, zc,
                 thr_m, thr_p):

@@ -138,8 +138,8 @@ def run(model, state, heur, limit, budget, zc, dom):
             # variable spans a zero cut, and interacting variables' spans meet), so they
             # change nothing the next part reads. A part that fails undoes them all (the
             # FAIL above, to the mark); a descent that succeeds undoes nothing (the run is
-            # reset before the next). Undoing each solved part, as before, cost as much as
-            # placing it: without it the kernel took 15 % less time on 20 Mk2 tiles.
+            # reset before the next). Undoing each solved part would cost as much as
+            # placing it.
             if frames[sp, F_PI] == frames[sp, F_PN]:
                 reg[R_PT] = frames[sp, F_P0]
                 reg[R_SP] = sp - 1

@@ -33,9 +33,9 @@ def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc, dom):
     return INF
 
 
-# not inlined: at every lowest-legal-offset step of the kernel's versions with domains it
-# made their compilation six times as long (warm_up from a cold cache 163 s against 26 s),
-# and only neighbourhoods, a few hundred variables each, pay for the call
+# not inlined: inlined at every lowest-legal-offset step of the kernel's versions with
+# domains it makes their compilation several times as long, and only neighbourhoods, a few
+# hundred variables each, pay for the call
 @njit(cache=True, _nrt=False)
 def _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, zone):
     """The lowest legal offset of ``k`` at or above the legal ``x`` that is also in its

@@ -38,8 +38,8 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
                     dom):
     """For each partner pair, the highest ``x`` at which ``_pair_fits`` holds with ``o``,
     ``mi`` and ``mk`` all at ``x`` (-1 when not even at 0): by its monotony the pair fits
-    whenever all three are at or below it, so ``_partners_ok`` skips it then (on Mk2 tiles
-    the pairs' look-ahead was a fifth of the search's time)."""
+    whenever all three are at or below it, so ``_partners_ok`` skips it then (on tiles with
+    many pairs the look-ahead is otherwise a large share of the search's time)."""
     ils, nrs, tm = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM]
     out = np.empty(len(pair_i), np.int64)
     for e in range(len(pair_i)):
@@ -65,8 +65,8 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
 
 # Compiled without reference counting (``_nrt=False``: it allocates nothing). With it, every
 # array an inlined helper reads in its loops (the element starts of ``_after``, per
-# neighbour and per variable) cost an atomic increment and decrement: a quarter of the
-# search's time on Mk2 tiles.
+# neighbour and per variable) costs an atomic increment and decrement, in the search's
+# hottest loops.
 @njit(cache=True, _nrt=False)
 def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, span_lo, off, m,
                  pair_i, pair_k, pair_kind, pair_thr, dom):

@@ -45,8 +45,8 @@ def section_sums(sec_ptr, sec_vars, size, m0, hi):
 
 # Compiled without reference counting (``_nrt=False``: it allocates nothing). With it, every
 # array an inlined helper reads in its loops (the element starts of ``_after``, per
-# neighbour and per variable) cost an atomic increment and decrement: a quarter of the
-# search's time on Mk2 tiles.
+# neighbour and per variable) costs an atomic increment and decrement, in the search's
+# hottest loops.
 @njit(cache=True, _nrt=False)
 def _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_kind,
            elem_starts, sec_ptr, sec_vars, sec_cap, vsec_ptr, vsecs, span_lo, span_hi, off, m,
@@ -99,7 +99,7 @@ def _place(c, o, size, align, lo, hi, ils, nrs, tm, zc, adj_ptr, adj_idx, adj_ki
         # sections a variable is the witness of), trailed, so it holds in every state. Only
         # two things can end a witness: it is placed (c, in c's sections) or its m went up
         # (a neighbour raised above); slack only grows as totals fall. So only those
-        # sections are looked at, not all of the part's (on Mk2 tiles ~3,000 a node).
+        # sections are looked at, not all of the part's (thousands a node on a large tile).
         for e in range(vsec_ptr[c], vsec_ptr[c + 1]):
             s = vsecs[e]
             if witv[s] == c and total[s] > 0:
@@ -169,8 +169,8 @@ def _undo(mark, model, state):
     """Undo the trail down to ``mark``. A placement's record (``T_OFF``) also stands for what
     every placement changes the same way: the totals of its sections (and their slack in the
     tree ``smin``) and the cuts across its span, restored here from the model rather than
-    written to the trail (on Mk2 tiles they were most of it: ~100 MB a descent, allocated and
-    zeroed for each probe)."""
+    written to the trail (they would be most of it, a trail allocated and zeroed for each
+    probe)."""
     reg = state.reg
     trail = state.trail
     size = model.size

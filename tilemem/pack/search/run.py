@@ -18,9 +18,10 @@ from . import kernel as K
 from .state import KernelModel, SearchState
 from .sweep import SearchModel
 
-#: Trail buffers free for the next run, largest first (at most ``KEEP_TRAILS``). A Mk2 tile's
-#: trail grows to about a million records (24 MB) in a descent; allocated afresh and doubled
-#: up to that for every run it cost ~10 ms a run, and a tile's quick search makes several.
+#: Trail buffers free for the next run, largest first (at most ``KEEP_TRAILS``). A large
+#: tile's trail grows to about a million records in a descent; allocated afresh and doubled
+#: up to that for every run it costs milliseconds a run, and a tile's quick search makes
+#: several.
 #: The kernel writes every record before reading it, so a buffer is reused as it is.
 _FREE_TRAILS: list[np.ndarray] = []
 KEEP_TRAILS = 2
