@@ -9,7 +9,10 @@ job:
   rows, canonical rank), with the compiled ``builders`` of its arrays;
 - ``run``: one capacity (``SearchRun``: the ``KernelModel`` and ``SearchState`` the kernel reads
   and writes, resumable runs in slices);
-- ``kernel``: the compiled depth-first search alone, over the named tuples of ``state``;
+- ``kernel``: the compiled depth-first search alone, over the named tuples of ``state``: its
+  loop, with its helpers by job in ``layout`` (the numbers its arrays speak), ``legal`` (where
+  a variable may go), ``candidates`` (which variable a node tries), ``propagate`` (a placement
+  and its undoing) and ``partners`` (the partner look-ahead);
 - ``solver``: ``solve_search`` -- restarts, probes, the mirror probe -- and ``SearchResult``.
 
 The search places variables bottom-up. Its pruning rests on one fact: if anything fits, a

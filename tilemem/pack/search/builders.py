@@ -27,12 +27,12 @@ def interactions_of(conflicts, element_adj, region_adj):
     a conflict that is also a partner carries both bits).
 
     Built straight from the classes' members, not from ``conflict_csr``: its int64 rows
-    (about 2.5 M entries on a Mk2 tile) written and read once more cost about 40 % of the
-    step (on 13 tiles each of the generated Mk2 seeds 2 and 4: 19 ms -> 12 ms a tile).
+    (millions of entries on a large tile) written and read once more cost a large share of
+    the step.
 
     The indices are int32 and the kinds int8 (``ADJ_IDX``, ``ADJ_KIND``): every pass over
     the rows (colour refinement, the spans, the kernel's placements) reads them whole, and
-    at 5 bytes an entry instead of 16 those passes ran in about 60 % of the time.
+    at 5 bytes an entry instead of 16 those passes read a third of the memory.
 
     >>> from tilemem.model import Report
     >>> from tilemem.pack.problem import TileProblem
@@ -172,10 +172,10 @@ def _interactions_from_classes(n, always, by_class, class_ptr, cadj_ptr, cadj_id
 
 
 def trail_need(adj_ptr: np.ndarray, num_sections: int) -> np.ndarray:
-    """The trail records one placement of each variable may write (``kernel._place``), at
+    """The trail records one placement of each variable may write (``propagate._place``), at
     most: its own, each neighbour's raised lower bound, and a new witness for each section
     (at most one a section). (Counting only the sections of the variable and of its
-    neighbours, which on a Mk2 tile are nearly all of them anyway, took a pass over millions
+    neighbours, which on a large tile are nearly all of them anyway, took a pass over millions
     of entries.)"""
     return 2 + np.diff(np.asarray(adj_ptr, np.int64)) + int(num_sections)
 

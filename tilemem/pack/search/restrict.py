@@ -3,7 +3,7 @@
 ``restricted_model`` makes a ``SearchModel`` of the variables ``free`` of a tile whose other
 variables keep their offsets. The fixed variables are not in the model: where they are rules
 out addresses for the free ones, and what is left is each free variable's *domain* (start
-ranges, ``SearchModel.domains``; ``kernel._in_domain``):
+ranges, ``SearchModel.domains``; ``legal._in_domain``):
 
 - a fixed variable that conflicts with a free one bans the starts that would overlap its
   bytes (in memory or past tileMemory);
@@ -19,8 +19,8 @@ variables, spans grown again so interacting spans meet, the canonical rank's ord
 Why a model of its own rather than fixed variables placed first: the search places bottom-up
 and every placed variable lies at or below the current offset; a variable fixed above it is
 an obstacle its lower bounds (``m``) know nothing of, so the free variables would take its
-place (measured: with the interleaved variables of a Mk2 tile fixed by windows of their own
-size, the search found the rest at the witness's end but not 1 % above it). In the domains
+place (with variables fixed by windows of their own size instead, the search finds the rest
+only at a far higher end). In the domains
 the obstacles are part of every lower bound from the start.
 
 What stays sound: a placement the search finds keeps every rule with the fixed variables
@@ -260,7 +260,7 @@ def _split_rows(adj_ptr, adj_idx, adj_kind, free, loc, off, size, elem_starts, i
 @njit(cache=True)
 def _complement(ban_ptr, ban_lo, ban_hi, cap):
     """Each row's starts in ``[0, cap - 1]`` that no ban of it rules out: CSR ``(ptr, lo,
-    hi)`` of inclusive ranges, increasing and disjoint (a domain, ``kernel._in_domain``)."""
+    hi)`` of inclusive ranges, increasing and disjoint (a domain, ``legal._in_domain``)."""
     nf = len(ban_ptr) - 1
     dom_ptr = np.zeros(nf + 1, np.int64)
     dom_lo = np.empty(len(ban_lo) + nf, np.int64)
@@ -297,8 +297,8 @@ LOOK_BACK = 6
 def _restricted_sections(sec_ptr, sec_vars, loc):
     """The sections with only their free members (local indices, increasing as before),
     those left empty or the same as one of the ``LOOK_BACK`` kept before dropped (a
-    neighbourhood's few hundred variables left the ~3,000 sections of a Mk2 tile mostly
-    repeated: 1,923 of them for 100 variables, 109 once repeats are dropped): CSR."""
+    neighbourhood's few hundred variables leave a large tile's thousands of sections mostly
+    repeated): CSR."""
     S = len(sec_ptr) - 1
     ptr = np.zeros(S + 1, np.int64)
     out = np.empty(len(sec_vars), np.int64)

@@ -18,9 +18,10 @@ from . import kernel as K
 from .state import KernelModel, SearchState
 from .sweep import SearchModel
 
-#: Trail buffers free for the next run, largest first (at most ``KEEP_TRAILS``). A Mk2 tile's
-#: trail grows to about a million records (24 MB) in a descent; allocated afresh and doubled
-#: up to that for every run it cost ~10 ms a run, and a tile's quick search makes several.
+#: Trail buffers free for the next run, largest first (at most ``KEEP_TRAILS``). A large
+#: tile's trail grows to about a million records in a descent; allocated afresh and doubled
+#: up to that for every run it costs milliseconds a run, and a tile's quick search makes
+#: several.
 #: The kernel writes every record before reading it, so a buffer is reused as it is.
 _FREE_TRAILS: list[np.ndarray] = []
 KEEP_TRAILS = 2
@@ -64,13 +65,13 @@ class SearchRun:
         hi = np.minimum(sm.hi, cap) // g * g
         lo = sm.lo if floor <= 0 else np.maximum(sm.lo, -(-int(floor) // g) * g)
         self.geo = np.array([sm.ils, int(sm.nrs), tm], np.int64)
-        self.zone_cap = cap // g * g if self.zone else None  # see kernel.G_ILS
+        self.zone_cap = cap // g * g if self.zone else None  # see layout.G_ILS
         if sm.domains is not None and not self.zone:
             # the kernel's version with a zone, the zone ending at or below tileMemory (so
             # nothing goes there): each version of the kernel costs ~20 s to compile, and
             # neighbourhoods (the only runs with domains) then need one, not two. What it
             # changes below tileMemory only weakens pruning: no partner look-ahead
-            # (kernel._partners_ok), a dominance height of tileMemory where it had none.
+            # (partners._partners_ok), a dominance height of tileMemory where it had none.
             self.zone_cap = int(cap)
         self.domains = sm.domains   # None, or each variable's start ranges (kernel.run)
         m0 = _norm0(sm, lo, hi, self.geo, self.zone_cap, self.domains)
@@ -85,7 +86,7 @@ class SearchRun:
             return
         sv = sm.sec_vars
         # per section: its bytes, its least m (and the member with it: the section's witness,
-        # kernel._place, a position in sec_vars) and its highest window end
+        # propagate._place, a position in sec_vars) and its highest window end
         self.total0, floor0, self.wit0, top = K.section_sums(sm.sec_ptr, sv, sm.size, m0, hi)
         self.sec_cap = np.minimum(top, cap // g * g)
         if self.zone:  # anything may go past tileMemory, up to the capacity
@@ -222,7 +223,7 @@ def _norm0(sm: SearchModel, lo: np.ndarray, hi: np.ndarray, geo: np.ndarray,
 
 
 def _min_tree(leaves: np.ndarray) -> np.ndarray:
-    """A min segment tree over ``leaves`` (``kernel._seg_min``): leaves from ``len // 2``,
+    """A min segment tree over ``leaves`` (``propagate._seg_min``): leaves from ``len // 2``,
     padded with INF to a power of two."""
     half = 1
     while half < max(len(leaves), 1):

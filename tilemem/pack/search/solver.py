@@ -185,12 +185,11 @@ def partnerless_order(name: str) -> str:
 
     Why: the search places, at each height, the candidates in its static order; a variable
     placed there pushes each of its element partners past the end of that memory element.
-    On tiles with hundreds of element pairs between variables with lifetimes (the generated
-    Mk2's seed-2 tiles 1243-1274: 456 pairs on 1,734 variables), the usual orders end 1.0-2.0 %
-    above the bound where the same search without the pairs ends 0.3-0.7 % above it; placing
-    the partnerless variables first at each height leaves the partnered ones for later, with
-    more elements to choose from. It is not better everywhere (as the only orders of a first
-    pass it doubled the median gap of typical tiles), so the exact stage runs it alongside
+    On tiles with hundreds of element pairs between variables with lifetimes, the usual
+    orders end well above where the same search without the pairs ends (docs/benchmarks.md);
+    placing the partnerless variables first at each height leaves the partnered ones for
+    later, with more elements to choose from. It is not better everywhere (as the only orders
+    of a first pass it is worse on typical tiles), so the exact stage runs it alongside
     the usual orders (``solve_search(partnerless=True)``), never instead of them.
 
     >>> partnerless_order("DTWR"), partnerless_order("DW")
@@ -199,17 +198,15 @@ def partnerless_order(name: str) -> str:
     return name[:1] + "Q" + name[1:] if name.startswith("D") else "Q" + name
 
 #: ``solve_search``'s short descents (``_Descents``): at least this many after its first
-#: complete round, then this share of each later round's nodes. Measured without lifetimes
-#: on generated MiniMalloc-like instances: 0-29 at 10 s, 18-19 found a presentation, every
-#: one MiniMalloc's binary finds among them (g4: 774 nodes, 179,315 without descents); 30-69
-#: at 1.5 s, 22 found against 21 without descents, with shares 0.25 and 1 alike; MiniMalloc's
-#: A-F 0.75-0.78 s a presentation (0.65-0.74 s without them, at 154a991).
+#: complete round, then this share of each later round's nodes: without lifetimes, where the
+#: orders' keys tie, they find packings the rounds alone take far longer to, at a small
+#: cost where the rounds suffice (docs/benchmarks.md).
 OPENING_DESCENTS = 16
 ROUND_DESCENTS = 0.25
 
 
 def probe_limit(n: int) -> int:
-    """Nodes (and tries, ``kernel.R_TRY_LIMIT``) of one of ``_probe``'s descents on
+    """Nodes (and tries, ``layout.R_TRY_LIMIT``) of one of ``_probe``'s descents on
     ``n`` variables: a descent plus ~6% of backtracking."""
     return n + n // 16 + 64
 
@@ -225,15 +222,14 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
 
     Why: at a capacity a little above the optimum, a descent either places the tile with
     hardly any backtracking (about ``n`` nodes) or goes wrong early and then does not get
-    out in any time worth waiting (on 37 Mk2 tiles at the bound + 1%: every success took
-    at most 1.04 n nodes, and a failing descent given 2 n nodes cost up to 14 successful
-    ones). Run times that heavy-tailed are what restarts are for (Gomes, Selman & Kautz
-    1998): cut every descent at ``probe_limit`` nodes and tries and change the order
-    instead (then completed by first fit: ``_completion``). The
-    orders: ``PROBE_ORDERINGS`` (the hint's first), then the perturbed orders of
-    ``_RandomRestarts``. (On 106 Mk2 tiles, 30 of them ones where the first four orders
-    had failed: some order within 5 descents placed 93 of them.) ``repeat``: the static
-    orders ran before at this capacity from this hint, so only perturbed ones.
+    out in any time worth waiting (a successful descent takes hardly more than ``n`` nodes;
+    a failing one given twice that costs as much as many successful ones). Run times that
+    heavy-tailed are what restarts are for (Gomes, Selman & Kautz 1998): cut every descent
+    at ``probe_limit`` nodes and tries and change the order instead (then completed by
+    first fit: ``_completion``). The orders: ``PROBE_ORDERINGS`` (the hint's first), then
+    the perturbed orders of ``_RandomRestarts`` (where the first orders fail, another
+    within a few descents mostly succeeds). ``repeat``: the static orders ran before at
+    this capacity from this hint, so only perturbed ones.
     ``partnerless``: every other descent with ``partnerless_order``.
     """
     nodes = 0
@@ -299,12 +295,11 @@ def _completion(p: TileProblem, partial: np.ndarray) -> np.ndarray:
     first fit of the placed variables in offset order, then of the rest, largest first.
 
     Why: a descent that fails at a cap just above the optimum has mostly got stuck near
-    the top with a few variables left (on Mk2 tiles at the bound + 1%, often 10-60 of
-    ~1,800), and first fit tucks them into the holes below or just over the cap: an
-    allocation a little above the cap for ~4 ms, where the descent found none. The placed
-    variables keep their places or go lower: each one's offset in the descent stays legal,
-    as everything first fit placed before it went there or lower and, if it interacts
-    with it, lay below it in the descent.
+    the top with a few variables left, and first fit tucks them into the holes below or
+    just over the cap: an allocation a little above the cap for milliseconds, where the
+    descent found none. The placed variables keep their places or go lower: each one's
+    offset in the descent stays legal, as everything first fit placed before it went there
+    or lower and, if it interacts with it, lay below it in the descent.
     """
     placed = np.flatnonzero(partial >= 0)
     rest = np.flatnonzero(partial < 0)

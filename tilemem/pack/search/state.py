@@ -15,7 +15,7 @@ class KernelModel(NamedTuple):
     geometry (see ``tilemem.pack.search.sweep.SearchModel`` for each field's meaning;
     ``hi`` and ``sec_cap`` are capped at the capacity; ``rand_key`` is the R key of the
     current static order, set before each restart; ``pair_thr``: each partner pair's
-    threshold, ``kernel.pair_thresholds``). The variables' domains, when there are any
+    threshold, ``partners.pair_thresholds``). The variables' domains, when there are any
     (``SearchModel.domains``), go to ``kernel.run`` beside it, as the overflow zone does."""
 
     size: np.ndarray

@@ -87,8 +87,8 @@ def mirrored_model_of(p: TileProblem, mp: TileProblem) -> SearchModel:
     and canonical rank are ``p``'s; the sizes, windows and geometry the mirror's. The
     sections are the same set: a section's window groups (``_with_window_groups``) are its
     members ending by an earlier window end and those starting at a later window start, and
-    reversing addresses swaps the two kinds. (Building them again cost as much as the
-    mirrored probe's search on Mk2 tiles.)"""
+    reversing addresses swaps the two kinds. (Building them again costs as much as the
+    mirrored probe's search on a large tile.)"""
     for ref, sm in _CACHE:
         if ref() is mp:
             return sm
@@ -233,8 +233,8 @@ def _window_groups(sec_ptr, sec_vars, hrank, lrank, nh, nl):
     their smallest.
 
     Each section is read once to copy it and count its members per window end and start;
-    only the groups written read it again. (A pass per window end and start to count: 6.9
-    ms a seed-4 Mk2 tile against 5.8, whose sections hold about a million entries.)"""
+    only the groups written read it again (sections of a large tile hold about a million
+    entries; a pass per window end and start to count is slower)."""
     S = len(sec_ptr) - 1
     total = sec_ptr[S] * (nh + nl - 1)
     members = np.empty(total, np.int64)
@@ -354,10 +354,9 @@ def _canonical_orientation(ptr, members, size):
 #: Interactions above which the canonical rank uses the variables' own attributes only.
 RANK_REFINE_MAX = 4_000_000
 #: Interactions above which the refinement stops after ``RANK_ROUNDS_LARGE`` rounds instead
-#: of running until its colours are stable: on Mk2 tiles (1-2.5 M interactions) the colours
-#: after rounds 1, 2 and 3 numbered 2,398, 2,413 and 2,413 of 2,477 variables (seed 4's tile
-#: 300; 1,891 / 1,898 / 1,898 of 2,001 on tile 700), so the third round, a pass over every
-#: interaction (4-7 ms of a tile's set-up), only confirmed. Any fixed number of rounds is
+#: of running until its colours are stable: on large tiles the colours barely change after
+#: the first round and not after the second, so a third round, a pass over every
+#: interaction, only confirms. Any fixed number of rounds is
 #: as canonical as refinement to the end: renumbering still changes nothing.
 RANK_ROUNDS_OVER, RANK_ROUNDS_LARGE = 1_000_000, 2
 
@@ -438,8 +437,8 @@ def _maximal_cliques(nbr, present, limit: int):
     """Every maximal clique of the class graph (``nbr``: each class's neighbours), or None
     past ``limit`` of them. All of them, not a cover: the search's capacity pruning is per
     section, so a heavy clique left out (the peak's, say) is a bound the search never
-    applies. (On MiniMalloc's A-F with 2 % of their interference pairs removed, no longer
-    interval graphs, the greedy cover found 7 of 18 presentations in 60 s.)"""
+    applies: on graphs a little short of interval graphs a greedy cover finds far fewer
+    packings in the same time (docs/benchmarks.md)."""
     import networkx as nx
 
     g = nx.Graph()
