@@ -274,3 +274,37 @@ def test_a_bad_edit_is_the_same_error_through_the_api_and_the_cli(mk1, option, v
         tilemem.what_if(mk1, **kwargs)
     rc, lines, _ = run(["what-if", EXAMPLE, option, value])
     assert rc == 2 and lines == [f"tilemem: error: {e.value}"]
+
+
+# ---- the documented examples ----------------------------------------------------------------
+
+def _python_blocks(path: Path) -> list[str]:
+    import re
+
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+def test_the_documented_examples_run(tmp_path, monkeypatch, capsys):
+    import matplotlib
+    matplotlib.use("Agg")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    blocks = _python_blocks(ROOT / "docs" / "api.md")
+    assert len(blocks) >= 14
+    ns = {"tilemem": tilemem}
+    for block in blocks:                 # one session, in order, as a reader runs them
+        exec(compile(block, "docs/api.md", "exec"), ns)
+    assert (tmp_path / "report.html").stat().st_size > 0
+    assert "README.md: no such file" in capsys.readouterr().out   # none in tmp_path
+    for block in _python_blocks(ROOT / "README.md"):
+        exec(compile(block, "README.md", "exec"), {"tilemem": tilemem})
+
+
+def test_answers_show_themselves_in_a_notebook(mk1):
+    a = tilemem.allocate(mk1, tiles=[7], method="heuristic", workers=1)
+    res = a.tiles[0]
+    # the CLI's table: the tile's row with its method and total
+    assert f"{res.total_including_gaps:,}" in str(a) and "heuristic" in str(a)
+    assert f"{res.total_including_gaps:,}" in a._repr_html_()
+    html = mk1._repr_html_()
+    assert html.startswith("<pre") and "tiles: 32 (32 in use)" in html
