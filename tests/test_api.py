@@ -308,3 +308,30 @@ def test_answers_show_themselves_in_a_notebook(mk1):
     assert f"{res.total_including_gaps:,}" in a._repr_html_()
     html = mk1._repr_html_()
     assert html.startswith("<pre") and "tiles: 32 (32 in use)" in html
+
+
+def test_diagnose_reports_progress_a_tile(mk1):
+    seen = []
+    d = tilemem.diagnose(mk1, method="heuristic", budget=5, time_limit=1, progress=seen.append)
+    oom = sorted(d.to_frame()["tile"].tolist())
+    bounds = [e for e in seen if e.stage == "maximum live bytes"]
+    assert sorted(e.tile for e in bounds) == oom and bounds[-1].done == bounds[-1].total == 2
+    assert {e.tile for e in seen if e.stage == "re-pack"} == set(oom)
+
+
+def test_oom_on_a_terminal_shows_the_same_answer(monkeypatch):
+    from rich.console import Console
+
+    import tilemem.commands.options as options
+
+    screen = io.StringIO()
+    monkeypatch.setattr(options, "console",
+                        lambda: Console(file=screen, force_terminal=True, width=100))
+    rc, lines, _ = run(["oom", EXAMPLE, "--method", "heuristic", "--budget", "5", "--panels",
+                        "0"])
+    import re
+
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    # the bars while it works (one a stage), then the answer
+    assert "maximum live bytes" in shown and "re-pack" in shown
+    assert rc == 0 and "2 of 32 tiles out of memory" in shown
