@@ -65,7 +65,7 @@ def test_table_names_status_and_summary(report_path, capsys):
     words = " ".join(stdout.split())
     assert "optimal" in words and "tiles that fit: 1 of 3" in words and "2 after" in words
     # the program's verdict comes first, as tilemem oom's does: then the per-tile table
-    assert stdout.index("tiles that fit") < stdout.index("allocation (auto)")
+    assert words.index("tiles that fit") < words.index("allocation (auto)")
 
 
 def test_bad_tiles_exit_2_with_one_line(report_path, capsys):
