@@ -36,7 +36,8 @@ class Recorder:
         self.records = journal.records if journal is not None else {}
         self.kept = {**self.records.get(FIRST, {}), **self.records.get(FINAL, {})}
 
-    def append(self, tile: int, result, offsets, phase: str = "final") -> None:
+    def append(self, tile: int, result, offsets, phase: str) -> None:
+        # the packer always names the phase (first pass or final)
         if self.journal is not None:
             self.journal.append(tile, result, offsets, phase)
         self.kept[int(tile)] = (result, np.asarray(offsets, np.int64))
