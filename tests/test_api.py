@@ -335,3 +335,23 @@ def test_oom_on_a_terminal_shows_the_same_answer(monkeypatch):
     # the bars while it works (one a stage), then the answer
     assert "maximum live bytes" in shown and "re-pack" in shown
     assert rc == 0 and "2 of 32 tiles out of memory" in shown
+
+
+def test_an_interrupted_run_with_an_output_resumes_from_its_journal(mk1, tmp_path):
+    out = tmp_path / "new.capnp"
+
+    def stop(e):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1, output=out,
+                         progress=stop)
+    assert (tmp_path / "new.capnp.journal").exists() and not out.exists()
+    with pytest.raises(tilemem.ReportError, match="add --resume"):
+        tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1, output=out)
+    a = tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1, output=out,
+                         resume=True)
+    assert a.result.from_journal == 1 and len(a.tiles) == 2      # one tile not solved again
+    assert not (tmp_path / "new.capnp.journal").exists()
+    assert tilemem.check(tilemem.load(out)).ok and np.array_equal(tilemem.load(out).offset,
+                                                                   a.offsets)
