@@ -84,7 +84,8 @@ class Liveness(Table):
 
         name = getattr(self.report, "source", "report")
         if not self.tiles:
-            c.print(f"{name}: {nothing_to_analyse(self.report) or 'no allocated variables on these tiles'}")
+            why = nothing_to_analyse(self.report) or "no allocated variables on these tiles"
+            c.print(f"{name}: {why}", markup=False)
         else:
             liveness_view(c, self.report, name, self.asked, self.tiles, top, self.all_tiles)
 
