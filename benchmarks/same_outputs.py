@@ -1,7 +1,7 @@
 """Are the outputs of two versions of tilemem the same? (a restructuring must not change them)
 
 Runs the commands whose outputs a restructuring must keep (``alloc --deterministic``,
-``oom --json``, ``report``, ``liveness``, text and JSON) with the working tree and with another
+``oom --json``, ``report``, ``liveness``, ``check``, ``what-if``, ``diff``, text and JSON) with the working tree and with another
 git revision checked out into a temporary worktree, on the bundled example and on any report
 given, and compares what they print, field for field, leaving out only what measures time
 (``seconds``). It also times both versions' CLI on the bundled example (each command run
@@ -39,6 +39,12 @@ COMMANDS = {
     "liveness-json": ["liveness", "{r}", "--json"],
     "liveness-steps": ["liveness", "{r}", "--steps"],
     "liveness-steps-tile": ["liveness", "{r}", "--tile", "0", "--steps", "--json"],
+    "check": ["check", "{r}"],
+    "check-json": ["check", "{r}", "--json"],
+    "what-if": ["what-if", "{r}", "--scale", "*/activations=2"],
+    "what-if-json": ["what-if", "{r}", "--scale", "*=2", "--offload", "layer1*", "--json"],
+    "diff": ["diff", "{r}", "{r}"],
+    "diff-json": ["diff", "{r}", "{r}", "--json"],
 }
 
 

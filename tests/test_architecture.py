@@ -26,12 +26,14 @@ STAGES = {
     "tilemem.text": "text",
     "tilemem.plot": "plot",
     "tilemem.generate": "generate",
+    "tilemem.api": "api",
     "tilemem.cli": "cli", "tilemem.commands": "cli", "tilemem.__main__": "cli",
 }
 
 #: Stage -> the stages it may import (besides itself and the base: errors, rules).
 ALLOWED = {
-    "package": set(),
+    # the package's __init__ re-exports the API (loaded on first use) and tilemem.plot
+    "package": {"api", "plot"},
     "base": set(),
     "model": set(),
     "load": {"model"},
@@ -45,6 +47,8 @@ ALLOWED = {
     "text": {"model", "load", "liveness", "pack", "check", "figures"},
     "plot": {"model", "load", "liveness", "figures"},
     "generate": {"model", "liveness", "pack", "figures"},
+    # the API sits at the top, like the CLI, but below it: the CLI is a layer over the API
+    "api": set(STAGES.values()) - {"cli", "package"},
     "cli": set(STAGES.values()),
 }
 
@@ -139,6 +143,10 @@ def test_no_forbidden_arrow_in_tilemem():
     # any stage -> the CLI or click
     ("figures/oom.py", "from ..commands.options import console\n", "figures -> cli"),
     ("load/allocation.py", "from ..cli import main\n", "load -> cli"),
+    # the API is public, the CLI a layer over it: never the other way round
+    ("api/answers.py", "from ..commands.options import console\n", "api -> cli"),
+    ("api/loading.py", "import click\n", "only the CLI imports click"),
+    ("figures/oom.py", "from .. import api\n", "figures -> api"),
     ("plot/html.py", "import click\n", "tilemem/plot/html.py:1: `import click`: only the CLI"),
     ("text/alloc.py", "def f():\n    import click.testing\n", "only the CLI imports click"),
     # a stage looking forward
@@ -159,6 +167,8 @@ def test_a_forbidden_arrow_is_named(file, source, message):
     ("plot/maps.py", "from ..figures import memory\nfrom ..liveness import timeline\n"),
     ("commands/plot.py", "import click\nfrom ..pack.alloc import allocate\n"),
     ("model/overlap.py", "from . import Csr\nfrom ..errors import ReportError\n"),
+    ("api/program.py", "from ..figures.oom import diagnose_program\nfrom ..pack import driver\n"),
+    ("commands/oom.py", "from .. import api\n"),
 ])
 def test_allowed_arrows_pass(file, source):
     assert forbidden(PACKAGE / file, source) == []

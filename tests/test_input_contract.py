@@ -298,12 +298,13 @@ def test_no_allocated_variables_is_accepted_and_said(tmp_path, command, unalloca
     ["import-minimalloc", SEED_PATH, "--capacity", "100", "-o", "{missing}/i.json"],
 ])
 def test_output_into_a_missing_folder_fails_before_any_work(tmp_path, argv, monkeypatch):
-    import tilemem.load
+    import importlib
 
     def no_work(*a, **k):
         raise AssertionError("the command started work before checking its output")
 
-    monkeypatch.setattr(tilemem.load, "load_report", no_work)
+    # the stage module (``tilemem.load`` as an attribute is the API's function)
+    monkeypatch.setattr(importlib.import_module("tilemem.load"), "load_report", no_work)
     monkeypatch.setattr("tilemem.generate.generate_report", no_work)
     msg = one_error([str(a).replace("{missing}", str(tmp_path / "missing")) for a in argv])
     assert "does not exist" in msg
@@ -360,3 +361,89 @@ def test_usage_errors_are_one_line(argv):
 def test_bare_tilemem_prints_help():
     rc, lines, out = run([])
     assert rc == 0 and not lines and "Commands:" in out
+
+
+# ---- the program-level commands on every kind of report -------------------------------------
+
+def _kind_of_report(kind: str) -> dict:
+    """The seed (2 tiles, 17 variables) cut down to: no variable, every variable unallocated,
+    one variable (layer0/in#0, 64 B on tile 0), or a partial dump (tile 0's variables only)."""
+    d = copy.deepcopy(SEED)
+    d["allocationOrderByTile"] = []
+    if kind == "empty":
+        d["vars"] = []
+    elif kind == "unallocated":
+        d["vars"] = [{"var": v["var"], "info": {"allocated": False}} for v in d["vars"]]
+    elif kind == "one":
+        d["vars"] = [v for v in d["vars"] if v["var"] == 1242]
+    elif kind == "partial":
+        d["vars"] = [v for v in d["vars"] if v["info"]["tile"] == 0]
+    kept = {v["var"] for v in d["vars"]}
+    for v in d["vars"]:   # constraints name only variables still in the report
+        for key in ("elementConstraints", "regionConstraints"):
+            if key in v["info"]:
+                v["info"][key] = [x for x in v["info"][key] if x in kept]
+    return d
+
+
+def _kind_path(tmp_path, kind: str, fmt: str) -> Path:
+    p = write(tmp_path, _kind_of_report(kind), f"{kind}.json")
+    if fmt == "capnp":
+        save_report(load_report(p), tmp_path / f"{kind}.capnp")
+        p = tmp_path / f"{kind}.capnp"
+    return p
+
+
+KINDS = ["empty", "unallocated", "one", "partial"]
+
+
+def _seed_bytes(tiles=(0, 1)) -> int:
+    return sum(v["info"]["sizeBytes"] for v in SEED["vars"] if v["info"]["tile"] in tiles)
+
+
+@pytest.mark.parametrize("fmt", ["json", "capnp"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("argv", [["oom"], ["oom", "--json"],
+                                  ["what-if", "--scale", "*=2"],
+                                  ["what-if", "--scale", "*=2", "--json"],
+                                  ["what-if", "--offload", "*", "--json"],
+                                  ["diff", SEED_PATH], ["diff", SEED_PATH, "--json"]],
+                         ids=lambda a: " ".join(map(str, a)) if isinstance(a, list) else a)
+def test_program_commands_answer_on_every_kind_of_report(tmp_path, kind, fmt, argv):
+    p = _kind_path(tmp_path, kind, fmt)
+    rc, lines, out = run([argv[0], p, *argv[1:]])
+    # the only line on stderr: a what-if pattern that matches nothing allocated
+    assert rc == 0 and all("the pattern matches no allocated variable" in x for x in lines), \
+        (rc, lines)
+    nothing = kind in ("empty", "unallocated")
+    assert bool(lines) == (nothing and argv[0] == "what-if"), lines
+    if "--json" not in argv:
+        text = " ".join(out.split())
+        assert ("nothing to analyse" in text) == (nothing and argv[0] != "diff"), text
+        return
+    doc = json.loads(out)
+    if argv[0] == "diff":
+        after = {"empty": 0, "unallocated": 0, "one": 64, "partial": _seed_bytes((0,))}[kind]
+        assert (doc["total"]["before"], doc["total"]["after"]) == (after, _seed_bytes())
+    elif argv[0] == "oom":
+        assert doc["summary"]["outOfMemory"] == 0 and doc["tiles"] == []
+        assert doc["summary"]["tilesInDump"] == {"empty": 0, "unallocated": 0, "one": 1,
+                                                 "partial": 1}[kind]
+    elif "--scale" in argv:
+        edit = doc["summary"]["edits"][0]
+        before = {"empty": 0, "unallocated": 0, "one": 64, "partial": _seed_bytes((0,))}[kind]
+        assert (edit["bytesBefore"], edit["bytesAfter"]) == (before, 2 * before)
+    else:   # everything offloaded: nothing is left to be out of memory
+        assert doc["summary"]["outOfMemory"] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_api_answers_on_every_kind_of_report(tmp_path, kind):
+    import tilemem
+
+    r = tilemem.load(_kind_path(tmp_path, kind, "json"))
+    assert tilemem.diagnose(r).summary.out_of_memory == 0
+    w = tilemem.what_if(r, offload=["*"])
+    assert not w.report.allocated.any() and w.summary.out_of_memory == 0
+    assert tilemem.diff(tilemem.load(SEED_PATH), r).comparison.total.before == _seed_bytes()
+    assert len(tilemem.liveness(r).tiles) == {"empty": 0, "unallocated": 0}.get(kind, 1)

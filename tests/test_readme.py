@@ -17,11 +17,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
-# the commands run in order in one scratch folder (diff reads what generate wrote just
-# before it): one worker for all of them (``--dist loadgroup`` in pyproject.toml)
-pytestmark = pytest.mark.xdist_group("readme")
-
-
 def examples() -> list[tuple[str, list[str]]]:
     """``(command, shown lines)`` of every ``$ tilemem`` line of the README's console blocks."""
     out = []
@@ -40,19 +35,47 @@ def test_the_readme_shows_commands():
     assert all(c.startswith("tilemem ") for c, _ in EXAMPLES)
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    d = tmp_path_factory.mktemp("readme")
-    (d / "examples").symlink_to(ROOT / "examples")
-    return d
+def output_of(args: list[str]) -> str | None:
+    """The file a command writes (``-o FILE`` / ``--output FILE``), if any."""
+    for flag in ("-o", "--output"):
+        if flag in args[:-1]:
+            return args[args.index(flag) + 1]
+    return None
 
 
-@pytest.mark.parametrize("command,shown", EXAMPLES, ids=[c[:60] for c, _ in EXAMPLES])
-def test_readme_command_runs_as_shown(command, shown, scratch):
-    args = shlex.split(command)[1:]
+def needed_before(index: int) -> list[int]:
+    """The README commands before ``index`` that write a file the command at ``index`` reads
+    (and, in turn, what those read), in README order: each test makes its own inputs rather
+    than relying on another test having run first in the same folder."""
+    args = shlex.split(EXAMPLES[index][0])[1:]
+    writers = {output_of(shlex.split(c)[1:]): i for i, (c, _) in enumerate(EXAMPLES[:index])}
+    found = set()
+    for a in args:
+        if a in writers and writers[a] is not None and a != output_of(args):
+            found |= {writers[a], *needed_before(writers[a])}
+    return sorted(found)
+
+
+def test_a_command_gets_the_files_earlier_commands_write():
+    diff = next(i for i, (c, _) in enumerate(EXAMPLES) if c.startswith("tilemem diff "))
+    makes = [EXAMPLES[i][0] for i in needed_before(diff)]
+    assert len(makes) == 1 and makes[0].startswith("tilemem generate ")
+
+
+def tilemem(command: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="100", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "tilemem", *args], cwd=scratch, env=env,
-                       capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "tilemem", *shlex.split(command)[1:]],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[c[:60] for c, _ in EXAMPLES])
+def test_readme_command_runs_as_shown(index, tmp_path):
+    command, shown = EXAMPLES[index]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    for before in needed_before(index):
+        made = tilemem(EXAMPLES[before][0], tmp_path)
+        assert made.returncode == 0, made.stderr
+    p = tilemem(command, tmp_path)
     assert p.returncode == 0, p.stderr
     lines = [x.rstrip() for x in (p.stdout + p.stderr).splitlines()]
     at = 0

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path, run_journal
+from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path
 from .options import report_path_argument
 
 #: Default ``--budget``: a full Mk2 IPU (1472 tiles) in a few minutes on 2 cores.
@@ -67,12 +67,9 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
     """
     import sys
 
-    import numpy as np
-
-    from ..figures.summary import tiles_fitting
-    from ..load import FORMATS, load_report, save_report
-    from ..pack.driver import allocate
-    from ..text import alloc_json, alloc_view
+    from .. import api
+    from ..load import FORMATS, save_report
+    from ..text import alloc_view
     from .options import console, echo_json, parse_tiles
 
     output_path(output, FORMATS)
@@ -80,7 +77,7 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
         from ..pack.cluster import make_executor
 
         make_executor(scheduler, None)  # refuses a malformed address before any work
-    r = load_report(report)
+    r = api.load(report)
     empty = nothing_to_analyse(r)
     if empty and not as_json:
         if output:
@@ -88,29 +85,13 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
         click.echo(f"{report}: {empty}" + (f"; wrote {output}" if output else ""))
         return
     chosen = parse_tiles(tiles, r.num_tiles)
-    say = (lambda m: click.echo(m, err=True))
-    settings = {"command": "alloc", "method": method, "time_limit": time_limit, "seed": seed,
-                "deterministic": deterministic,
-                "tiles": None if chosen is None else chosen.tolist()}
-    journal = run_journal(output, r, settings, resume, echo=say)
-    try:
-        result = allocate(r, method=method, tiles=chosen, time_limit=time_limit,
-                          workers=workers, seed=seed, deterministic=deterministic,
-                          budget=budget, scheduler=scheduler,
-                          state_path=report if shared_report else None,
-                          journal=journal, echo=say,
-                          progress=not as_json and sys.stderr.isatty())
-        if output:
-            save_report(r.with_offsets(result.offsets), output)
-    except BaseException:
-        if journal is not None:
-            journal.close()   # kept: --resume continues from it
-        raise
-    if journal is not None:
-        journal.discard()     # OUT is safely written: nothing left to resume
-    done = np.array([t.tile for t in result.tiles], np.int64)
-    doc = alloc_json(method, result, tiles_fitting(r, done), output,
-                     dump=(len(r.tiles_in_use()), r.num_tiles))
+    # the journal (-o OUT), the run, OUT written, the journal discarded: all in api.allocate
+    a = api.allocate(r, method=method, tiles=chosen, time_limit=time_limit, workers=workers,
+                     seed=seed, deterministic=deterministic, budget=budget,
+                     scheduler=scheduler, shared_report=report if shared_report else None,
+                     output=output, resume=resume, echo=lambda m: click.echo(m, err=True),
+                     progress=not as_json and sys.stderr.isatty())
+    doc = a.to_json(output)
     if as_json:
         echo_json(doc)
     else:

@@ -25,17 +25,16 @@ def check(report, allocation, as_json, no_region_span_rule, limit):
     straddles tileMemory). Bytes past tileMemory are reported per tile as overflow, not as a
     violation. Exit status: 0 valid, 1 violations, 2 bad input.
     """
-    from ..check import check_allocation
-    from ..load import load_report
+    from .. import api
     from ..load.allocation import offsets_from_file
     from ..rules import DEFAULT_RULES, Rules
     from ..text import check_text
     from .options import echo_json
 
-    r = load_report(report)
+    r = api.load(report)
     offsets = offsets_from_file(r, allocation) if allocation else None
     rules = Rules(no_region_span=False) if no_region_span_rule else DEFAULT_RULES
-    res = check_allocation(r, offsets, rules, limit=limit)
+    res = api.check(r, offsets, rules=rules, limit=limit).result
     empty = nothing_to_analyse(r)
     if empty and not as_json:
         click.echo(f"{report}: {empty}")

@@ -26,16 +26,16 @@ def diff(report, other, top, as_json, output):
 
     Example: tilemem diff before.capnp after.capnp
     """
-    from ..figures.diff import compare
-    from ..load import check_input, load_report
+    from .. import api
+    from ..load import check_input
     from ..text.diff import diff_view
     from .options import console, echo_json, write_json
 
     output_path(output, (".json",))
     check_input(other)
-    a = load_report(report)
-    b = load_report(other)
-    d = compare(a, b, names=(report, other), top=top)
+    a = api.load(report)
+    b = api.load(other)
+    d = api.diff(a, b, names=(report, other), top=top).comparison
     if output:
         write_json(output, d)
     if as_json:

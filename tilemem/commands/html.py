@@ -58,26 +58,20 @@ def html(report, allocation, against, tiles_spec, output, time_limit, method, bu
                           field="--output") from None
     import time
 
-    from ..load import load_report
+    from ..api import load
+    from ..plot import html_page
     from .options import console, parse_tiles
-    from ..plot.html import write_html
-    from ..load.allocation import offsets_from_file
 
     c = console()
     t0 = time.monotonic()
     with c.status("loading the report") as status:
-        r = load_report(report)
+        r = load(report)
         tiles = parse_tiles(tiles_spec, r.num_tiles)
-        compare = offsets_from_file(r, allocation) if allocation else None
-        other = load_report(against) if against else None
-        data = write_html(output, r, source=Path(report).name, compare=compare,
-                          compare_label=(f"allocation {Path(allocation).name}" if allocation
-                                         else "allocation"),
-                          against=other,
-                          against_label=Path(against).name if against else "other",
-                          requested=tiles, time_limit=time_limit, repack=not no_repack,
-                          method=method, budget=budget, max_vars=max_vars,
-                          progress=lambda s: status.update(s))
+        compare = load(allocation) if allocation else None
+        other = load(against) if against else None
+        data = html_page(r, output, offsets=compare, against=other, tiles=tiles,
+                         time_limit=time_limit, repack=not no_repack, method=method,
+                         budget=budget, max_vars=max_vars, progress=lambda s: status.update(s))
     size = Path(output).stat().st_size
     c.print(f"wrote {output}: {size / 1e6:.1f} MB, full maps of {len(data['included']):,} of "
             f"{r.num_tiles:,} tiles, in {time.monotonic() - t0:.1f} s")

@@ -12,8 +12,8 @@ from .options import report_path_argument
               help="How many of the fullest tiles to list.")
 def info(report, as_json, top):
     """Summarise REPORT: target geometry, tiles, variables, classes, bytes by category."""
+    from ..api import load as load_report
     from ..figures.summary import info as summarise
-    from ..load import load_report
     from ..text import info_view
     from .guards import nothing_to_analyse
     from .options import console, echo_json

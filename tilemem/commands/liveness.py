@@ -35,24 +35,24 @@ def liveness(report, tile_spec, top, as_json, time_limit, steps):
 
     import msgspec
 
-    from ..load import load_report
-    from ..liveness import max_live_all
-    from ..text import liveness_json, liveness_view
+    from .. import api
+    from ..text import liveness_view
     from .options import console, echo_json, parse_tiles
 
-    r = load_report(report)
+    r = api.load(report)
     tiles = parse_tiles(tile_spec, r.num_tiles, option="--tile")
     if tiles is None:
         tiles = r.tiles_in_use()
     if steps and not as_json:
+        # the live bytes over steps are a view of the report, not of its maximum live bytes
         from ..text import steps_view
 
         steps_view(console(), r, report, tiles, tile_spec is None)
         return
-    found = max_live_all(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty()) \
-        if len(tiles) else []  # no tile in use: nothing to analyse
+    live = api.liveness(r, tiles, time_limit=time_limit, progress=sys.stderr.isatty())
+    found = live.tiles
     if as_json:
-        out = msgspec.to_builtins(liveness_json(r, found))
+        out = msgspec.to_builtins(live.to_json())
         if steps:
             from ..text import steps_json
 

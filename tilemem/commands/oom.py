@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path, run_journal
+from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path
 from .options import report_path_argument
 
 
@@ -51,49 +51,36 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
 
     Example: tilemem oom report.json --tiles 0-99 --time-limit 5
     """
+    from .. import api
     from ..figures.memory import memory_figures
-    from ..figures.oom import diagnose_program
-    from ..load import load_report
     from ..load.allocation import offsets_from_file
-    from .options import console, echo_json, parse_tiles, write_json
+    from .options import console, echo_json, parse_tiles
 
     output_path(output, (".json",))
-    r = load_report(report)
+    r = api.load(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None
-    settings = {"command": "oom", "method": method, "time_limit": time_limit,
-                "tiles": None if tiles is None else tiles.tolist(),
-                "allocation": None if offsets is None else _digest(offsets)}
-    # the journal keeps the re-pack, the long part (--no-repack has nothing to keep)
-    journal = (None if no_repack else
-               run_journal(output, r, settings, resume, echo=lambda m: click.echo(m, err=True)))
-    fig = memory_figures(r, offsets)
-    oom_tiles = fig.out_of_memory()
-    if tiles is not None:
-        import numpy as np
-
-        oom_tiles = oom_tiles[np.isin(oom_tiles, tiles)]
+    fig = memory_figures(r, offsets)   # also the panels' figures below
     c = console()
-    try:
-        run = dict(offsets=offsets, time_limit=time_limit, top=top, repack=not no_repack,
-                   method=method, figures=fig, journal=journal, budget=budget)
-        if as_json or len(oom_tiles) <= 1 or not c.is_terminal:
-            summary, found, _ = diagnose_program(r, tiles, **run)
-        else:
-            from rich.progress import Progress
+    # the journal (-o OUT), the run, OUT written, the journal discarded: all in api.diagnose
+    run = dict(offsets=offsets, time_limit=time_limit, top=top, repack=not no_repack,
+               method=method, figures=fig, budget=budget, output=output, resume=resume,
+               echo=lambda m: click.echo(m, err=True))
+    if as_json or not c.is_terminal:
+        d = api.diagnose(r, tiles, **run)
+    else:
+        from rich.progress import Progress
 
-            with Progress(console=c, transient=True) as p:
-                task = p.add_task("maximum live bytes", total=len(oom_tiles))
-                summary, found, _ = diagnose_program(r, tiles, progress=lambda t: p.advance(task),
-                                                  **run)
-        if output:
-            write_json(output, {"summary": summary, "tiles": found})
-    except BaseException:
-        if journal is not None:
-            journal.close()   # kept: --resume continues from it
-        raise
-    if journal is not None:
-        journal.discard()
+        with Progress(console=c, transient=True) as p:
+            bars = {}
+
+            def advance(e):   # one bar a stage, made when its first tile is done
+                if e.stage not in bars:
+                    bars[e.stage] = p.add_task(e.stage, total=e.total)
+                p.update(bars[e.stage], completed=e.done)
+
+            d = api.diagnose(r, tiles, progress=advance, **run)
+    summary, found = d.summary, d.tiles
     if as_json:
         echo_json({"summary": summary, "tiles": found})
     elif not found and nothing_to_analyse(r):
@@ -121,11 +108,3 @@ def show_oom(c, report, summary, found, fig, tiles, panels: int) -> None:
     for d in chosen:
         oom_panel(d, c)
 
-
-def _digest(offsets) -> str:
-    import hashlib
-
-    import numpy as np
-
-    return hashlib.blake2b(np.ascontiguousarray(offsets, np.int64).tobytes(),
-                           digest_size=16).hexdigest()

@@ -10,9 +10,9 @@ import click
 
 
 def _json_text(obj: Any) -> bytes:
-    import msgspec
+    from ..api.files import json_text
 
-    return msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
+    return json_text(obj)
 
 
 def echo_json(obj: Any) -> None:

@@ -36,14 +36,16 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
 
     Example: tilemem plot report.json --tile 3 -o map.png
     """
+    from ..api import load
     from ..errors import ReportError
-    from ..load import load_report
     from ..load.allocation import offsets_from_file
     from ..plot.maps import picture_format, plot_tile, save_figure
 
     picture_format(output)
     output_path(output)
-    r = load_report(report)
+    # the figure is plot_tile's, not tilemem.plot.tile_map's: --compare draws two maps on
+    # shared scales in one figure; both draw a map with the same draw_tile_map
+    r = load(report)
     if not 0 <= tile < r.num_tiles:
         raise ReportError(f"--tile {tile} is outside [0, {r.num_tiles})", field="--tile",
                           tile=tile)
@@ -63,9 +65,10 @@ def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
     """The packer's allocation of ``tile`` (offset column) and a label saying how it was made."""
     import numpy as np
 
-    from ..pack.driver import allocate
+    from ..api import allocate
 
-    a = allocate(r, method=method, tiles=[tile], time_limit=time_limit)
+    # the packer's defaults but no run-wide budget: one tile, --time-limit is its cap
+    a = allocate(r, method=method, tiles=[tile], time_limit=time_limit, budget=None)
     offsets = np.asarray(a.offsets, np.int64).copy()
     res = next((t for t in a.tiles if int(t.tile) == tile), None)
     label = "re-run"

@@ -26,16 +26,16 @@ def report(report, allocation, as_json, output, no_holes):
     tiles out of memory. --json / -o give {"memory": {"byTile", "byCategory",
     "afterOverlapping", "gaps"}}.
     """
-    from ..figures.memory import memory_figures
-    from ..load import atomic_write, load_report
+    from .. import api
+    from ..load import atomic_write
     from ..load.allocation import offsets_from_file
     from ..text import summary_text
     from .options import echo_json
 
     output_path(output, (".json",))
-    r = load_report(report)
+    r = api.load(report)
     offsets = offsets_from_file(r, allocation) if allocation else None
-    fig = memory_figures(r, offsets)
+    fig = api.report(r, offsets).figures
     if output or as_json:
         doc = fig.to_json(holes=not no_holes)
     if output:

@@ -42,57 +42,31 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
 
     Example: tilemem what-if report.capnp --offload '*/momentum' --scale '*/activations=0.5'
     """
-    import numpy as np
-
-    from ..errors import ReportError
-    from ..figures.oom import diagnose_program
-    from ..figures.whatif import ASSUMPTIONS, apply_edits, parse_edits
-    from ..liveness import max_live_all
-    from ..load import load_report, save_report
+    from .. import api
+    from ..api.program import what_if_edits
     from ..text.program import program_view, tile_table
+    from .guards import nothing_to_analyse
     from .options import console, echo_json
 
     output_path(output, (".json", ".capnp"))
-    edits = parse_edits(offload, scale)
-    if not edits:
-        raise ReportError("nothing to change: give --offload PATTERN or --scale PATTERN=FACTOR",
-                          field="--offload")
-    r = load_report(report)
-    changed, applied = apply_edits(r, edits)
-    for a in applied:
+    what_if_edits(offload, scale)   # a bad pattern is refused before the report is read
+    r = api.load(report)
+    w = api.what_if(r, offload, scale, repack=repack, method=method, budget=budget,
+                    time_limit=time_limit)
+    for a in w.edits:
         if not a.variables:
             click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "
                        "variable", err=True)
-    tm = r.target.tile_memory
-    from ..figures.memory import memory_figures
-
-    before = memory_figures(r).out_of_memory()
-    # every tile's bound before the change; again after it on the tiles it touched
-    tiles = r.tiles_in_use()
-    before_ml = max_live_all(r, tiles, time_limit=time_limit)
-    bound_before = np.array([m.max_live_bytes for m in before_ml], np.int64)
-    touched = np.zeros(r.num_tiles, bool)
-    diff = (changed.size != r.size) | (changed.allocated != r.allocated)
-    touched[r.tile[diff & r.allocated]] = True
-    after = {m.tile: m for m in before_ml if not touched[m.tile]}
-    redo = tiles[touched[tiles]]
-    if len(redo):
-        after.update({m.tile: m for m in max_live_all(changed, redo, time_limit=time_limit)})
-    bound = np.array([after[int(t)].max_live_bytes for t in tiles.tolist()], np.int64)
-    questioned = np.union1d(before[np.isin(before, tiles)], tiles[bound > tm])
-    summary, found, repacked = diagnose_program(changed, questioned=questioned, repack=repack,
-                                      method=method, budget=budget, time_limit=time_limit,
-                                      known=after)
-    summary.edits = applied
-    summary.assumptions = [ASSUMPTIONS]
-    summary.reduce_data_before = int((bound_before > tm).sum())
     if output:   # with --repack, with the re-packs the checker accepted
-        save_report(changed if repacked is None else changed.with_offsets(repacked), output)
+        w.report.save(output)
     if as_json:
-        echo_json({"summary": summary, "tiles": found})
+        echo_json(w.to_json())
         return
     c = console()
-    program_view(c, f"{report} (what-if)", summary, report_arg=report)
-    tile_table(c, found)
+    if not w.tiles and nothing_to_analyse(r):
+        c.print(f"{report}: {nothing_to_analyse(r)}")
+    else:
+        program_view(c, f"{report} (what-if)", w.summary, report_arg=report)
+        tile_table(c, w.tiles)
     if output:
         c.print(f"wrote {output}")

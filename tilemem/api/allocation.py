@@ -1,0 +1,225 @@
+"""``tilemem.allocate``: the packer behind one adapter (``_run_packer``), with a progress
+callback, and a run that can be interrupted keeping what was done: in memory (the tiles
+finished so far, the rest as the report had them) and, with ``output``, in ``OUT.journal``,
+which ``resume=True`` continues (as ``tilemem alloc -o OUT --resume``)."""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..rules import DEFAULT_RULES
+from .loading import Report
+from .tables import Table, struct_columns
+
+
+class Progress(NamedTuple):
+    """What a progress callback is told: the ``stage`` (``"allocate"``, ``"maximum live
+    bytes"``, ``"re-pack"``), the ``tile`` just done, and how many of ``total`` are done
+    (identical tiles are solved once, so ``done`` may stop short of ``total``)."""
+
+    stage: str
+    tile: int
+    done: int
+    total: int
+
+
+class Recorder:
+    """Stands where the packer expects a journal (``tilemem.pack.journal.Journal``): passes
+    every finished tile on to the real journal (if any) and to ``progress``, and keeps it, so
+    that an interrupted run still has what it finished."""
+
+    def __init__(self, journal, progress: Callable | None, stage: str, total: int):
+        from ..pack.journal import FINAL, FIRST
+
+        self.journal, self.progress, self.stage, self.total = journal, progress, stage, total
+        self.records = journal.records if journal is not None else {}
+        self.kept = {**self.records.get(FIRST, {}), **self.records.get(FINAL, {})}
+
+    def append(self, tile: int, result, offsets, phase: str) -> None:
+        # the packer always names the phase (first pass or final)
+        if self.journal is not None:
+            self.journal.append(tile, result, offsets, phase)
+        self.kept[int(tile)] = (result, np.asarray(offsets, np.int64))
+        if self.progress is not None:
+            self.progress(Progress(self.stage, int(tile), len(self.kept), self.total))
+
+
+def open_run(output, report, settings: dict, resume: bool, *, echo=None):
+    """The journal of a run writing ``output`` (``tilemem.pack.journal``), opened before any
+    work; ``None`` without an output.
+
+    With an output every finished tile is recorded in ``OUT.journal`` as it completes; the
+    caller discards it once OUT is written. ``resume`` continues the journal of an interrupted
+    run (refused in one line if it was written for another report or other settings). An
+    existing journal without ``resume`` is refused too rather than overwritten: it holds work
+    a user ran for.
+    """
+    from ..errors import ReportError
+    from ..pack.journal import FIRST, journal_path, open_journal, report_digest
+
+    if output is None:
+        if resume:
+            raise ReportError("--resume needs -o OUT: the journal of finished tiles lives "
+                              "beside OUT", field="--resume")
+        return None
+    path = journal_path(output)
+    existed = path.exists()
+    if existed and not resume:
+        raise ReportError("holds the finished tiles of an interrupted run: add --resume to "
+                          "continue it, or delete it to start afresh", path=str(path))
+    finished, journal = open_journal(output, report_digest(report), settings, resume=resume)
+    if resume and existed and echo is not None:
+        started = len(set(journal.records.get(FIRST, {})) - set(finished))
+        echo(f"resuming from {path}: {len(finished):,} tile(s) finished"
+             + (f", {started:,} more past the first pass" if started else "")
+             + (f" ({journal.dropped} bytes of a torn last record dropped)"
+                if journal.dropped else ""))
+    return journal
+
+
+def _run_packer(report, *, method, tiles, time_limit, workers, seed, deterministic, budget,
+                scheduler, state_path, journal, echo, progress_bar, rules=DEFAULT_RULES):
+    """The one call of the packer (``tilemem.pack.driver.allocate``): re-point it here."""
+    from ..pack.driver import allocate
+
+    return allocate(report, method=method, tiles=tiles, time_limit=time_limit,
+                    workers=workers, seed=seed, deterministic=deterministic, budget=budget,
+                    scheduler=scheduler, state_path=state_path, journal=journal, echo=echo,
+                    progress=progress_bar, rules=rules)
+
+
+class Allocation(Table):
+    """A new allocation of a report: ``offsets`` (one a variable), per tile a
+    ``tilemem.pack.result.TileResult`` in ``tiles`` (method, status, overflow, bound, gap,
+    verdict), and ``interrupted`` when the run was stopped (then only the tiles finished
+    before carry new offsets)."""
+
+    _FIELDS = ("tile", "method", "status", "overflow_bytes", "total_including_gaps", "bound",
+               "bound_exact", "gap", "seconds", "num_vars", "verdict")
+
+    def __init__(self, report, result, method: str, interrupted: bool = False):
+        self.report, self.result, self.method = report, result, method
+        self.interrupted = interrupted
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self.result.offsets
+
+    @property
+    def tiles(self) -> list:
+        return self.result.tiles
+
+    def to_report(self) -> Report:
+        """The report with these offsets (``save`` it for every command to open)."""
+        return Report.of(self.report.with_offsets(self.offsets), source=self.report.source)
+
+    def _columns(self) -> dict:
+        cols = struct_columns(self.tiles, self._FIELDS)
+        cols["fits"] = np.asarray([t.fits for t in self.tiles], bool)
+        return cols
+
+    def to_json(self, output=None):
+        """``tilemem alloc --json``'s document (``output``: the file written, if any)."""
+        from ..figures.summary import tiles_fitting
+        from ..text import alloc_json
+
+        r = self.report
+        done = np.array([t.tile for t in self.tiles], np.int64)
+        return alloc_json(self.method, self.result, tiles_fitting(r, done), output,
+                          dump=(len(r.tiles_in_use()), r.num_tiles))
+
+    def _view(self, c) -> None:
+        from ..text import alloc_view
+
+        if self.interrupted:
+            c.print(f"interrupted: {len(self.tiles):,} tile(s) finished", markup=False)
+        alloc_view(c, self.report.source, self.to_json())
+
+
+def allocate(report, *, method: str = "auto", tiles=None, budget: float | None = 240.0,
+             time_limit: float = 10.0, workers: int | None = None, seed: int = 0,
+             deterministic: bool = False, progress: bool | Callable = False,
+             output=None, resume: bool = False, scheduler: str | None = None,
+             shared_report=None, echo: Callable | None = None) -> Allocation:
+    """Re-run the allocation of a report's tiles and say how well each fits.
+
+    Parameters
+    ----------
+    report : Report
+    method : {"auto", "replay", "heuristic", "exact"}
+        As ``tilemem alloc --method``.
+    tiles : list of int, optional
+        Default: every tile in use.
+    budget : float or None
+        Seconds for the whole run (every tile gets the bound and the heuristic whatever it).
+    time_limit : float
+        Seconds per tile for the exact portfolio (a cap).
+    workers : int, optional
+        Processes (default: all cores).
+    seed : int
+    deterministic : bool
+        Stop on work done rather than the clock (repeatable; the budget is not applied).
+    progress : bool or callable
+        ``True``: a progress bar; a callable is called with a ``Progress`` each time a tile
+        gets a result.
+    output : str or path-like, optional
+        Write the report with the new offsets here (.json or .capnp); finished tiles are
+        journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
+        interrupted run from it.
+    scheduler, shared_report, echo
+        As ``tilemem alloc --scheduler``, ``--shared-report`` (the report's path) and where
+        to say which cluster runs the tasks.
+
+    Returns
+    -------
+    Allocation
+        Interrupted (``KeyboardInterrupt``) without ``output``, the allocation so far
+        (``interrupted`` true; the tiles not finished keep the report's offsets); with
+        ``output`` the interrupt goes on, and the journal keeps the finished tiles.
+
+    Example
+    -------
+    >>> import tilemem
+    >>> r = tilemem.load("examples/mk1-small.json")
+    >>> a = tilemem.allocate(r, tiles=[5], method="heuristic", workers=1)
+    >>> a.to_frame()[["tile", "fits"]].values.tolist()
+    [[5, True]]
+    >>> tilemem.check(r, a).ok
+    True
+    """
+    from ..load import FORMATS, check_output, save_report
+    from ..pack.result import Allocation as Packed
+
+    if output is not None:
+        check_output(output, FORMATS)
+    chosen = None if tiles is None else np.unique(np.asarray(tiles, np.int64))
+    settings = {"command": "alloc", "method": method, "time_limit": time_limit, "seed": seed,
+                "deterministic": deterministic,
+                "tiles": None if chosen is None else chosen.tolist()}
+    journal = open_run(output, report, settings, resume, echo=echo)
+    total = len(report.tiles_in_use() if chosen is None else chosen)
+    recorder = Recorder(journal, progress if callable(progress) else None, "allocate", total)
+    try:
+        result = _run_packer(report, method=method, tiles=chosen, time_limit=time_limit,
+                             workers=workers, seed=seed, deterministic=deterministic,
+                             budget=budget, scheduler=scheduler, state_path=shared_report,
+                             journal=recorder, echo=echo, progress_bar=progress is True)
+        if output is not None:
+            save_report(report.with_offsets(result.offsets), output)
+    except KeyboardInterrupt:
+        if journal is not None:
+            journal.close()   # kept: resume=True continues from it
+            raise
+        offsets = report.offset.copy()
+        for t, (_, off) in recorder.kept.items():
+            offsets[report.tile_rows(t)] = off
+        done = [res for _, (res, _) in sorted(recorder.kept.items())]
+        return Allocation(Report.of(report), Packed(offsets, done), method, interrupted=True)
+    except BaseException:
+        if journal is not None:
+            journal.close()   # kept: resume=True continues from it
+        raise
+    if journal is not None:
+        journal.discard()     # OUT is safely written: nothing left to resume
+    return Allocation(Report.of(report), result, method)
