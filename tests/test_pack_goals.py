@@ -93,3 +93,30 @@ def test_the_goal_changes_nothing_without_a_budget(report):
                  settle=1.0)
     assert np.array_equal(x.offsets, y.offsets)
     assert x.ended_early is None and y.ended_early is None
+
+
+def test_the_sweep_carries_nothing_over_once_the_budget_is_spent(report):
+    """A carry task (the sweep's) past the run's deadline returns the tile's result as it
+    was, having built nothing: the sweep must not run past the budget on a report of
+    thousands of tiles. Before the deadline the same task does carry a better neighbour's
+    allocation over."""
+    import time
+
+    from tilemem.pack.kinds import Pass
+    from tilemem.pack.tasks import TileTask, _Shared, _solve
+    from tilemem.rules import DEFAULT_RULES
+
+    a = allocate(report, method="heuristic", workers=1)
+    res = {r.tile: r for r in a.tiles}
+    tiles = [int(t) for t in report.tiles_in_use()[:2]]
+    rows = {t: report.tile_rows(t) for t in tiles}
+    worse, better = sorted(tiles, key=lambda t: -res[t].gap)
+    state = _Shared(report, DEFAULT_RULES)
+    bound = (res[worse].bound, res[worse].bound_exact)
+    task = TileTask(worse, Pass.CARRY, a.offsets[rows[worse]], res[worse], bound, 0.0, 0,
+                    donors=((better, a.offsets[rows[better]]),))
+    t, out, off = _solve(state, task, time.time() - 1.0)
+    assert t == worse and out.note == res[worse].note and out.seconds == 0.0
+    assert np.array_equal(off, a.offsets[rows[worse]])
+    t, out, off = _solve(state, task, time.time() + 60.0)
+    assert out.seconds > 0.0   # the task ran: its problem built, the donor tried

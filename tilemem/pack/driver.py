@@ -372,7 +372,8 @@ class _Run:
                           0.0, self.seed, donors=d) for t, d in sweep.items()]
         changed = set()
         for _, (t, res, off) in self.bar.run(self.ex, _solve, tasks, "carry over"
-                                             if k == 0 else "carry over again"):
+                                             if k == 0 else "carry over again",
+                                             deadline=self.deadline):
             if res.note.startswith(CARRIED):
                 board.record(t, res, off, board.is_final(t))
                 changed.add(t)

@@ -165,6 +165,10 @@ def _solve(shared, task: TileTask, deadline: float | None):
             # seconds=0: this task took none (the caller adds the passes' seconds up)
             return tile, replace(prev, seconds=0.0, note=(prev.note + "," if prev.note else "")
                                  + _SPENT), hint
+    if method == Pass.CARRY and prev is not None and remaining(deadline, 1.0) <= 0.0:
+        # the run's budget is spent: the sweep carries nothing more over (it would build
+        # every tile's problem again past the budget)
+        return tile, replace(prev, seconds=0.0), hint
     report, rules = _state(shared)
     p = TileProblem.from_report(report, tile, rules,
                                 _report_intervals(report) if searched else None)
