@@ -11,6 +11,12 @@ import click
 @click.option("--ipus", type=click.IntRange(min=1), default=1, show_default=True,
               help="IPUs: the model is pipelined over them, one stage per IPU; tiles are "
                    "numbered globally (numTiles = IPUs x tiles per IPU).")
+@click.option("--splits", default=None, metavar="L1,L2,...",
+              help="The one-IPU program of this seed and --steps, pipelined: stage k starts "
+                   "at layer Lk (len + 1 IPUs; e.g. the split points of 'tilemem split').")
+@click.option("--always-live-state", is_flag=True,
+              help="Mark weights and optimiser state alwaysLive (Poplar may mark persistent "
+                   "training state so).")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Approximate number of program steps (default: 2000 mk1, 4400 mk2, "
                    "times --ipus).")
@@ -30,7 +36,8 @@ import click
                    "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
-def generate(preset, tiles, steps, pressure, seed, amp, ipus, partial, out):
+def generate(preset, tiles, steps, pressure, seed, amp, ipus, partial, out, splits,
+             always_live_state):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -48,10 +55,25 @@ def generate(preset, tiles, steps, pressure, seed, amp, ipus, partial, out):
     from .options import console
 
     output_path(out, FORMATS)
+    points = None
+    if splits is not None:
+        try:
+            points = tuple(int(x) for x in splits.split(","))
+        except ValueError:
+            raise click.BadParameter(f"{splits!r} is not layer numbers separated by commas",
+                                     param_hint="--splits") from None
+        if ipus not in (1, len(points) + 1):
+            raise click.BadParameter(f"{len(points)} split points make {len(points) + 1} "
+                                     f"stages, not --ipus {ipus}", param_hint="--splits")
     c = console()
-    r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
-                        available_memory_proportion=amp,
-                        progress=True, ipus=ipus)
+    try:
+        r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
+                            available_memory_proportion=amp, progress=True, ipus=ipus,
+                            splits=points, always_live_state=always_live_state)
+    except ValueError as e:
+        if points is None:
+            raise
+        raise click.BadParameter(str(e), param_hint="--splits") from None
     over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     if partial is not None:
         from ..generate.partial import keep_worst_oom_tiles
