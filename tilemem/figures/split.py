@@ -51,12 +51,15 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
-from ..model.names import tensor_codes
+from ..model.names import base_name, tensor_keys
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      inferred_stash_depth)
 
+#: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
+#: many, and so on, until no tile left could beat the worst found.
+FIRST_TILES = 32
 #: Groups of classes when a report has no usable names.
 CLASS_GROUPS = 64
 
@@ -70,8 +73,10 @@ ASSUMPTIONS = (
     "variables",
     "an inter-IPU copy adds a send buffer on the source and a receive buffer and the copy on "
     "the destination, each mapped like the tensor copied (000, 002); with class steps the "
-    "buffers live one step, the copy until the earlier stage's backward begins (an upper "
-    "bound), without them each lives like the tensor copied",
+    "buffers live one step, the copy of a stage's input until its first layer is done with "
+    "the micro-batch (past the gradient it sends back if that layer has work after it, a "
+    "weight update), the gradient's copy like the gradient; without steps each lives like "
+    "the tensor copied",
     "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
     "(one-forward-one-backward), always live",
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
@@ -145,10 +150,27 @@ def _natural(label: str):
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label)]
 
 
-def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None) -> Units:
+def tensor_codes_fast(r: Report) -> tuple[np.ndarray, list[str]]:
+    """``tilemem.model.names.tensor_codes`` by the names' hashes (``tensor_keys``,
+    compiled): every row's tensor as a code into distinct names. Two tensors share a code
+    only by a 64-bit hash collision.
+
+    >>> r = Report.from_columns(var_id=range(3), tile=[0, 1, 1], size=[4] * 3,
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0] * 3,
+    ...     interference=[[]], names=["w#0", "w#1", "x"])
+    >>> codes, names = tensor_codes_fast(r)
+    >>> [names[c] for c in codes.tolist()]
+    ['w', 'w', 'x']
+    """
+    _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), [base_name(r.name(int(i))) for i in first]
+
+
+def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None,
+                  codes: np.ndarray, names: list) -> Units:
     """The units of ``r`` (see the module docstring); ``model_rows``: the rows that may
-    belong to one; ``start``: every row's class start step (``None`` without steps)."""
-    codes, names = tensor_codes(r)
+    belong to one; ``start``: every row's class start step (``None`` without steps);
+    ``codes``, ``names``: every row's tensor (``tensor_codes_fast``)."""
     n_rows = r.num_vars
     numbered = [(_NUMBERED.match(n) or [None, None])[1] for n in names]
     present = np.unique(codes[model_rows]).tolist()
@@ -168,7 +190,7 @@ def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None) -
     where = start if start is not None else r.eq_class
     if len(keys) >= 2:
         idx = {k: i for i, k in enumerate(keys)}
-        of_row = np.array([idx[k] for k in first], np.int64)[codes]
+        of_row = np.array([idx.get(k, -1) for k in first], np.int64)[codes]
         of_row[~model] = -1
         pos = np.full(len(keys), np.iinfo(np.int64).max)
         np.minimum.at(pos, of_row[model_rows], where[model_rows])
@@ -207,14 +229,17 @@ class SplitModel:
         tm = r.target
         self.source_ipus = tm.num_ipus
         self.tiles = tm.ipu_tiles
-        codes, names = tensor_codes(r)
-        cats = np.asarray(r.categories, object)[r.category]
+        codes, names = tensor_codes_fast(r)
+
+        def of_cats(want):
+            return np.isin(r.category, [k for k, c in enumerate(r.categories) if want(c)])
+
         old = np.array([n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names],
-                       bool)[codes] | (cats == "globalMessage")
+                       bool)[codes]
+        old |= of_cats(lambda c: c == "globalMessage" or c.startswith("globalExchange"))
         self.ipu_of_row = np.where(r.allocated, r.tile // self.tiles, -1)
-        old |= np.char.startswith(cats.astype(str), "globalExchange")
         if self.source_ipus > 1:  # per-tile always-live data once (IPU 0's), not per IPU
-            old |= (r.always_live & np.isin(cats, INFERRED_PER_TILE_ALWAYS_LIVE)
+            old |= (r.always_live & of_cats(lambda c: c in INFERRED_PER_TILE_ALWAYS_LIVE)
                     & (self.ipu_of_row > 0))
         if self.source_ipus > 1 or old.any():
             allocated = r.allocated & ~old
@@ -222,7 +247,7 @@ class SplitModel:
             r = replace(r, tile=tile, allocated=allocated, target=tm.with_tiles(self.tiles),
                         _tile_index=None, _cache={k: v for k, v in r._cache.items()
                                                   if k in ("sorted_interference",
-                                                           "tensor_codes")})
+                                                           "tensor_keys")})
         self.r = r
         alive = r.allocated & (r.size > 0)
         model = alive & ~r.always_live
@@ -231,7 +256,7 @@ class SplitModel:
             self.start = r.class_steps[r.eq_class, 0]
             self.end = r.class_steps[r.eq_class, 1]
         named_al = alive & r.always_live
-        self.units = program_units(r, np.flatnonzero(model), self.start)
+        self.units = program_units(r, np.flatnonzero(model), self.start, codes, names)
         u = self.units.of_row
         L = self.L = len(self.units.labels)
         if L == 0:
@@ -262,10 +287,8 @@ class SplitModel:
         self.everywhere = shared & (self.anchor < 0)
         # always-live data of no unit: kept whole, or shared out by the tile's variables
         other_al = named_al & (u < 0)
-        self.step_scaled = other_al & np.isin(cats, INFERRED_STEP_SCALED_ALWAYS_LIVE)
+        self.step_scaled = other_al & of_cats(lambda c: c in INFERRED_STEP_SCALED_ALWAYS_LIVE)
         self.whole = other_al & ~self.step_scaled
-        self.al_cats_whole = sorted(set(cats[self.whole].tolist()) -
-                                    set(INFERRED_PER_TILE_ALWAYS_LIVE))
         # per tile, per unit: variables (the share of always-live data) and bytes (the bound)
         T = self.tiles
         counted = model & (self.anchor >= 0)
@@ -288,56 +311,65 @@ class SplitModel:
         self._evals: dict = {}
 
     # ---- what crosses each boundary --------------------------------------------------------
-    def _tensor_rows(self, cand: np.ndarray) -> np.ndarray:
-        """All rows of the tensor of row ``cand`` that are model data."""
-        c = self.codes[cand]
-        return np.flatnonzero((self.codes == c) & self.r.allocated & ~self.r.always_live)
-
-    def _largest(self, mask: np.ndarray) -> np.ndarray:
-        rows = np.flatnonzero(mask)
-        if not len(rows):
-            return rows
-        codes, inv = np.unique(self.codes[rows], return_inverse=True)
-        b = np.bincount(inv.reshape(-1), self.r.size[rows])
-        return self._tensor_rows(rows[np.flatnonzero(inv.reshape(-1) == int(np.argmax(b)))[0]])
-
     def _crossings(self) -> None:
+        """Per boundary ``j`` (first unit of a stage): ``fwd[j]`` the rows of the activation
+        sent forward, ``bwd[j]`` of the gradient sent back; ``input0`` the program's input
+        (stashed by the first stage). Worked out per tensor (a tensor's variables share a
+        lifetime), from the rows that are model data and not persistent."""
         r, L = self.r, self.L
-        model = r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent
-        a = self.anchor
+        cand = np.flatnonzero(r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent)
+        order = np.argsort(self.codes[cand], kind="stable")
+        rows = cand[order]
+        tcode, first = np.unique(self.codes[rows], return_index=True)
+        ptr = np.append(first, len(rows))
+        lead = rows[first]                      # a row of each tensor: its class, its unit
+        t_bytes = np.add.reduceat(r.size[rows], first) if len(rows) else np.zeros(0)
+        t_unit = self.anchor[lead]
+        t_named = self.units.of_row[lead] >= 0
+
+        def rows_of(k):
+            return np.sort(rows[ptr[k]:ptr[k + 1]])
+
+        def largest(mask):
+            k = np.flatnonzero(mask)
+            if not len(k):
+                return np.zeros(0, np.int64)
+            return rows_of(int(k[np.argmax(t_bytes[k])]))
+
         self.fwd = [np.zeros(0, np.int64)] * (L + 1)
         self.bwd = [np.zeros(0, np.int64)] * (L + 1)
         if self.start is None:
-            every = model & (a < 0)
-            self.input0 = self._largest(every)
+            self.input0 = largest(t_unit < 0)
             for j in range(1, L):
-                self.fwd[j] = self._largest(model & (a == j - 1))
+                self.fwd[j] = largest(t_unit == j - 1)
                 self.bwd[j] = self.fwd[j]
             return
-        s, e = self.start, self.end
+        s, e = self.start[lead], self.end[lead]
         t0 = self.pos[0]
-        self.input0 = self._largest(model & (self.units.of_row < 0) & (s < t0) & (e > t0))
+        self.input0 = largest(~t_named & (s < t0) & (e > t0))
+        self.back = np.zeros(L + 1, np.int64)
+        self.copy_end = np.zeros(L + 1, np.int64)
         for j in range(1, L):
             t = self.pos[j]
-            live = model & (a < j) & (a >= 0) & (s < t) & (e > t)
+            live = (t_unit < j) & (t_unit >= 0) & (s < t) & (e > t)
             if not live.any():
                 continue
-            latest = s[live].max()
-            self.fwd[j] = self._largest(live & (s == latest))
-            last_use = int(e[self.fwd[j]].max()) - 1
-            back = model & (a >= j) & (s <= last_use) & (e > last_use)
-            if back.any():
-                self.bwd[j] = self._largest(back & (e == e[back].min()))
-        # when the later stage is done with a micro-batch: the earlier stage's backward
-        # begins (its last unit's first class after the gradient is made)
-        self.back = np.zeros(L + 1, np.int64)
-        for j in range(1, L):
-            x, g = self.fwd[j], self.bwd[j]
-            if not len(x):
-                continue
-            t = int(s[g].min()) if len(g) else int(e[x].max()) - 1
-            later = (a == j - 1) & r.allocated & ~r.always_live & (s > t)
-            self.back[j] = int(s[later].min()) if later.any() else int(e[x].max())
+            x = largest(live & (s == s[live].max()))
+            self.fwd[j] = x
+            last_use = int(self.end[x].max()) - 1
+            back = (t_unit >= j) & (s <= last_use) & (e > last_use)
+            g = largest(back & (e == e[back].min())) if back.any() else np.zeros(0, np.int64)
+            self.bwd[j] = g
+            # when the later stage is done with a micro-batch: the earlier stage's backward
+            # begins (its last unit's first class after the gradient is made)
+            tg = int(self.start[g].min()) if len(g) else last_use
+            later = (t_unit == j - 1) & (s > tg)
+            self.back[j] = int(s[later].min()) if later.any() else last_use + 1
+            # the copy of the stage input: read until the stage's first unit is done with
+            # the micro-batch: past the gradient it sends back only if that unit has work
+            # after it (a weight update, which reads the input), else until the gradient
+            after = (t_unit == j) & (s > tg) & (s < self.back[j])
+            self.copy_end[j] = self.back[j] if after.any() else tg + 1
 
     def _buffers(self, i: int, j: int):
         """The buffers stage ``[i, j)`` holds for its boundaries, with steps: ``(rows,
@@ -348,7 +380,8 @@ class SplitModel:
         out = []
         if i > 0 and len(self.fwd[i]):
             p, back = int(self.pos[i]), int(self.back[i])
-            out += [(self.fwd[i], p, p + 1), (self.fwd[i], p, max(back, p + 1))]
+            out += [(self.fwd[i], p, p + 1),
+                    (self.fwd[i], p, max(int(self.copy_end[i]), p + 1))]
             if len(self.bwd[i]):
                 out.append((self.bwd[i], back - 1, back))
         if j < self.L and len(self.fwd[j]):
@@ -391,19 +424,32 @@ class SplitModel:
         size[~r.allocated] = r.size[~r.allocated]
         buffers = np.bincount(r.tile[extra > 0], (r.size * extra)[extra > 0], minlength=T)
         buffers = buffers.astype(np.float64)
-        changed = changed_report(r, size, r.allocated)
+        # only the stage's variables: every tile's class graph keeps only its classes
+        changed = changed_report(r, size, r.allocated & (size > 0))
         if self.start is not None:
             bufs = self._buffers(i, j)
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
-            changed = _with_buffers(changed, bufs, r.size)
+            changed = _with_buffers(changed, bufs, r)
         inp = self.input0 if i == 0 else self.fwd[i]
         depth = inferred_stash_depth(s, n)
         stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
-        ml = max_live_all(changed, time_limit=1.0)
-        peak = np.array([m.max_live_bytes for m in ml], np.int64) + stash.astype(np.int64)
-        al = np.array([m.always_live_bytes for m in ml], np.int64) + stash.astype(np.int64)
-        out = (peak, al, (buffers + stash).astype(np.int64))
+        # the bound tile by tile, those with the most bytes first, until no tile left can
+        # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
+        upper = self.proxy_tiles(s, i, j, n)
+        order = np.argsort(-upper, kind="stable")
+        peak = np.zeros(T, np.int64)
+        al = np.zeros(T, np.int64)
+        done = 0
+        while done < T:
+            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
+            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
+                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
+            done += len(batch)
+            if done < T and upper[order[done]] <= (peak + stash).max():
+                break
+        out = (peak + stash.astype(np.int64), al + stash.astype(np.int64),
+               (buffers + stash).astype(np.int64))
         self._evals[key] = out
         return out
 
@@ -411,7 +457,12 @@ class SplitModel:
         return int(self.stage(s, i, j, n)[0].max())
 
     def proxy(self, s: int, i: int, j: int, n: int) -> float:
-        """A cheap upper bound of stage ``s``: all its bytes live at once."""
+        """A cheap upper bound of stage ``s``'s worst tile (``proxy_tiles``)."""
+        return float(self.proxy_tiles(s, i, j, n).max())
+
+    def proxy_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
+        """A cheap upper bound of stage ``s``'s estimate on every tile: all its bytes live
+        at once (always-live data whole, every buffer, the stash)."""
         b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
         r = self.r
         inp = self.input0 if i == 0 else self.fwd[i]
@@ -423,14 +474,14 @@ class SplitModel:
             rows = np.asarray(rows, np.int64)
             if k and len(rows):
                 b = b + k * np.bincount(r.tile[rows], r.size[rows], minlength=self.tiles)
-        return float(b.max())
+        return b
 
 
-def _with_buffers(r: Report, bufs: list, size: np.ndarray) -> Report:
+def _with_buffers(r: Report, bufs: list, orig: Report) -> Report:
     """``r`` with, for each ``(rows, start, end)`` of ``bufs``, copies of ``rows`` in a new
     class live over ``[start, end)``: it interferes with every class whose steps overlap
-    that interval (the steps' hull: a superset of the program's interference); ``size``:
-    the rows' bytes as the report has them."""
+    that interval (the steps' hull: a superset of the program's interference); ``orig``:
+    the report the rows are copied from (``r`` may have them off their tiles)."""
     from dataclasses import replace
 
     from ..model import Csr, symmetric_closure
@@ -451,17 +502,19 @@ def _with_buffers(r: Report, bufs: list, size: np.ndarray) -> Report:
     inter = symmetric_closure(C + len(bufs), np.concatenate(src), np.concatenate(dst))
     k = len(rows)
 
-    def cat(col):
-        return np.concatenate([col, col[rows]])
+    def cat(col, src=None):
+        return np.concatenate([col, (col if src is None else src)[rows]])
 
     def grow(csr):
         return Csr(np.concatenate([csr.indptr, np.full(k, csr.indptr[-1])]), csr.indices)
 
     return replace(
         r, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
-        tile=cat(r.tile), size=np.concatenate([r.size, size[rows]]), alignment=cat(r.alignment), offset=cat(r.offset),
+        tile=cat(r.tile, orig.tile), size=cat(r.size, orig.size), alignment=cat(r.alignment),
+        offset=cat(r.offset, orig.offset),
         category=cat(r.category), eq_class=np.concatenate([r.eq_class, new_cls]),
-        allocated=cat(r.allocated), is_constant=cat(r.is_constant),
+        allocated=np.concatenate([r.allocated, np.ones(k, bool)]),
+        is_constant=cat(r.is_constant),
         always_live=np.concatenate([r.always_live, np.zeros(k, bool)]),
         executable=cat(r.executable), vertex_code=cat(r.vertex_code),
         lowest_256kb=cat(r.lowest_256kb), in_interleaved_mem=cat(r.in_interleaved_mem),

@@ -23,8 +23,9 @@ from .split import ASSUMPTIONS, SplitAnswer, SplitModel, Stage, verdict
 
 #: Stage evaluations the exact search may spend (n stages x L(L+1)/2 ranges at most).
 EXACT_EVALUATIONS = 600
-#: Exact evaluations the improvement after the cheap search may spend, per stage.
-REFINE_PER_STAGE = 3
+#: Rounds of the improvement after the cheap search (each: the worst stage's boundaries
+#: moved by one unit, two stages estimated again per move).
+REFINE_ROUNDS = 2
 
 
 # ---- the search ----------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def _cheap_then_refined(m: SplitModel, n: int) -> list[int]:
         b = [0] + cs + [m.L]
         return max(m.worst(s, b[s], b[s + 1], n) for s in range(n))
     best = worst_of(cuts)
-    for _ in range(REFINE_PER_STAGE * n):
+    for _ in range(REFINE_ROUNDS):
         b = [0] + cuts + [m.L]
         w = [m.worst(s, b[s], b[s + 1], n) for s in range(n)]
         s = int(np.argmax(w))

@@ -306,6 +306,13 @@ class _Assembler:
     def calibrated(self, progress: bool) -> float:
         """The scale of model tensors at pressure 1 (``calibrate``, then ``refine``)."""
         T = self.t.num_tiles
+        marked, self.always_live_state = self.always_live_state, False  # sizes as unmarked
+        try:
+            return self._calibrated(progress, T)
+        finally:
+            self.always_live_state = marked
+
+    def _calibrated(self, progress: bool, T: int) -> float:
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
             owner, tile, size = self.parts(1.0)
             items = self._items(owner, tile)
