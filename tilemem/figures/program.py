@@ -29,15 +29,19 @@ from ..model.names import name_matcher, tensor_codes
 VERDICT_ORDER = ("reduceData", "provenNoFit", "repackFits", "undecided", "notRepacked")
 
 #: Group-level changes tried as next steps besides the tensors and layers live at most peaks:
-#: (what to say, the ``what-if`` option, its argument, how to apply it). Patterns follow the
-#: name groups of ``tilemem.figures.oom.LIVE_GROUPS`` (a heuristic over the usual words of
-#: framework-built programs).
+#: (what to say, the ``what-if`` option, its argument, how to apply it). The optimiser
+#: state's pattern follows the name groups of ``tilemem.figures.oom.LIVE_GROUPS`` (a
+#: heuristic over the usual words of framework-built programs; alwaysLive or not, as
+#: ``what-if --offload`` takes it); the micro-batch goes by structure, not names
+#: (``tilemem.figures.batch``: per-sample tensors, not persistent state or its shape, such
+#: as gradient accumulators).
 GROUP_STEPS = (
     ("offload the optimiser state to streaming memory", "offload",
      r"re:(?i)momentum|velocity|optimi[sz]er|adam|lamb|accl|/m$|/v$", None),
-    ("halve the micro-batch (activations and gradients at half size)", "scale",
-     r"re:(?i)activ|acts|/out|grad|partials|preActivation|state", 0.5),
+    ("halve the micro-batch (per-sample tensors at half size)", "micro-batch", "", 0.5),
 )
+#: The most IPUs a "split over N IPUs" next step considers.
+SPLIT_MAX_IPUS = 8
 
 
 class PeakTensor(msgspec.Struct, rename="camel"):
@@ -70,6 +74,8 @@ class NextStep(msgspec.Struct, rename="camel"):
     tiles_fixed: int
     of_tiles: int
     bytes: int
+    #: another command that shows it (``split --ipus 2``), when it is not a what-if
+    command: str = ""
 
 
 class ProgramSummary(msgspec.Struct, rename="camel"):
@@ -217,12 +223,21 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     candidates += list(GROUP_STEPS)
     out = []
     for action, kind, pattern, factor in candidates:
-        test = name_matcher(pattern)
-        hit = np.fromiter((test(n) for n in names), bool, count=len(names))
-        sel = rows[hit[codes] & ~r.always_live[rows]]
+        if kind == "micro-batch":   # the rows what-if --micro-batch scales, on these tiles
+            from .batch import micro_batch_rows
+
+            sel = np.intersect1d(micro_batch_rows(r), rows)
+        else:                       # every allocated row what-if's pattern takes
+            test = name_matcher(pattern)
+            hit = np.fromiter((test(n) for n in names), bool, count=len(names))
+            sel = rows[hit[codes] & r.allocated[rows]]
         if not len(sel):
             continue
-        if kind == "offload":
+        if kind == "micro-batch":
+            bound = bound_after(r, tiles, scale={factor: sel}, time_limit=time_limit)
+            removed = int(r.size[sel].sum() - np.ceil(r.size[sel] * factor).sum())
+            opt = f"--micro-batch {factor:g}"
+        elif kind == "offload":
             bound = bound_after(r, tiles, remove=sel, time_limit=time_limit)
             removed = int(r.size[sel].sum())
             opt = f"--offload '{pattern}'"
@@ -232,5 +247,36 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
             opt = f"--scale '{pattern}={factor:g}'"
         out.append(NextStep(action=action, what_if=opt, tiles_fixed=int((bound <= tm).sum()),
                             of_tiles=len(tiles), bytes=removed))
+    split = split_step(r, tiles, rows)
+    if split is not None:
+        out.append(split)
     out.sort(key=lambda s: (-s.tiles_fixed, s.bytes, s.action))
     return out[:steps]
+
+
+def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | None:
+    """"split over N IPUs at ..." (``tilemem.figures.splitsearch.fewest_ipus``, up to
+    ``SPLIT_MAX_IPUS``) when every stage's estimate fits, so every one of ``tiles`` comes
+    under tileMemory; ``bytes``: what moves off them to the other IPUs (their model data
+    times ``(N - 1) / N``). ``None`` when no such split fits, or the report cannot be split
+    (one unit, or already pipelined: ``tilemem split`` answers that per IPU)."""
+    from ..errors import ReportError
+    from .split import SplitModel
+    from .splitsearch import fewest_ipus
+
+    if r.target.num_ipus > 1:
+        return None
+    try:
+        m = SplitModel(r)
+        if m.L < 2:
+            return None
+        a = fewest_ipus(m, SPLIT_MAX_IPUS)
+    except ReportError:
+        return None
+    if not a.fits or a.ipus < 2:
+        return None
+    data = int(r.size[rows[~r.always_live[rows]]].sum())
+    return NextStep(action=f"split over {a.ipus} IPUs at {', '.join(a.split_points)} "
+                           "(pipelining; every stage fits by the estimate)",
+                    what_if="", tiles_fixed=len(tiles), of_tiles=len(tiles),
+                    bytes=data * (a.ipus - 1) // a.ipus, command=f"split --ipus {a.ipus}")
