@@ -255,28 +255,32 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
 
 
 def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | None:
-    """"split over N IPUs at ..." (``tilemem.figures.splitsearch.fewest_ipus``, up to
-    ``SPLIT_MAX_IPUS``) when every stage's estimate fits, so every one of ``tiles`` comes
-    under tileMemory; ``bytes``: what moves off them to the other IPUs (their model data
-    times ``(N - 1) / N``). ``None`` when no such split fits, or the report cannot be split
-    (one unit, or already pipelined: ``tilemem split`` answers that per IPU)."""
+    """"split over N IPUs at ..." when a split over ``N <= SPLIT_MAX_IPUS`` IPUs fits every
+    stage by an upper bound of ``tilemem split``'s estimate (all of a stage's bytes live at
+    once, ``tilemem.figures.splitsearch.fewest_by_upper_bound``: cheap, no bound computed),
+    so every one of ``tiles`` comes under tileMemory; ``tilemem split --ipus N`` then finds
+    a split that fits too (its search starts there), and ``tilemem split`` alone may find
+    fewer IPUs. ``bytes``: what moves off those tiles to the other IPUs (their model data
+    times ``(N - 1) / N``). ``None`` when no such split is found, or the report cannot be
+    split here (one unit, or already pipelined: ``tilemem split`` answers that per IPU)."""
     from ..errors import ReportError
     from .split import SplitModel
-    from .splitsearch import fewest_ipus
+    from .splitsearch import fewest_by_upper_bound
 
     if r.target.num_ipus > 1:
         return None
     try:
         m = SplitModel(r)
-        if m.L < 2:
-            return None
-        a = fewest_ipus(m, SPLIT_MAX_IPUS)
+        found = fewest_by_upper_bound(m, SPLIT_MAX_IPUS) if m.L >= 2 else None
     except ReportError:
         return None
-    if not a.fits or a.ipus < 2:
+    if found is None or found[0] < 2:
         return None
+    n, cuts = found
     data = int(r.size[rows[~r.always_live[rows]]].sum())
-    return NextStep(action=f"split over {a.ipus} IPUs at {', '.join(a.split_points)} "
-                           "(pipelining; every stage fits by the estimate)",
+    at = ", ".join(m.units.labels[c] for c in cuts)
+    return NextStep(action=f"split over {n} IPUs at {at} (pipelining; every stage fits by "
+                           "an upper bound of tilemem split's estimate, which may find fewer "
+                           "IPUs)",
                     what_if="", tiles_fixed=len(tiles), of_tiles=len(tiles),
-                    bytes=data * (a.ipus - 1) // a.ipus, command=f"split --ipus {a.ipus}")
+                    bytes=data * (n - 1) // n, command=f"split --ipus {n}")

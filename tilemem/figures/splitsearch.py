@@ -186,3 +186,16 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
         a.note += (f"; move {unit} to IPU {nb}: the worse of the two stages then "
                    f"{pair:,} bytes by the estimate (now {now:,})")
     return a
+
+
+def fewest_by_upper_bound(m: SplitModel, most: int) -> tuple[int, list[int]] | None:
+    """The fewest stages (up to ``most``) with a split whose every stage fits under
+    tileMemory by ``SplitModel.proxy`` (all of a stage's bytes live at once: an upper bound
+    of its estimate, so the split fits by the estimate too), and that split; ``None`` when
+    none does. Cheap: no bound is computed (``tilemem oom``'s next step)."""
+    tm = m.r.target.tile_memory
+    for n in range(1, min(most, m.L) + 1):
+        cuts = [] if n == 1 else _greedy(m, n, tm)
+        if cuts is not None and (n > 1 or m.proxy(0, 0, m.L, 1) <= tm):
+            return n, cuts
+    return None
