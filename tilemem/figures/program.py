@@ -76,6 +76,8 @@ class NextStep(msgspec.Struct, rename="camel"):
     bytes: int
     #: another command that shows it (``split --ipus 2``), when it is not a what-if
     command: str = ""
+    #: a split's stages: "IPU k: first .. last layer, at most B bytes on its worst tile"
+    stages: list[str] = []
 
 
 class ProgramSummary(msgspec.Struct, rename="camel"):
@@ -279,8 +281,11 @@ def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | Non
     n, cuts = found
     data = int(r.size[rows[~r.always_live[rows]]].sum())
     at = ", ".join(m.units.labels[c] for c in cuts)
+    b = [0, *cuts, m.L]
+    stages = [f"IPU {k}: {m.units.labels[b[k]]} .. {m.units.labels[b[k + 1] - 1]}, at most "
+              f"{int(m.proxy(k, b[k], b[k + 1], n)):,} B on its worst tile" for k in range(n)]
     return NextStep(action=f"split over {n} IPUs at {at} (pipelining; every stage fits by "
                            "an upper bound of tilemem split's estimate, which may find fewer "
                            "IPUs)",
                     what_if="", tiles_fixed=len(tiles), of_tiles=len(tiles),
-                    bytes=data * (n - 1) // n, command=f"split --ipus {n}")
+                    bytes=data * (n - 1) // n, command=f"split --ipus {n}", stages=stages)
