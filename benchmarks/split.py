@@ -6,7 +6,7 @@ pipelined report shows, and the fewest IPUs checked: the best split over one IPU
 generated, does not fit.
 
     python benchmarks/split.py --preset mk2 --tiles 128 --steps 1000 --seeds 1,2,3 \\
-        --pressure 1.0 --ipus 2,4,8
+        --pressure 1.0 --ipus 2,4,8 [--no-steps]
 
 Prints one line a stage and a summary (error: (estimate - actual) / actual).
 """
@@ -37,11 +37,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--pressure", type=float, default=1.0)
     ap.add_argument("--ipus", default="2,4,8")
+    ap.add_argument("--no-steps", action="store_true",
+                    help="estimate from the report without equivalenceClassSteps (as Poplar "
+                         "writes reports)")
     a = ap.parse_args(argv)
     errs, worst_errs, wrong = [], [], 0
     for seed in [int(x) for x in a.seeds.split(",")]:
         kw = dict(tiles=a.tiles, steps=a.steps, seed=seed, pressure=a.pressure)
         r = generate_report(a.preset, **kw)
+        if a.no_steps:
+            from dataclasses import replace
+
+            r = replace(r, class_steps=None, _cache={})
         t0 = time.perf_counter()
         m = SplitModel(r)
         tm = r.target.tile_memory
