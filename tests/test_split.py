@@ -254,6 +254,12 @@ def test_no_layer_names_says_what_was_used(tmp_path):
     anon = [("t%s" % "abcdefghi"[k], *rest) for k, (_, *rest) in enumerate(HAND)]
     m2 = SplitModel(interval_report([(n.replace("t", ""), *rest) for n, *rest in anon]))
     assert m2.L >= 2
+    # one name prefix for everything: the classes in program order, grouped
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    one = [("model/" + words[k] if k < 8 else n, *rest) for k, (n, *rest) in enumerate(HAND)]
+    m3 = SplitModel(interval_report(one))
+    assert m3.units.source.startswith("program order of classes") and m3.L >= 2
+    assert len(best_split(m3, 2).stages) == 2
     path = str(tmp_path / "n.json")
     save_report(interval_report(rows), path)
     code, out = run("split", path, "--ipus", "2")

@@ -171,3 +171,6 @@ INFERRED_PIPELINE_BUFFER_PREFIX = "pipeline/"
 #: "fits": the estimate's error measured against generated pipelined reports (docs/
 #: benchmarks.md, "split") is within this share of tileMemory.
 SPLIT_CLOSE_MARGIN = 0.03
+#: The same for a report without class steps (Poplar's): the estimate then places tensors
+#: of no layer and the buffers' lifetimes less well (docs/benchmarks.md, "split").
+SPLIT_CLOSE_MARGIN_NO_STEPS = 0.15

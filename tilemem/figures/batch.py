@@ -8,8 +8,9 @@ them. So the criterion (inferred, ``INFERRED_PARAMETER_SHAPED``):
 
 - *persistent* tensors: alwaysLive model data (not code, stack or other categories Poplar
   keeps for the program itself, only ``variable``), or, with class steps, a class live from
-  the program's first step to its last (``PERSISTENT_SLACK``); without steps, a class that interferes with nearly
-  every other class (``PERSISTENT_DEGREE`` of the most interfering one);
+  the program's first step to its last (``PERSISTENT_SLACK``); without steps, a class that
+  interferes with nearly every other class (``PERSISTENT_DEGREE`` of the most interfering
+  one);
 - *parameter-shaped* tensors: the same tiles as a persistent tensor (first tile and number of
   tiles) and within ``SHAPE_TOLERANCE`` of its bytes (the same shape in another type is
   mapped by the same rule onto the same tiles);

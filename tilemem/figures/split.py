@@ -55,7 +55,7 @@ from ..model.names import base_name, tensor_keys
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
-                     inferred_stash_depth)
+                     SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 
 #: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
 #: many, and so on, until no tile left could beat the worst found.
@@ -122,15 +122,18 @@ class SplitAnswer(msgspec.Struct, rename="camel"):
         return max(s.max_live_bytes for s in self.stages)
 
 
-def verdict(max_live: int, tile_memory: int) -> str:
-    """``fits``, ``close`` or ``cannot fit`` for an estimated worst tile.
+def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
+    """``fits``, ``close`` or ``cannot fit`` for an estimated worst tile; ``close``: within
+    the estimate's measured error below tileMemory (``SPLIT_CLOSE_MARGIN``, or
+    ``SPLIT_CLOSE_MARGIN_NO_STEPS`` for a report without class steps).
 
-    >>> [verdict(b, 1000) for b in (900, 990, 1001)]
-    ['fits', 'close', 'cannot fit']
+    >>> [verdict(b, 1000) for b in (900, 990, 1001)], verdict(900, 1000, steps=False)
+    (['fits', 'close', 'cannot fit'], 'close')
     """
     if max_live > tile_memory:
         return "cannot fit"
-    return "close" if max_live > tile_memory * (1 - SPLIT_CLOSE_MARGIN) else "fits"
+    margin = SPLIT_CLOSE_MARGIN if steps else SPLIT_CLOSE_MARGIN_NO_STEPS
+    return "close" if max_live > tile_memory * (1 - margin) else "fits"
 
 
 # ---- units: the layers in program order --------------------------------------------------
@@ -339,10 +342,61 @@ class SplitModel:
         self.fwd = [np.zeros(0, np.int64)] * (L + 1)
         self.bwd = [np.zeros(0, np.int64)] * (L + 1)
         if self.start is None:
-            self.input0 = largest(t_unit < 0)
+            # no steps: the activation is a per-sample tensor of an earlier unit that a
+            # vertex of unit j reads (an element or region constraint between the two:
+            # fields of one vertex, 004) or of unit j - 1, live through most of unit j's
+            # classes
+            from .batch import SHAPE_TOLERANCE, micro_batch_rows
+
+            per = np.zeros(len(tcode), bool)
+            ms = micro_batch_rows(r)
+            pos = np.searchsorted(tcode, self.codes[ms])
+            ok = (pos < len(tcode)) & (tcode[np.minimum(pos, len(tcode) - 1)]
+                                       == self.codes[ms])
+            per[pos[ok]] = True
+            pairs = [c.row_ids() for c in (r.element_constraints, r.region_constraints)]
+            src = np.concatenate(pairs)
+            dst = np.concatenate([r.element_constraints.indices, r.region_constraints.indices])
+            # constraint entries and candidate rows grouped by unit (one pass each)
+            by_dst = np.argsort(self.anchor[dst], kind="stable")
+            dst_ptr = np.searchsorted(self.anchor[dst][by_dst], np.arange(L + 1))
+            by_row = np.argsort(self.anchor[rows], kind="stable")
+            row_ptr = np.searchsorted(self.anchor[rows][by_row], np.arange(L + 1))
+
+            def most_live_through(cand, j, near=1.0):
+                """Of tensors ``cand``, the largest of those interfering with most classes
+                of unit j (with ``near`` of the most)."""
+                j_cls = np.unique(r.eq_class[rows[by_row[row_ptr[j]:row_ptr[j + 1]]]])
+                hits = np.array([np.isin(r.interference.row(int(r.eq_class[lead[c]])),
+                                         j_cls).sum() for c in cand])
+                best = cand[hits >= near * hits.max()]
+                return rows_of(int(best[np.argmax(t_bytes[best])]))
+
+            # the program's input: the largest per-sample tensor of no unit live through
+            # at least half as many of unit 0's classes as the most (the labels may be more)
+            cand0 = np.flatnonzero(per & (t_unit < 0))
+            self.input0 = (most_live_through(cand0, 0, 0.5) if len(cand0)
+                           else largest(t_unit < 0))
             for j in range(1, L):
-                self.fwd[j] = largest(t_unit == j - 1)
-                self.bwd[j] = self.fwd[j]
+                mine = by_dst[dst_ptr[j]:dst_ptr[j + 1]]
+                read = np.unique(self.codes[src[mine]])
+                k = np.searchsorted(tcode, read)
+                k = k[(k < len(tcode)) & (tcode[np.minimum(k, len(tcode) - 1)] == read)]
+                near = np.zeros(len(tcode), bool)
+                near[k] = True
+                near &= per & (t_unit < j) & (t_unit >= 0)
+                # of those and unit j - 1's per-sample tensors: the one live through most
+                # of unit j's classes (its forward; a gradient of j - 1 is made after them)
+                cand = np.flatnonzero(near | (per & (t_unit == j - 1)))
+                if not len(cand):
+                    cand = np.flatnonzero(t_unit == j - 1)
+                if len(cand):
+                    self.fwd[j] = most_live_through(cand, j)
+                # the gradient sent back has the activation's shape: unit j's per-sample
+                # tensor of its bytes (within SHAPE_TOLERANCE), else the activation's rows
+                xb = r.size[self.fwd[j]].sum()
+                same = per & (t_unit == j) & (np.abs(t_bytes - xb) <= SHAPE_TOLERANCE * xb)
+                self.bwd[j] = largest(same) if same.any() else self.fwd[j]
             return
         s, e = self.start[lead], self.end[lead]
         t0 = self.pos[0]

@@ -120,7 +120,7 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
                             last_unit=m.units.labels[b[s + 1] - 1], units=b[s + 1] - b[s],
                             worst_tile=t, max_live_bytes=int(peak[t]),
                             always_live_bytes=int(al[t]), buffer_bytes=int(buf[t]),
-                            verdict=verdict(int(peak[t]), tm)))
+                            verdict=verdict(int(peak[t]), tm, m.start is not None)))
     return SplitAnswer(
         ipus=n, tile_memory=tm, tiles_per_ipu=m.tiles, units_from=m.units.source,
         units=m.L, split_points=[m.units.labels[c] for c in cuts], split_indices=list(cuts),
