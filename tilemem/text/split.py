@@ -16,7 +16,7 @@ from ..figures.split import SplitAnswer
 
 def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:
     """The text of ``a`` for ``report``."""
-    at = ",".join(a.split_points) or "(one stage)"
+    at = ",".join(a.split_points)
     if a.fits:
         head = (f"every stage fits under tileMemory ({a.tile_memory:,} bytes) by the "
                 "estimate")
@@ -25,7 +25,9 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
         head = (f"{bad} of {a.ipus} stages cannot fit under tileMemory ({a.tile_memory:,} "
                 "bytes): reduce data" + ("" if asked or a.note else
                                          f" (no split fits on up to {a.ipus} IPUs)"))
-    lines = [f"{report}: split over {a.ipus} IPUs at {at}: {head}",
+    where = (f"split over {a.ipus} IPUs at {at}" if a.split_points
+             else "on one IPU (no split)")
+    lines = [f"{report}: {where}: {head}",
              f"  units: {a.units} from {a.units_from}; search: {a.search}; "
              f"{a.tiles_per_ipu:,} tiles per IPU",
              "",
