@@ -264,3 +264,13 @@ def test_no_layer_names_says_what_was_used(tmp_path):
     save_report(interval_report(rows), path)
     code, out = run("split", path, "--ipus", "2")
     assert code == 0 and "tensor name prefixes (no layer numbers)" in out
+
+
+@pytest.mark.parametrize("args,words", [(["--splits", "4,99"], "increasing layer numbers"),
+                                        (["--splits", "4,x"], "not layer numbers"),
+                                        (["--splits", "4", "--ipus", "3"], "make 2 stages")])
+def test_generate_bad_splits_is_one_line(tmp_path, args, words):
+    rc, line = error_line(["generate", "--tiles", "8", "--steps", "120", *args,
+                           "-o", str(tmp_path / "x.json")])
+    assert rc == 2 and line.startswith("tilemem: error: ") and words in line
+    assert "\n" not in line and not (tmp_path / "x.json").exists()
