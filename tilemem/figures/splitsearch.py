@@ -5,7 +5,8 @@ that fit, and a report already pipelined answered per IPU.
 Every contiguous split is evaluated exactly when there are few (dynamic programming over the
 stages, ``EXACT_EVALUATIONS``); otherwise the split minimising a cheap upper bound (all of a
 stage's bytes live at once, ``SplitModel.proxy``) is found by bisection on the worst stage
-and then improved by moving the worst stage's boundaries while the exact estimate improves.
+and then improved by moving the worst stage's boundaries while the exact estimate improves
+(up to ``REFINE_MAX_UNITS`` units).
 
 >>> from tilemem.generate import generate_report
 >>> m = SplitModel(generate_report("mk1", tiles=8, steps=60, seed=1, pressure=1.5))
@@ -26,6 +27,9 @@ EXACT_EVALUATIONS = 600
 #: Rounds of the improvement after the cheap search (each: the worst stage's boundaries
 #: moved by one unit, two stages estimated again per move).
 REFINE_ROUNDS = 2
+#: Above this many units the improvement is skipped: one unit is then under 1 % of a
+#: stage, less than the estimate's own error, and each move costs two stages' bounds.
+REFINE_MAX_UNITS = 100
 
 
 # ---- the search ----------------------------------------------------------------------------
@@ -75,7 +79,7 @@ def _cheap_then_refined(m: SplitModel, n: int) -> list[int]:
         b = [0] + cs + [m.L]
         return max(m.worst(s, b[s], b[s + 1], n) for s in range(n))
     best = worst_of(cuts)
-    for _ in range(REFINE_ROUNDS):
+    for _ in range(REFINE_ROUNDS if m.L <= REFINE_MAX_UNITS else 0):
         b = [0] + cuts + [m.L]
         w = [m.worst(s, b[s], b[s + 1], n) for s in range(n)]
         s = int(np.argmax(w))
@@ -104,7 +108,9 @@ def best_split(m: SplitModel, n: int) -> SplitAnswer:
     elif n * m.L * (m.L + 1) // 2 <= EXACT_EVALUATIONS:
         cuts, how = _exact(m, n), "exact: every split"
     else:
-        cuts, how = _cheap_then_refined(m, n), "bisection on an upper bound, then improved"
+        cuts = _cheap_then_refined(m, n)
+        how = "bisection on an upper bound" + (", then improved" if m.L <= REFINE_MAX_UNITS
+                                               else "")
     return answer(m, n, cuts, how)
 
 
