@@ -29,7 +29,7 @@ EXACT_EVALUATIONS = 600
 REFINE_ROUNDS = 2
 #: Above this many units the improvement is skipped: one unit is then under 1 % of a
 #: stage, less than the estimate's own error, and each move costs two stages' bounds.
-REFINE_MAX_UNITS = 100
+REFINE_MAX_UNITS = 200
 
 
 # ---- the search ----------------------------------------------------------------------------
