@@ -43,6 +43,7 @@ COMMANDS = [
     ["oom", "--no-repack", "--json", "--time-limit", "1", "{}"],
     ["convert", "{}", str(WORK / "out.capnp")],
     ["check", "{}", "--allocation", "{}"],
+    ["split", "--json", "{}"],
 ]
 
 FUZZ = settings(max_examples=120, derandomize=True, deadline=None, database=None,

@@ -135,7 +135,7 @@ def test_next_steps_are_what_the_what_if_finds(capsys, tmp_path):
     rc, out, _ = run(capsys, "oom", p, "--no-repack", "--json")
     s = json.loads(out)["summary"]
     assert s["verdicts"]["reduceData"] >= 1 and s["nextSteps"]
-    for step in s["nextSteps"][:3]:
+    for step in [x for x in s["nextSteps"] if not x["command"]][:3]:
         opt, _, arg = step["whatIf"].partition(" ")
         rc, out, _ = run(capsys, "what-if", p, opt, arg.strip("'"), "--json")
         w = json.loads(out)["summary"]

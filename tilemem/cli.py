@@ -31,6 +31,7 @@ COMMANDS = {
             "Diagnose out-of-memory tiles: the program first, then each tile."),
     "what-if": ("tilemem.commands.whatif:what_if",
                 "Out of memory with some tensors offloaded or shrunk?"),
+    "split": ("tilemem.commands.split:split", "Where to split the program over IPUs."),
     "diff": ("tilemem.commands.diff:diff", "Compare two compilations of one program."),
     "plot": ("tilemem.commands.plot:plot", "Draw the memory map of one tile."),
     "plot-tiles": ("tilemem.commands.plot:plot_tiles", "Draw memory used per tile."),

@@ -120,3 +120,57 @@ def effective_alignment(alignment):
     import numpy as np
 
     return np.maximum(alignment, MIN_ALIGNMENT)
+
+
+# ---- pipelining (``tilemem split``): what a recompilation over IPUs would do ---------------
+# None of this is in a source document: a lowered-variables report is of one compilation,
+# and says nothing of the one pipelined over more IPUs. Each rule is named, used by
+# ``tilemem.figures.split`` only, and printed with every answer.
+
+#: Inferred: always-live categories whose bytes on a tile do not depend on how much of the
+#: program runs there (the stack is an option, per tile; vertex code is per codelet, and a
+#: stage runs most codelets; control ids and the per-tile constants are one per tile). A
+#: stage keeps all of them on every tile of its IPU.
+INFERRED_PER_TILE_ALWAYS_LIVE = ("stack", "vertexCode", "controlId", "constant",
+                                 "sharedCodeStorage")
+
+#: Inferred: the other always-live categories (control code, vertex state and fields,
+#: exchange code and descriptors) grow with the program steps a tile takes part in; a stage
+#: keeps of them the share of the tile's (non-always-live) variables that are its own.
+INFERRED_STEP_SCALED_ALWAYS_LIVE = ("controlCode", "vertexInstanceState", "vertexFieldData",
+                                    "internalExchangeCode", "copyDescriptor",
+                                    "vectorListDescriptor", "hostExchangeCode",
+                                    "hostExchangePacketHeader")
+
+#: Inferred (one-forward-one-backward schedule, as Graphcore's pipelining guides describe
+#: it): a stage ``s`` of ``N`` keeps its input for the ``N - 1 - s`` micro-batches in flight
+#: (recomputation keeps only the stage input), live across iterations (always live).
+def inferred_stash_depth(stage: int, stages: int) -> int:
+    """Stage inputs a pipeline stage keeps for the micro-batches in flight.
+
+    >>> [inferred_stash_depth(s, 4) for s in range(4)]
+    [3, 2, 1, 0]
+    """
+    return stages - 1 - stage
+
+
+#: Inferred: an inter-IPU copy adds a send buffer on the source IPU and a receive buffer and
+#: the copied tensor on the destination (000 "Program structure": a Copy between IPUs is a
+#: GlobalExchange, with rearranging compute sets around it; the buffers are globalMessage,
+#: 002), each as big as the tensor, mapped like it, and live when it is (an upper bound on
+#: the buffers' lifetimes). Multiplicity of the tensor's bytes on each side:
+INFERRED_COPY_ON_SOURCE = 1     # the send buffer (the tensor itself is already there)
+INFERRED_COPY_ON_DESTINATION = 2  # the receive buffer and the copy
+
+#: Inferred: the buffers of an earlier pipelining, left out when a pipelined report is split
+#: again (the split adds its own): the globalMessage category and names under ``pipeline/``
+#: (tilemem's generator's names; Poplar's are not documented).
+INFERRED_PIPELINE_BUFFER_PREFIX = "pipeline/"
+
+#: How close to tileMemory a stage's estimate must be to be called "close" rather than
+#: "fits": the estimate's error measured against generated pipelined reports (docs/
+#: benchmarks.md, "split") is within this share of tileMemory.
+SPLIT_CLOSE_MARGIN = 0.03
+#: The same for a report without class steps (Poplar's): the estimate then places tensors
+#: of no layer and the buffers' lifetimes less well (docs/benchmarks.md, "split").
+SPLIT_CLOSE_MARGIN_NO_STEPS = 0.15

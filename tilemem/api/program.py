@@ -157,9 +157,9 @@ class WhatIf(Diagnosis):
         return self.summary.edits
 
 
-def what_if_edits(offload=(), scale=None) -> list:
+def what_if_edits(offload=(), scale=None, micro_batch: float | None = None) -> list:
     """The edits of ``what_if`` (``scale`` a dict, or ``"PATTERN=FACTOR"`` strings as the
-    CLI's options give them), refused in one line (``ReportError``) when a pattern or factor
+    CLI's options give them; ``micro_batch`` a factor), refused in one line (``ReportError``) when a pattern or factor
     is not valid or there is nothing to change."""
     from ..errors import ReportError
     from ..figures.whatif import parse_edits
@@ -168,10 +168,10 @@ def what_if_edits(offload=(), scale=None) -> list:
         offload = [offload]
     if isinstance(scale, dict):
         scale = [f"{p}={f}" for p, f in scale.items()]
-    edits = parse_edits(list(offload or ()), list(scale or ()))
+    edits = parse_edits(list(offload or ()), list(scale or ()), micro_batch)
     if not edits:
-        raise ReportError("nothing to change: give --offload PATTERN or --scale PATTERN=FACTOR",
-                          field="--offload")
+        raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR "
+                          "or --micro-batch FACTOR", field="--offload")
     return edits
 
 
@@ -189,8 +189,9 @@ def _bounds(r, tiles, time_limit):
     return found
 
 
-def what_if(report, offload=(), scale=None, *, repack: bool = False, method: str = "auto",
-            budget: float | None = 180.0, time_limit: float = 10.0) -> WhatIf:
+def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
+            repack: bool = False, method: str = "auto", budget: float | None = 180.0,
+            time_limit: float = 10.0) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     It assumes the same program with other sizes: the same variables on the same tiles, with
@@ -205,6 +206,9 @@ def what_if(report, offload=(), scale=None, *, repack: bool = False, method: str
     scale : dict of str to float
         Pattern -> factor to multiply the sizes of the matching tensors by. Edits apply in
         order, offloads first.
+    micro_batch : float, optional
+        Scale what is per sample (told by lifetime and layout, ``tilemem.figures.batch``) by
+        this factor, leaving persistent state and tensors of its shape alone.
     repack : bool
         Also re-pack the tiles in question (slower).
     method, budget, time_limit
@@ -227,7 +231,7 @@ def what_if(report, offload=(), scale=None, *, repack: bool = False, method: str
     from ..figures.oom import diagnose_program
     from ..figures.whatif import ASSUMPTIONS, apply_edits
 
-    edits = what_if_edits(offload, scale)
+    edits = what_if_edits(offload, scale, micro_batch)
     r = report
     changed, applied = apply_edits(r, edits)
     tm = r.target.tile_memory

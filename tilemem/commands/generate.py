@@ -11,9 +11,9 @@ import click
                    "gradient accumulation over micro-batches in a Repeat loop with "
                    "loop-carried accumulators, the update in an If/Else on the loss scale).")
 @click.option("--always-live-state", is_flag=True,
-              help="transformer: write the weights and optimiser state alwaysLive (default: "
-                   "not alwaysLive, in a class live over every step, which interferes with "
-                   "every other class); two readings of the same memory.")
+              help="Write the weights and optimiser state alwaysLive (default: not "
+                   "alwaysLive, live over every step, so interfering with every other class): "
+                   "two readings of the same memory that the spec allows.")
 @click.option("--preset", type=click.Choice(["mk1", "mk2"]), default="mk1", show_default=True,
               help="Target: mk1 (GC2, 1216 x 256 KiB) or mk2 (GC200, 1472 x 624 KiB).")
 @click.option("--tiles", type=click.IntRange(min=1), default=None,
@@ -21,6 +21,9 @@ import click
 @click.option("--ipus", type=click.IntRange(min=1), default=1, show_default=True,
               help="IPUs: the model is pipelined over them, one stage per IPU; tiles are "
                    "numbered globally (numTiles = IPUs x tiles per IPU).")
+@click.option("--splits", default=None, metavar="L1,L2,...",
+              help="The one-IPU program of this seed and --steps, pipelined: stage k starts "
+                   "at layer Lk (len + 1 IPUs; e.g. the split points of 'tilemem split').")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Approximate number of program steps (default: 2000 mk1, 4400 mk2 for cnn; "
                    "610 mk1, 860 mk2 for transformer; times --ipus).")
@@ -41,7 +44,7 @@ import click
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
 def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
-             partial, out):
+             partial, out, splits):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -60,13 +63,27 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     from .options import console
 
     output_path(out, FORMATS)
-    if always_live_state and model != "transformer":
-        raise click.UsageError("--always-live-state is for --model transformer")
+    points = None
+    if splits is not None:
+        if model != "cnn":
+            raise click.BadParameter("split points are for --model cnn", param_hint="--splits")
+        try:
+            points = tuple(int(x) for x in splits.split(","))
+        except ValueError:
+            raise click.BadParameter(f"{splits!r} is not layer numbers separated by commas",
+                                     param_hint="--splits") from None
+        if ipus not in (1, len(points) + 1):
+            raise click.BadParameter(f"{len(points)} split points make {len(points) + 1} "
+                                     f"stages, not --ipus {ipus}", param_hint="--splits")
     c = console()
-    r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
-                        available_memory_proportion=amp,
-                        progress=True, ipus=ipus, model=model,
-                        always_live_state=always_live_state)
+    try:
+        r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
+                            available_memory_proportion=amp, progress=True, ipus=ipus,
+                            model=model, splits=points, always_live_state=always_live_state)
+    except ValueError as e:
+        if points is None:
+            raise
+        raise click.BadParameter(str(e), param_hint="--splits") from None
     over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     if partial is not None:
         from ..generate.partial import keep_worst_oom_tiles

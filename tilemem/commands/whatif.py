@@ -16,6 +16,12 @@ from .options import report_path_argument
               help="Multiply the sizes of the tensors matching PATTERN by FACTOR (a "
                    "micro-batch half as large: 0.5 on the activations). Repeat for more; "
                    "edits apply in order, offloads first.")
+@click.option("--micro-batch", "micro_batch", type=click.FloatRange(min=0), default=None,
+              metavar="FACTOR",
+              help="Scale what is per sample (activations, their gradients, exchange "
+                   "buffers) by FACTOR, leaving persistent state and tensors of its shape "
+                   "(weight gradients, accumulators) alone; told by lifetime and layout, not "
+                   "by name (0.5: a micro-batch half as large).")
 @click.option("--repack", is_flag=True,
               help="Also re-pack the tiles in question (slower): which fit, checked by "
                    "tilemem check's rules, and which stay undecided.")
@@ -29,7 +35,8 @@ from .options import report_path_argument
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the changed report (.json or .capnp): every other command opens it; "
                    "with --repack it holds the re-packed tiles' offsets.")
-def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output):
+def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output,
+            micro_batch):
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     Answers with `tilemem oom`'s program summary for the changed data: by the bound (each
@@ -49,10 +56,11 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     from .options import console, echo_json
 
     output_path(output, (".json", ".capnp"))
-    what_if_edits(offload, scale)   # a bad pattern is refused before the report is read
+    # a bad pattern is refused before the report is read
+    what_if_edits(offload, scale, micro_batch)
     r = api.load(report)
-    w = api.what_if(r, offload, scale, repack=repack, method=method, budget=budget,
-                    time_limit=time_limit)
+    w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,
+                    budget=budget, time_limit=time_limit)
     for a in w.edits:
         if not a.variables:
             click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "

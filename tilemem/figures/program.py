@@ -29,15 +29,19 @@ from ..model.names import name_matcher, tensor_codes
 VERDICT_ORDER = ("reduceData", "provenNoFit", "repackFits", "undecided", "notRepacked")
 
 #: Group-level changes tried as next steps besides the tensors and layers live at most peaks:
-#: (what to say, the ``what-if`` option, its argument, how to apply it). Patterns follow the
-#: name groups of ``tilemem.figures.oom.LIVE_GROUPS`` (a heuristic over the usual words of
-#: framework-built programs).
+#: (what to say, the ``what-if`` option, its argument, how to apply it). The optimiser
+#: state's pattern follows the name groups of ``tilemem.figures.oom.LIVE_GROUPS`` (a
+#: heuristic over the usual words of framework-built programs; alwaysLive or not, as
+#: ``what-if --offload`` takes it); the micro-batch goes by structure, not names
+#: (``tilemem.figures.batch``: per-sample tensors, not persistent state or its shape, such
+#: as gradient accumulators).
 GROUP_STEPS = (
     ("offload the optimiser state to streaming memory", "offload",
      r"re:(?i)momentum|velocity|optimi[sz]er|adam|lamb|accl|/m$|/v$", None),
-    ("halve the micro-batch (activations and gradients at half size)", "scale",
-     r"re:(?i)activ|acts|/out|grad|partials|preActivation|state", 0.5),
+    ("halve the micro-batch (per-sample tensors at half size)", "micro-batch", "", 0.5),
 )
+#: The most IPUs a "split over N IPUs" next step considers.
+SPLIT_MAX_IPUS = 8
 
 
 class PeakTensor(msgspec.Struct, rename="camel"):
@@ -70,6 +74,10 @@ class NextStep(msgspec.Struct, rename="camel"):
     tiles_fixed: int
     of_tiles: int
     bytes: int
+    #: another command that shows it (``split --ipus 2``), when it is not a what-if
+    command: str = ""
+    #: a split's stages: "IPU k: first .. last layer, at most B bytes on its worst tile"
+    stages: list[str] = []
 
 
 class ProgramSummary(msgspec.Struct, rename="camel"):
@@ -217,12 +225,21 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     candidates += list(GROUP_STEPS)
     out = []
     for action, kind, pattern, factor in candidates:
-        test = name_matcher(pattern)
-        hit = np.fromiter((test(n) for n in names), bool, count=len(names))
-        sel = rows[hit[codes] & ~r.always_live[rows]]
+        if kind == "micro-batch":   # the rows what-if --micro-batch scales, on these tiles
+            from .batch import micro_batch_rows
+
+            sel = np.intersect1d(micro_batch_rows(r), rows)
+        else:                       # every allocated row what-if's pattern takes
+            test = name_matcher(pattern)
+            hit = np.fromiter((test(n) for n in names), bool, count=len(names))
+            sel = rows[hit[codes] & r.allocated[rows]]
         if not len(sel):
             continue
-        if kind == "offload":
+        if kind == "micro-batch":
+            bound = bound_after(r, tiles, scale={factor: sel}, time_limit=time_limit)
+            removed = int(r.size[sel].sum() - np.ceil(r.size[sel] * factor).sum())
+            opt = f"--micro-batch {factor:g}"
+        elif kind == "offload":
             bound = bound_after(r, tiles, remove=sel, time_limit=time_limit)
             removed = int(r.size[sel].sum())
             opt = f"--offload '{pattern}'"
@@ -232,5 +249,43 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
             opt = f"--scale '{pattern}={factor:g}'"
         out.append(NextStep(action=action, what_if=opt, tiles_fixed=int((bound <= tm).sum()),
                             of_tiles=len(tiles), bytes=removed))
+    split = split_step(r, tiles, rows)
+    if split is not None:
+        out.append(split)
     out.sort(key=lambda s: (-s.tiles_fixed, s.bytes, s.action))
     return out[:steps]
+
+
+def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | None:
+    """"split over N IPUs at ..." when a split over ``N <= SPLIT_MAX_IPUS`` IPUs fits every
+    stage by an upper bound of ``tilemem split``'s estimate (all of a stage's bytes live at
+    once, ``tilemem.figures.splitsearch.fewest_by_upper_bound``: cheap, no bound computed),
+    so every one of ``tiles`` comes under tileMemory; ``tilemem split --ipus N`` then finds
+    a split that fits too (its search starts there), and ``tilemem split`` alone may find
+    fewer IPUs. ``bytes``: what moves off those tiles to the other IPUs (their model data
+    times ``(N - 1) / N``). ``None`` when no such split is found, or the report cannot be
+    split here (one unit, or already pipelined: ``tilemem split`` answers that per IPU)."""
+    from ..errors import ReportError
+    from .split import SplitModel
+    from .splitsearch import fewest_by_upper_bound
+
+    if r.target.num_ipus > 1:
+        return None
+    try:
+        m = SplitModel(r)
+        found = fewest_by_upper_bound(m, SPLIT_MAX_IPUS) if m.L >= 2 else None
+    except ReportError:
+        return None
+    if found is None or found[0] < 2:
+        return None
+    n, cuts = found
+    data = int(r.size[rows[~r.always_live[rows]]].sum())
+    at = ", ".join(m.units.labels[c] for c in cuts)
+    b = [0, *cuts, m.L]
+    stages = [f"IPU {k}: {m.units.labels[b[k]]} .. {m.units.labels[b[k + 1] - 1]}, at most "
+              f"{int(m.proxy(k, b[k], b[k + 1], n)):,} B on its worst tile" for k in range(n)]
+    return NextStep(action=f"split over {n} IPUs at {at} (pipelining; every stage fits by "
+                           "an upper bound of tilemem split's estimate, which may find fewer "
+                           "IPUs)",
+                    what_if="", tiles_fixed=len(tiles), of_tiles=len(tiles),
+                    bytes=data * (n - 1) // n, command=f"split --ipus {n}", stages=stages)

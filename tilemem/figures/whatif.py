@@ -48,6 +48,8 @@ class Edit(msgspec.Struct, frozen=True):
     factor: float = 0.0
 
     def describe(self) -> str:
+        if self.kind == "micro-batch":
+            return f"micro-batch x{self.factor:g} (per-sample tensors scaled)"
         return (f"offload {self.pattern}" if self.kind == "offload"
                 else f"scale {self.pattern} by {self.factor:g}")
 
@@ -62,10 +64,11 @@ class Applied(msgspec.Struct, rename="camel"):
     bytes_after: int
 
 
-def parse_edits(offload=(), scale=()) -> list[Edit]:
+def parse_edits(offload=(), scale=(), micro_batch: float | None = None) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
-    first, then scales, each in the order given); ``ReportError`` naming the option for a
-    pattern or factor that is not valid.
+    first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
+    ``tilemem.figures.batch`` finds per sample, scaled); ``ReportError`` naming the option
+    for a pattern or factor that is not valid.
 
     >>> parse_edits(scale=["layer*/acts=0.5"])[0].factor
     0.5
@@ -87,6 +90,11 @@ def parse_edits(offload=(), scale=()) -> list[Edit]:
             raise ReportError(f"--scale: {factor!r} is not a factor of 0 or more", field="--scale")
         _check_pattern(pattern, "--scale")
         edits.append(Edit("scale", pattern, f))
+    if micro_batch is not None:
+        if not (math.isfinite(micro_batch) and micro_batch >= 0):
+            raise ReportError(f"--micro-batch: {micro_batch!r} is not a factor of 0 or more",
+                              field="--micro-batch")
+        edits.append(Edit("micro-batch", "", float(micro_batch)))
     return edits
 
 
@@ -113,7 +121,14 @@ def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
     allocated = r.allocated.copy()
     applied = []
     for e in edits:
-        rows, tensors = matching_rows(r, e.pattern)
+        if e.kind == "micro-batch":
+            from .batch import micro_batch_rows
+
+            rows = micro_batch_rows(r)
+            codes, _ = tensor_codes(r)
+            tensors = int(np.unique(codes[rows]).size)
+        else:
+            rows, tensors = matching_rows(r, e.pattern)
         rows = rows[allocated[rows]]
         before = int(size[rows].sum())
         if e.kind == "offload":

@@ -95,7 +95,8 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                     pressure: float = 1.0, seed: int = 0, progress: bool = False,
                     ipus: int = 1,
                     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
-                    model: str = "cnn", always_live_state: bool = False) -> Report:
+                    model: str = "cnn", splits: tuple[int, ...] | None = None,
+                    always_live_state: bool = False) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -107,13 +108,17 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     proportion to it (the default, 0.6, gives the calibrated sizes; everything else is the
     same for one seed, so two values make two compilations of one program to compare).
     ``model``: the program family, ``"cnn"`` (``program``) or ``"transformer"``
-    (``transformer``: Adam, gradient accumulation); ``always_live_state`` (transformer):
-    weights and optimiser state written alwaysLive rather than live over every step.
+    (``transformer``: Adam, gradient accumulation); ``splits`` (cnn):
+    the one-IPU program of this seed and ``steps`` compiled pipelined over ``len(splits) + 1``
+    IPUs, stage ``k`` starting at layer ``splits[k - 1]`` (see ``pipelined_as_one``).
+    ``always_live_state``: weights and optimiser state are marked alwaysLive (004 leaves to
+    Poplar which variables it marks so; persistent training state may be) rather than live
+    over every step; the rest of the report is the same.
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
-    if always_live_state and model != "transformer":
-        raise ValueError("always_live_state is for model 'transformer'")
+    if splits is not None and model != "cnn":
+        raise ValueError("splits are for model 'cnn'")
     if not 0 < available_memory_proportion <= 1:
         raise ValueError("available_memory_proportion must be in (0, 1]")
     if preset not in PRESETS:
@@ -130,6 +135,14 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
         target = target.with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
     elif tiles is not None:
         target = target.with_tiles(per_ipu)
+    partials = available_memory_proportion / DEFAULT_AVAILABLE_MEMORY_PROPORTION
+    if splits is not None:
+        splits = tuple(int(x) for x in splits)
+        if ipus not in (1, len(splits) + 1):
+            raise ValueError(f"{len(splits)} split points make {len(splits) + 1} stages, "
+                             f"not {ipus}")
+        return pipelined_as_one(preset, per_ipu, int(steps or DEFAULT_STEPS[preset]), pressure,
+                                seed, progress, partials, splits, always_live_state)
     rng = np.random.default_rng(seed)
     default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
     n_steps = int(steps or default_steps[preset] * ipus)
@@ -138,13 +151,52 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     else:
         program = build_transformer(rng, n_steps, ipus=ipus,
                                     always_live_state=always_live_state)
-    return _Assembler(program, target, rng).report(
-        pressure, progress, available_memory_proportion / DEFAULT_AVAILABLE_MEMORY_PROPORTION)
+    # the transformer marks its own state (``build_transformer``); the cnn family's persistent
+    # tensors are marked by the assembler
+    return _Assembler(program, target, rng, always_live_state and model == "cnn").report(
+        pressure, progress, partials)
+
+
+def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
+                     progress: bool, partials: float, splits: tuple[int, ...],
+                     always_live_state: bool = False) -> Report:
+    """The program ``generate_report(preset, per_ipu, steps, pressure, seed)`` would make for
+    one IPU, compiled pipelined with stages starting at layers ``splits``: the same layers,
+    tensors and random draws (``build_program``), each tensor mapped by the same rules onto
+    its stage's IPU, sized as on one IPU (its scale, and the bytes per item of every
+    always-live category: what a code item costs does not change with the number of IPUs).
+    ``generate_report(..., ipus=N)`` alone is another program: N times the steps, calibrated
+    on its own.
+
+    >>> one = generate_report("mk1", tiles=8, steps=60, seed=1)
+    >>> two = generate_report("mk1", tiles=8, steps=60, seed=1, splits=(3,))
+    >>> two.num_tiles, two.target.tiles_per_ipu
+    (16, 8)
+    >>> w = [i for i in range(two.num_vars) if two.name(i).startswith("layer0/weights#")]
+    >>> sorted(two.size[w].tolist()) == sorted(
+    ...     one.size[[i for i in range(one.num_vars)
+    ...               if one.name(i).startswith("layer0/weights#")]].tolist())
+    True
+    """
+    one_target = PRESETS[preset].with_tiles(per_ipu)
+    rng = np.random.default_rng(seed)
+    ref = _Assembler(build_program(rng, steps), one_target, rng, always_live_state)
+    scale = ref.calibrated(progress)
+    owner, tile, _ = ref.parts(scale * pressure)
+    per_weight = ref._items(owner, tile).per_weight
+    ipus = len(splits) + 1
+    target = PRESETS[preset].with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
+    rng = np.random.default_rng(seed)
+    program = build_program(rng, steps, ipus=ipus, splits=splits)
+    return _Assembler(program, target, rng, always_live_state, per_weight).report(
+        pressure, progress, partials, scale=scale)
 
 
 class _Assembler:
-    def __init__(self, program: Program, target: Target, rng: np.random.Generator):
+    def __init__(self, program: Program, target: Target, rng: np.random.Generator,
+                 always_live_state: bool = False, per_weight: dict | None = None):
         self.p = program
+        self.per_weight = per_weight   # bytes per item weight by category (None: calibrate)
         self.t = target
         self.item_seed = int(rng.integers(1 << 62))
         # tensors are mapped onto the tiles of their own IPU (one IPU: all tiles)
@@ -177,6 +229,10 @@ class _Assembler:
         self.interference = self.lt.interference()
         self.class_steps = self.lt.hulls()
         self.tensor_cat = np.array([CAT_CODE[x.category] for x in ts], np.int16)
+        self.persistent = np.array([x.persistent for x in ts], bool)
+        # the other reading of persistent training state: alwaysLive (the weights and the
+        # optimiser state), the sizes and offsets unchanged
+        self.tensor_always_live |= self.persistent & always_live_state
         self.tensor_align = np.array([16 if x.interleaved else x.alignment for x in ts],
                                      np.int64)
 
@@ -279,19 +335,30 @@ class _Assembler:
         return lo if share_hi > 3 * want and share_lo > 0 else hi
 
     # ---- the report -----------------------------------------------------------------------
-    def report(self, pressure: float, progress: bool, partials: float = 1.0) -> Report:
+    def calibrated(self, progress: bool) -> float:
+        """The scale of model tensors at pressure 1 (``calibrate``, then ``refine``)."""
         T = self.t.num_tiles
         # calibrated on the reading without alwaysLive model tensors (their first-fit order
         # differs), so that both readings of a program have the same variables
         always_live = self.tensor_always_live
         self.tensor_always_live = np.zeros_like(always_live)
+        try:
+            return self._calibrated(progress, T)
+        finally:
+            self.tensor_always_live = always_live
+
+    def _calibrated(self, progress: bool, T: int) -> float:
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
             owner, tile, size = self.parts(1.0)
             items = self._items(owner, tile)
             scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
             owner, tile, size = self.parts(scale)
-            scale = self.refine(scale, self._items(owner, tile))
-        self.tensor_always_live = always_live
+            return self.refine(scale, self._items(owner, tile))
+
+    def report(self, pressure: float, progress: bool, partials: float = 1.0,
+               scale: float | None = None) -> Report:
+        if scale is None:
+            scale = self.calibrated(progress)
         if partials != 1.0:   # after calibration: the rest of the program stays as it was
             is_partials = np.array([x.name.endswith("/partials") for x in self.p.tensors])
             self.bpt = np.where(is_partials, self.bpt * partials, self.bpt)
@@ -357,7 +424,7 @@ class _Assembler:
         tiles_of_step = step_tiles(self.p, owner, tile, self.t.num_tiles)
         return always_live_items(self.p, tiles_of_step, self.t.num_tiles,
                                  np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE,
-                                 tiles_per_ipu=self.tpi)
+                                 tiles_per_ipu=self.tpi, per_weight=self.per_weight)
 
 
 def _phase(progress: bool, text: str):

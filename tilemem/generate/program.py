@@ -110,6 +110,7 @@ class Tensor:
     place: str = ""             # key hashed to choose the offset (default: the name)
     ascending: bool = True
     ipu: int = 0                # the IPU (pipeline stage) it lives on; -1: a copy on each IPU
+    persistent: bool = False    # training state kept across steps: weights, optimiser state
     uses: list = field(default_factory=list)
     always_live: bool = False   # written alwaysLive (004) rather than live over its steps
     clone_of: int = -1          # a tensor whose elements it maps alike (Graph::clone), or -1
@@ -225,6 +226,27 @@ class _Builder:
                        self.element_pairs, self.region_pairs, ipus)
 
 
+def check_splits(splits, ipus: int, num_layers: int) -> None:
+    """``ValueError`` unless ``splits`` are ``ipus - 1`` increasing layer numbers in
+    ``[1, num_layers)`` (every stage keeps at least one layer).
+
+    >>> check_splits((4, 9), 3, 12)
+    >>> check_splits((9, 4), 3, 12)
+    Traceback (most recent call last):
+    ...
+    ValueError: splits must be 2 increasing layer numbers in [1, 12), got 9,4
+    """
+    s = list(splits)
+    if len(s) != ipus - 1 or any(not 0 < a < num_layers for a in s) or s != sorted(set(s)):
+        raise ValueError(f"splits must be {ipus - 1} increasing layer numbers in "
+                         f"[1, {num_layers}), got {','.join(map(str, s)) or 'none'}")
+
+
+def num_layers_of(target_steps: int, ipus: int = 1) -> int:
+    """Layers of a program of about ``target_steps`` steps (``build_program``'s rule)."""
+    return max(3, ipus, int(round(target_steps / 9.0)))
+
+
 def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
     """Blocks of matmul/conv -> normalisation (reduction) -> nonlinearity, one recurrent."""
     kinds = []
@@ -239,13 +261,20 @@ def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
     return kinds
 
 
-def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1) -> Program:
+def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
+                  splits: tuple[int, ...] | None = None) -> Program:
     """A training program of about ``target_steps`` program steps (at least ~40), pipelined
-    over ``ipus`` IPUs (see the module docstring)."""
+    over ``ipus`` IPUs (see the module docstring). ``splits``: the first layer of every stage
+    after the first (``ipus - 1`` increasing layer numbers); default: stages as equal in
+    number of layers as they can be. The layers, and every random draw, do not depend on
+    ``ipus`` or ``splits``: only where the stages begin does."""
     b = _Builder(rng)
-    num_layers = max(3, ipus, int(round(target_steps / 9.0)))
-    # consecutive layers per stage, as equal in number as they can be
-    stage = [i * ipus // num_layers for i in range(num_layers)]
+    num_layers = num_layers_of(target_steps, ipus)
+    if splits is None:   # consecutive layers per stage, as equal in number as they can be
+        stage = [i * ipus // num_layers for i in range(num_layers)]
+    else:
+        check_splits(splits, ipus, num_layers)
+        stage = np.searchsorted(np.asarray(splits), np.arange(num_layers), "right").tolist()
     last = ipus - 1
     every = -1 if ipus > 1 else 0
     kinds = _layer_kinds(rng, num_layers)
@@ -264,13 +293,14 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1) ->
             w = b.jitter(1.0) * width[i]
             weights[i] = b.tensor(f"layer{i}/weights", w, init, dtype=2 if half[i] else 4,
                                   coverage=AUTO, interleaved=bool(rng.random() < 0.7),
-                                  ascending=bool(rng.random() < 0.7))
+                                  ascending=bool(rng.random() < 0.7), persistent=True)
             wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
             momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5), init,
                                    coverage=wt.coverage, ascending=wt.ascending,
-                                   place=wt.name, offset=wt.offset)
+                                   place=wt.name, offset=wt.offset, persistent=True)
             biases[i] = b.tensor(f"layer{i}/biases", 0.02 * width[i], init,
-                                 coverage=0.05, offset=0 if rng.random() < 0.5 else -1)
+                                 coverage=0.05, offset=0 if rng.random() < 0.5 else -1,
+                                 persistent=True)
 
     body_start = b.here
     # ---- forward ----------------------------------------------------------------------

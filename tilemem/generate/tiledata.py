@@ -65,6 +65,7 @@ class Items:
     size: np.ndarray
     category: list          # category name per item
     label: list             # name without the ``#tile`` suffix
+    per_weight: dict | None = None   # bytes per unit of item weight, by category
 
 
 def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
@@ -97,8 +98,12 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
 def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
                       rng: np.random.Generator,
                       stack_per_tile: int = SUMMARY_STACK_PER_TILE,
-                      tiles_per_ipu: int | None = None) -> Items:
-    """Every tile's always-live variables, sized in the 002 summary's proportions."""
+                      tiles_per_ipu: int | None = None,
+                      per_weight: dict | None = None) -> Items:
+    """Every tile's always-live variables, sized in the 002 summary's proportions;
+    ``per_weight`` (bytes per unit of item weight by category, ``Items.per_weight`` of
+    another program): items priced as in that program instead (the same program recompiled
+    pipelined keeps what a code item costs)."""
     tpi = tiles_per_ipu or num_tiles
     kinds = program.step_kind
     names = program.step_name
@@ -172,6 +177,10 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     weight_sum: dict[str, float] = {}
     for c, _, w, _ in parts:
         weight_sum[c] = weight_sum.get(c, 0.0) + float(w.sum())
+    unit = {c: target[c] / weight_sum[c] for c in weight_sum if weight_sum[c] > 0}
+    if per_weight is not None:
+        for c in list(unit):
+            unit[c] = per_weight.get(c, per_weight.get(GLOBAL_LIKE_HOST.get(c), unit[c]))
 
     tiles, sizes, cats, labels = [np.arange(num_tiles)], [np.full(num_tiles, stack_per_tile)], \
         ["stack"] * num_tiles, ["stack"] * num_tiles
@@ -181,7 +190,7 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
         lab = [lab] * len(t) if isinstance(lab, str) else list(lab)
         t, w, lab = _coarsen(np.asarray(t, np.int64), w, lab, target[c] / MIN_ITEM_BYTES,
                              num_tiles)
-        raw = target[c] * w / weight_sum[c]
+        raw = unit[c] * w
         sizes.append(np.maximum(4, np.round(raw / 4).astype(np.int64) * 4))
         tiles.append(t)
         cats.extend([c] * len(t))
@@ -191,7 +200,8 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     sizes.append(np.full(num_tiles, 4))
     cats.extend(["controlId"] * num_tiles)
     labels.extend(["controlId"] * num_tiles)
-    return Items(np.concatenate(tiles), np.concatenate(sizes).astype(np.int64), cats, labels)
+    return Items(np.concatenate(tiles), np.concatenate(sizes).astype(np.int64), cats, labels,
+                 unit)
 
 
 def _coarsen(tile: np.ndarray, weight: np.ndarray, labels: list, max_items: float,

@@ -355,14 +355,22 @@ def program_html(s: dict | None, source: str) -> str:
     lines.append(f'<div class="tables"><div><h3>Live at the most peaks</h3>{tensors}</div>'
                  f'<div><h3>&nbsp;</h3>{layers}</div></div>')
     if s["nextSteps"]:
-        rows = [{"n": k, "action": st["action"], "fixed": st["tilesFixed"],
-                 "try": f"tilemem what-if {source} {st['whatIf']}"}
+        def try_it(st):
+            cmd, _, rest = st.get("command", "").partition(" ")
+            return (f"tilemem {cmd} {source} {rest}" if cmd
+                    else f"tilemem what-if {source} {st['whatIf']}")
+
+        rows = [{"n": k, "action": st["action"], "fixed": st["tilesFixed"], "try": try_it(st)}
                 for k, st in enumerate(s["nextSteps"], 1)]
         lines.append(f"<h3>Next steps: tiles of the {s['nextSteps'][0]['ofTiles']:,} that need "
                      "less data brought under tileMemory by the bound</h3>"
                      + _table(rows, [("n", "#"), ("action", "next step"),
                                      ("fixed", "tiles fixed"), ("try", "try it with")],
                               "totals steps"))
+        for st in s["nextSteps"]:
+            if st.get("stages"):
+                lines.append("<h3>Pipeline stages of the split</h3><ul>" + "".join(
+                    f"<li>{esc(x)}</li>" for x in st["stages"]) + "</ul>")
     return ('<section id="program"><h2>Program: out of memory</h2>' + "".join(lines)
             + "</section>")
 

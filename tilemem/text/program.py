@@ -85,8 +85,10 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
         for k, st in enumerate(s.next_steps, 1):
             c.print(f"  {k}. {escape(st.action)}: {st.tiles_fixed:,} tile(s), "
                     f"{human_bytes(st.bytes)} less there")
-            c.print(f"     [dim]{escape(f'tilemem what-if {report_arg} {st.what_if}')}[/dim]",
-                    soft_wrap=True)
+            cmd, _, rest = st.command.partition(" ")
+            line = (f"tilemem {cmd} {report_arg} {rest}" if st.command
+                    else f"tilemem what-if {report_arg} {st.what_if}")
+            c.print(f"     [dim]{escape(line)}[/dim]", soft_wrap=True)
 
 
 def tile_table(c, diagnoses: list, rows: int = TILE_ROWS) -> None:

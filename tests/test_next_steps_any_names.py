@@ -1,0 +1,91 @@
+"""oom's next steps hold on any naming and marking: each step's count is what `tilemem
+what-if` with the step's options gives, on a report whose weights and optimiser state are
+alwaysLive and on one whose names no framework word matches; the micro-batch leaves
+persistent state and tensors of its shape (weight gradients) alone, whatever their names;
+a split that fits is a ranked step naming `tilemem split`."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tilemem.cli import main
+from tilemem.figures.batch import micro_batch_rows
+from tilemem.generate import generate_report
+from tilemem.load import save_report
+from tilemem.model import encode_names
+from tilemem.model.names import base_name
+
+
+def run(capsys, *args):
+    rc = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return rc, out.out
+
+
+def renamed(r):
+    """Every path component replaced by a token of its own (no framework word left), the
+    ``#tile`` suffixes kept."""
+    tokens: dict[str, str] = {}
+    names = []
+    for i in range(r.num_vars):
+        n = r.name(i)
+        base = base_name(n)
+        tail = n[len(base):]
+        names.append("/".join(tokens.setdefault(p, f"q{len(tokens)}")
+                              for p in base.split("/")) + tail)
+    blob, offsets = encode_names(names)
+    return replace(r, name_blob=blob, name_offsets=offsets, _cache={})
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    d = tmp_path_factory.mktemp("steps")
+    state = generate_report("mk1", tiles=16, steps=300, seed=2, pressure=1.3,
+                            always_live_state=True)
+    plain = generate_report("mk1", tiles=16, steps=300, seed=2, pressure=1.3)
+    out = {}
+    for key, r in (("state", state), ("anon", renamed(plain))):
+        out[key] = d / f"{key}.capnp"
+        save_report(r, out[key])
+    return out, state, plain
+
+
+def test_micro_batch_leaves_parameter_shaped_tensors_alone(reports):
+    _, state, plain = reports
+    rows = micro_batch_rows(plain)
+    names = {base_name(plain.name(i)) for i in rows.tolist()}
+    assert names and not any(n.endswith(("/weights", "/momentum", "/weightsGrad"))
+                             for n in names)
+    assert any(n.endswith("/activations") or n.endswith("/out") for n in names)
+    # the same rows whatever the names, and whatever the marking of persistent state
+    assert np.array_equal(micro_batch_rows(renamed(plain)), rows)
+    assert np.array_equal(micro_batch_rows(state), rows)
+
+
+@pytest.mark.parametrize("key", ["state", "anon"])
+def test_every_step_count_is_the_what_ifs(reports, capsys, key):
+    paths, _, _ = reports
+    p = paths[key]
+    rc, out = run(capsys, "oom", p, "--no-repack", "--json")
+    assert rc == 0
+    s = json.loads(out)["summary"]
+    need = s["verdicts"]["reduceData"]
+    assert need >= 1 and s["nextSteps"]
+    actions = " | ".join(x["action"] for x in s["nextSteps"])
+    assert "micro-batch" in actions
+    if key == "state":   # alwaysLive optimiser state is a candidate like any other
+        assert "optimiser state" in actions
+    for step in s["nextSteps"]:
+        if step["command"]:
+            assert step["command"].startswith("split --ipus ")
+            rc, out = run(capsys, "split", p, *step["command"].split()[1:], "--json")
+            a = json.loads(out)
+            assert rc == 0 and a["fits"] and step["tilesFixed"] == step["ofTiles"]
+            continue
+        opt, _, arg = step["whatIf"].partition(" ")
+        rc, out = run(capsys, "what-if", p, opt, arg.strip("'"), "--json")
+        w = json.loads(out)["summary"]
+        assert w["verdicts"]["reduceData"] == need - step["tilesFixed"], step

@@ -1,0 +1,276 @@
+"""tilemem split: stage estimates against hand-computed cases, the search against every split
+enumerated, the fewest IPUs against N - 1, and the estimate against the program the generator
+compiles with those splits (per stage, by the bound on the pipelined report)."""
+import functools
+import itertools
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tilemem.cli import cli
+from tilemem.figures.split import SplitModel, verdict
+from tilemem.figures.splitsearch import best_split, fewest_ipus
+from tilemem.generate import generate_report
+from tilemem.liveness import max_live_all
+from tilemem.load import save_report
+from tilemem.model import Report, symmetric_closure
+from tilemem.model.target import MK1
+
+TILES, STEPS = 16, 120
+
+
+def interval_report(rows, names_target=MK1.with_tiles(1)):
+    """A one-tile report from ``(name, category, size, [start, end), always_live)``: one
+    class a row, interference = step overlap (an interval graph)."""
+    n = len(rows)
+    steps = np.array([r[3] for r in rows], np.int64)
+    src, dst = [], []
+    for a, b in itertools.combinations(range(n), 2):
+        if steps[a, 0] < steps[b, 1] and steps[b, 0] < steps[a, 1]:
+            src.append(a)
+            dst.append(b)
+    inter = symmetric_closure(n, np.array(src, np.int64), np.array(dst, np.int64))
+    return Report.from_columns(
+        target=names_target, var_id=range(n), tile=[0] * n, size=[r[2] for r in rows],
+        alignment=[4] * n, offset=[0] * n, category=[r[1] for r in rows], eq_class=range(n),
+        interference=inter, names=[r[0] + "#0" for r in rows],
+        always_live=[r[4] for r in rows], class_steps=steps)
+
+
+# three layers on one tile: weights from step 0, activations a0 > a1 > a2 nested, the
+# gradient d2 (layer2's, sent back) and d1
+HAND = [("layer0/w", "variable", 10, (0, 12), 0), ("layer1/w", "variable", 20, (0, 12), 0),
+        ("layer2/w", "variable", 30, (0, 12), 0), ("layer0/a", "variable", 100, (1, 11), 0),
+        ("layer1/a", "variable", 200, (2, 9), 0), ("layer2/a", "variable", 300, (3, 7), 0),
+        ("layer2/d", "variable", 50, (6, 9), 0), ("layer1/d", "variable", 40, (8, 10), 0),
+        ("stack", "stack", 7, (0, 12), 1)]
+
+
+def test_hand_computed_two_stages():
+    m = SplitModel(interval_report(HAND))
+    assert m.units.labels == ["layer0", "layer1", "layer2"]
+    # boundary before layer2: layer1/a is the latest-defined tensor live when layer2 begins
+    # (step 3); layer2/d the one live at its last use (step 8) that dies first; the earlier
+    # stage's backward begins at step 8 (layer1/d)
+    assert m.r.name(int(m.fwd[2][0])) == "layer1/a#0"
+    assert m.r.name(int(m.bwd[2][0])) == "layer2/d#0"
+    assert int(m.back[2]) == 8
+    # stage 1 (layer2): at step 3: w2 30 + a2 300 + receive 200 + copy 200, + stack 7
+    assert m.stage(1, 2, 3, 2)[0][0] == 30 + 300 + 200 + 200 + 7
+    # stage 0 (layers 0-1): at step 2: w0 + w1 + a0 + a1 + the send buffer of a1, + stack
+    assert m.stage(0, 0, 2, 2)[0][0] == 10 + 20 + 100 + 200 + 200 + 7
+    # one stage: the report's own bound, at step 6: all weights, a0, a1, a2 and d2, + stack
+    assert m.stage(0, 0, 3, 1)[0][0] == max_live_all(m.r)[0].max_live_bytes == \
+        60 + 100 + 200 + 300 + 50 + 7
+
+
+def test_verdicts():
+    assert [verdict(b, 1000) for b in (500, 971, 1000, 1001)] == \
+        ["fits", "close", "close", "cannot fit"]
+
+
+@functools.lru_cache(maxsize=None)
+def one_ipu(seed=1, pressure=1.6, preset="mk1"):
+    return generate_report(preset, tiles=TILES, steps=STEPS, seed=seed, pressure=pressure)
+
+
+@functools.lru_cache(maxsize=None)
+def model(seed=1, pressure=1.6):
+    return SplitModel(one_ipu(seed, pressure))
+
+
+def every_split(m, n):
+    """(worst stage, cuts) of every split of m's units into n stages."""
+    out = []
+    for cuts in itertools.combinations(range(1, m.L), n - 1):
+        b = [0, *cuts, m.L]
+        out.append((max(m.worst(s, b[s], b[s + 1], n) for s in range(n)), list(cuts)))
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_chosen_split_minimises_the_worst_stage(n):
+    m = model()
+    a = best_split(m, n)
+    assert a.search.startswith("exact")
+    best = min(w for w, _ in every_split(m, n))
+    assert a.worst == best
+    assert a.split_indices in [c for w, c in every_split(m, n) if w == best]
+
+
+def test_fewest_ipus_is_minimal():
+    m = model()
+    a = fewest_ipus(m)
+    tm = m.r.target.tile_memory
+    assert a.fits and a.ipus >= 2
+    # N - 1 stages: every split has a stage above tileMemory
+    assert all(w > tm for w, _ in every_split(m, a.ipus - 1))
+
+
+def test_cheap_search_gives_a_valid_split_near_the_best():
+    from tilemem.figures.splitsearch import _cheap_then_refined
+
+    m = model()
+    cuts = _cheap_then_refined(m, 3)
+    assert cuts == sorted(set(cuts)) and 0 < cuts[0] and cuts[-1] < m.L
+    b = [0, *cuts, m.L]
+    worst = max(m.worst(s, b[s], b[s + 1], 3) for s in range(3))
+    assert worst <= 1.05 * best_split(m, 3).worst
+
+
+# the estimate against the generator's pipelined compilation of the same program
+CASES = [(1, 1.6, 2), (1, 1.6, 3), (2, 1.4, 2), (3, 1.8, 4)]
+
+
+@pytest.mark.parametrize("seed,pressure,n", CASES)
+def test_estimate_against_the_pipelined_report(seed, pressure, n):
+    m = model(seed, pressure)
+    a = best_split(m, n)
+    p = generate_report("mk1", tiles=TILES, steps=STEPS, seed=seed, pressure=pressure,
+                        splits=tuple(a.split_indices))
+    assert p.target.num_ipus == n
+    bound = np.array([x.max_live_bytes for x in max_live_all(p)])
+    tm = p.target.tile_memory
+    for s, st in enumerate(a.stages):
+        actual = int(bound[s * TILES:(s + 1) * TILES].max())
+        # never much below (a stage said to fit must fit); above by what the copy of a
+        # stage input costs when its first layer no longer reads it (the rule's upper bound)
+        assert -0.03 * actual <= st.max_live_bytes - actual <= 0.20 * actual, (s, st, actual)
+        if st.verdict == "fits":
+            assert actual <= tm
+        if st.verdict == "cannot fit":
+            assert actual > tm
+    # the worst stage, which decides, closer still
+    worst = max(range(n), key=lambda s: a.stages[s].max_live_bytes)
+    actual = int(bound[worst * TILES:(worst + 1) * TILES].max())
+    assert abs(a.stages[worst].max_live_bytes - actual) <= 0.03 * actual
+
+
+def test_generate_splits_is_the_one_ipu_program_pipelined():
+    one = one_ipu()
+    p = generate_report("mk1", tiles=TILES, steps=STEPS, seed=1, pressure=1.6, splits=(4, 9))
+    ipu = p.target.ipu_of(p.tile)
+    weights = sorted({p.name(i).split("#")[0] for i in range(p.num_vars)
+                      if p.name(i).split("#")[0].endswith("/weights")})
+    for name in weights:
+        rows = [i for i in range(p.num_vars) if p.name(i).startswith(name + "#")]
+        want = 0 if int(name[5:].split("/")[0]) < 4 else 1 if int(name[5:].split("/")[0]) < 9 \
+            else 2
+        assert set(ipu[rows].tolist()) == {want}
+        # the same bytes on the same tiles of its IPU as on one IPU
+        one_rows = [i for i in range(one.num_vars) if one.name(i).startswith(name + "#")]
+        assert sorted(zip((p.tile[rows] % TILES).tolist(), p.size[rows].tolist())) == \
+            sorted(zip(one.tile[one_rows].tolist(), one.size[one_rows].tolist()))
+
+
+def test_always_live_state_marks_weights_and_optimiser_state():
+    r = generate_report("mk1", tiles=8, steps=60, seed=1, always_live_state=True)
+    plain = generate_report("mk1", tiles=8, steps=60, seed=1)
+    names = [r.name(i) for i in range(r.num_vars)]
+    state = np.array([n.split("#")[0].rsplit("/", 1)[-1] in ("weights", "momentum", "biases")
+                      for n in names])
+    assert r.always_live[state].all() and not plain.always_live[state].any()
+    assert np.array_equal(r.always_live[~state], plain.always_live[~state])
+    assert np.array_equal(r.size, plain.size)
+
+
+# ---- the command ---------------------------------------------------------------------------
+def run(*args):
+    res = CliRunner().invoke(cli, list(args))
+    return res.exit_code, res.output
+
+
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("split") / "r.json"
+    save_report(one_ipu(), str(path))
+    return str(path)
+
+
+def test_command_text_and_json(report_file):
+    code, out = run("split", report_file, "--ipus", "2")
+    assert code == 0 and "split over 2 IPUs at layer" in out and "assumes:" in out
+    code, out = run("split", report_file, "--ipus", "2", "--json")
+    doc = json.loads(out)
+    assert doc["ipus"] == 2 and len(doc["stages"]) == 2 and doc["assumptions"]
+    code, out = run("split", report_file)
+    assert code == 0 and "every stage fits" in out
+
+
+def error_line(args):
+    from tilemem.cli import main
+
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(list(args))
+    return rc, err.getvalue().strip()
+
+
+@pytest.mark.parametrize("ipus,words", [("0", "at least one IPU"),
+                                        ("99", "more IPUs than the 13 units")])
+def test_bad_ipus(report_file, ipus, words):
+    rc, line = error_line(["split", report_file, "--ipus", ipus])
+    assert rc == 2 and line.startswith(f"tilemem: error: {report_file}: ") and words in line
+    assert "\n" not in line and "Traceback" not in line
+
+
+def test_already_split_over_more_ipus(tmp_path):
+    path = str(tmp_path / "p.json")
+    save_report(generate_report("mk1", tiles=8, steps=60, seed=1, splits=(3,)), path)
+    rc, line = error_line(["split", path, "--ipus", "1"])
+    assert rc == 2 and "already split over 2 IPUs" in line and "--ipus" in line
+    code, out = run("split", path)
+    assert code == 0 and "tightest stage: IPU" in out and "(report: " in out
+
+
+def test_empty_and_unallocated_only(tmp_path):
+    path = str(tmp_path / "u.json")
+    r = Report.from_columns(var_id=[4], tile=[0], size=[8], alignment=[4], offset=[0],
+                            category=["variable"], eq_class=[0], interference=[[]],
+                            allocated=[False], target=MK1.with_tiles(1))
+    save_report(r, path)
+    rc, line = error_line(["split", path, "--ipus", "2"])
+    assert rc == 2 and "no allocated variables" in line
+    path2 = str(tmp_path / "al.json")
+    r2 = Report.from_columns(var_id=[0], tile=[0], size=[8], alignment=[4], offset=[0],
+                             category=["stack"], eq_class=[0], interference=[[]],
+                             always_live=[1], target=MK1.with_tiles(1))
+    save_report(r2, path2)
+    rc, line = error_line(["split", path2, "--ipus", "2"])
+    assert rc == 2 and "only always-live" in line
+
+
+def test_no_layer_names_says_what_was_used(tmp_path):
+    rows = [(n.replace("layer", "part").replace("0", "a").replace("1", "b").replace("2", "c"),
+             *rest) for n, *rest in HAND]
+    m = SplitModel(interval_report(rows))
+    assert m.units.source.startswith("tensor name prefixes")
+    assert m.units.labels == ["parta", "partb", "partc"]   # by where their data comes alive
+    anon = [("t%s" % "abcdefghi"[k], *rest) for k, (_, *rest) in enumerate(HAND)]
+    m2 = SplitModel(interval_report([(n.replace("t", ""), *rest) for n, *rest in anon]))
+    assert m2.L >= 2
+    # one name prefix for everything: the classes in program order, grouped
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    one = [("model/" + words[k] if k < 8 else n, *rest) for k, (n, *rest) in enumerate(HAND)]
+    m3 = SplitModel(interval_report(one))
+    assert m3.units.source.startswith("program order of classes") and m3.L >= 2
+    assert len(best_split(m3, 2).stages) == 2
+    path = str(tmp_path / "n.json")
+    save_report(interval_report(rows), path)
+    code, out = run("split", path, "--ipus", "2")
+    assert code == 0 and "tensor name prefixes (no layer numbers)" in out
+
+
+@pytest.mark.parametrize("args,words", [(["--splits", "4,99"], "increasing layer numbers"),
+                                        (["--splits", "4,x"], "not layer numbers"),
+                                        (["--splits", "4", "--ipus", "3"], "make 2 stages")])
+def test_generate_bad_splits_is_one_line(tmp_path, args, words):
+    rc, line = error_line(["generate", "--tiles", "8", "--steps", "120", *args,
+                           "-o", str(tmp_path / "x.json")])
+    assert rc == 2 and line.startswith("tilemem: error: ") and words in line
+    assert "\n" not in line and not (tmp_path / "x.json").exists()

@@ -1,0 +1,99 @@
+"""What a smaller micro-batch shrinks, told from the report's structure, not its names.
+
+A micro-batch half as large halves what is per sample: activations, their gradients, the
+buffers that carry them. It does not change what is per parameter: weights and optimiser
+state (*persistent*: live for the whole program), and what has their shape -- weight
+gradients, gradient accumulators (loop-carried, weight-sized), whatever a framework names
+them. So the criterion (inferred, ``INFERRED_PARAMETER_SHAPED``):
+
+- *persistent* tensors: alwaysLive model data (not code, stack or other categories Poplar
+  keeps for the program itself, only ``variable``), or, with class steps, a class live from
+  the program's first step to its last (``PERSISTENT_SLACK``); without steps, a class that
+  interferes with nearly every other class (``PERSISTENT_DEGREE`` of the most interfering
+  one);
+- *parameter-shaped* tensors: the same tiles as a persistent tensor (first tile and number of
+  tiles) and within ``SHAPE_TOLERANCE`` of its bytes (the same shape in another type is
+  mapped by the same rule onto the same tiles);
+- a micro-batch edit scales every other non-always-live ``variable``, ``message``,
+  ``rearrangement`` and ``outputEdge`` tensor.
+
+>>> from tilemem.model import Report
+>>> import numpy as np
+>>> r = Report.from_columns(var_id=range(6), tile=[0, 1, 0, 1, 0, 1],
+...     size=[40, 40, 40, 40, 8, 8], alignment=[4] * 6, offset=[0] * 6,
+...     category=["variable"] * 6, eq_class=[0, 0, 1, 1, 2, 3],
+...     interference=[[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]],
+...     always_live=[1, 1, 0, 0, 0, 0], names=["w#0", "w#1", "acc#0", "acc#1", "x#0", "y#1"],
+...     class_steps=np.array([[0, 10], [3, 8], [4, 6], [1, 7]]))
+>>> micro_batch_rows(r).tolist()    # w persistent, acc (any name) shaped like it: x, y scale
+[4, 5]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import Report
+
+#: Inferred: two tensors on the same tiles whose bytes differ by at most this share have the
+#: same shape (a weight and its gradient, its accumulator).
+SHAPE_TOLERANCE = 0.02
+#: With class steps: a class live from within this share of the program's steps of its
+#: first step to within it of its last is persistent (the steps that stream state in and
+#: out at either end are not the training loop).
+PERSISTENT_SLACK = 0.01
+#: Without class steps: a class interfering with at least this share of the most interfering
+#: class's neighbours is live for (nearly) the whole program.
+PERSISTENT_DEGREE = 0.95
+#: Categories of per-sample data (002's categories): model variables and the exchange
+#: buffers that carry them.
+PER_SAMPLE_CATEGORIES = ("variable", "message", "rearrangement", "outputEdge")
+
+
+def persistent_rows(r: Report) -> np.ndarray:
+    """Whether each row is persistent training state (see the module docstring)."""
+    var = np.isin(r.category, [k for k, c in enumerate(r.categories) if c == "variable"])
+    data = r.allocated & var
+    out = data & r.always_live
+    model = data & ~r.always_live
+    if not model.any():
+        return out
+    if r.class_steps is not None and len(r.class_steps) == r.num_classes:
+        s, e = r.class_steps[r.eq_class, 0], r.class_steps[r.eq_class, 1]
+        first, last = s[model].min(), e[model].max()
+        slack = PERSISTENT_SLACK * (last - first)
+        out |= model & (s <= first + slack) & (e >= last - slack)
+    else:
+        deg = np.diff(r.interference.indptr)[r.eq_class]
+        out |= model & (deg >= PERSISTENT_DEGREE * deg[model].max())
+    return out
+
+
+def micro_batch_rows(r: Report) -> np.ndarray:
+    """Rows a smaller micro-batch shrinks: per-sample tensors that are neither persistent
+    nor parameter-shaped (see the module docstring)."""
+    from ..model.names import tensor_keys
+
+    keys = tensor_keys(r)
+    _, code = np.unique(keys, return_inverse=True)
+    code = code.reshape(-1)
+    alloc = np.flatnonzero(r.allocated)
+    k = int(code.max()) + 1 if len(code) else 0
+    first = np.full(k, np.iinfo(np.int64).max)
+    np.minimum.at(first, code[alloc], r.tile[alloc])
+    ntiles = np.bincount(code[alloc], minlength=k)
+    total = np.bincount(code[alloc], r.size[alloc], minlength=k)
+    pers = np.zeros(k, bool)
+    pers[code[persistent_rows(r)]] = True
+    # parameter-shaped: a persistent tensor on the same tiles with nearly the same bytes
+    shaped = pers.copy()
+    sig = {}
+    for c in np.flatnonzero(pers).tolist():
+        sig.setdefault((int(first[c]), int(ntiles[c])), []).append(float(total[c]))
+    for c in np.flatnonzero(~pers & (ntiles > 0)).tolist():
+        for t in sig.get((int(first[c]), int(ntiles[c])), ()):
+            if abs(total[c] - t) <= SHAPE_TOLERANCE * t:
+                shaped[c] = True
+                break
+    per_sample = np.isin(r.category, [i for i, c in enumerate(r.categories)
+                                      if c in PER_SAMPLE_CATEGORIES])
+    return np.flatnonzero(r.allocated & ~r.always_live & per_sample & ~shaped[code])

@@ -1,0 +1,578 @@
+"""Where to split a program over IPUs: pipeline stages that fit, from one compilation's report.
+
+A program that does not fit one IPU is usually pipelined: its layers, in program order, cut
+into consecutive stages, one stage an IPU. From the report of the program compiled for fewer
+IPUs (typically one, out of memory), this module estimates every stage's maximum live bytes on
+its worst tile and chooses the split that minimises the worst stage.
+
+How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and listed in
+``ASSUMPTIONS``, printed with every answer):
+
+1. *Units.* The layers, in program order, from the tensor names (``Units``): the prefix up
+   to the first path component that ends in a number (``layer12``, ``encoder/block_3``),
+   ordered by their numbers; else the names' first components, ordered by where their data
+   first comes alive (the class steps) or by class id; else groups of classes in that order.
+   Tensors of no unit (the input, the labels, the loss, ...) go with the unit before the step
+   where they come alive, or, without steps, with every stage (an upper bound).
+2. *Re-mapping.* A stage recompiled on an IPU of as many tiles as the report's IPU maps each
+   tensor with the same linear mapping (003: the mapping follows from the number of elements,
+   the grain, the minimum per tile, the offset and the number of tiles, none of which the
+   split changes): each tensor's bytes stay on the same tile of its IPU.
+3. *Peak.* The stage's maximum live bytes per tile is the bound (the heaviest clique of the
+   stage's classes, ``tilemem.liveness.max_live_all``) with the report's interference
+   restricted to the stage's variables: a stage runs its part of the same program.
+4. *Always-live data.* Per-tile categories stay whole, step-scaled ones (control code, vertex
+   state, exchange code) shrink to the stage's share of the tile's variables.
+5. *What pipelining adds.* At a boundary, the activation the next stage reads (the tensor
+   of the earlier stage most recently defined and still live when the next stage begins) is
+   sent forward, and the gradient coming back (the later stage's tensor live when that
+   activation is last read that dies first; without steps: the activation's shape) is sent
+   back; each copy adds a send buffer on the source and a receive buffer and the copy on the
+   destination, mapped and live like the tensor. A stage keeps a stash of its input for the
+   micro-batches in flight, always live.
+
+The search over splits is ``tilemem.figures.splitsearch``.
+
+>>> from tilemem.generate import generate_report
+>>> r = generate_report("mk1", tiles=8, steps=60, seed=1, pressure=1.5)
+>>> m = SplitModel(r)
+>>> m.units.source, len(m.units.labels), m.units.labels[:3]
+('layer names', 7, ['layer0', 'layer1', 'layer2'])
+>>> peak, always_live, buffers = m.stage(0, 0, 3, 2)     # layers 0-2, first of 2 stages
+>>> bool(peak.max() > always_live.max() > 0), bool(buffers.max() > 0)
+(True, True)
+"""
+from __future__ import annotations
+
+import re
+
+import msgspec
+import numpy as np
+
+from ..errors import ReportError
+from ..model import Report
+from ..model.names import base_name, tensor_keys
+from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
+                     INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
+                     INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
+                     SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
+
+#: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
+#: many, and so on, until no tile left could beat the worst found.
+FIRST_TILES = 32
+#: Groups of classes when a report has no usable names.
+CLASS_GROUPS = 64
+
+ASSUMPTIONS = (
+    "each stage is recompiled on an IPU of as many tiles as the report's: every tensor keeps "
+    "its linear tile mapping (003), so its bytes stay on the same tile of its IPU",
+    "a stage's variables keep their lifetimes and interference (its part of the same "
+    "program); its maximum live bytes are the bound, not an allocation",
+    "always-live stack, vertex code, control ids and constants stay whole on every tile; "
+    "control code, vertex state and exchange code shrink to the stage's share of the tile's "
+    "variables",
+    "an inter-IPU copy adds a send buffer on the source and a receive buffer and the copy on "
+    "the destination, each mapped like the tensor copied (000, 002); with class steps the "
+    "buffers live one step, the copy of a stage's input until its first layer is done with "
+    "the micro-batch (past the gradient it sends back if that layer has work after it, a "
+    "weight update), the gradient's copy like the gradient; without steps each lives like "
+    "the tensor copied",
+    "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
+    "(one-forward-one-backward), always live",
+    "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
+)
+
+
+class Stage(msgspec.Struct, rename="camel"):
+    """One pipeline stage: its units (layers), its estimated maximum live bytes on its worst
+    tile (the bound), of them the always-live part and the buffers pipelining adds there, and
+    a verdict: ``fits``, ``close`` (within ``SPLIT_CLOSE_MARGIN`` below tileMemory) or
+    ``cannot fit``."""
+
+    ipu: int
+    first_unit: str
+    last_unit: str
+    units: int
+    worst_tile: int
+    max_live_bytes: int
+    always_live_bytes: int
+    buffer_bytes: int
+    verdict: str
+    actual_max_live_bytes: int | None = None
+
+
+class SplitAnswer(msgspec.Struct, rename="camel"):
+    """A split into ``ipus`` stages: ``split_points`` are the first units of stages 1.."""
+
+    ipus: int
+    tile_memory: int
+    tiles_per_ipu: int
+    units_from: str
+    units: int
+    split_points: list[str]
+    split_indices: list[int]
+    stages: list[Stage]
+    search: str
+    fits: bool
+    assumptions: list[str]
+    note: str = ""
+
+    @property
+    def worst(self) -> int:
+        return max(s.max_live_bytes for s in self.stages)
+
+
+def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
+    """``fits``, ``close`` or ``cannot fit`` for an estimated worst tile; ``close``: within
+    the estimate's measured error below tileMemory (``SPLIT_CLOSE_MARGIN``, or
+    ``SPLIT_CLOSE_MARGIN_NO_STEPS`` for a report without class steps).
+
+    >>> [verdict(b, 1000) for b in (900, 990, 1001)], verdict(900, 1000, steps=False)
+    (['fits', 'close', 'cannot fit'], 'close')
+    """
+    if max_live > tile_memory:
+        return "cannot fit"
+    margin = SPLIT_CLOSE_MARGIN if steps else SPLIT_CLOSE_MARGIN_NO_STEPS
+    return "close" if max_live > tile_memory * (1 - margin) else "fits"
+
+
+# ---- units: the layers in program order --------------------------------------------------
+class Units(msgspec.Struct):
+    """The units a split moves whole, in program order: ``labels``; ``of_row``: each row's
+    unit (``-1``: none); ``source``: what they were made of."""
+
+    labels: list
+    of_row: np.ndarray
+    source: str
+
+
+_NUMBERED = re.compile(r"^(.*?\d+)(?:/|$)")
+
+
+def _natural(label: str):
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label)]
+
+
+def tensor_codes_fast(r: Report) -> tuple[np.ndarray, list[str]]:
+    """``tilemem.model.names.tensor_codes`` by the names' hashes (``tensor_keys``,
+    compiled): every row's tensor as a code into distinct names. Two tensors share a code
+    only by a 64-bit hash collision.
+
+    >>> r = Report.from_columns(var_id=range(3), tile=[0, 1, 1], size=[4] * 3,
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0] * 3,
+    ...     interference=[[]], names=["w#0", "w#1", "x"])
+    >>> codes, names = tensor_codes_fast(r)
+    >>> [names[c] for c in codes.tolist()]
+    ['w', 'w', 'x']
+    """
+    _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), [base_name(r.name(int(i))) for i in first]
+
+
+def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None,
+                  codes: np.ndarray, names: list) -> Units:
+    """The units of ``r`` (see the module docstring); ``model_rows``: the rows that may
+    belong to one; ``start``: every row's class start step (``None`` without steps);
+    ``codes``, ``names``: every row's tensor (``tensor_codes_fast``)."""
+    n_rows = r.num_vars
+    numbered = [(_NUMBERED.match(n) or [None, None])[1] for n in names]
+    present = np.unique(codes[model_rows]).tolist()
+    labels = sorted({numbered[c] for c in present if numbered[c]}, key=_natural)
+    model_bytes = r.size[model_rows].sum()
+    if len(labels) >= 2:
+        idx = {k: i for i, k in enumerate(labels)}
+        code_unit = np.array([idx.get(k, -1) if k else -1 for k in numbered], np.int64)
+        of_row = code_unit[codes]
+        covered = r.size[model_rows][of_row[model_rows] >= 0].sum()
+        if covered >= 0.5 * model_bytes:
+            return Units(labels, of_row, "layer names")
+    model = np.zeros(n_rows, bool)
+    model[model_rows] = True
+    first = [n.split("/", 1)[0] for n in names]
+    keys = sorted(set(np.array(first, object)[np.unique(codes[model_rows])].tolist()))
+    where = start if start is not None else r.eq_class
+    if len(keys) >= 2:
+        idx = {k: i for i, k in enumerate(keys)}
+        of_row = np.array([idx.get(k, -1) for k in first], np.int64)[codes]
+        of_row[~model] = -1
+        pos = np.full(len(keys), np.iinfo(np.int64).max)
+        np.minimum.at(pos, of_row[model_rows], where[model_rows])
+        order = np.argsort(pos, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        of_row = np.where(of_row >= 0, rank[np.maximum(of_row, 0)], -1)
+        return Units([keys[i] for i in order], of_row, "tensor name prefixes (no layer numbers)")
+    # program order of classes, in groups of about equal bytes
+    cls = r.eq_class[model_rows]
+    c_pos = np.full(max(r.num_classes, 1), np.iinfo(np.int64).max)
+    np.minimum.at(c_pos, cls, where[model_rows])
+    c_bytes = np.bincount(cls, r.size[model_rows], minlength=len(c_pos))
+    order = np.argsort(c_pos, kind="stable")
+    cum = np.cumsum(c_bytes[order]) / max(c_bytes.sum(), 1)
+    groups = min(CLASS_GROUPS, int((c_bytes > 0).sum()))
+    group_of = np.empty(len(c_pos), np.int64)
+    group_of[order] = np.minimum((cum * groups).astype(np.int64), groups - 1)
+    _, group_of = np.unique(group_of, return_inverse=True)
+    of_row = np.full(n_rows, -1, np.int64)
+    of_row[model_rows] = group_of[cls]
+    k = int(of_row.max()) + 1
+    return Units([f"classes#{i}" for i in range(k)], of_row,
+                 "program order of classes (no tensor names to group)")
+
+
+# ---- the model ---------------------------------------------------------------------------
+class SplitModel:
+    """What every stage estimate of a report needs, computed once (see the module
+    docstring). A pipelined report is folded onto one IPU's tiles, the buffers of its
+    pipelining left out."""
+
+    def __init__(self, r: Report):
+        from dataclasses import replace
+
+        tm = r.target
+        self.source_ipus = tm.num_ipus
+        self.tiles = tm.ipu_tiles
+        codes, names = tensor_codes_fast(r)
+
+        def of_cats(want):
+            return np.isin(r.category, [k for k, c in enumerate(r.categories) if want(c)])
+
+        old = np.array([n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names],
+                       bool)[codes]
+        old |= of_cats(lambda c: c == "globalMessage" or c.startswith("globalExchange"))
+        self.ipu_of_row = np.where(r.allocated, r.tile // self.tiles, -1)
+        if self.source_ipus > 1:  # per-tile always-live data once (IPU 0's), not per IPU
+            old |= (r.always_live & of_cats(lambda c: c in INFERRED_PER_TILE_ALWAYS_LIVE)
+                    & (self.ipu_of_row > 0))
+        if self.source_ipus > 1 or old.any():
+            allocated = r.allocated & ~old
+            tile = np.where(allocated, r.tile % self.tiles, -1)
+            r = replace(r, tile=tile, allocated=allocated, target=tm.with_tiles(self.tiles),
+                        _tile_index=None, _cache={k: v for k, v in r._cache.items()
+                                                  if k in ("sorted_interference",
+                                                           "tensor_keys")})
+        self.r = r
+        alive = r.allocated & (r.size > 0)
+        model = alive & ~r.always_live
+        self.start = self.end = None
+        if r.class_steps is not None and len(r.class_steps) == r.num_classes:
+            self.start = r.class_steps[r.eq_class, 0]
+            self.end = r.class_steps[r.eq_class, 1]
+        named_al = alive & r.always_live
+        self.units = program_units(r, np.flatnonzero(model), self.start, codes, names)
+        u = self.units.of_row
+        L = self.L = len(self.units.labels)
+        if L == 0:
+            raise ReportError("no model variables (only always-live data): nothing to split",
+                              field="vars")
+        self.codes = codes
+        # unit positions and persistent data (alive from the program's first step)
+        if self.start is not None:
+            first = int(self.start[model].min())
+            self.persistent = model & (self.start <= first)
+            self.pos = np.full(L, np.iinfo(np.int64).max)
+            late = model & (u >= 0) & ~self.persistent
+            np.minimum.at(self.pos, u[late], self.start[late])
+        else:
+            deg = np.diff(r.interference.indptr)
+            cdeg = deg[r.eq_class]
+            self.persistent = model & (cdeg >= 0.95 * cdeg[model].max())
+            self.pos = None
+        # tensors of no unit: anchored to the unit before them (with steps) or everywhere
+        shared = model & (u < 0)
+        self.anchor = np.full(r.num_vars, -1, np.int64)
+        if self.pos is not None and shared.any():
+            order = np.argsort(self.pos, kind="stable")
+            k = np.searchsorted(self.pos[order], self.start[shared], "right") - 1
+            self.anchor[shared] = np.where(k >= 0, order[np.maximum(k, 0)], 0)
+        self.anchor[model & (u >= 0)] = u[model & (u >= 0)]
+        self.anchor[named_al & (u >= 0)] = u[named_al & (u >= 0)]
+        self.everywhere = shared & (self.anchor < 0)
+        # always-live data of no unit: kept whole, or shared out by the tile's variables
+        other_al = named_al & (u < 0)
+        self.step_scaled = other_al & of_cats(lambda c: c in INFERRED_STEP_SCALED_ALWAYS_LIVE)
+        self.whole = other_al & ~self.step_scaled
+        # per tile, per unit: variables (the share of always-live data) and bytes (the bound)
+        T = self.tiles
+        counted = model & (self.anchor >= 0)
+        key = self.anchor[counted] * T + r.tile[counted]
+        self.count = np.zeros((L + 1, T))
+        self.count[1:] = np.cumsum(np.bincount(key, minlength=L * T).reshape(L, T), axis=0)
+        self.count_all = np.bincount(r.tile[model], minlength=T).astype(float)
+        self.count_every = np.bincount(r.tile[self.everywhere], minlength=T).astype(float)
+        counted_b = alive & (self.anchor >= 0)
+        keyb = self.anchor[counted_b] * T + r.tile[counted_b]
+        self.bytes = np.zeros((L + 1, T))
+        self.bytes[1:] = np.cumsum(np.bincount(keyb, r.size[counted_b], minlength=L * T)
+                                   .reshape(L, T), axis=0)
+        self.al_whole = np.bincount(r.tile[self.whole], r.size[self.whole], minlength=T)
+        self.al_scaled = np.bincount(r.tile[self.step_scaled], r.size[self.step_scaled],
+                                     minlength=T)
+        self.every_bytes = np.bincount(r.tile[self.everywhere], r.size[self.everywhere],
+                                       minlength=T)
+        self._crossings()
+        self._evals: dict = {}
+
+    # ---- what crosses each boundary --------------------------------------------------------
+    def _crossings(self) -> None:
+        """Per boundary ``j`` (first unit of a stage): ``fwd[j]`` the rows of the activation
+        sent forward, ``bwd[j]`` of the gradient sent back; ``input0`` the program's input
+        (stashed by the first stage). Worked out per tensor (a tensor's variables share a
+        lifetime), from the rows that are model data and not persistent."""
+        r, L = self.r, self.L
+        cand = np.flatnonzero(r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent)
+        order = np.argsort(self.codes[cand], kind="stable")
+        rows = cand[order]
+        tcode, first = np.unique(self.codes[rows], return_index=True)
+        ptr = np.append(first, len(rows))
+        lead = rows[first]                      # a row of each tensor: its class, its unit
+        t_bytes = np.add.reduceat(r.size[rows], first) if len(rows) else np.zeros(0)
+        t_unit = self.anchor[lead]
+        t_named = self.units.of_row[lead] >= 0
+
+        def rows_of(k):
+            return np.sort(rows[ptr[k]:ptr[k + 1]])
+
+        def largest(mask):
+            k = np.flatnonzero(mask)
+            if not len(k):
+                return np.zeros(0, np.int64)
+            return rows_of(int(k[np.argmax(t_bytes[k])]))
+
+        self.fwd = [np.zeros(0, np.int64)] * (L + 1)
+        self.bwd = [np.zeros(0, np.int64)] * (L + 1)
+        if self.start is None:
+            # no steps: the activation is a per-sample tensor of an earlier unit that a
+            # vertex of unit j reads (an element or region constraint between the two:
+            # fields of one vertex, 004) or of unit j - 1, live through most of unit j's
+            # classes
+            from .batch import SHAPE_TOLERANCE, micro_batch_rows
+
+            per = np.zeros(len(tcode), bool)
+            ms = micro_batch_rows(r)
+            pos = np.searchsorted(tcode, self.codes[ms])
+            ok = (pos < len(tcode)) & (tcode[np.minimum(pos, len(tcode) - 1)]
+                                       == self.codes[ms])
+            per[pos[ok]] = True
+            pairs = [c.row_ids() for c in (r.element_constraints, r.region_constraints)]
+            src = np.concatenate(pairs)
+            dst = np.concatenate([r.element_constraints.indices, r.region_constraints.indices])
+            # constraint entries and candidate rows grouped by unit (one pass each)
+            by_dst = np.argsort(self.anchor[dst], kind="stable")
+            dst_ptr = np.searchsorted(self.anchor[dst][by_dst], np.arange(L + 1))
+            by_row = np.argsort(self.anchor[rows], kind="stable")
+            row_ptr = np.searchsorted(self.anchor[rows][by_row], np.arange(L + 1))
+
+            def most_live_through(cand, j, near=1.0):
+                """Of tensors ``cand``, the largest of those interfering with most classes
+                of unit j (with ``near`` of the most)."""
+                j_cls = np.unique(r.eq_class[rows[by_row[row_ptr[j]:row_ptr[j + 1]]]])
+                hits = np.array([np.isin(r.interference.row(int(r.eq_class[lead[c]])),
+                                         j_cls).sum() for c in cand])
+                best = cand[hits >= near * hits.max()]
+                return rows_of(int(best[np.argmax(t_bytes[best])]))
+
+            # the program's input: the largest per-sample tensor of no unit live through
+            # at least half as many of unit 0's classes as the most (the labels may be more)
+            cand0 = np.flatnonzero(per & (t_unit < 0))
+            self.input0 = (most_live_through(cand0, 0, 0.5) if len(cand0)
+                           else largest(t_unit < 0))
+            for j in range(1, L):
+                mine = by_dst[dst_ptr[j]:dst_ptr[j + 1]]
+                read = np.unique(self.codes[src[mine]])
+                k = np.searchsorted(tcode, read)
+                k = k[(k < len(tcode)) & (tcode[np.minimum(k, len(tcode) - 1)] == read)]
+                near = np.zeros(len(tcode), bool)
+                near[k] = True
+                near &= per & (t_unit < j) & (t_unit >= 0)
+                # of those and unit j - 1's per-sample tensors: the one live through most
+                # of unit j's classes (its forward; a gradient of j - 1 is made after them)
+                cand = np.flatnonzero(near | (per & (t_unit == j - 1)))
+                if not len(cand):
+                    cand = np.flatnonzero(t_unit == j - 1)
+                if len(cand):
+                    self.fwd[j] = most_live_through(cand, j)
+                # the gradient sent back has the activation's shape: unit j's per-sample
+                # tensor of its bytes (within SHAPE_TOLERANCE), else the activation's rows
+                xb = r.size[self.fwd[j]].sum()
+                same = per & (t_unit == j) & (np.abs(t_bytes - xb) <= SHAPE_TOLERANCE * xb)
+                self.bwd[j] = largest(same) if same.any() else self.fwd[j]
+            return
+        s, e = self.start[lead], self.end[lead]
+        t0 = self.pos[0]
+        self.input0 = largest(~t_named & (s < t0) & (e > t0))
+        self.back = np.zeros(L + 1, np.int64)
+        self.copy_end = np.zeros(L + 1, np.int64)
+        for j in range(1, L):
+            t = self.pos[j]
+            live = (t_unit < j) & (t_unit >= 0) & (s < t) & (e > t)
+            if not live.any():
+                continue
+            x = largest(live & (s == s[live].max()))
+            self.fwd[j] = x
+            last_use = int(self.end[x].max()) - 1
+            back = (t_unit >= j) & (s <= last_use) & (e > last_use)
+            g = largest(back & (e == e[back].min())) if back.any() else np.zeros(0, np.int64)
+            self.bwd[j] = g
+            # when the later stage is done with a micro-batch: the earlier stage's backward
+            # begins (its last unit's first class after the gradient is made)
+            tg = int(self.start[g].min()) if len(g) else last_use
+            later = (t_unit == j - 1) & (s > tg)
+            self.back[j] = int(s[later].min()) if later.any() else last_use + 1
+            # the copy of the stage input: read until the stage's first unit is done with
+            # the micro-batch: past the gradient it sends back only if that unit has work
+            # after it (a weight update, which reads the input), else until the gradient
+            after = (t_unit == j) & (s > tg) & (s < self.back[j])
+            self.copy_end[j] = self.back[j] if after.any() else tg + 1
+
+    def _buffers(self, i: int, j: int):
+        """The buffers stage ``[i, j)`` holds for its boundaries, with steps: ``(rows,
+        [start, end))`` each, a class of its own live over that interval (the rows give the
+        mapping and the bytes). A send buffer lives from packing to the exchange, a receive
+        buffer from the exchange to unpacking, the copy from then until its stage is done
+        with the micro-batch (see ``_crossings``)."""
+        out = []
+        if i > 0 and len(self.fwd[i]):
+            p, back = int(self.pos[i]), int(self.back[i])
+            out += [(self.fwd[i], p, p + 1),
+                    (self.fwd[i], p, max(int(self.copy_end[i]), p + 1))]
+            if len(self.bwd[i]):
+                out.append((self.bwd[i], back - 1, back))
+        if j < self.L and len(self.fwd[j]):
+            p, back = int(self.pos[j]), int(self.back[j])
+            out.append((self.fwd[j], p - 1, p))
+            if len(self.bwd[j]):
+                e = int(self.end[self.bwd[j]].max())
+                out += [(self.bwd[j], back, back + 1), (self.bwd[j], back, max(e, back + 1))]
+        return out
+
+    # ---- one stage -------------------------------------------------------------------------
+    def stage(self, s: int, i: int, j: int, n: int) -> tuple[np.ndarray, np.ndarray,
+                                                            np.ndarray]:
+        """Stage ``s`` of ``n`` holding units ``[i, j)``: per tile of its IPU the estimated
+        maximum live bytes, the always-live part and the bytes pipelining adds:
+        ``(max_live, always_live, buffers)``."""
+        key = (s, i, j, n)
+        if key in self._evals:
+            return self._evals[key]
+        from .whatif import changed_report
+        from ..liveness import max_live_all
+
+        r, T = self.r, self.tiles
+        a = self.anchor
+        mult = ((a >= i) & (a < j)).astype(np.float64)
+        mult[self.everywhere] = 1.0
+        mult[self.whole] = 1.0
+        own = self.count[j] - self.count[i] + self.count_every
+        share = np.divide(own, self.count_all, out=np.ones(T), where=self.count_all > 0)
+        mult[self.step_scaled] = share[r.tile[self.step_scaled]]
+        extra = np.zeros(r.num_vars)
+        if self.start is None:  # buffers live like the tensor copied (an upper bound)
+            if i > 0:       # the activation comes in, the gradient goes back
+                extra[self.fwd[i]] += INFERRED_COPY_ON_DESTINATION
+                extra[self.bwd[i]] += INFERRED_COPY_ON_SOURCE
+            if j < self.L:  # the activation goes out, the gradient comes back
+                extra[self.fwd[j]] += INFERRED_COPY_ON_SOURCE
+                extra[self.bwd[j]] += INFERRED_COPY_ON_DESTINATION
+        size = np.ceil(r.size * (mult + extra)).astype(r.size.dtype)
+        size[~r.allocated] = r.size[~r.allocated]
+        buffers = np.bincount(r.tile[extra > 0], (r.size * extra)[extra > 0], minlength=T)
+        buffers = buffers.astype(np.float64)
+        # only the stage's variables: every tile's class graph keeps only its classes
+        changed = changed_report(r, size, r.allocated & (size > 0))
+        if self.start is not None:
+            bufs = self._buffers(i, j)
+            for rows, _, _ in bufs:
+                buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
+            changed = _with_buffers(changed, bufs, r)
+        inp = self.input0 if i == 0 else self.fwd[i]
+        depth = inferred_stash_depth(s, n)
+        stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
+        # the bound tile by tile, those with the most bytes first, until no tile left can
+        # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
+        upper = self.proxy_tiles(s, i, j, n)
+        order = np.argsort(-upper, kind="stable")
+        peak = np.zeros(T, np.int64)
+        al = np.zeros(T, np.int64)
+        done = 0
+        while done < T:
+            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
+            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
+                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
+            done += len(batch)
+            if done < T and upper[order[done]] <= (peak + stash).max():
+                break
+        out = (peak + stash.astype(np.int64), al + stash.astype(np.int64),
+               (buffers + stash).astype(np.int64))
+        self._evals[key] = out
+        return out
+
+    def worst(self, s, i, j, n) -> int:
+        return int(self.stage(s, i, j, n)[0].max())
+
+    def proxy(self, s: int, i: int, j: int, n: int) -> float:
+        """A cheap upper bound of stage ``s``'s worst tile (``proxy_tiles``)."""
+        return float(self.proxy_tiles(s, i, j, n).max())
+
+    def proxy_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
+        """A cheap upper bound of stage ``s``'s estimate on every tile: all its bytes live
+        at once (always-live data whole, every buffer, the stash)."""
+        b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
+        r = self.r
+        inp = self.input0 if i == 0 else self.fwd[i]
+        for rows, k in ((inp, inferred_stash_depth(s, n)),
+                        (self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
+                        (self.bwd[i] if i else (), INFERRED_COPY_ON_SOURCE),
+                        (self.fwd[j] if j < self.L else (), INFERRED_COPY_ON_SOURCE),
+                        (self.bwd[j] if j < self.L else (), INFERRED_COPY_ON_DESTINATION)):
+            rows = np.asarray(rows, np.int64)
+            if k and len(rows):
+                b = b + k * np.bincount(r.tile[rows], r.size[rows], minlength=self.tiles)
+        return b
+
+
+def _with_buffers(r: Report, bufs: list, orig: Report) -> Report:
+    """``r`` with, for each ``(rows, start, end)`` of ``bufs``, copies of ``rows`` in a new
+    class live over ``[start, end)``: it interferes with every class whose steps overlap
+    that interval (the steps' hull: a superset of the program's interference); ``orig``:
+    the report the rows are copied from (``r`` may have them off their tiles)."""
+    from dataclasses import replace
+
+    from ..model import Csr, symmetric_closure
+
+    if not bufs:
+        return r
+    C = r.num_classes
+    rows = np.concatenate([b[0] for b in bufs])
+    new_cls = np.repeat(np.arange(C, C + len(bufs)), [len(b[0]) for b in bufs])
+    span = np.array([[b[1], b[2]] for b in bufs], np.int64)
+    steps = np.concatenate([r.class_steps, span])
+    src, dst = [r.interference.row_ids()], [r.interference.indices]
+    for k, (a, b) in enumerate(span.tolist()):
+        hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
+        hit = hit[hit != C + k]
+        src.append(np.full(len(hit), C + k))
+        dst.append(hit)
+    inter = symmetric_closure(C + len(bufs), np.concatenate(src), np.concatenate(dst))
+    k = len(rows)
+
+    def cat(col, src=None):
+        return np.concatenate([col, (col if src is None else src)[rows]])
+
+    def grow(csr):
+        return Csr(np.concatenate([csr.indptr, np.full(k, csr.indptr[-1])]), csr.indices)
+
+    return replace(
+        r, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
+        tile=cat(r.tile, orig.tile), size=cat(r.size, orig.size), alignment=cat(r.alignment),
+        offset=cat(r.offset, orig.offset),
+        category=cat(r.category), eq_class=np.concatenate([r.eq_class, new_cls]),
+        allocated=np.concatenate([r.allocated, np.ones(k, bool)]),
+        is_constant=cat(r.is_constant),
+        always_live=np.concatenate([r.always_live, np.zeros(k, bool)]),
+        executable=cat(r.executable), vertex_code=cat(r.vertex_code),
+        lowest_256kb=cat(r.lowest_256kb), in_interleaved_mem=cat(r.in_interleaved_mem),
+        name_offsets=np.concatenate([r.name_offsets, np.full(k, r.name_offsets[-1])]),
+        element_constraints=grow(r.element_constraints),
+        region_constraints=grow(r.region_constraints), interference=inter,
+        class_steps=steps, _tile_index=None, _cache={})

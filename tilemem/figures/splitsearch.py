@@ -1,0 +1,207 @@
+"""The search for ``tilemem split``: the split of a report's units into stages that minimises
+the worst stage's estimate (``tilemem.figures.split`` makes the estimate), the fewest stages
+that fit, and a report already pipelined answered per IPU.
+
+Every contiguous split is evaluated exactly when there are few (dynamic programming over the
+stages, ``EXACT_EVALUATIONS``); otherwise the split minimising a cheap upper bound (all of a
+stage's bytes live at once, ``SplitModel.proxy``) is found by bisection on the worst stage
+and then improved by moving the worst stage's boundaries while the exact estimate improves
+(up to ``REFINE_MAX_UNITS`` units).
+
+>>> from tilemem.generate import generate_report
+>>> m = SplitModel(generate_report("mk1", tiles=8, steps=60, seed=1, pressure=1.5))
+>>> a = best_split(m, 2)
+>>> len(a.stages), a.stages[0].first_unit, a.stages[1].last_unit == m.units.labels[-1]
+(2, 'layer0', True)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ReportError
+from ..model import Report
+from .split import ASSUMPTIONS, SplitAnswer, SplitModel, Stage, verdict
+
+#: Stage evaluations the exact search may spend (n stages x L(L+1)/2 ranges at most).
+EXACT_EVALUATIONS = 600
+#: Rounds of the improvement after the cheap search (each: the worst stage's boundaries
+#: moved by one unit, two stages estimated again per move).
+REFINE_ROUNDS = 2
+#: Above this many units the improvement is skipped: one unit is then under 1 % of a
+#: stage, less than the estimate's own error, and each move costs two stages' bounds.
+REFINE_MAX_UNITS = 200
+
+
+# ---- the search ----------------------------------------------------------------------------
+def _exact(m: SplitModel, n: int) -> list[int]:
+    """Boundaries minimising the worst stage, every split considered (dynamic programming
+    over stages: the worst of the first s stages ending at unit j)."""
+    L = m.L
+    INF = np.iinfo(np.int64).max
+    best = {(0, j): (m.worst(0, 0, j, n), 0) for j in range(1, L - n + 2)}
+    for s in range(1, n):
+        for j in range(s + 1, L - n + s + 2):
+            opts = [(max(best[(s - 1, i)][0], m.worst(s, i, j, n)), i)
+                    for i in range(s, j) if (s - 1, i) in best]
+            best[(s, j)] = min(opts) if opts else (INF, 0)
+    cuts, j = [], L
+    for s in range(n - 1, 0, -1):
+        j = best[(s, j)][1]
+        cuts.append(j)
+    return cuts[::-1]
+
+
+def _greedy(m: SplitModel, n: int, c: float) -> list[int] | None:
+    cuts, i = [], 0
+    for s in range(n - 1):
+        j = i + 1
+        while j < m.L - (n - 1 - s) and m.proxy(s, i, j + 1, n) <= c:
+            j += 1
+        if m.proxy(s, i, j, n) > c:
+            return None
+        cuts.append(j)
+        i = j
+    return cuts if m.proxy(n - 1, i, m.L, n) <= c else None
+
+
+def _cheap_then_refined(m: SplitModel, n: int) -> list[int]:
+    lo, hi = 0.0, m.proxy(0, 0, m.L, n) * 2 + 1
+    cuts = [round(k * m.L / n) for k in range(1, n)]
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        got = _greedy(m, n, mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, cuts = mid, got
+    # improve with exact estimates: move the worst stage's boundaries while it helps
+    def worst_of(cs):
+        b = [0] + cs + [m.L]
+        return max(m.worst(s, b[s], b[s + 1], n) for s in range(n))
+    best = worst_of(cuts)
+    for _ in range(REFINE_ROUNDS if m.L <= REFINE_MAX_UNITS else 0):
+        b = [0] + cuts + [m.L]
+        w = [m.worst(s, b[s], b[s + 1], n) for s in range(n)]
+        s = int(np.argmax(w))
+        tried = []
+        if s > 0 and b[s + 1] - b[s] > 1:
+            tried.append(cuts[:s - 1] + [cuts[s - 1] + 1] + cuts[s:])
+        if s < n - 1 and b[s + 1] - b[s] > 1:
+            tried.append(cuts[:s] + [cuts[s] - 1] + cuts[s + 1:])
+        scored = [(worst_of(t), t) for t in tried]
+        if not scored or min(scored)[0] >= best:
+            break
+        best, cuts = min(scored)
+    return cuts
+
+
+def best_split(m: SplitModel, n: int) -> SplitAnswer:
+    """The split of ``m``'s units into ``n`` stages with the smallest worst stage (see the
+    module docstring for the search)."""
+    if n < 1:
+        raise ReportError(f"--ipus {n}: at least one IPU", field="ipus")
+    if n > m.L:
+        raise ReportError(f"--ipus {n} is more IPUs than the {m.L} units ({m.units.source}) "
+                          "to split", field="ipus")
+    if n == 1:
+        cuts, how = [], "one stage"
+    elif n * m.L * (m.L + 1) // 2 <= EXACT_EVALUATIONS:
+        cuts, how = _exact(m, n), "exact: every split"
+    else:
+        cuts = _cheap_then_refined(m, n)
+        how = "bisection on an upper bound" + (", then improved" if m.L <= REFINE_MAX_UNITS
+                                               else "")
+    return answer(m, n, cuts, how)
+
+
+def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
+    """The answer for boundaries ``cuts`` (first units of stages 1..)."""
+    tm = m.r.target.tile_memory
+    b = [0] + list(cuts) + [m.L]
+    stages = []
+    for s in range(n):
+        peak, al, buf = m.stage(s, b[s], b[s + 1], n)
+        t = int(np.argmax(peak))
+        stages.append(Stage(ipu=s, first_unit=m.units.labels[b[s]],
+                            last_unit=m.units.labels[b[s + 1] - 1], units=b[s + 1] - b[s],
+                            worst_tile=t, max_live_bytes=int(peak[t]),
+                            always_live_bytes=int(al[t]), buffer_bytes=int(buf[t]),
+                            verdict=verdict(int(peak[t]), tm, m.start is not None)))
+    return SplitAnswer(
+        ipus=n, tile_memory=tm, tiles_per_ipu=m.tiles, units_from=m.units.source,
+        units=m.L, split_points=[m.units.labels[c] for c in cuts], split_indices=list(cuts),
+        stages=stages, search=how, fits=all(s.max_live_bytes <= tm for s in stages),
+        assumptions=list(ASSUMPTIONS)
+        + ([] if m.start is not None else
+           ["no class steps: tensors of no unit counted on every stage; the gradient sent "
+            "back has the shape of the activation"]))
+
+
+def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
+    """The fewest stages whose best split fits every stage under tileMemory (by the
+    estimate), up to ``most`` (default: one a unit); the last tried when none does."""
+    most = min(most or m.L, m.L)
+    a = None
+    for n in range(1, most + 1):
+        a = best_split(m, n)
+        if a.fits:
+            return a
+    return a
+
+
+# ---- a report already pipelined ------------------------------------------------------------
+def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAnswer:
+    """A pipelined report answered per IPU: its stages (each unit on the IPU holding most of
+    its bytes) estimated as ``best_split`` would, beside each IPU's actual maximum live bytes
+    (the bound on the report itself), the tightest stage named, and which boundary unit to
+    move to its lighter neighbour (when moving it lowers the worse of the two)."""
+    from ..liveness import max_live_all
+
+    n, L, T = m.source_ipus, m.L, m.tiles
+    u = m.units.of_row
+    have = (u >= 0) & r.allocated
+    ipu = np.zeros(L, np.int64)
+    key = u[have] * n + m.ipu_of_row[have]
+    per = np.bincount(key, r.size[have], minlength=L * n).reshape(L, n)
+    ipu = per.argmax(axis=1)
+    if np.any(np.diff(ipu) < 0) or len(np.unique(ipu)) != n:
+        raise ReportError(f"the units ({m.units.source}) are not in consecutive stages over "
+                          f"the report's {n} IPUs: cannot tell its split", field="tilesPerIPU")
+    cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
+    a = answer(m, n, cuts, "the report's own split")
+    bound = np.array([x.max_live_bytes for x in max_live_all(r, time_limit=time_limit)])
+    for s, st in enumerate(a.stages):
+        st.actual_max_live_bytes = int(bound[s * T:(s + 1) * T].max())
+    tight = int(np.argmax([st.actual_max_live_bytes for st in a.stages]))
+    moves = []
+    b = [0] + cuts + [L]
+    for nb, new in ((tight - 1, b[tight] + 1), (tight + 1, b[tight + 1] - 1)):
+        if not 0 <= nb < n or b[tight + 1] - b[tight] < 2:
+            continue
+        k = min(nb, tight)
+        moved = cuts[:k] + [new] + cuts[k + 1:]
+        bb = [0] + moved + [L]
+        pair = max(m.worst(x, bb[x], bb[x + 1], n) for x in (k, k + 1))
+        unit = m.units.labels[b[tight] if nb < tight else b[tight + 1] - 1]
+        moves.append((pair, unit, nb))
+    now = max(a.stages[x].max_live_bytes for x in range(max(tight - 1, 0), min(tight + 2, n)))
+    a.note = f"tightest stage: IPU {tight} ({a.stages[tight].actual_max_live_bytes:,} bytes " \
+             f"on its worst tile)"
+    if moves and min(moves)[0] < now:
+        pair, unit, nb = min(moves)
+        a.note += (f"; move {unit} to IPU {nb}: the worse of the two stages then "
+                   f"{pair:,} bytes by the estimate (now {now:,})")
+    return a
+
+
+def fewest_by_upper_bound(m: SplitModel, most: int) -> tuple[int, list[int]] | None:
+    """The fewest stages (up to ``most``) with a split whose every stage fits under
+    tileMemory by ``SplitModel.proxy`` (all of a stage's bytes live at once: an upper bound
+    of its estimate, so the split fits by the estimate too), and that split; ``None`` when
+    none does. Cheap: no bound is computed (``tilemem oom``'s next step)."""
+    tm = m.r.target.tile_memory
+    for n in range(1, min(most, m.L) + 1):
+        cuts = [] if n == 1 else _greedy(m, n, tm)
+        if cuts is not None and (n > 1 or m.proxy(0, 0, m.L, 1) <= tm):
+            return n, cuts
+    return None

@@ -1,0 +1,57 @@
+"""``tilemem split``'s answer as text: the split points, a line per stage, the assumptions.
+
+>>> from tilemem.figures.split import SplitAnswer, Stage
+>>> a = SplitAnswer(ipus=2, tile_memory=1000, tiles_per_ipu=4, units_from="layer names",
+...     units=4, split_points=["layer2"], split_indices=[2], search="exact: every split",
+...     fits=True, assumptions=["..."], stages=[
+...     Stage(0, "layer0", "layer1", 2, 3, 900, 100, 50, "fits"),
+...     Stage(1, "layer2", "layer3", 2, 0, 990, 120, 40, "close")])
+>>> print(split_view(a, "r.json", 7, None).splitlines()[0])
+r.json: split over 2 IPUs at layer2: every stage fits under tileMemory (1,000 bytes) by the estimate
+"""
+from __future__ import annotations
+
+from ..figures.split import SplitAnswer
+
+
+def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:
+    """The text of ``a`` for ``report``."""
+    at = ",".join(a.split_points)
+    if a.fits:
+        head = (f"every stage fits under tileMemory ({a.tile_memory:,} bytes) by the "
+                "estimate")
+    else:
+        bad = sum(s.verdict == "cannot fit" for s in a.stages)
+        head = (f"{bad} of {a.ipus} stages cannot fit under tileMemory ({a.tile_memory:,} "
+                "bytes): reduce data" + ("" if asked or a.note else
+                                         f" (no split fits on up to {a.ipus} IPUs)"))
+    where = (f"split over {a.ipus} IPUs at {at}" if a.split_points
+             else "on one IPU (no split)")
+    lines = [f"{report}: {where}: {head}",
+             f"  units: {a.units} from {a.units_from}; search: {a.search}; "
+             f"{a.tiles_per_ipu:,} tiles per IPU",
+             "",
+             f"  {'IPU':>3}  {'layers':<28} {'worst tile':>10} {'max live':>11} "
+             f"{'always-live':>11} {'buffers':>9} {'of tileMem':>10}  verdict"]
+    for s in a.stages:
+        span = s.first_unit if s.units == 1 else f"{s.first_unit} .. {s.last_unit}"
+        span = f"{span} ({s.units})"
+        share = s.max_live_bytes / a.tile_memory
+        actual = ("" if s.actual_max_live_bytes is None
+                  else f"  (report: {s.actual_max_live_bytes:,})")
+        lines.append(f"  {s.ipu:>3}  {span:<28} {s.worst_tile:>10} {s.max_live_bytes:>11,} "
+                     f"{s.always_live_bytes:>11,} {s.buffer_bytes:>9,} {share:>10.1%}  "
+                     f"{s.verdict}{actual}")
+    if a.note:
+        lines += ["", f"  {a.note}"]
+    lines += ["", "  max live: the bound on the stage's worst tile (no allocator does better); "
+              "buffers: what pipelining adds there (copies, stash)",
+              "  assumes:"]
+    lines += [f"  - {x}" for x in a.assumptions]
+    if a.split_indices:
+        lines += ["", "  layers are numbered from 0 in program order; with tilemem's generator, "
+                  "check it with: tilemem generate --splits "
+                  + ",".join(str(i) for i in a.split_indices)
+                  + (" --steps N --seed S (as the report was made)" if seed_steps is None
+                     else "")]
+    return "\n".join(lines)
