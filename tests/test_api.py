@@ -25,7 +25,7 @@ SEED = json.loads(SEED_PATH.read_text())
 #: The API of this version. A name leaves ``tilemem.__all__`` only into ``_DEPRECATED``.
 PUBLISHED = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
              "report", "plot", "ReportError", "Progress", "Liveness", "Check", "Figures",
-             "Diagnosis", "WhatIf", "Diff", "Allocation"]
+             "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split"]
 
 
 def run(argv) -> tuple[int, list[str], str]:
@@ -207,6 +207,7 @@ def test_tile_map_draws_every_variable_of_the_tile(mk1):
     (["oom", EXAMPLE, "--no-repack", "--json"], "tilemem.api", "diagnose"),
     (["what-if", EXAMPLE, "--scale", "*=2", "--json"], "tilemem.api", "what_if"),
     (["diff", EXAMPLE, EXAMPLE], "tilemem.api", "diff"),
+    (["split", EXAMPLE, "--ipus", "2"], "tilemem.api", "split"),
     (["alloc", EXAMPLE, "--tiles", "1", "--method", "heuristic", "--workers", "1"],
      "tilemem.api", "allocate"),
     (["plot", EXAMPLE, "--tile", "1", "--compare", "--method", "heuristic", "-o", "{tmp}/m.png"],

@@ -11,8 +11,9 @@ from ..errors import ReportError
 from .allocation import Allocation, Progress, allocate
 from .answers import Check, Diff, Figures, Liveness, check, diff, liveness, report
 from .loading import Report, load
+from .pipeline import Split, split
 from .program import Diagnosis, WhatIf, diagnose, what_if
 
 __all__ = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
            "report", "ReportError", "Progress", "Liveness", "Check", "Figures", "Diagnosis",
-           "WhatIf", "Diff", "Allocation"]
+           "WhatIf", "Diff", "Allocation", "split", "Split"]

@@ -23,42 +23,18 @@ def split(report, ipus, as_json):
 
     Example: tilemem split report.capnp --ipus 4
     """
-    from ..errors import ReportError
-    from ..figures.split import SplitModel
-    from ..figures.splitsearch import best_split, current_split, fewest_ipus
-    from ..load import load_report
+    from .. import api
     from ..text.split import split_view
-    from .guards import nothing_to_analyse
-    from .options import echo_json
 
-    if ipus is not None and ipus < 1:
+    if ipus is not None and ipus < 1:   # refused before the report is read
+        from ..errors import ReportError
+
         raise ReportError(f"--ipus {ipus}: a split needs at least one IPU", path=report,
                           field="--ipus")
-    r = load_report(report)
-    empty = nothing_to_analyse(r)
-    if empty:
-        raise ReportError(empty, path=report, field="vars")
-    try:
-        m = SplitModel(r)
-        have = m.source_ipus
-        if ipus is not None and ipus < have:
-            raise ReportError(f"--ipus {ipus}: the report is already split over {have} IPUs "
-                              f"(tilesPerIPU {r.target.ipu_tiles}); ask for {have} or more",
-                              field="--ipus")
-        if ipus is not None and ipus > m.L:
-            raise ReportError(f"--ipus {ipus} is more IPUs than the {m.L} units "
-                              f"({m.units.source}) to split", field="--ipus")
-        if have > 1 and ipus in (None, have):
-            a = current_split(m, r)
-        elif ipus is None:
-            a = fewest_ipus(m)
-        else:
-            a = best_split(m, ipus)
-    except ReportError as e:
-        if e.path is None:
-            e.path = report
-        raise
+    s = api.split(api.load(report), ipus)
     if as_json:
-        echo_json(a)
+        from .options import echo_json
+
+        echo_json(s.to_json())
     else:
-        click.echo(split_view(a, report, None, ipus))
+        click.echo(split_view(s.answer, report, None, ipus))
