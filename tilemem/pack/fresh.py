@@ -34,10 +34,8 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
     tight caps soonest) and keeps its layout: the variables live throughout at the top of
     both regions, those with lifetimes in two parts at the bottom of each. Bottom-up, the
     variables live throughout go to the bottom and those with lifetimes meet across the
-    regions' boundary, in one part: a layout whose first packing is looser (bottom-up
-    descents place the generated Mk2's seed-2 tiles left above 1% at 1.6-2 % above their
-    bound, top-down at 1.3 %) but that goes lower (3 s from either: 7 of those 16 tiles
-    within 1% from a fresh start, 1 from the run's allocations).
+    regions' boundary, in one part: a layout whose first packing is looser but that goes
+    lower.
 
     The first packing: bottom-up probes from first fit by size, at twice ``NEAR`` above
     ``lower`` and doubling, a fifth of the time at most each.

@@ -246,7 +246,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     if big and np.any(best >= tm) and lower <= tm:
         # would it fit? on a big tile the search's descents first (bottom-up and top-down,
         # stopped as soon as it fits): where the full search at tileMemory stalls, they
-        # often find a fit (tile 95 of seed 3 at pressure 1.05: fits after 2 s of them)
+        # often find a fit
         t_q = time.perf_counter()
         best, _, quick_note, lower = quick_search(p, best, lower, FIT_SHARE * time_limit,
                                                   seed=seed + 11, target=tm)
@@ -365,14 +365,11 @@ PROOF_SECONDS = 2.0
 #: From this many variables on, the exact portfolio gives a tile the search's descents
 #: (``quick_search``, ``QUICK_SHARE`` of its time) and then neighbourhoods solved exactly
 #: (``tilemem.pack.neighbourhood``) instead of the local search, the bisection and CP-SAT on
-#: the whole tile: on the generated Mk2 tiles (1,700-2,600 variables) CP-SAT's model is
-#: skipped as too large and the bisection's probes end "unknown". Measured on the six tiles
-#: of seed 1 left furthest above their bound by a default run (1.05-1.45 %): 5 s of the
-#: portfolio lowered them to 1.18-1.45 %, 5 s of neighbourhoods to 1.02-1.27 %, 5 s of
-#: descents to 0.18-0.94 % (neighbourhoods after 2.5 s of descents improved none of them).
-#: MiniMalloc's instances (up to ~320 buffers) stay with the whole-tile methods. The
-#: descents' share was 0.75: on the generated Mk2's seed-2 tiles left above 1%, the
-#: neighbourhoods after them improved 0-2 of 5-18 each, so they now get a tenth.
+#: the whole tile: on tiles that large CP-SAT's model is skipped as too large and the
+#: bisection's probes end "unknown", and the descents lower a tile furthest, then the
+#: neighbourhoods, then the whole-tile methods. MiniMalloc's instances (up to ~320 buffers)
+#: stay with the whole-tile methods. The descents take most of the time: the neighbourhoods
+#: after them seldom improve a tile.
 NEIGHBOURHOOD_VARIABLES = 1000
 QUICK_SHARE = 0.9
 #: The exact stage's descents on a big tile from the better of the fresh start and its
@@ -388,17 +385,13 @@ FIT_SHARE = 0.5
 
 #: The share of a big tile's descents in the exact stage that goes first to a fresh start
 #: (``_fresh_start``), the rest to descents from the better of it and the tile's allocation.
-#: All of it: a fresh start's descents stall after 0.8-1.6 s on the generated Mk2's seed-2
-#: tiles left above 1% (tile 1269, six seeds: 1.03-1.15 % at 0.8 s, two of them at 0.75 %
-#: at 1.6 s), and the descents from the better of the two found nothing after a fresh start
-#: of 0.6 of the share on seeds 2, 4 and 5 (none of 31-43 tiles; 11 of 46 on seed 3, which
-#: ends with every tile within 1% either way).
+#: All of it: a fresh start's descents need a second or two to reach their lowest, and the
+#: descents from the better of the two after a shorter fresh start seldom found anything.
 FRESH_SHARE = 1.0
 #: Deterministic runs measure the compiled search's work in nodes; a node costs about as much
-#: as the tile has variables, so a second of time limit buys this many nodes x variables.
-#: Measured (2 s runs, set-up included): 2,800-9,400 nodes/s on Mk2 tiles of 1,700-1,800
-#: variables (5-16 M), about 37,000 nodes/s on MiniMalloc's instances of 150-300 buffers
-#: (~10 M); the lower end keeps a deterministic run near its clocked time.
+#: as the tile has variables, so a second of time limit buys this many nodes x variables:
+#: the lower end of the rates measured, which keeps a deterministic run near its clocked
+#: time.
 SEARCH_NODE_VARIABLES_PER_SECOND = 5_000_000
 
 

@@ -72,37 +72,28 @@ NEAR = 0.01
 #: all, and the search ends about 2 % below either; the others cost a tenth of a tile's time).
 QUICK_HINT_ORDERS = 1
 #: The same with a valid allocation carried over from a neighbour (``tilemem.pack.carry``):
-#: the report's order alone. The carried one starts where the neighbour's search ended:
-#: on 120 tiles of the generated Mk2 seeds 2 and 4 in runs, the heuristic's first order
-#: beat both it and the report's order twice, by at most 0.09 % of the bound, and it costs
-#: a first fit (5-6 ms of a tile's 60-90 ms of set-up, ``benchmarks/setup.py``); the
-#: report's order is sometimes
-#: the best start of all (seed 4's tiles 48-55: 0.70 % against 1.03 % carried). Only when
-#: the carried allocation fits within ``CARRIED_NEAR`` of the bound: where neighbours are
-#: not alike (few twins), a carried allocation is a plain first fit, and the heuristic's
-#: order may well be better.
+#: the report's order alone. The carried one starts where the neighbour's search ended, so
+#: the heuristic's first order seldom beats both it and the report's order, and then by
+#: little, for the cost of a first fit; the report's order is sometimes the best start of
+#: all. Only when the carried allocation fits within ``CARRIED_NEAR`` of the bound: where
+#: neighbours are not alike (few twins), a carried allocation is a plain first fit, and the
+#: heuristic's order may well be better.
 CARRIED_HINT_ORDERS, CARRIED_NEAR = 0, 2 * NEAR
 #: Where ``quick_search`` probes first, as a share of ``NEAR``: a little below it, because a
 #: probe that finds no placement returns its best failed descent completed by first fit,
-#: which lands a little above the cap (``search.solver._completion``), so then often still within
-#: ``NEAR``. (On 43 sampled Mk2 tiles of a second seed: one descent per order at +1% placed
-#: 35 within 1%, at +0.8% with the completions 39; on 48 tiles of the first seed 48 and 48,
-#: each order doing as well or better.)
+#: which lands a little above the cap (``search.solver._completion``), so then often still
+#: within ``NEAR``.
 AIM = 0.8
 #: After a probe places the tile, the next cap is this share of the way from its end down
 #: to the bound (at least one byte lower).
 STEP = 0.5
 #: The part of the time left a probe may take, bottom-up and then top-down at the same cap:
-#: a stalled probe must leave time for the other direction and a looser cap. (On 57 seed-2
-#: Mk2 tiles at 0.25 s and 40 seed-1 tiles at 0.15 s, splits from 0.25 / 0.4 to
-#: 0.85 / 0.95 were none better than the noise; the smaller ones much worse.)
+#: a stalled probe must leave time for the other direction and a looser cap.
 PLAIN_PART, MIRROR_PART = 0.5, 0.85
 #: And at most this many seconds, about ten descents on a Mk2 tile: a cap that many
 #: descents have not placed seldom gives way with more, and with seconds to spend (the
 #: later passes, the exact stage's descents) half of them went to one stalled cap, so a
-#: tile whose 1% cap stalls never reached the looser caps that place it. (12 seed-2 tiles
-#: left above 1%, 2 s each: mean gap 1.32 % -> 0.93 %, the worst 3.9 % -> 1.6 %; 30
-#: random seed-1 tiles at 1 s: median 0.17 % either way.)
+#: tile whose 1% cap stalls never reached the looser caps that place it.
 PROBE_MAX_SECONDS = 0.3
 
 
@@ -131,10 +122,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     top-down, where a tile whose interleaved region is as full as the tile is tight), at
     the same cap except the first, where it aims at ``NEAR`` itself: its placements are
     pressed down after the reversal, so they end at or below their cap, while the AIM
-    below NEAR is for the bottom-up completions, which land above it. (On 40 of the
-    generated seed-2 Mk2 tiles that a default run with the mirror at the same cap left above
-    1%, two quick searches of 0.5 s brought 4 within 1% with the mirror at the same cap, 24
-    with it at NEAR; on 60 random tiles of seed 1, 60 either way.) The search's
+    below NEAR is for the bottom-up completions, which land above it. The search's
     arrays are built once (not counted in ``time_limit``: they cost about as much as one
     probe) and every result passes the guard. On a tile whose bound is past tileMemory the
     caps are past it too, and the search may place variables in the overflow zone
@@ -173,9 +161,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     if end < cap or step is not None:
         # a start already below the first cap (an allocation carried over from a similar
         # tile, a good heuristic order): its first probe halfway down to the bound, as
-        # after a probe that placed the tile, not just below its end (on 3 x 40 random
-        # Mk2 tiles of seeds 2 and 4 started from their neighbour's allocation, 0.13 s
-        # each: median gap 0.42-0.56 % against 0.48-0.59 %)
+        # after a probe that placed the tile, not just below its end (which lowers it less)
         cap = end - max(int((end - lower) * (step or STEP)), 1)
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under
@@ -207,10 +193,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             # tileMemory, which it cannot loosen past; or at the end, just below) gets other
             # random orders, not the same descents: the probe's static orders depend only on
             # the cap and the start, and a 0.3 s probe of a Mk2 tile is mostly them (five
-            # descents of about seven), whatever its seed. (The generated Mk2 seed 3 at
-            # pressure 1.05, tiles whose live data fits, the fit stage 3 s from a 0.2 s first
-            # pass, two seeds: of 15 left overflowing with the static orders repeated, 3 fit
-            # and 8 overflow less, none more.)
+            # descents of about seven), whatever its seed
             again = (int(c), mirrored, objective(p, best))
             r = solve_search(p, time_limit=budget, hint=best, capacity=int(c),
                              seed=seed + len(tried),
