@@ -18,7 +18,9 @@ from pack_oracle import (TINY_GEOMETRY, brute_force, examples, passes_both_check
 from pack_oracle import objective as oracle_objective
 from tilemem.model import Report
 from tilemem.pack import heuristic as heuristic_mod
+from tilemem.pack import fresh as fresh_mod
 from tilemem.pack import portfolio as portfolio_mod
+from tilemem.pack import quick as quick_mod
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.driver import allocate
 from tilemem.pack.guard import self_check
@@ -271,7 +273,7 @@ def test_near_stops_once_within_its_target(monkeypatch):
             return SimpleNamespace(offsets=at72.copy(), status="optimal", nodes=1)
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
-    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    monkeypatch.setattr(quick_mod, "solve_search", search)
     off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
     assert off.tolist() == at72.tolist() and status == "heuristic"
     # looser caps until one succeeds (65, 66, 68, 72), and no probe after it
@@ -321,12 +323,12 @@ def test_a_stalled_probes_completion_is_kept(monkeypatch):
         calls.append((capacity, enough))
         return SimpleNamespace(offsets=at72.copy(), status="unknown", nodes=1)
 
-    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    monkeypatch.setattr(quick_mod, "solve_search", search)
     off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
     assert off.tolist() == at72.tolist() and status == "heuristic"
     assert len(calls) == 1 and calls[0][0] < 72 and calls[0][1] == 72
     calls.clear()
-    monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(quick_mod, "solve_search", lambda *a, **k: SimpleNamespace(
         offsets=bad.copy(), status="unknown", nodes=1))
     off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2, target=72)
     assert off.tolist() == hint.tolist() and "rejected" in note
@@ -352,13 +354,13 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
             return SimpleNamespace(offsets=at64.copy(), status="optimal", nodes=1)
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
-    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    monkeypatch.setattr(quick_mod, "solve_search", search)
     off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at64.tolist() and status == "optimal", note
     near = 64 + int(64 * portfolio_mod.NEAR)
     assert calls == [(calls[0][0], False), (max(calls[0][0], near), True)], calls
     calls.clear()
-    monkeypatch.setattr(portfolio_mod, "solve_search", lambda *a, mirrored=False, **k: (
+    monkeypatch.setattr(quick_mod, "solve_search", lambda *a, mirrored=False, **k: (
         calls.append(mirrored) or SimpleNamespace(offsets=at64.copy(), status="optimal",
                                                   nodes=1)))
     off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
@@ -371,7 +373,7 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
     two = TileProblem.from_report(r, 0)
     tight = np.array([0, 500])
     calls.clear()
-    monkeypatch.setattr(portfolio_mod, "solve_search", lambda problem, time_limit, hint=None,
+    monkeypatch.setattr(quick_mod, "solve_search", lambda problem, time_limit, hint=None,
                         capacity=None, mirrored=False, **kw: (
         calls.append((capacity, mirrored)) or SimpleNamespace(
             offsets=tight.copy() if mirrored else None,
@@ -444,7 +446,7 @@ def test_a_cap_probed_again_from_the_same_start_is_a_repeat(monkeypatch):
         calls.append((capacity, mirrored, tuple(hint.tolist()), repeat))
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
-    monkeypatch.setattr(portfolio_mod, "solve_search", stalls)
+    monkeypatch.setattr(quick_mod, "solve_search", stalls)
     portfolio_mod.quick_search(two, np.array([0, 520]), 1000, 0.1)
     assert len(calls) > 4   # the caps end held just below the start's end, probed again
     seen = set()
@@ -471,14 +473,14 @@ def test_quick_search_with_a_step_comes_down_from_its_start(monkeypatch):
             return SimpleNamespace(offsets=at72.copy(), status="optimal", nodes=1)
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
-    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    monkeypatch.setattr(quick_mod, "solve_search", search)
     off, _, note, _ = portfolio_mod.quick_search(p, start, 64, 0.05, step=0.25)
     assert off.tolist() == at72.tolist()
     # 96 - 32 / 4 = 88 finds 72; then 72 - 8 / 4 = 70, bottom-up, then top-down
     assert calls[:3] == [(88, False), (70, False), (70, True)], calls
     calls.clear()
     portfolio_mod.quick_search(p, start, 64, 0.05)
-    assert calls[0] == (64 + max(1, int(64 * portfolio_mod.NEAR * portfolio_mod.AIM)), False)
+    assert calls[0] == (64 + max(1, int(64 * quick_mod.NEAR * quick_mod.AIM)), False)
 
 
 def test_a_fresh_start_is_valid_repeatable_and_reaches_the_only_layout():
@@ -537,8 +539,8 @@ def test_a_fresh_start_probes_a_cap_held_at_tile_memory_once(monkeypatch):
         caps.append(capacity)
         return SimpleNamespace(offsets=None, status="unknown", nodes=1)
 
-    monkeypatch.setattr(portfolio_mod, "first_fit", lambda p, order: bad.copy())
-    monkeypatch.setattr(portfolio_mod, "solve_search", search)
+    monkeypatch.setattr(fresh_mod, "first_fit", lambda p, order: bad.copy())
+    monkeypatch.setattr(fresh_mod, "solve_search", search)
     t0 = time.perf_counter()
     off, note = portfolio_mod._fresh_start(p, 64, 5.0, seed=0)
     assert off is None and note == "fresh start not found"

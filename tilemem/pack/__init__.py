@@ -15,8 +15,10 @@ One file per job, in the order the data flows:
 - ``mirror``: a tile with its addresses reversed, so that the search packs from the top down;
 - ``carry``: an allocation carried over from a similar (neighbouring) tile, as a start;
 - ``cpsat``: the OR-Tools CP-SAT model;
-- ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the quick
-  search, the search as a constructive method near the bound; the exact portfolio);
+- ``quick``: the quick search, the search as a constructive method near the bound;
+- ``fresh``: a big tile's fresh start, packed afresh bottom-up and lowered by the quick search;
+- ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the exact
+  portfolio);
 - ``driver``: a whole report (``allocate``: tile grouping, bounds, the worker processes);
 - ``result``: the objective and what packing returns.
 

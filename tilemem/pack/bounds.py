@@ -90,9 +90,9 @@ def alignment_padding(size, align) -> int:
     may serve several); the largest is the bound. Regions, elements and windows only add to
     it. (tests: brute force over every placement of small sets.)
 
-    On the generated Mk2 tiles, variables aligned to 16 with sizes of 8 mod 16 (interleaved
-    data) and to 8 with sizes of 4 mod 8, with few variables aligned to 4, force 80-88 bytes
-    at the peak (the eight seed-5 tiles measured).
+    Where variables aligned to 16 have sizes of 8 mod 16 (interleaved data) and those aligned
+    to 8 sizes of 4 mod 8, with few variables aligned to 4 to fill the gaps, the padding at
+    the peak is tens of bytes.
 
     >>> alignment_padding([24, 24, 24], [16, 16, 16])    # at 0, 32, 64: ends at 88 = 72 + 16
     16

@@ -65,10 +65,8 @@ def carry_over(report: Report, donor_tile: int, donor_offsets: np.ndarray,
     rest = rest[np.argsort(-p.size[rest], kind="stable")]
     # the variables without a twin last (they take what room is left), and first too when
     # one of them, placed last, ends highest: one whose element partners already sit in
-    # every memory element below the top lands in a new element above it all (11 % above
-    # on a seed-2 tile). Otherwise that second first fit rarely did better (120 tiles of
-    # seeds 2 and 4 in runs: 3 times of 71, by at most 0.07 % of the bound; with an
-    # unmatched variable on top 11 of 35).
+    # every memory element below the top lands in a new element above it all. Otherwise
+    # that second first fit rarely did better.
     last = _checked(p, first_fit(p, np.concatenate([mine, rest])))
     if not len(rest) or (last is not None and not _on_top(p, last, rest)):
         return last

@@ -203,8 +203,7 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
 
 
 #: CP-SAT's deterministic time per second of a ``deterministic`` run's time limit: on tile
-#: models its unit of work costs about 20-50 wall seconds (measured on generated Mk1 tiles
-#: with OR-Tools 9.x: 0.005-0.006 units in 0.1-0.2 s), so a limit is converted for the
+#: models its unit of work costs about 20-50 wall seconds, so a limit is converted for the
 #: deterministic run to take about as long as the clocked one.
 DETERMINISTIC_UNITS_PER_SECOND = 0.03
 

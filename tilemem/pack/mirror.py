@@ -7,11 +7,8 @@ interleaved region is as full as the tile (the heaviest interleaved clique nearl
 bound), the tight part is at the top: bottom-up descents spend the slack on the
 non-interleaved region first, and then strand a few interleaved variables. Reversed, the
 interleaved region is the bottom, and the same descents pack it first. Neither direction is
-better on every tile (on samples of 40 generated Mk2 tiles without steps, of three seeds, a
-0.5 s probe at the bound + 0.8% placed 35 / 30 / 35 tiles bottom-up and 29 / 35 / 37
-top-down; with failed descents' completions, 40 / 32 / 38 ended within 1% bottom-up and
-40 / 39 / 38 one way or the other), so the quick search tries both
-(``tilemem.pack.portfolio.quick_search``). It is the address-space counterpart of
+better on every tile, so the quick search tries both
+(``tilemem.pack.quick.quick_search``). It is the address-space counterpart of
 reading a program's time backwards (``benchmarks/minimalloc.py``'s mirrored column).
 
 The mirror of ``p``: with ``top`` = tileMemory rounded up to a multiple of every alignment, a

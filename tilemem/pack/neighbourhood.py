@@ -56,11 +56,8 @@ from .search.restrict import fixed_bans, solve_restricted
 #: 120 in a fraction of a second, which covers the top of a Mk2 tile's peak (700-800 live
 #: variables) for the few hundred bytes a cap asks to win; the search's descents place a few
 #: hundred in milliseconds (20-50 neighbourhoods of a Mk2 tile a second, their models built
-#: included, against CP-SAT's 2-4), and smaller ones, more of them, did better: on the 30
-#: seed-2 tiles a default run had left furthest above 1 % (full-interleaved tiles), 1 s of
-#: the exact stage each from a 0.3 s quick search,
-#: 100 freed: 8-9 within 1 % (median 1.08-1.12 %); 150: 6-8; 300: 4 (1.15-1.23 %); 600: 3;
-#: 60: 3.
+#: included, against CP-SAT's 2-4), and smaller ones, more of them, did better, down to
+#: about a hundred (fewer did worse again).
 MAX_FREE = {"search": 100, "cp-sat": 120}
 SOLVERS = tuple(MAX_FREE)
 #: Tries of each high variable's neighbourhood (growing each time) before a cap is eased,
@@ -71,9 +68,8 @@ MIN_STEP = MIN_ALIGNMENT
 #: Seconds a solver gets per neighbourhood (at most; less when the tile's time runs out).
 NEIGHBOURHOOD_SECONDS = {"search": 0.05, "cp-sat": 0.25}
 #: Descents the search makes on one neighbourhood before it is given up: another
-#: neighbourhood (or a smaller step) is the better use of the time than many more orders.
-#: On the 30 seed-2 tiles of ``MAX_FREE``, 1 s of the exact stage each: 3 descents, 2 within 1 %;
-#: 8, 4 (300 freed) and 8 (100 freed); 16, 8-9 (150 and 100 freed).
+#: neighbourhood (or a smaller step) is the better use of the time than many more orders,
+#: though fewer than this many did worse.
 NEIGHBOURHOOD_DESCENTS = 16
 
 
@@ -208,16 +204,12 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
 
     - "search": the search's short descents on the freed variables, the fixed ones as holes
       in their domains (``tilemem.pack.search.restrict.solve_restricted``), at most
-      ``NEIGHBOURHOOD_DESCENTS`` of them. Measured on the 30 seed-2 tiles of ``MAX_FREE``,
-      1 s of the exact stage (three quarters descents, then neighbourhoods) from a 0.3 s
-      quick search: 4 of them within 1 % of their bound (median 1.15 %) with 300 freed, 8-9
-      (1.08-1.12 %) with 100, against 2 (1.51 %) with CP-SAT, which solved 2-4
-      neighbourhoods a second and improved none, and 3 (1.30 %) with descents alone.
+      ``NEIGHBOURHOOD_DESCENTS`` of them: in the exact stage they bring more tiles within
+      1 % of their bound than CP-SAT's neighbourhoods or the descents alone, most with about
+      a hundred freed (``MAX_FREE``).
     - "cp-sat": a satisfaction problem, not an optimisation: CP-SAT stops at its first
       solution, which on the neighbourhoods of a Mk2 tile takes a fraction of a second where
-      minimising the freed variables' excess over the cap ran into every time limit
-      (measured on tile 940 of the generated seed-1 Mk2: 0.2-0.4 s against 2 s without a
-      proof).
+      minimising the freed variables' excess over the cap ran into every time limit.
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[8, 8, 8],
