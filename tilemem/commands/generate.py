@@ -30,7 +30,7 @@ import click
 @click.option("--pressure", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True,
               help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.9 none "
-                   "(measured with seed 0 on mk1 and mk2).")
+                   "(each family calibrated to it).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--available-memory-proportion", "amp", type=click.FloatRange(0, 1, min_open=True),
               default=0.6, show_default=True,

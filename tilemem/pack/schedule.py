@@ -332,8 +332,7 @@ class _SetUpClock:
     """What a task costs besides its search, as this process has measured it (the tile's
     problem, the heuristic, the search's arrays, the result): ``SETUP_SECONDS`` until
     ``enough`` tasks are measured, then their mean. An even share that subtracted too little
-    gave the first tiles of a pass more than their share and the last ones less (seed 2 of
-    the generated Mk2: 0.31 s a tile at the start, 0.14 s at the end).
+    gave the first tiles of a pass more than their share and the last ones less.
 
     >>> c = _SetUpClock(enough=2)
     >>> c.seconds() == SETUP_SECONDS
