@@ -29,8 +29,9 @@ import click
                    "610 mk1, 860 mk2 for transformer; times --ipus).")
 @click.option("--pressure", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True,
-              help="Multiplies tensor sizes: 1 leaves a few tiles out of memory, 0.9 none "
-                   "(each family calibrated to it).")
+              help="Multiplies tensor sizes, calibrated so that 1 leaves a few tiles out of "
+                   "memory (the transformer's tiles are alike: they go out of memory together, "
+                   "not one by one, as pressure grows).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--available-memory-proportion", "amp", type=click.FloatRange(0, 1, min_open=True),
               default=0.6, show_default=True,
