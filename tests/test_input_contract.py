@@ -447,3 +447,27 @@ def test_the_api_answers_on_every_kind_of_report(tmp_path, kind):
     assert not w.report.allocated.any() and w.summary.out_of_memory == 0
     assert tilemem.diff(tilemem.load(SEED_PATH), r).comparison.total.before == _seed_bytes()
     assert len(tilemem.liveness(r).tiles) == {"empty": 0, "unallocated": 0}.get(kind, 1)
+
+
+@pytest.mark.parametrize("fmt", ["json", "capnp"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ipus", [None, 2])
+def test_split_answers_or_refuses_in_one_line_on_every_kind_of_report(tmp_path, kind, fmt,
+                                                                      ipus):
+    """``tilemem split`` on an empty, unallocated-only, one-variable or partial report: a
+    report with nothing allocated is refused in one line (nothing to split); the others are
+    answered, or refused in one line where they hold fewer layers than IPUs asked."""
+    p = _kind_path(tmp_path, kind, fmt)
+    rc, lines, out = run(["split", p, "--json"] + ([] if ipus is None else ["--ipus", ipus]))
+    if kind in ("empty", "unallocated"):
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith("tilemem: error: ")
+        assert "nothing to analyse" in lines[0], lines
+        return
+    if rc == 2:
+        assert len(lines) == 1 and lines[0].startswith("tilemem: error: ") and ipus == 2, lines
+        assert "--ipus 2" in lines[0], lines
+        return
+    assert rc == 0 and not lines, (rc, lines)
+    doc = json.loads(out)
+    assert doc["ipus"] == len(doc["stages"]) >= 1
+    assert ipus is None or doc["ipus"] == ipus
