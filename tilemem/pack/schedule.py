@@ -272,8 +272,8 @@ class EvenShare:
     """A task's time as an equal share of what is left of a pass: the task at ``index`` of
     ``count`` gets the seconds until ``until`` times the ``workers``, over the tasks not yet
     started (in proportion to its ``weight`` among theirs, ``rest``, when given), less its
-    set-up (``SETUP_SECONDS``), between ``least`` and ``most``, and none once ``until`` is
-    past. Worked out
+    set-up (``SETUP_SECONDS``), between ``least`` and ``most`` (past the run's deadline
+    ``_solve`` gives it none). Worked out
     when the task starts, so a pass whose early tiles finish early gives the rest more. With
     ``revised``, the end is the driver's latest (``_FIRST_END``) where this process sees it.
 
@@ -281,7 +281,7 @@ class EvenShare:
     >>> EvenShare(until=110.0, index=0, count=100, workers=2, least=0.1, most=2.0).seconds(100.0)
     0.12
     >>> EvenShare(110.0, 99, 100, 2, 0.1, 2.0).seconds(109.0), EvenShare(110.0, 0, 100, 2, 0.1, 2.0).seconds(120.0)
-    (1.92, 0.0)
+    (1.92, 0.1)
     >>> EvenShare(110.0, 0, 100, 2, 0.1, 2.0, weight=3.0, rest=102.0).seconds(100.0)   # 3 of 102
     0.508235
     >>> _STARTED.value = 8   # counted: 8 of 10 tasks started, this one among them, 3 left
@@ -320,10 +320,6 @@ class EvenShare:
             rest = max(self.count - _STARTED.value + 1, 1)
             if rest <= self.run_rest:
                 workers = 1
-        if now >= until:
-            # the pass's time is spent: no search (the tile keeps the heuristic's or what it
-            # has), so that a report of many tiles still ends near its budget
-            return 0.0
         left = (until - now) * workers * self.weight / rest
         return round(min(max(left - _SETUP.seconds(), self.least), self.most), 6)
 
