@@ -218,7 +218,7 @@ class _Run:
             rest = np.cumsum(weight[::-1])[::-1]
             share = [EvenShare(until, i, len(todo), self.w, MIN_SHARE * quick,
                                QUICK_MAX_SHARE * quick, revised=True, weight=float(weight[i]),
-                               rest=float(rest[i]))
+                               rest=float(rest[i]), deadline=self.deadline)
                      for i in range(len(todo))]
             forecast = ReserveForecast(len(todo), near_capacity, self.w, span)
             _FIRST_END.value = self.deadline - forecast.seconds()

@@ -284,6 +284,8 @@ class EvenShare:
     (1.92, 0.1)
     >>> EvenShare(110.0, 0, 100, 2, 0.1, 2.0, weight=3.0, rest=102.0).seconds(100.0)   # 3 of 102
     0.508235
+    >>> EvenShare(110.0, 90, 100, 2, 0.1, 2.0, deadline=111.0).seconds(110.5)  # 1 s for 10
+    0.02
     >>> _STARTED.value = 8   # counted: 8 of 10 tasks started, this one among them, 3 left
     >>> EvenShare(110.0, 2, 10, 2, 0.1, 9.0, run_rest=3).seconds(100.0)   # all its run's: 10 / 3
     3.253333
@@ -308,6 +310,9 @@ class EvenShare:
     #: counted (``_STARTED``): the tasks not started yet instead of ``index``'s, and when
     #: they are all of this run, one worker's time (a run's tiles go one after the other)
     run_rest: int | None = None
+    #: the run's deadline: the floor ``least`` shrinks to what the run has left for the
+    #: tasks left
+    deadline: float | None = None
 
     def seconds(self, now: float) -> float:
         until = self.until
@@ -321,7 +326,13 @@ class EvenShare:
             if rest <= self.run_rest:
                 workers = 1
         left = (until - now) * workers * self.weight / rest
-        return round(min(max(left - _SETUP.seconds(), self.least), self.most), 6)
+        least = self.least
+        if self.deadline is not None:
+            # the floor only while the run's own time left covers it for the tasks left:
+            # on a report of many tiles the floor alone would outlast the budget
+            run_left = (self.deadline - now) * workers * self.weight / rest
+            least = min(least, max(run_left - _SETUP.seconds(), 0.0))
+        return round(min(max(left - _SETUP.seconds(), least), self.most), 6)
 
 
 class _SetUpClock:
