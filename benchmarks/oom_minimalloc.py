@@ -11,7 +11,11 @@ same with another checkout's tilemem (``--against DIR``, e.g. a worktree of an e
 and MiniMalloc's "Elapsed time" on the original CSV with its true lifetimes.
 
     python benchmarks/oom_minimalloc.py [--instances A,B,...] [--budget 60] [--against DIR]
-                                        [--minimalloc /path/to/minimalloc] [--dir DIR]
+                                        [--slack 0.02] [--minimalloc PATH] [--dir DIR]
+
+``--slack S``: tileMemory (and MiniMalloc's capacity) ``1 + S`` times the instance's, so that
+a fitting allocation need not be a tightest one: a run answering "does it fit?" can stop at
+the first fit, where one lowering the end goes on to the bound.
 """
 from __future__ import annotations
 
@@ -64,6 +68,8 @@ def main(argv=None) -> None:
     ap.add_argument("--instances", default="A,B,C,D,E,F")
     ap.add_argument("--budget", type=float, default=60.0, help="oom's --budget")
     ap.add_argument("--minimalloc", default=None, help="path to a MiniMalloc binary")
+    ap.add_argument("--slack", type=float, default=0.0,
+                    help="tileMemory this share above the instance's capacity")
     ap.add_argument("--against", type=Path, default=None,
                     help="another checkout whose tilemem runs the same reports")
     a = ap.parse_args(argv)
@@ -75,7 +81,8 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as d:
         for name in a.instances.split(","):
             csv = a.dir / f"{name}.{CAPACITY}.csv"
-            r, end = stacked_report(csv, CAPACITY)
+            capacity = int(CAPACITY * (1 + a.slack))
+            r, end = stacked_report(csv, capacity)
             path = Path(d) / f"{name}.capnp"
             save_report(r, path)
             wall, verdict = run_oom(path, a.budget)
@@ -84,7 +91,7 @@ def main(argv=None) -> None:
                 wall2, verdict2 = run_oom(path, a.budget, a.against)
                 line += f" {verdict2:<16} {wall2:7.2f}"
             if a.minimalloc:
-                secs, ok = run_minimalloc(a.minimalloc, read_minimalloc_csv(csv), CAPACITY,
+                secs, ok = run_minimalloc(a.minimalloc, read_minimalloc_csv(csv), capacity,
                                           timeout=max(a.budget, 60.0))
                 line += f" {secs:12.2f}" + ("" if ok else " (not solved)")
             print(line, flush=True)

@@ -56,6 +56,7 @@ from .schedule import (  # noqa: F401 (the knobs, re-exported for their readers)
     SETTLE_GAP, SETUP_SECONDS, SWEEP_ROUNDS, EvenShare, ReserveForecast, _again_seconds,
     _exact_priority, _exact_reserve, _fit_end, _runs, _standing, _sweep_rounds)
 from .scoreboard import Scoreboard, may_fit as _may_fit
+from .scoreboard import finished
 from .scoreboard import finished as _finished  # noqa: F401 (its readers' name)
 from .tasks import (  # noqa: F401
     _SPENT, BoundsTask, RunTask, TileTask, _bounds, _cut, _group_identical, _Progress,
@@ -128,6 +129,7 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
                 run.second_round()                   # again, another seed, on time left
                 run.quick_pass()                     # the quick search on the rest
             run.exact_rest()      # the exact portfolio on the rest while the budget lasts
+            run.undecided()       # under Goal.FIT: the time left to the tiles undecided
     alloc = run.allocation()
     if verify:
         _verify(report, alloc, rules)
@@ -287,7 +289,7 @@ class _Run:
     def exact(self, tiles: list[int], how: Pass | None = None, until: float | None = None,
               shares: list[EvenShare] | None = None, lengths: list[int] | None = None,
               stop_gap: float | None = None, seed: int | None = None,
-              label: str = "exact") -> None:
+              label: str = "exact", time_limit: float | None = None) -> None:
         """The exact portfolio (``how``: a pass, default the method) on ``tiles`` in runs of
         the given ``lengths`` (neighbouring tiles, each carried over to the next), else a
         task a tile; ``until`` (default the run's deadline); ``stop_gap``: a tile stops once
@@ -297,7 +299,8 @@ class _Run:
         seed = self.seed if seed is None else seed
         board = self.board
         tasks = [TileTask(t, how, board.offsets(t), board.result(t), self.known[t],
-                          self.time_limit, seed, self.cp_workers, self.deterministic,
+                          self.time_limit if time_limit is None else time_limit, seed,
+                          self.cp_workers, self.deterministic,
                           share=shares[i] if shares else None, donors=self.donors(t),
                           stop_gap=stop_gap)
                  for i, t in enumerate(tiles)]
@@ -423,6 +426,24 @@ class _Run:
         """The exact portfolio on the rest, largest gap first, while the budget lasts."""
         self.exact([t for t in self.todo if not self.board.is_final(t)],
                    stop_gap=self.settle if self.adaptive else None)
+
+    def undecided(self) -> None:
+        """Under ``Goal.FIT``, the time left goes to the tiles still undecided (they may fit,
+        no pass found how, none proved they cannot): the exact portfolio until they fit, all
+        the time left shared among them, with another seed each round, until none is left
+        or the budget is spent."""
+        board, tm = self.board, self.tm
+        for k in range(1, 1 << 30):
+            if not self.fit_goal:
+                return
+            left = self.deadline - time.time()
+            tiles = [t for t in self.reps
+                     if finished(board.result(t), tm, self.goal, self.settle) is False]
+            if not tiles or left < 1.0:
+                return
+            share = left * self.w / len(tiles)
+            self.exact(tiles, Pass.FIT, seed=self.seed + 3 * k, label="until it fits",
+                       time_limit=max(self.time_limit, share))
 
     # ---- the result ------------------------------------------------------------------------
     def allocation(self) -> Allocation:
