@@ -6,7 +6,7 @@ pipelined report shows, and the fewest IPUs checked: the best split over one IPU
 generated, does not fit.
 
     python benchmarks/split.py --preset mk2 --tiles 128 --steps 1000 --seeds 1,2,3 \\
-        --pressure 1.0 --ipus 2,4,8 [--no-steps] [--model transformer] [--always-live-state]
+        --pressure 1.0 --ipus 2,4,8 [--no-steps] [--model transformer --stash activations] [--always-live-state]
 
 Prints one line a stage and a summary (error: (estimate - actual) / actual).
 """
@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="cnn", choices=["cnn", "transformer"])
     ap.add_argument("--always-live-state", action="store_true",
                     help="weights and optimiser state written alwaysLive")
+    ap.add_argument("--stash", default="inputs", choices=["inputs", "activations"],
+                    help="split's --stash (the transformer family stashes its activations)")
     ap.add_argument("--no-steps", action="store_true",
                     help="estimate from the report without equivalenceClassSteps (as Poplar "
                          "writes reports)")
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
 
             r = replace(r, class_steps=None, _cache={})
         t0 = time.perf_counter()
-        m = SplitModel(r)
+        m = SplitModel(r, a.stash)
         tm = r.target.tile_memory
         answers = [best_split(m, n) for n in [int(x) for x in a.ipus.split(",")]]
         least = fewest_ipus(m)

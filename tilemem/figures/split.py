@@ -11,8 +11,9 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
 1. *Units.* The layers, in program order, from the tensor names (``Units``): the prefix up
    to the first path component that ends in a number (``layer12``, ``encoder/block_3``),
    when at least two prefixes share its stem (a numbered sequence, not one operation's
-   ``head/logits/Conv_1``), ordered by their numbers; else the names' first components, ordered by where their data
-   first comes alive (the class steps) or by class id; else groups of classes in that order.
+   ``head/logits/Conv_1``), ordered by their numbers; else the names' first components,
+   ordered by where their data first comes alive (the class steps) or by class id; else
+   groups of classes in that order.
    Tensors of no unit (the input, the labels, the loss, ...) go with the unit before the step
    where they come alive, or, without steps, with every stage (an upper bound).
 2. *Re-mapping.* A stage recompiled on an IPU of as many tiles as the report's IPU maps each
@@ -29,8 +30,11 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    sent forward, and the gradient coming back (the later stage's tensor live when that
    activation is last read that dies first; without steps: the activation's shape) is sent
    back; each copy adds a send buffer on the source and a receive buffer and the copy on the
-   destination, mapped and live like the tensor. A stage keeps a stash of its input for the
-   micro-batches in flight, always live.
+   destination, mapped and live like the tensor. A stage keeps a stash for the micro-batches
+   in flight, always live: of its input (``stash="inputs"``: the backward recomputes the
+   stage's activations), or of every activation of its layers still live when its forward
+   hands over to the next stage (``stash="activations"``: no recomputation; needs the class
+   steps). Which one a compilation does is an option of the framework, not in the report.
 
 The search over splits is ``tilemem.figures.splitsearch``.
 
@@ -59,6 +63,17 @@ from .splitunits import Units, program_units, tensor_codes_fast
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
 
+#: What a pipeline stage stashes for the micro-batches in flight (``SplitModel``'s ``stash``).
+STASH = ("inputs", "activations")
+#: The assumption each says of the stash (one of ``ASSUMPTIONS``: ``"inputs"``'s).
+STASH_ASSUMPTIONS = {
+    "inputs": "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
+              "(one-forward-one-backward; the backward recomputes the stage's activations), "
+              "always live",
+    "activations": "a stage s of N keeps, for the N-1-s micro-batches in flight, every "
+                   "activation of its layers still live when its forward hands over to the "
+                   "next stage (no recomputation), always live"}
+
 #: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
 #: many, and so on, until no tile left could beat the worst found.
 FIRST_TILES = 32
@@ -77,8 +92,7 @@ ASSUMPTIONS = (
     "the micro-batch (past the gradient it sends back if that layer has work after it, a "
     "weight update), the gradient's copy like the gradient; without steps each lives like "
     "the tensor copied",
-    "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
-    "(one-forward-one-backward), always live",
+    STASH_ASSUMPTIONS["inputs"],
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
 )
 
@@ -142,7 +156,9 @@ class SplitModel:
     docstring). A pipelined report is folded onto one IPU's tiles, the buffers of its
     pipelining left out."""
 
-    def __init__(self, r: Report):
+    def __init__(self, r: Report, stash: str = "inputs"):
+        if stash not in STASH:
+            raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
         from dataclasses import replace
 
         tm = r.target
@@ -182,13 +198,25 @@ class SplitModel:
             raise ReportError("no model variables (only always-live data): nothing to split",
                               field="vars")
         self.codes = codes
+        # per-sample rows (what a micro-batch is made of, not parameter-shaped: not the
+        # gradient accumulators, zeroed for all units before the first micro-batch): where a
+        # unit's work begins, the data a stage stashes, the program's input
+        from .batch import micro_batch_rows
+
+        self.per_sample = np.zeros(r.num_vars, bool)
+        self.per_sample[micro_batch_rows(r)] = True
         # unit positions and persistent data (alive from the program's first step)
         if self.start is not None:
             first = int(self.start[model].min())
             self.persistent = model & (self.start <= first)
             self.pos = np.full(L, np.iinfo(np.int64).max)
             late = model & (u >= 0) & ~self.persistent
-            np.minimum.at(self.pos, u[late], self.start[late])
+            np.minimum.at(self.pos, u[late & self.per_sample], self.start[late & self.per_sample])
+            none = self.pos == np.iinfo(np.int64).max   # a unit without per-sample data
+            if none.any():
+                pos = np.full(L, np.iinfo(np.int64).max)
+                np.minimum.at(pos, u[late], self.start[late])
+                self.pos[none] = pos[none]
         else:
             deg = np.diff(r.interference.indptr)
             cdeg = deg[r.eq_class]
@@ -228,6 +256,8 @@ class SplitModel:
                                        minlength=T)
         self._crossings()
         self._evals: dict = {}
+        # without steps the handover cannot be placed: the stage input is stashed
+        self.stash = stash if self.start is not None else "inputs"
 
     # ---- what crosses each boundary --------------------------------------------------------
     def _crossings(self) -> None:
@@ -316,7 +346,9 @@ class SplitModel:
             return
         s, e = self.start[lead], self.end[lead]
         t0 = self.pos[0]
-        self.input0 = largest(~t_named & (s < t0) & (e > t0))
+        at_t0 = ~t_named & (s < t0) & (e > t0)
+        per = at_t0 & self.per_sample[lead]
+        self.input0 = largest(per if per.any() else at_t0)
         self.back = np.zeros(L + 1, np.int64)
         self.copy_end = np.zeros(L + 1, np.int64)
         for j in range(1, L):
@@ -401,7 +433,7 @@ class SplitModel:
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
             changed = _with_buffers(changed, bufs, r)
-        inp = self.input0 if i == 0 else self.fwd[i]
+        inp = self.stash_rows(i, j)
         depth = inferred_stash_depth(s, n)
         stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
         # the bound tile by tile, those with the most bytes first, until no tile left can
@@ -423,6 +455,22 @@ class SplitModel:
         self._evals[key] = out
         return out
 
+    def stash_rows(self, i: int, j: int) -> np.ndarray:
+        """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
+        (``stash="activations"``, a stage before the last) the per-sample tensors of its
+        units (not the gradient accumulators, live over every micro-batch) still live when
+        it hands over to unit ``j``."""
+        inp = self.input0 if i == 0 else self.fwd[i]
+        if self.stash == "inputs" or j >= self.L:
+            return inp
+        key = ("stash", i, j)
+        if key not in self._evals:
+            t, a = int(self.pos[j]), self.anchor
+            keep = (self.per_sample & ~self.persistent & (a >= i) & (a < j)
+                    & (self.start < t) & (self.end > t))
+            self._evals[key] = np.flatnonzero(keep)
+        return self._evals[key]
+
     def worst(self, s, i, j, n) -> int:
         return int(self.stage(s, i, j, n)[0].max())
 
@@ -435,7 +483,7 @@ class SplitModel:
         at once (always-live data whole, every buffer, the stash)."""
         b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
         r = self.r
-        inp = self.input0 if i == 0 else self.fwd[i]
+        inp = self.stash_rows(i, j)
         for rows, k in ((inp, inferred_stash_depth(s, n)),
                         (self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
                         (self.bwd[i] if i else (), INFERRED_COPY_ON_SOURCE),

@@ -383,7 +383,9 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         b.element_pairs.append((h2, x2))
         saved.append(dict(x=x, ln1=ln1, st1=st1, qkv=qkv, probs=scores, ctx=ctx, x1=x1,
                           ln2=ln2, st2=st2, h1=h1, g=g))
-        stage_saved += [ln1, qkv, scores, ctx, ln2, h1, g]
+        # everything the layer's backward reads of this micro-batch (the residual inputs and
+        # the norms' statistics too): overwritten by the next micro-batch otherwise
+        stage_saved += list(saved[-1].values())
         x = x2
 
     # ---- head and loss -------------------------------------------------------------------
