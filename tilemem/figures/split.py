@@ -222,8 +222,11 @@ class SplitModel:
             cdeg = deg[r.eq_class]
             self.persistent = model & (cdeg >= 0.95 * cdeg[model].max())
             self.pos = None
-        # tensors of no unit: anchored to the unit before them (with steps) or everywhere
-        shared = model & (u < 0)
+        # tensors of no unit: anchored to the unit before them (with steps) or everywhere;
+        # always-live variables of no unit too (persistent state written alwaysLive, as the
+        # embedding may be: 004 leaves the flag to Poplar), as when they are not so written
+        al_model = named_al & (u < 0) & of_cats(lambda c: c == "variable")
+        shared = (model | al_model) & (u < 0)
         self.anchor = np.full(r.num_vars, -1, np.int64)
         if self.pos is not None and shared.any():
             order = np.argsort(self.pos, kind="stable")
@@ -233,7 +236,7 @@ class SplitModel:
         self.anchor[named_al & (u >= 0)] = u[named_al & (u >= 0)]
         self.everywhere = shared & (self.anchor < 0)
         # always-live data of no unit: kept whole, or shared out by the tile's variables
-        other_al = named_al & (u < 0)
+        other_al = named_al & (u < 0) & ~al_model
         self.step_scaled = other_al & of_cats(lambda c: c in INFERRED_STEP_SCALED_ALWAYS_LIVE)
         self.whole = other_al & ~self.step_scaled
         # per tile, per unit: variables (the share of always-live data) and bytes (the bound)
@@ -243,7 +246,8 @@ class SplitModel:
         self.count = np.zeros((L + 1, T))
         self.count[1:] = np.cumsum(np.bincount(key, minlength=L * T).reshape(L, T), axis=0)
         self.count_all = np.bincount(r.tile[model], minlength=T).astype(float)
-        self.count_every = np.bincount(r.tile[self.everywhere], minlength=T).astype(float)
+        self.count_every = np.bincount(r.tile[self.everywhere & model],
+                                       minlength=T).astype(float)
         counted_b = alive & (self.anchor >= 0)
         keyb = self.anchor[counted_b] * T + r.tile[counted_b]
         self.bytes = np.zeros((L + 1, T))

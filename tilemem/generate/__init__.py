@@ -178,8 +178,8 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     ...               if one.name(i).startswith("layer0/weights#")]].tolist())
     True
     >>> t2 = generate_report("mk1", tiles=8, steps=500, seed=1, splits=(2,), model="transformer")
-    >>> t2.target.num_ipus, any(t2.name(i).startswith("pipeline/tied/embedding/fwd/out#")
-    ...                         for i in range(t2.num_vars))
+    >>> tied = "pipeline/tied/embedding/tokens/fwd/out#"
+    >>> t2.target.num_ipus, any(t2.name(i).startswith(tied) for i in range(t2.num_vars))
     (2, True)
     """
     one_target = PRESETS[preset].with_tiles(per_ipu)

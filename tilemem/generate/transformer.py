@@ -396,7 +396,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     xm = b.tensor("head/maskedPositions/out", MASKED * r, cs, dtype=2, coverage=AUTO)
     head_w = head["w"]
     if tied and last > 0:   # the embedding, on the first IPU, copied to the head's
-        head_w = b.ipu_copy(head_w, last, "pipeline/tied/embedding/fwd")
+        head_w = b.ipu_copy(head_w, last, "pipeline/tied/embedding/tokens/fwd")
     logits = b.matmul("head/logits", [xm], MASKED * r * vocab, weight=head_w)
     cs = b.compute("loss/CrossEntropy/LossTransform", "loss")
     b.use(cs, logits, labels, loss_scale)
