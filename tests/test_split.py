@@ -351,3 +351,15 @@ def test_stash_activations_keeps_more_than_inputs():
     assert "--stash" in out
     with pytest.raises(ValueError):
         SplitModel(r, stash="weights")
+
+
+def test_exceeds_is_worst_above_the_limit_and_fewest_unchanged():
+    m, fresh = model(), SplitModel(one_ipu())
+    for s, i, j, n in [(0, 0, m.L, 1), (0, 0, 5, 2), (1, 5, m.L, 2)]:
+        w = m.worst(s, i, j, n)
+        for limit in (w - 1, w, w + 1, 0, 10 ** 9):
+            # decided on a model that has not evaluated the stage, then on one that has
+            assert SplitModel(one_ipu()).exceeds(s, i, j, n, limit) == (w > limit)
+            assert m.exceeds(s, i, j, n, limit) == (w > limit)
+    a, b = fewest_ipus(fresh), fewest_ipus(m)
+    assert a.ipus == b.ipus and a.split_indices == b.split_indices

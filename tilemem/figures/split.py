@@ -407,8 +407,59 @@ class SplitModel:
         key = (s, i, j, n)
         if key in self._evals:
             return self._evals[key]
-        from .whatif import changed_report
         from ..liveness import max_live_all
+
+        T = self.tiles
+        changed, buffers, stash = self._stage_report(s, i, j, n)
+        # the bound tile by tile, those with the most bytes first, until no tile left can
+        # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
+        upper = self.proxy_tiles(s, i, j, n)
+        order = np.argsort(-upper, kind="stable")
+        peak = np.zeros(T, np.int64)
+        al = np.zeros(T, np.int64)
+        done = 0
+        while done < T:
+            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
+            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
+                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
+            done += len(batch)
+            if done < T and upper[order[done]] <= (peak + stash).max():
+                break
+        out = (peak + stash.astype(np.int64), al + stash.astype(np.int64),
+               (buffers + stash).astype(np.int64))
+        self._evals[key] = out
+        return out
+
+    def exceeds(self, s: int, i: int, j: int, n: int, limit: int) -> bool:
+        """Whether stage ``s``'s estimate is above ``limit`` on some tile (``worst(...) >
+        limit``), deciding it on as few tiles as it can: the bound tile by tile in the same
+        order as ``stage``, stopping at the first tile above ``limit`` or when no tile left
+        can be. That a stage does not fit needs one tile above, not its worst tile."""
+        if (s, i, j, n) in self._evals:
+            return self.worst(s, i, j, n) > limit
+        from ..liveness import max_live_all
+
+        T = self.tiles
+        upper = self.proxy_tiles(s, i, j, n)
+        order = np.argsort(-upper, kind="stable")
+        if not len(order) or upper[order[0]] <= limit:
+            return False
+        changed, _, stash = self._stage_report(s, i, j, n)
+        done = 0
+        while done < T:
+            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
+            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
+                if m.max_live_bytes + stash[m.tile] > limit:
+                    return True
+            done += len(batch)
+            if done < T and upper[order[done]] <= limit:
+                break
+        return False
+
+    def _stage_report(self, s: int, i: int, j: int, n: int):
+        """Stage ``s``'s report (its variables at their sizes, its buffers), the bytes
+        pipelining adds per tile, the stash per tile."""
+        from .whatif import changed_report
 
         r, T = self.r, self.tiles
         a = self.anchor
@@ -440,24 +491,7 @@ class SplitModel:
         inp = self.stash_rows(i, j)
         depth = inferred_stash_depth(s, n)
         stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
-        # the bound tile by tile, those with the most bytes first, until no tile left can
-        # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
-        upper = self.proxy_tiles(s, i, j, n)
-        order = np.argsort(-upper, kind="stable")
-        peak = np.zeros(T, np.int64)
-        al = np.zeros(T, np.int64)
-        done = 0
-        while done < T:
-            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
-                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
-            done += len(batch)
-            if done < T and upper[order[done]] <= (peak + stash).max():
-                break
-        out = (peak + stash.astype(np.int64), al + stash.astype(np.int64),
-               (buffers + stash).astype(np.int64))
-        self._evals[key] = out
-        return out
+        return changed, buffers, stash
 
     def stash_rows(self, i: int, j: int) -> np.ndarray:
         """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or

@@ -144,6 +144,10 @@ def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
     most = min(most or m.L, m.L)
     a = None
     for n in range(1, most + 1):
+        # one stage (the report itself) out of memory: told by its first tile found above
+        # tileMemory; its worst tile is not shown
+        if n == 1 < most and m.exceeds(0, 0, m.L, 1, m.r.target.tile_memory):
+            continue
         a = best_split(m, n)
         if a.fits:
             return a
