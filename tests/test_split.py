@@ -351,6 +351,13 @@ def test_stash_activations_keeps_more_than_inputs():
     assert "--stash" in out
     with pytest.raises(ValueError):
         SplitModel(r, stash="weights")
+    # without class steps the handover cannot be placed: the input is stashed, and said so
+    from dataclasses import replace
+
+    bare = SplitModel(replace(r, class_steps=None, _cache={}), stash="activations")
+    assert bare.stash == "inputs"
+    assert any("not the activations asked for" in x for x in best_split(bare, 2).assumptions)
+    assert not any("asked for" in x for x in best_split(b, 2).assumptions)
 
 
 def test_exceeds_is_worst_above_the_limit_and_fewest_unchanged():

@@ -261,6 +261,7 @@ class SplitModel:
         self._crossings()
         self._evals: dict = {}
         # without steps the handover cannot be placed: the stage input is stashed
+        self.stash_asked = stash
         self.stash = stash if self.start is not None else "inputs"
 
     # ---- what crosses each boundary --------------------------------------------------------

@@ -135,7 +135,10 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
                      for x in ASSUMPTIONS]
         + ([] if m.start is not None else
            ["no class steps: tensors of no unit counted on every stage; the gradient sent "
-            "back has the shape of the activation"]))
+            "back has the shape of the activation"]
+           + (["no class steps: the stash is the stage input, not the activations asked for "
+               "(telling which are live at the handover needs the steps)"]
+              if m.stash_asked != m.stash else [])))
 
 
 def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
