@@ -6,7 +6,7 @@ pipelined report shows, and the fewest IPUs checked: the best split over one IPU
 generated, does not fit.
 
     python benchmarks/split.py --preset mk2 --tiles 128 --steps 1000 --seeds 1,2,3 \\
-        --pressure 1.0 --ipus 2,4,8 [--no-steps]
+        --pressure 1.0 --ipus 2,4,8 [--no-steps] [--model transformer --stash activations] [--always-live-state]
 
 Prints one line a stage and a summary (error: (estimate - actual) / actual).
 """
@@ -18,9 +18,10 @@ import time
 import numpy as np
 
 
-def actual_per_ipu(p, tiles: int) -> list[int]:
+def actual_per_ipu(p, tiles: int | None = None) -> list[int]:
     from tilemem.liveness import max_live_all
 
+    tiles = p.target.ipu_tiles
     bound = np.array([m.max_live_bytes for m in max_live_all(p)])
     return [int(bound[k * tiles:(k + 1) * tiles].max()) for k in range(p.target.num_ipus)]
 
@@ -32,25 +33,31 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="mk2")
-    ap.add_argument("--tiles", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--tiles", type=int, default=128, help="tiles per IPU; 0: the whole IPU")
+    ap.add_argument("--steps", type=int, default=1000, help="0: the preset's default")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--pressure", type=float, default=1.0)
     ap.add_argument("--ipus", default="2,4,8")
+    ap.add_argument("--model", default="cnn", choices=["cnn", "transformer"])
+    ap.add_argument("--always-live-state", action="store_true",
+                    help="weights and optimiser state written alwaysLive")
+    ap.add_argument("--stash", default="inputs", choices=["inputs", "activations"],
+                    help="split's --stash (the transformer family stashes its activations)")
     ap.add_argument("--no-steps", action="store_true",
                     help="estimate from the report without equivalenceClassSteps (as Poplar "
                          "writes reports)")
     a = ap.parse_args(argv)
     errs, worst_errs, wrong = [], [], 0
     for seed in [int(x) for x in a.seeds.split(",")]:
-        kw = dict(tiles=a.tiles, steps=a.steps, seed=seed, pressure=a.pressure)
+        kw = dict(tiles=a.tiles or None, steps=a.steps or None, seed=seed, pressure=a.pressure, model=a.model,
+                  always_live_state=a.always_live_state)
         r = generate_report(a.preset, **kw)
         if a.no_steps:
             from dataclasses import replace
 
             r = replace(r, class_steps=None, _cache={})
         t0 = time.perf_counter()
-        m = SplitModel(r)
+        m = SplitModel(r, a.stash)
         tm = r.target.tile_memory
         answers = [best_split(m, n) for n in [int(x) for x in a.ipus.split(",")]]
         least = fewest_ipus(m)

@@ -39,7 +39,7 @@ class Split(Table):
         c.print(split_view(self.answer, self.source, None, self.asked), markup=False)
 
 
-def split(report, ipus: int | None = None) -> Split:
+def split(report, ipus: int | None = None, stash: str = "inputs") -> Split:
     """Where to split the program over IPUs: pipeline stages that fit.
 
     The contiguous split of the report's layers, in program order, into ``ipus`` stages that
@@ -52,6 +52,11 @@ def split(report, ipus: int | None = None) -> Split:
     report : Report
     ipus : int, optional
         Stages, one an IPU (default: the fewest on which every stage fits).
+    stash : {"inputs", "activations"}
+        What a stage keeps for the micro-batches in flight: its input (the backward
+        recomputes the activations; the default) or every activation of its layers still
+        live when it hands over (no recomputation). A framework option the report cannot
+        tell.
 
     Returns
     -------
@@ -84,7 +89,7 @@ def split(report, ipus: int | None = None) -> Split:
     if empty:
         raise ReportError(empty, path=path, field="vars")
     try:
-        m = SplitModel(report)
+        m = SplitModel(report, stash)
         have = m.source_ipus
         if ipus is not None and ipus < have:
             raise ReportError(f"--ipus {ipus}: the report is already split over {have} IPUs "

@@ -66,8 +66,6 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     output_path(out, FORMATS)
     points = None
     if splits is not None:
-        if model != "cnn":
-            raise click.BadParameter("split points are for --model cnn", param_hint="--splits")
         try:
             points = tuple(int(x) for x in splits.split(","))
         except ValueError:

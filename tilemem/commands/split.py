@@ -9,8 +9,14 @@ from .options import report_path_argument
 @report_path_argument
 @click.option("--ipus", type=int, default=None,
               help="Stages, one an IPU (default: the fewest on which every stage fits).")
+@click.option("--stash", type=click.Choice(["inputs", "activations"]), default="inputs",
+              show_default=True,
+              help="What a stage keeps for the micro-batches in flight: its input (the "
+                   "backward recomputes its activations) or every activation still live when "
+                   "it hands over (no recomputation). The report cannot tell; the framework's "
+                   "recomputation option decides.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-def split(report, ipus, as_json):
+def split(report, ipus, stash, as_json):
     """Where to split the program over IPUs: pipeline stages that fit.
 
     From REPORT (the program compiled for fewer IPUs, typically one, out of memory): the
@@ -31,7 +37,7 @@ def split(report, ipus, as_json):
 
         raise ReportError(f"--ipus {ipus}: a split needs at least one IPU", path=report,
                           field="--ipus")
-    s = api.split(api.load(report), ipus)
+    s = api.split(api.load(report), ipus, stash)
     if as_json:
         from .options import echo_json
 

@@ -10,8 +10,10 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
 
 1. *Units.* The layers, in program order, from the tensor names (``Units``): the prefix up
    to the first path component that ends in a number (``layer12``, ``encoder/block_3``),
-   ordered by their numbers; else the names' first components, ordered by where their data
-   first comes alive (the class steps) or by class id; else groups of classes in that order.
+   when at least two prefixes share its stem (a numbered sequence, not one operation's
+   ``head/logits/Conv_1``), ordered by their numbers; else the names' first components,
+   ordered by where their data first comes alive (the class steps) or by class id; else
+   groups of classes in that order.
    Tensors of no unit (the input, the labels, the loss, ...) go with the unit before the step
    where they come alive, or, without steps, with every stage (an upper bound).
 2. *Re-mapping.* A stage recompiled on an IPU of as many tiles as the report's IPU maps each
@@ -28,8 +30,11 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    sent forward, and the gradient coming back (the later stage's tensor live when that
    activation is last read that dies first; without steps: the activation's shape) is sent
    back; each copy adds a send buffer on the source and a receive buffer and the copy on the
-   destination, mapped and live like the tensor. A stage keeps a stash of its input for the
-   micro-batches in flight, always live.
+   destination, mapped and live like the tensor. A stage keeps a stash for the micro-batches
+   in flight, always live: of its input (``stash="inputs"``: the backward recomputes the
+   stage's activations), or of every activation of its layers still live when its forward
+   hands over to the next stage (``stash="activations"``: no recomputation; needs the class
+   steps). Which one a compilation does is an option of the framework, not in the report.
 
 The search over splits is ``tilemem.figures.splitsearch``.
 
@@ -44,24 +49,34 @@ The search over splits is ``tilemem.figures.splitsearch``.
 """
 from __future__ import annotations
 
-import re
 
 import msgspec
 import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
-from ..model.names import base_name, tensor_keys
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
+from .splitunits import Units, program_units, tensor_codes_fast
+
+__all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
+
+#: What a pipeline stage stashes for the micro-batches in flight (``SplitModel``'s ``stash``).
+STASH = ("inputs", "activations")
+#: The assumption each says of the stash (one of ``ASSUMPTIONS``: ``"inputs"``'s).
+STASH_ASSUMPTIONS = {
+    "inputs": "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
+              "(one-forward-one-backward; the backward recomputes the stage's activations), "
+              "always live",
+    "activations": "a stage s of N keeps, for the N-1-s micro-batches in flight, every "
+                   "activation of its layers still live when its forward hands over to the "
+                   "next stage (no recomputation), always live"}
 
 #: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
 #: many, and so on, until no tile left could beat the worst found.
 FIRST_TILES = 32
-#: Groups of classes when a report has no usable names.
-CLASS_GROUPS = 64
 
 ASSUMPTIONS = (
     "each stage is recompiled on an IPU of as many tiles as the report's: every tensor keeps "
@@ -77,8 +92,7 @@ ASSUMPTIONS = (
     "the micro-batch (past the gradient it sends back if that layer has work after it, a "
     "weight update), the gradient's copy like the gradient; without steps each lives like "
     "the tensor copied",
-    "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
-    "(one-forward-one-backward), always live",
+    STASH_ASSUMPTIONS["inputs"],
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
 )
 
@@ -136,97 +150,15 @@ def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
     return "close" if max_live > tile_memory * (1 - margin) else "fits"
 
 
-# ---- units: the layers in program order --------------------------------------------------
-class Units(msgspec.Struct):
-    """The units a split moves whole, in program order: ``labels``; ``of_row``: each row's
-    unit (``-1``: none); ``source``: what they were made of."""
-
-    labels: list
-    of_row: np.ndarray
-    source: str
-
-
-_NUMBERED = re.compile(r"^(.*?\d+)(?:/|$)")
-
-
-def _natural(label: str):
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label)]
-
-
-def tensor_codes_fast(r: Report) -> tuple[np.ndarray, list[str]]:
-    """``tilemem.model.names.tensor_codes`` by the names' hashes (``tensor_keys``,
-    compiled): every row's tensor as a code into distinct names. Two tensors share a code
-    only by a 64-bit hash collision.
-
-    >>> r = Report.from_columns(var_id=range(3), tile=[0, 1, 1], size=[4] * 3,
-    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0] * 3,
-    ...     interference=[[]], names=["w#0", "w#1", "x"])
-    >>> codes, names = tensor_codes_fast(r)
-    >>> [names[c] for c in codes.tolist()]
-    ['w', 'w', 'x']
-    """
-    _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
-    return inv.reshape(-1).astype(np.int64), [base_name(r.name(int(i))) for i in first]
-
-
-def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None,
-                  codes: np.ndarray, names: list) -> Units:
-    """The units of ``r`` (see the module docstring); ``model_rows``: the rows that may
-    belong to one; ``start``: every row's class start step (``None`` without steps);
-    ``codes``, ``names``: every row's tensor (``tensor_codes_fast``)."""
-    n_rows = r.num_vars
-    numbered = [(_NUMBERED.match(n) or [None, None])[1] for n in names]
-    present = np.unique(codes[model_rows]).tolist()
-    labels = sorted({numbered[c] for c in present if numbered[c]}, key=_natural)
-    model_bytes = r.size[model_rows].sum()
-    if len(labels) >= 2:
-        idx = {k: i for i, k in enumerate(labels)}
-        code_unit = np.array([idx.get(k, -1) if k else -1 for k in numbered], np.int64)
-        of_row = code_unit[codes]
-        covered = r.size[model_rows][of_row[model_rows] >= 0].sum()
-        if covered >= 0.5 * model_bytes:
-            return Units(labels, of_row, "layer names")
-    model = np.zeros(n_rows, bool)
-    model[model_rows] = True
-    first = [n.split("/", 1)[0] for n in names]
-    keys = sorted(set(np.array(first, object)[np.unique(codes[model_rows])].tolist()))
-    where = start if start is not None else r.eq_class
-    if len(keys) >= 2:
-        idx = {k: i for i, k in enumerate(keys)}
-        of_row = np.array([idx.get(k, -1) for k in first], np.int64)[codes]
-        of_row[~model] = -1
-        pos = np.full(len(keys), np.iinfo(np.int64).max)
-        np.minimum.at(pos, of_row[model_rows], where[model_rows])
-        order = np.argsort(pos, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        of_row = np.where(of_row >= 0, rank[np.maximum(of_row, 0)], -1)
-        return Units([keys[i] for i in order], of_row, "tensor name prefixes (no layer numbers)")
-    # program order of classes, in groups of about equal bytes
-    cls = r.eq_class[model_rows]
-    c_pos = np.full(max(r.num_classes, 1), np.iinfo(np.int64).max)
-    np.minimum.at(c_pos, cls, where[model_rows])
-    c_bytes = np.bincount(cls, r.size[model_rows], minlength=len(c_pos))
-    order = np.argsort(c_pos, kind="stable")
-    cum = np.cumsum(c_bytes[order]) / max(c_bytes.sum(), 1)
-    groups = min(CLASS_GROUPS, int((c_bytes > 0).sum()))
-    group_of = np.empty(len(c_pos), np.int64)
-    group_of[order] = np.minimum((cum * groups).astype(np.int64), groups - 1)
-    _, group_of = np.unique(group_of, return_inverse=True)
-    of_row = np.full(n_rows, -1, np.int64)
-    of_row[model_rows] = group_of[cls]
-    k = int(of_row.max()) + 1
-    return Units([f"classes#{i}" for i in range(k)], of_row,
-                 "program order of classes (no tensor names to group)")
-
-
 # ---- the model ---------------------------------------------------------------------------
 class SplitModel:
     """What every stage estimate of a report needs, computed once (see the module
     docstring). A pipelined report is folded onto one IPU's tiles, the buffers of its
     pipelining left out."""
 
-    def __init__(self, r: Report):
+    def __init__(self, r: Report, stash: str = "inputs"):
+        if stash not in STASH:
+            raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
         from dataclasses import replace
 
         tm = r.target
@@ -266,20 +198,35 @@ class SplitModel:
             raise ReportError("no model variables (only always-live data): nothing to split",
                               field="vars")
         self.codes = codes
+        # per-sample rows (what a micro-batch is made of, not parameter-shaped: not the
+        # gradient accumulators, zeroed for all units before the first micro-batch): where a
+        # unit's work begins, the data a stage stashes, the program's input
+        from .batch import micro_batch_rows
+
+        self.per_sample = np.zeros(r.num_vars, bool)
+        self.per_sample[micro_batch_rows(r)] = True
         # unit positions and persistent data (alive from the program's first step)
         if self.start is not None:
             first = int(self.start[model].min())
             self.persistent = model & (self.start <= first)
             self.pos = np.full(L, np.iinfo(np.int64).max)
             late = model & (u >= 0) & ~self.persistent
-            np.minimum.at(self.pos, u[late], self.start[late])
+            np.minimum.at(self.pos, u[late & self.per_sample], self.start[late & self.per_sample])
+            none = self.pos == np.iinfo(np.int64).max   # a unit without per-sample data
+            if none.any():
+                pos = np.full(L, np.iinfo(np.int64).max)
+                np.minimum.at(pos, u[late], self.start[late])
+                self.pos[none] = pos[none]
         else:
             deg = np.diff(r.interference.indptr)
             cdeg = deg[r.eq_class]
             self.persistent = model & (cdeg >= 0.95 * cdeg[model].max())
             self.pos = None
-        # tensors of no unit: anchored to the unit before them (with steps) or everywhere
-        shared = model & (u < 0)
+        # tensors of no unit: anchored to the unit before them (with steps) or everywhere;
+        # always-live variables of no unit too (persistent state written alwaysLive, as the
+        # embedding may be: 004 leaves the flag to Poplar), as when they are not so written
+        al_model = named_al & (u < 0) & of_cats(lambda c: c == "variable")
+        shared = (model | al_model) & (u < 0)
         self.anchor = np.full(r.num_vars, -1, np.int64)
         if self.pos is not None and shared.any():
             order = np.argsort(self.pos, kind="stable")
@@ -289,7 +236,7 @@ class SplitModel:
         self.anchor[named_al & (u >= 0)] = u[named_al & (u >= 0)]
         self.everywhere = shared & (self.anchor < 0)
         # always-live data of no unit: kept whole, or shared out by the tile's variables
-        other_al = named_al & (u < 0)
+        other_al = named_al & (u < 0) & ~al_model
         self.step_scaled = other_al & of_cats(lambda c: c in INFERRED_STEP_SCALED_ALWAYS_LIVE)
         self.whole = other_al & ~self.step_scaled
         # per tile, per unit: variables (the share of always-live data) and bytes (the bound)
@@ -299,7 +246,8 @@ class SplitModel:
         self.count = np.zeros((L + 1, T))
         self.count[1:] = np.cumsum(np.bincount(key, minlength=L * T).reshape(L, T), axis=0)
         self.count_all = np.bincount(r.tile[model], minlength=T).astype(float)
-        self.count_every = np.bincount(r.tile[self.everywhere], minlength=T).astype(float)
+        self.count_every = np.bincount(r.tile[self.everywhere & model],
+                                       minlength=T).astype(float)
         counted_b = alive & (self.anchor >= 0)
         keyb = self.anchor[counted_b] * T + r.tile[counted_b]
         self.bytes = np.zeros((L + 1, T))
@@ -312,6 +260,9 @@ class SplitModel:
                                        minlength=T)
         self._crossings()
         self._evals: dict = {}
+        # without steps the handover cannot be placed: the stage input is stashed
+        self.stash_asked = stash
+        self.stash = stash if self.start is not None else "inputs"
 
     # ---- what crosses each boundary --------------------------------------------------------
     def _crossings(self) -> None:
@@ -400,7 +351,9 @@ class SplitModel:
             return
         s, e = self.start[lead], self.end[lead]
         t0 = self.pos[0]
-        self.input0 = largest(~t_named & (s < t0) & (e > t0))
+        at_t0 = ~t_named & (s < t0) & (e > t0)
+        per = at_t0 & self.per_sample[lead]
+        self.input0 = largest(per if per.any() else at_t0)
         self.back = np.zeros(L + 1, np.int64)
         self.copy_end = np.zeros(L + 1, np.int64)
         for j in range(1, L):
@@ -455,8 +408,59 @@ class SplitModel:
         key = (s, i, j, n)
         if key in self._evals:
             return self._evals[key]
-        from .whatif import changed_report
         from ..liveness import max_live_all
+
+        T = self.tiles
+        changed, buffers, stash = self._stage_report(s, i, j, n)
+        # the bound tile by tile, those with the most bytes first, until no tile left can
+        # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
+        upper = self.proxy_tiles(s, i, j, n)
+        order = np.argsort(-upper, kind="stable")
+        peak = np.zeros(T, np.int64)
+        al = np.zeros(T, np.int64)
+        done = 0
+        while done < T:
+            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
+            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
+                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
+            done += len(batch)
+            if done < T and upper[order[done]] <= (peak + stash).max():
+                break
+        out = (peak + stash.astype(np.int64), al + stash.astype(np.int64),
+               (buffers + stash).astype(np.int64))
+        self._evals[key] = out
+        return out
+
+    def exceeds(self, s: int, i: int, j: int, n: int, limit: int) -> bool:
+        """Whether stage ``s``'s estimate is above ``limit`` on some tile (``worst(...) >
+        limit``), deciding it on as few tiles as it can: the bound tile by tile in the same
+        order as ``stage``, stopping at the first tile above ``limit`` or when no tile left
+        can be. That a stage does not fit needs one tile above, not its worst tile."""
+        if (s, i, j, n) in self._evals:
+            return self.worst(s, i, j, n) > limit
+        from ..liveness import max_live_all
+
+        T = self.tiles
+        upper = self.proxy_tiles(s, i, j, n)
+        order = np.argsort(-upper, kind="stable")
+        if not len(order) or upper[order[0]] <= limit:
+            return False
+        changed, _, stash = self._stage_report(s, i, j, n)
+        done = 0
+        while done < T:
+            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
+            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
+                if m.max_live_bytes + stash[m.tile] > limit:
+                    return True
+            done += len(batch)
+            if done < T and upper[order[done]] <= limit:
+                break
+        return False
+
+    def _stage_report(self, s: int, i: int, j: int, n: int):
+        """Stage ``s``'s report (its variables at their sizes, its buffers), the bytes
+        pipelining adds per tile, the stash per tile."""
+        from .whatif import changed_report
 
         r, T = self.r, self.tiles
         a = self.anchor
@@ -485,27 +489,26 @@ class SplitModel:
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
             changed = _with_buffers(changed, bufs, r)
-        inp = self.input0 if i == 0 else self.fwd[i]
+        inp = self.stash_rows(i, j)
         depth = inferred_stash_depth(s, n)
         stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
-        # the bound tile by tile, those with the most bytes first, until no tile left can
-        # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
-        upper = self.proxy_tiles(s, i, j, n)
-        order = np.argsort(-upper, kind="stable")
-        peak = np.zeros(T, np.int64)
-        al = np.zeros(T, np.int64)
-        done = 0
-        while done < T:
-            batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
-                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
-            done += len(batch)
-            if done < T and upper[order[done]] <= (peak + stash).max():
-                break
-        out = (peak + stash.astype(np.int64), al + stash.astype(np.int64),
-               (buffers + stash).astype(np.int64))
-        self._evals[key] = out
-        return out
+        return changed, buffers, stash
+
+    def stash_rows(self, i: int, j: int) -> np.ndarray:
+        """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
+        (``stash="activations"``, a stage before the last) the per-sample tensors of its
+        units (not the gradient accumulators, live over every micro-batch) still live when
+        it hands over to unit ``j``."""
+        inp = self.input0 if i == 0 else self.fwd[i]
+        if self.stash == "inputs" or j >= self.L:
+            return inp
+        key = ("stash", i, j)
+        if key not in self._evals:
+            t, a = int(self.pos[j]), self.anchor
+            keep = (self.per_sample & ~self.persistent & (a >= i) & (a < j)
+                    & (self.start < t) & (self.end > t))
+            self._evals[key] = np.flatnonzero(keep)
+        return self._evals[key]
 
     def worst(self, s, i, j, n) -> int:
         return int(self.stage(s, i, j, n)[0].max())
@@ -519,7 +522,7 @@ class SplitModel:
         at once (always-live data whole, every buffer, the stash)."""
         b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
         r = self.r
-        inp = self.input0 if i == 0 else self.fwd[i]
+        inp = self.stash_rows(i, j)
         for rows, k in ((inp, inferred_stash_depth(s, n)),
                         (self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
                         (self.bwd[i] if i else (), INFERRED_COPY_ON_SOURCE),

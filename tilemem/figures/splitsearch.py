@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
-from .split import ASSUMPTIONS, SplitAnswer, SplitModel, Stage, verdict
+from .split import ASSUMPTIONS, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage, verdict
 
 #: Stage evaluations the exact search may spend (n stages x L(L+1)/2 ranges at most).
 EXACT_EVALUATIONS = 600
@@ -131,10 +131,14 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
         ipus=n, tile_memory=tm, tiles_per_ipu=m.tiles, units_from=m.units.source,
         units=m.L, split_points=[m.units.labels[c] for c in cuts], split_indices=list(cuts),
         stages=stages, search=how, fits=all(s.max_live_bytes <= tm for s in stages),
-        assumptions=list(ASSUMPTIONS)
+        assumptions=[STASH_ASSUMPTIONS[m.stash] if x == STASH_ASSUMPTIONS["inputs"] else x
+                     for x in ASSUMPTIONS]
         + ([] if m.start is not None else
            ["no class steps: tensors of no unit counted on every stage; the gradient sent "
-            "back has the shape of the activation"]))
+            "back has the shape of the activation"]
+           + (["no class steps: the stash is the stage input, not the activations asked for "
+               "(telling which are live at the handover needs the steps)"]
+              if m.stash_asked != m.stash else [])))
 
 
 def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
@@ -143,6 +147,10 @@ def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
     most = min(most or m.L, m.L)
     a = None
     for n in range(1, most + 1):
+        # one stage (the report itself) out of memory: told by its first tile found above
+        # tileMemory; its worst tile is not shown
+        if n == 1 < most and m.exceeds(0, 0, m.L, 1, m.r.target.tile_memory):
+            continue
         a = best_split(m, n)
         if a.fits:
             return a

@@ -108,7 +108,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     proportion to it (the default, 0.6, gives the calibrated sizes; everything else is the
     same for one seed, so two values make two compilations of one program to compare).
     ``model``: the program family, ``"cnn"`` (``program``) or ``"transformer"``
-    (``transformer``: Adam, gradient accumulation); ``splits`` (cnn):
+    (``transformer``: Adam, gradient accumulation); ``splits``:
     the one-IPU program of this seed and ``steps`` compiled pipelined over ``len(splits) + 1``
     IPUs, stage ``k`` starting at layer ``splits[k - 1]`` (see ``pipelined_as_one``).
     ``always_live_state``: weights and optimiser state are marked alwaysLive (004 leaves to
@@ -117,8 +117,6 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
-    if splits is not None and model != "cnn":
-        raise ValueError("splits are for model 'cnn'")
     if not 0 < available_memory_proportion <= 1:
         raise ValueError("available_memory_proportion must be in (0, 1]")
     if preset not in PRESETS:
@@ -141,8 +139,9 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
         if ipus not in (1, len(splits) + 1):
             raise ValueError(f"{len(splits)} split points make {len(splits) + 1} stages, "
                              f"not {ipus}")
-        return pipelined_as_one(preset, per_ipu, int(steps or DEFAULT_STEPS[preset]), pressure,
-                                seed, progress, partials, splits, always_live_state)
+        default = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
+        return pipelined_as_one(preset, per_ipu, int(steps or default[preset]), pressure,
+                                seed, progress, partials, splits, always_live_state, model)
     rng = np.random.default_rng(seed)
     default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
     n_steps = int(steps or default_steps[preset] * ipus)
@@ -159,10 +158,11 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
 
 def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
                      progress: bool, partials: float, splits: tuple[int, ...],
-                     always_live_state: bool = False) -> Report:
-    """The program ``generate_report(preset, per_ipu, steps, pressure, seed)`` would make for
-    one IPU, compiled pipelined with stages starting at layers ``splits``: the same layers,
-    tensors and random draws (``build_program``), each tensor mapped by the same rules onto
+                     always_live_state: bool = False, model: str = "cnn") -> Report:
+    """The program ``generate_report(preset, per_ipu, steps, pressure, seed, model=model)``
+    would make for one IPU, compiled pipelined with stages starting at layers ``splits``: the
+    same layers, tensors and random draws (``build_program``, ``build_transformer`` with its
+    head still tied), each tensor mapped by the same rules onto
     its stage's IPU, sized as on one IPU (its scale, and the bytes per item of every
     always-live category: what a code item costs does not change with the number of IPUs).
     ``generate_report(..., ipus=N)`` alone is another program: N times the steps, calibrated
@@ -177,18 +177,32 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     ...     one.size[[i for i in range(one.num_vars)
     ...               if one.name(i).startswith("layer0/weights#")]].tolist())
     True
+    >>> t2 = generate_report("mk1", tiles=8, steps=500, seed=1, splits=(2,), model="transformer")
+    >>> tied = "pipeline/tied/embedding/tokens/fwd/out#"
+    >>> t2.target.num_ipus, any(t2.name(i).startswith(tied) for i in range(t2.num_vars))
+    (2, True)
     """
     one_target = PRESETS[preset].with_tiles(per_ipu)
+    cnn = model == "cnn"
+
+    def build(rng, **kw):
+        if cnn:
+            return build_program(rng, steps, **kw)
+        return build_transformer(rng, steps, always_live_state=always_live_state, **kw)
+
+    # the transformer marks its own state (``build_transformer``), the cnn family's by the
+    # assembler
+    mark = always_live_state and cnn
     rng = np.random.default_rng(seed)
-    ref = _Assembler(build_program(rng, steps), one_target, rng, always_live_state)
+    ref = _Assembler(build(rng), one_target, rng, mark)
     scale = ref.calibrated(progress)
     owner, tile, _ = ref.parts(scale * pressure)
     per_weight = ref._items(owner, tile).per_weight
     ipus = len(splits) + 1
     target = PRESETS[preset].with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
     rng = np.random.default_rng(seed)
-    program = build_program(rng, steps, ipus=ipus, splits=splits)
-    return _Assembler(program, target, rng, always_live_state, per_weight).report(
+    program = build(rng, ipus=ipus, splits=splits)
+    return _Assembler(program, target, rng, mark, per_weight).report(
         pressure, progress, partials, scale=scale)
 
 

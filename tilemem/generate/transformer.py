@@ -42,6 +42,13 @@ stage, the head on the last, an untied head there since the embedding lives on t
 IPU); each stage but the last stashes its saved activations of the micro-batches in flight
 (no recomputation), live over the whole micro-batch loop.
 
+With ``splits`` (the one-IPU program compiled pipelined, stage ``k`` from layer
+``splits[k - 1]``) the program is the one-IPU one, head tied: the head on the last stage reads
+the embedding on the first through an inter-IPU copy each micro-batch (a tensor read on another
+IPU is copied there, as the activations are), and its weight gradient is copied back and added
+into the embedding's accumulator. Neither copy draws at random, so every other tensor is drawn
+as on one IPU.
+
 >>> p = build_transformer(np.random.default_rng(0), 300)
 >>> p.num_steps > 250, len(p.loops), len(p.branches)
 (True, 2, 1)
@@ -52,7 +59,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .program import AUTO, Program
+from .program import AUTO, Program, check_splits
 from .program import _Builder as _BaseBuilder
 
 #: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
@@ -175,11 +182,16 @@ class _Builder(_BaseBuilder):
         self.element_pairs.append((dy, dx))
         return dx
 
-    def weight_grad(self, p: str, inputs, param: dict) -> None:
-        """A weight gradient (mapped like the weight), added into its accumulator."""
-        w = self.tensors[param["w"]]
-        g = self.matmul(f"{p}/wu", inputs, w.bpt, like=param["w"], out="weightsGrad",
-                        dtype=w.dtype)
+    def weight_grad(self, p: str, inputs, param: dict, on: int | None = None) -> None:
+        """A weight gradient (mapped like the weight), added into its accumulator. ``on``: the
+        copy of the weight on another IPU that the gradient is computed with; the gradient,
+        mapped like it, is then copied back to the weight's IPU."""
+        on = param["w"] if on is None else on
+        w = self.tensors[on]
+        g = self.matmul(f"{p}/wu", inputs, w.bpt, like=on, out="weightsGrad", dtype=w.dtype)
+        home = self.tensors[param["w"]].ipu
+        if w.ipu != home:
+            g = self.ipu_copy(g, home, f"pipeline/tied/{param['name']}/bwd")
         acc = self.compute(f"{p}/gradAccum/ScaledAdd", "scaledAdd")
         self.use(acc, g, param["accum"])
         self.element_pairs.append((param["accum"], g))
@@ -213,12 +225,29 @@ def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: in
 
 
 def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1,
-                      always_live_state: bool = False) -> Program:
+                      always_live_state: bool = False,
+                      splits: tuple[int, ...] | None = None) -> Program:
     """A transformer training step of about ``target_steps`` program steps, pipelined over
-    ``ipus`` IPUs; ``always_live_state``: weights and Adam moments written alwaysLive."""
+    ``ipus`` IPUs; ``always_live_state``: weights and Adam moments written alwaysLive;
+    ``splits``: the first layer of every stage after the first (``ipus - 1`` increasing layer
+    numbers), the one-IPU program pipelined there, head tied (see the module docstring).
+
+    >>> one = build_transformer(np.random.default_rng(3), 500)
+    >>> two = build_transformer(np.random.default_rng(3), 500, ipus=2, splits=(2,))
+    >>> names = {t.name for t in two.tensors}
+    >>> {t.name for t in one.tensors} <= names, "head/logits/weights" in names
+    (True, False)
+    >>> sorted({t.ipu for t in two.tensors if t.name.startswith("layer2/")})
+    [1]
+    """
     b = _Builder(rng)
     num_layers = max(1, ipus, int(round((target_steps - FIXED_STEPS) / LAYER_STEPS)))
-    stage = [i * ipus // num_layers for i in range(num_layers)]
+    if splits is None:   # consecutive layers per stage, as equal in number as they can be
+        stage = [i * ipus // num_layers for i in range(num_layers)]
+    else:
+        check_splits(splits, ipus, num_layers)
+        stage = np.searchsorted(np.asarray(splits), np.arange(num_layers), "right").tolist()
+    tied = ipus == 1 or splits is not None
     last, every = ipus - 1, (-1 if ipus > 1 else 0)
     # sizes in units of hidden^2 halves: tokens = micro-batch x sequence = r x hidden
     hidden = int(rng.choice([512, 768, 1024]))
@@ -262,7 +291,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         params += [v for k, v in L.items() if not k.endswith("_norm")]
         params += [*L["attn_norm"].values(), *L["mlp_norm"].values()]
     b.ipu = last
-    if ipus == 1:
+    if tied:
         head = emb                      # tied: the logits are a matmul with the embedding
     else:
         head = param("head/logits", vocab)
@@ -354,7 +383,9 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         b.element_pairs.append((h2, x2))
         saved.append(dict(x=x, ln1=ln1, st1=st1, qkv=qkv, probs=scores, ctx=ctx, x1=x1,
                           ln2=ln2, st2=st2, h1=h1, g=g))
-        stage_saved += [ln1, qkv, scores, ctx, ln2, h1, g]
+        # everything the layer's backward reads of this micro-batch (the residual inputs and
+        # the norms' statistics too): overwritten by the next micro-batch otherwise
+        stage_saved += list(saved[-1].values())
         x = x2
 
     # ---- head and loss -------------------------------------------------------------------
@@ -363,7 +394,10 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     cs = b.compute("head/maskedPositions/MultiSlice", "multiSlice")
     b.use(cs, lnf, labels)
     xm = b.tensor("head/maskedPositions/out", MASKED * r, cs, dtype=2, coverage=AUTO)
-    logits = b.matmul("head/logits", [xm], MASKED * r * vocab, weight=head["w"])
+    head_w = head["w"]
+    if tied and last > 0:   # the embedding, on the first IPU, copied to the head's
+        head_w = b.ipu_copy(head_w, last, "pipeline/tied/embedding/tokens/fwd")
+    logits = b.matmul("head/logits", [xm], MASKED * r * vocab, weight=head_w)
     cs = b.compute("loss/CrossEntropy/LossTransform", "loss")
     b.use(cs, logits, labels, loss_scale)
     dlogits = b.tensor("loss/CrossEntropy/gradient", MASKED * r * vocab, cs, dtype=2,
@@ -374,8 +408,8 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     b.use(cs, per_token, loss_acc)
 
     # ---- backward --------------------------------------------------------------------------
-    dxm = b.matmul("head/logits/bwd", [dlogits], MASKED * r, weight=head["w"], out="gradIn")
-    b.weight_grad("head/logits", [dlogits, xm], head)
+    dxm = b.matmul("head/logits/bwd", [dlogits], MASKED * r, weight=head_w, out="gradIn")
+    b.weight_grad("head/logits", [dlogits, xm], head, on=head_w)
     cs = b.compute("head/maskedPositions/bwd/MultiUpdateAdd", "multiUpdateAdd")
     b.use(cs, dxm, labels)
     dlnf = b.tensor("head/maskedPositions/bwd/gradIn", r, cs, dtype=2, coverage=AUTO)
