@@ -225,6 +225,32 @@ class _Builder:
         return Program(self.kind, self.name, self.cl, self.tensors, self.loops, self.branches,
                        self.element_pairs, self.region_pairs, ipus)
 
+    def loss_scale_branch(self, cf: int, loss_scale: int, every: int, ipus: int,
+                          reduce: str, scaled_add: str) -> tuple[int, int]:
+        """The If on the loss scale, as both families compile it: the checkFinite step
+        ``cf``'s flag, made one consensus over the IPUs, then the then-branch that lowers the
+        scale (``reduce`` and ``scaled_add``: the family's codelets); the then-branch's first
+        and end steps."""
+        flag = self.tensor("lossScaling/nonFinite", 4, cf, coverage=0.0, scaled=False,
+                           alignment=4, offset=0, ipu=every)
+        ex = self.exchange("lossScaling/nonFinite/ExchangePre")
+        self.use(ex, flag)
+        if ipus > 1:  # every IPU's flag to every other IPU
+            gx = self.step("GlobalExchange", "lossScaling/nonFinite/GlobalExchange")
+            self.use(gx, flag)
+            flags = self.tensor("lossScaling/nonFinite/<globalMessage:recv>", 4 * ipus, gx,
+                                category="globalMessage", coverage=0.0, scaled=False,
+                                alignment=4, offset=0, ipu=every)
+            self.use(gx + 1, flags)
+        self.use(self.step("OnTileExecute", "lossScaling/SetLocalConsensusFromVar"), flag)
+        then_start = self.here
+        cs = self.compute("lossScaling/then/gradStatistics", reduce)
+        self.use(cs, loss_scale)
+        hist = self.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5, ipu=every)
+        cs = self.compute("lossScaling/then/decrease", scaled_add)
+        self.use(cs, loss_scale, hist)
+        return then_start, self.here
+
 
 def check_splits(splits, ipus: int, num_layers: int) -> None:
     """``ValueError`` unless ``splits`` are ``ipus - 1`` increasing layer numbers in
@@ -501,25 +527,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     cf = b.compute("lossScaling/checkFinite", "ReduceMaxClassGather")
     for dw, db in weight_grads.values():
         b.use(cf, dw, db)
-    flag = b.tensor("lossScaling/nonFinite", 4, cf, coverage=0.0, scaled=False, alignment=4,
-                    offset=0, ipu=every)
-    ex = b.exchange("lossScaling/nonFinite/ExchangePre")
-    b.use(ex, flag)
-    if ipus > 1:  # every IPU's flag to every other IPU
-        gx = b.step("GlobalExchange", "lossScaling/nonFinite/GlobalExchange")
-        b.use(gx, flag)
-        flags = b.tensor("lossScaling/nonFinite/<globalMessage:recv>", 4 * ipus, gx,
-                         category="globalMessage", coverage=0.0, scaled=False, alignment=4,
-                         offset=0, ipu=every)
-        b.use(gx + 1, flags)
-    b.use(b.step("OnTileExecute", "lossScaling/SetLocalConsensusFromVar"), flag)
-    then_start = b.here
-    cs = b.compute("lossScaling/then/gradStatistics", "Reduce")
-    b.use(cs, loss_scale)
-    hist = b.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5, ipu=every)
-    cs = b.compute("lossScaling/then/decrease", "ScaledAddSupervisor")
-    b.use(cs, loss_scale, hist)
-    then_end = b.here
+    then_start, then_end = b.loss_scale_branch(cf, loss_scale, every, ipus, "Reduce",
+                                               "ScaledAddSupervisor")
     else_start = b.here
     for i, (dw, db) in sorted(weight_grads.items()):
         b.ipu = stage[i]

@@ -463,25 +463,8 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     b.ipu = last
     cf = b.compute("lossScaling/checkFinite", "checkFinite")
     b.use(cf, *(q["accum"] for q in params))
-    flag = b.tensor("lossScaling/nonFinite", 4, cf, coverage=0.0, scaled=False, alignment=4,
-                    offset=0, ipu=every)
-    ex = b.exchange("lossScaling/nonFinite/ExchangePre")
-    b.use(ex, flag)
-    if ipus > 1:  # every IPU's flag to every other IPU
-        gx = b.step("GlobalExchange", "lossScaling/nonFinite/GlobalExchange")
-        b.use(gx, flag)
-        flags = b.tensor("lossScaling/nonFinite/<globalMessage:recv>", 4 * ipus, gx,
-                         category="globalMessage", coverage=0.0, scaled=False, alignment=4,
-                         offset=0, ipu=every)
-        b.use(gx + 1, flags)
-    b.use(b.step("OnTileExecute", "lossScaling/SetLocalConsensusFromVar"), flag)
-    then_start = b.here
-    cs = b.compute("lossScaling/then/gradStatistics", "reduce")
-    b.use(cs, loss_scale)
-    hist = b.tensor("lossScaling/then/gradHistogram", 0.15, cs, coverage=0.5, ipu=every)
-    cs = b.compute("lossScaling/then/decrease", "scaledAdd")
-    b.use(cs, loss_scale, hist)
-    then_end = b.here
+    then_start, then_end = b.loss_scale_branch(cf, loss_scale, every, ipus, "reduce",
+                                               "scaledAdd")
     cs = b.compute("optimizer/stepCount/increment", "add")
     b.use(cs, step_count)
     for q in params:
