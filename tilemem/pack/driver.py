@@ -49,17 +49,16 @@ from .bounds import TileBound
 from .carry import CARRIED
 from .cluster import ReportFile, cores, deadline_after, make_executor
 from .result import METHODS, Allocation, Goal, Method, Pass, Stage, Status
-from .schedule import (  # noqa: F401 (the knobs, re-exported for their readers)
-    _FIRST_END, _SETUP, _STARTED, AGAIN_LEAST, AGAIN_MAX, CARRY_SECONDS, CHAIN, DONORS,
-    EXACT_MAX, EXACT_RESERVE, EXACT_SHARE, EXACT_STOP, FIRST_RESERVE, FIRST_STOP, FIT_SECONDS,
-    MAX_RESERVE, MIN_SHARE, NEAR, NEAR_WEIGHT, QUICK_MAX_SHARE, QUICK_SECONDS, REACH,
-    SETTLE_GAP, SETUP_SECONDS, SWEEP_ROUNDS, EvenShare, ReserveForecast, _again_seconds,
+from .schedule import (  # noqa: F401 (re-exported: the names tests and benchmarks read here)
+    _FIRST_END, _SETUP, _STARTED, AGAIN_LEAST, CARRY_SECONDS, CHAIN, DONORS, EXACT_STOP,
+    FIRST_RESERVE, FIRST_STOP, MIN_SHARE, NEAR, NEAR_WEIGHT, QUICK_MAX_SHARE, QUICK_SECONDS,
+    REACH, SETTLE_GAP, SETUP_SECONDS, EvenShare, ReserveForecast, _again_seconds,
     _exact_priority, _exact_reserve, _fit_end, _runs, _standing, _sweep_rounds)
 from .scoreboard import Scoreboard, may_fit as _may_fit
 from .scoreboard import finished
 from .scoreboard import finished as _finished  # noqa: F401 (its readers' name)
 from .tasks import (  # noqa: F401
-    _SPENT, BoundsTask, RunTask, TileTask, _bounds, _cut, _group_identical, _Progress,
+    _SPENT, BoundsTask, TileTask, _bounds, _cut, _group_identical, _Progress,
     _replay_order, _report_intervals, _Shared, _solve, _solve_run, _verify, _warm_up,
     _workers_of)
 
