@@ -34,7 +34,9 @@ def main(argv=None) -> int:
     from tilemem.pack import heuristic
     from tilemem.pack.bounds import region_clique, tile_bounds
     from tilemem.pack.carry import carry_over
-    from tilemem.pack.driver import CHAIN, _replay_order, _warm_up  # noqa: F401
+    from tilemem.pack.plan import DEFAULT_POLICY
+    from tilemem.pack.tasks import _replay_order, _warm_up  # noqa: F401
+    CHAIN = DEFAULT_POLICY.chain
     from tilemem.pack.firstfit import first_fit
     from tilemem.pack.portfolio import (CARRIED_HINT_ORDERS, CARRIED_NEAR, QUICK_HINT_ORDERS,
                                         _meets, solve_tile)

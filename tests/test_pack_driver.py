@@ -3,7 +3,9 @@ expectations.
 
 - every method's allocation passes the independent checker (``pack_oracle.violations``);
 - exact is never worse than the heuristic, the heuristic never worse than replay;
-- identical tiles are solved once; the worker processes give the same offsets as one process.
+- identical tiles are solved once; the worker processes give the same offsets as one process;
+- ``auto``'s plan as the workers see it, through the driver's own seam (an executor that
+  records every task: ``Recording``), not by patching module globals.
 """
 import dataclasses
 import time
@@ -17,11 +19,14 @@ from pack_oracle import examples, passes_both_checkers, small_reports, violation
 from pack_oracle import objective as oracle_objective
 from tilemem.check import check_allocation
 from tilemem.model import Report
-from tilemem.pack import driver, schedule, tasks
+from tilemem.pack import driver, tasks
 from tilemem.pack.bounds import tile_bounds
-from tilemem.pack.driver import allocate
-from tilemem.pack.result import TileResult
+from tilemem.pack.cluster import LocalPool
+from tilemem.pack.driver import allocate, replace_policy
+from tilemem.pack.kinds import Goal, Pass
+from tilemem.pack.plan import DEFAULT_POLICY
 from tilemem.model.target import Target
+from tilemem.rules import DEFAULT_RULES
 
 
 def keys(r, off):
@@ -118,399 +123,210 @@ def three_tiles():
                                interference=[[1, 2], [0, 3], [0, 4], [1], [2]])
 
 
-def test_given_bounds_are_used_instead_of_computed(monkeypatch):
+class Recording(LocalPool):
+    """An executor that runs every task in this process and records it (the driver's seam:
+    ``_Run.start`` takes any executor, so nothing global is patched). ``change(fn, task)``
+    may swap a task for another before it runs (a worker that does something else)."""
+
+    def __init__(self, report, change=None):
+        super().__init__(tasks._Shared(report, DEFAULT_RULES), workers=1)
+        self.change = change or (lambda fn, task: task)
+        self.calls = []   # (function name, task) as run
+
+    def _call(self, fn, task, deadline):
+        task = self.change(fn, task)
+        self.calls.append((fn.__name__, task))
+        return fn(self.state, task, deadline)
+
+    def run(self, fn, tasks_, *, deadline=None):
+        for i, t in enumerate(tasks_):
+            yield i, self._call(fn, t, deadline)
+
+    def stream(self, fn, next_task, *, deadline=None):
+        while (t := next_task()) is not None:
+            yield t, self._call(fn, t, deadline)
+
+    def tile_tasks(self):
+        """Every tile task run, in order (those of a run one by one)."""
+        return [x for name, t in self.calls if name == "_solve_run" for x in t.tasks]
+
+
+def run_with(report, ex, method="auto", budget=None, time_limit=1.0, bounds=None,
+             goal=Goal.END, policy=DEFAULT_POLICY):
+    """``allocate``'s plan, run on ``ex``."""
+    run = driver._Run(report, method=method, tiles=None, time_limit=time_limit, seed=0,
+                      rules=DEFAULT_RULES, deterministic=False, bounds=bounds, budget=budget,
+                      journal=None, goal=goal, policy=policy)
+    with ex, tasks._Progress(False) as bar:
+        run.start(ex, bar, None)
+        run.bounds()
+        if run.searching:
+            run.plan()
+        else:
+            run.first_pass()
+            if not run.last:
+                run.fit_stage()
+                run.exact_rest()
+    return run.allocation()
+
+
+def test_given_bounds_are_used_instead_of_computed():
     r = three_tiles()
-    computed = tile_bounds(r, [0, 1, 2])
-    calls = []
-
-    def counting(report, tiles, time_limit=10.0):
-        calls.append(sorted(int(t) for t in tiles))
-        return tile_bounds(report, tiles, time_limit)
-
-    monkeypatch.setattr(tasks, "tile_bounds", counting)
-    own = allocate(r, method="heuristic", workers=1)
-    assert calls == [[0, 1, 2]]
-    given_ = allocate(r, method="heuristic", workers=1, bounds=computed)
-    assert calls == [[0, 1, 2]]  # nothing computed again
+    ex = Recording(r)
+    own = run_with(r, ex, method="heuristic")
+    computed = [sorted(t) for name, task in ex.calls if name == "_bounds" for t in [task.tiles]]
+    assert computed == [[0, 1, 2]]
+    ex = Recording(r)
+    given_ = run_with(r, ex, method="heuristic", bounds=tile_bounds(r, [0, 1, 2]))
+    assert not [1 for name, _ in ex.calls if name == "_bounds"]   # nothing computed again
     assert given_.offsets.tolist() == own.offsets.tolist()
     assert [t.bound for t in given_.tiles] == [t.bound for t in own.tiles]
     # only the tiles missing from ``bounds`` are computed; a given one is what the result says
-    calls.clear()
-    part = allocate(r, method="heuristic", workers=1, bounds={1: (5000, False)})
-    assert calls == [[0, 2]]
+    ex = Recording(r)
+    part = run_with(r, ex, method="heuristic", bounds={1: (5000, False)})
+    assert [sorted(t.tiles) for name, t in ex.calls if name == "_bounds"] == [[0, 2]]
     assert (part.tiles[1].bound, part.tiles[1].bound_exact) == (5000, False)
 
 
-def test_a_failing_worker_fails_the_call(monkeypatch):
-    def boom(p, method, **kw):
-        raise ValueError(f"boom on tile {p.tile}")
-
-    monkeypatch.setattr(tasks, "solve_tile", boom)
-    with pytest.raises(ValueError, match="boom on tile"):
-        allocate(three_tiles(), method="heuristic", workers=2)
+def _boom(state, task, deadline):
+    raise ValueError(f"boom on tile {task.tasks[0].tile}")
 
 
-def test_verify_raises_on_a_broken_allocation(monkeypatch):
-    def overlapping(p, method, **kw):  # every variable at 0: conflicting ones overlap
-        res = TileResult(tile=p.tile, method=method, status="heuristic", overflow_bytes=0,
-                         total_including_gaps=int(p.size.max()), bound=0, bound_exact=False,
-                         gap=0.0, seconds=0.0)
-        return res, np.zeros(p.n, np.int64)
-
-    monkeypatch.setattr(tasks, "solve_tile", overlapping)
+def test_a_failing_worker_fails_the_call():
     r = three_tiles()
-    assert violations(r, allocate(r, method="heuristic", workers=1).offsets) != []
+    with pytest.raises(ValueError, match="boom on tile"):
+        with LocalPool(tasks._Shared(r, DEFAULT_RULES), workers=2) as ex:
+            list(ex.run(_boom, [tasks.RunTask([tasks.TileTask(t, Pass.HEURISTIC, None, None,
+                                                              None, 1.0, 0)])
+                                for t in range(3)]))
+    with pytest.raises(ValueError, match="boom on tile"):
+        with LocalPool(tasks._Shared(r, DEFAULT_RULES), workers=2) as ex:
+            todo = [tasks.RunTask([tasks.TileTask(t, Pass.HEURISTIC, None, None, None, 1.0, 0)])
+                    for t in range(3)]
+            list(ex.stream(_boom, lambda: todo.pop() if todo else None))
+
+
+def test_verify_raises_on_a_broken_allocation():
+    r = three_tiles()
+    a = allocate(r, method="heuristic", workers=1)
+    broken = dataclasses.replace(a, offsets=np.zeros_like(a.offsets))
+    assert violations(r, broken.offsets) != []
     with pytest.raises(AssertionError, match="failed the checker"):
-        allocate(r, method="heuristic", workers=1, verify=True)
+        driver._verify(r, broken, DEFAULT_RULES)
+    driver._verify(r, a, DEFAULT_RULES)   # the real one passes
 
 
-
-def test_auto_brings_every_tile_near_its_bound_before_exact_work(monkeypatch):
-    """``auto``'s order of work: on every tile, the heuristic and then the quick search
-    stopped within 1% of the bound ("near", one task from no hint), before any exact work or
-    a second, longer quick search ("quick") on any tile."""
+def generated():
     from tilemem.generate import generate_report
 
-    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
-    calls = []
-    real = tasks.solve_tile
+    return generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
 
-    def spy(p, method, **kw):
-        calls.append((p.tile, method, kw.get("hint") is None))
-        return real(p, method, **kw)
 
-    monkeypatch.setattr(tasks, "solve_tile", spy)
-    a = allocate(r, workers=1, time_limit=0.5, verify=True)
-    methods = [m for _, m, _ in calls]
-    passes = [m for i, m in enumerate(methods) if i == 0 or m != methods[i - 1]]
-    assert passes[0] == "near", passes
-    later = [m for m in passes[1:] if m != "fit"]
-    # the exact stage on the tiles still above 1% (when there are any), then the sweep that
-    # carries a better neighbour's allocation over to those still above 1% (when one has
-    # such a neighbour), the quick search on the others, the exact stage on the rest
-    if "carry" in later:
-        assert later[:2] == ["auto", "carry"], passes
-        later.remove("carry")
-    assert (later == ["auto", "quick", "auto"][:len(later)]
-            or later == ["quick", "auto"][:len(later)]), passes
-    # "near" came first on every tile, from no hint (the heuristic inside the same task)
-    first = {}
-    for t, m, fresh in calls:
-        first.setdefault(t, (m, fresh))
-    assert set(first) == set(a.tiles[i].tile for i in range(len(a.tiles)))
-    assert all(m == "near" and fresh for m, fresh in first.values())
-    assert all(t.status in ("optimal", "heuristic", "feasible") for t in a.tiles)
+def test_auto_visits_every_tile_before_any_revisit():
+    """Every tile's first task is a visit (the heuristic, then the quick search, from no
+    allocation) and every visit comes before any slice from an allocation (a revisit)."""
+    r = generated()
+    ex = Recording(r)
+    a = run_with(r, ex, budget=30.0)
+    calls = ex.tile_tasks()
+    fresh = [t.hint is None for t in calls]
+    assert fresh[:len(a.tiles)] == [True] * len(a.tiles) and not any(fresh[len(a.tiles):])
+    assert {t.tile for t in calls[:len(a.tiles)]} == {t.tile for t in a.tiles}
+    assert all(t.method == Pass.QUICK for t in calls[:len(a.tiles)])
+    assert violations(r, a.offsets) == []
     assert [x.label for x in a.passes][:2] == ["maximum live bytes",
-                                              "heuristic, then quick search to 1% of the bound"]
+                                              "visits: the heuristic, then the quick search"]
 
 
-def test_unreached_and_unsearched_tiles_are_counted_apart(monkeypatch):
-    """A run's budget that ends before any search: every tile the heuristic left above its
-    bound is "unreached" and "unsearched" (it keeps the first pass's allocation). One that
-    ends during the second quick pass: the tiles the first pass (the quick search from no
-    hint, an even share of the budget) reached are unreached by the exact stage but not
-    unsearched."""
-    from tilemem.generate import generate_report
+def _no_search_on_visits(fn, task):
+    """A worker whose visits stop after the heuristic: they leave tiles above 1 %."""
+    if fn.__name__ == "_solve_run" and task.tasks[0].hint is None:
+        return dataclasses.replace(task, tasks=[dataclasses.replace(x, time_limit=0.0)
+                                                for x in task.tasks])
+    return task
 
-    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
+
+def test_tiles_the_visits_leave_above_one_percent_are_revisited():
+    """With time left after the visits, every tile they left above 1 % gets a revisit, the
+    tiles that overflow although their bound fits a fit slice first; none ends worse."""
+    r = generated()
+    ex = Recording(r, _no_search_on_visits)
+    a = run_with(r, ex, budget=20.0)
+    calls = ex.tile_tasks()
+    n = len(a.tiles)
+    visits = {}
+    for t in calls[:n]:
+        visits[t.tile] = t
+    revisits = calls[n:]
+    assert revisits
+    after_visit = {}
+    seen = set()
+    for t in revisits:
+        if t.tile not in seen:
+            seen.add(t.tile)
+            after_visit[t.tile] = t.prev
+    high = {t for t, prev in after_visit.items() if prev.gap > 0.01}
+    may_fit = [t.tile for t in revisits if t.method == Pass.FIT]
+    if may_fit:   # the fit slices come before any other revisit
+        assert all(t.method == Pass.FIT for t in revisits[:len(set(may_fit))])
+    assert high, "the visits left no tile above 1 %"
+    final = {x.tile: x for x in a.tiles}
+    for t in revisits:
+        assert (final[t.tile].overflow_bytes, final[t.tile].total_including_gaps) <= (
+            t.prev.overflow_bytes, t.prev.total_including_gaps)
+    assert violations(r, a.offsets) == []
+
+
+def test_a_budget_spent_before_any_search_counts_unreached_and_unsearched_tiles():
+    r = generated()
     open_tiles = {res.tile for res in allocate(r, method="heuristic", workers=1).tiles
                   if res.status != "optimal"}
     assert open_tiles
-    a = allocate(r, workers=1, time_limit=0.5, budget=0.0)
+    a = run_with(r, Recording(r), budget=0.0)
     assert a.unreached == a.unsearched == len(open_tiles)
     assert a.summary()["unsearched"] == len(open_tiles)
-    # those of them the exact stage was for: still above 1% of their bound
     far = sum(t.gap > 0.01 for t in a.tiles)
     assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far > 0
 
-    calls = []
-    real_solve, real_remaining = tasks.solve_tile, tasks.remaining
 
-    def spy(p, method, **kw):
-        calls.append((p.tile, method, kw.get("hint") is None))
-        return real_solve(p, method, **kw)
-
-    def remaining(deadline, limit):
-        # the budget runs out once the second quick pass (from a hint) has started (not on
-        # the clock)
-        later = any(m == "quick" and not fresh for _, m, fresh in calls)
-        return 0.0 if later else real_remaining(deadline, limit)
-
-    monkeypatch.setattr(tasks, "solve_tile", spy)
-    monkeypatch.setattr(tasks, "remaining", remaining)
-    a = allocate(r, workers=1, time_limit=0.5, budget=600)
-    first = {t for t, m, fresh in calls if m == "quick" and fresh}
-    # the tiles not finished with (``_finished``: optimal, or settled within SETTLE_GAP)
-    tm = r.target.tile_memory
-    left = {t.tile for t in a.tiles if not driver._finished(t, tm, "end", driver.SETTLE_GAP)}
-    assert any(m == "quick" and not fresh for _, m, fresh in calls) and left <= first
-    assert a.unsearched == 0 and a.unreached == len(left) > 0
+def test_without_a_budget_each_open_tile_gets_one_slice_of_each_move():
+    r = generated()
+    ex = Recording(r, _no_search_on_visits)
+    a = run_with(r, ex, budget=None, time_limit=0.5)
+    calls = ex.tile_tasks()
+    n = len(a.tiles)
+    assert all(t.method == Pass.NEAR for t in calls[:n])
+    later = calls[n:]
+    exact = [t.tile for t in later if t.method == Pass.AUTO]
+    quick = [t.tile for t in later if t.method == Pass.QUICK]
+    assert len(exact) == len(set(exact)) > 0 and len(quick) == len(set(quick))  # once each
+    assert all(t.time_limit == 0.5 for t in later)
+    assert a.unreached == 0
+    assert violations(r, a.offsets) == []
 
 
-def test_the_exact_stage_reaches_every_tile_left_above_one_percent(monkeypatch):
-    """With a budget, every tile the first pass leaves above 1% of its bound gets the exact
-    stage, in one task with an even share of the time left (not a floor that runs out before
-    the last ones)."""
-    from tilemem.generate import generate_report
-
-    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
-    calls, high = [], set()
-    real = tasks.solve_tile
-
-    def spy(p, method, **kw):
-        first = method == "quick" and kw.get("hint") is None
-        if first:
-            method = "heuristic"   # a first pass that leaves tiles above 1%
-        calls.append((p.tile, method, kw.get("time_limit")))
-        res, off = real(p, method, **kw)
-        if first and res.gap > driver.NEAR and res.overflow_bytes == 0:
-            high.add(p.tile)
-        return res, off
-
-    monkeypatch.setattr(tasks, "solve_tile", spy)
-    a = allocate(r, workers=1, time_limit=5.0, budget=8.0, verify=True)
-    exact = {t: limit for t, m, limit in calls if m == "auto"}
-    assert len(high) >= 2 and high <= set(exact), (high, exact)
-    assert not any(driver._SPENT in t.note for t in a.tiles if t.tile in high)
-    # even shares of the time left, not the per-tile cap first: the first tile handed out
-    # gets less than the cap and none is starved (a tile that reaches its bound early leaves
-    # its time to the later ones, so the last may get the cap)
-    order = [t for t, m, _ in calls if m == "auto" and t in high]
-    assert exact[order[0]] < 5.0 and all(exact[t] > 0.05 for t in high), exact
+def test_the_run_ends_early_once_every_tile_is_finished():
+    """A settle gap every visit meets (100 %): the run ends as soon as the visits are in,
+    and says how much of its budget it left."""
+    r = generated()
+    a = run_with(r, Recording(r), budget=60.0, policy=replace_policy(DEFAULT_POLICY,
+                                                                     settle=1.0))
+    assert a.ended_early is not None and a.ended_early > 30.0
+    assert [x.label for x in a.passes] == ["maximum live bytes",
+                                           "visits: the heuristic, then the quick search"]
 
 
-def test_a_second_round_of_the_exact_stage_takes_the_tiles_still_above_one_percent(
-        monkeypatch):
-    """A first round of the exact stage that leaves every tile above 1% where it was, in no
-    time: the time it left goes to a second round, with another seed, on those same tiles
-    (none else), at least ``AGAIN_LEAST`` a tile, within the budget; they end no worse."""
-    from tilemem.generate import generate_report
-
-    r = generate_report("mk1", tiles=8, steps=300, pressure=1.1, seed=2)
-    monkeypatch.setattr(driver, "DONORS", 0)   # no sweep: the tiles stay as round 1 left them
-    calls, high = [], {}
-    real = tasks.solve_tile
-
-    def spy(p, method, **kw):
-        first = method == "quick" and kw.get("hint") is None
-        calls.append((p.tile, method, kw["seed"], kw.get("time_limit")))
-        if first or (method == "auto" and kw["seed"] == 0):
-            method = "heuristic"   # a first pass, and a first round, that leave tiles above 1%
-        res, off = real(p, method, **kw)
-        if first and res.gap > driver.NEAR and res.overflow_bytes == 0:
-            high[p.tile] = res.total_including_gaps
-        return res, off
-
-    monkeypatch.setattr(tasks, "solve_tile", spy)
-    started = time.time()
-    a = allocate(r, workers=1, time_limit=5.0, budget=20.0, verify=True)
-    assert time.time() - started < 20.0 + 5.0
-    again = {t: limit for t, m, seed, limit in calls if m == "auto" and seed == 2}
-    # the first round: the exact stage's calls (seed 0) before the second round's
-    k = next(i for i, (_, m, seed, _) in enumerate(calls) if m == "auto" and seed == 2)
-    first_round = {t for t, m, seed, _ in calls[:k] if m == "auto" and seed == 0}
-    # the second round takes the first's tiles, among them every tile the first pass left
-    # above 1% (a tile the fit stage brought to fit may join them), and no others
-    assert len(high) >= 2 and set(high) <= set(again) <= first_round, (high, again)
-    assert all(limit >= driver.AGAIN_LEAST for limit in again.values()), again
-    ends = {t.tile: t.total_including_gaps for t in a.tiles}
-    assert all(ends[t] <= end for t, end in high.items())
-
-
-def _first_end_seen(state, task, deadline):
-    """A pool task: the first pass's end as this worker process sees it."""
-    return driver._FIRST_END.value
-
-
-def test_an_even_share_follows_the_first_pass_end_the_driver_revises():
-    # 200 s left for 100 tasks on 2 workers: 4 s each less the set-up; revised to 100 s
-    # left, 2 s each; a revision later than the task's own end, or none, changes nothing
-    fixed = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0)
-    revised = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0, revised=True)
-    setup = driver._SETUP.seconds()   # this process's measure (SETUP_SECONDS until measured)
-    try:
-        driver._FIRST_END.value = 200.0
-        assert fixed.seconds(100.0) == pytest.approx(4.0 - setup)
-        assert revised.seconds(100.0) == pytest.approx(2.0 - setup)
-        driver._FIRST_END.value = 400.0
-        assert revised.seconds(100.0) == pytest.approx(4.0 - setup)
-        driver._FIRST_END.value = float("nan")
-        assert revised.seconds(100.0) == pytest.approx(4.0 - setup)
-    finally:
-        driver._FIRST_END.value = float("nan")
-
-
-def test_tiles_near_capacity_get_a_larger_share_of_the_first_pass(monkeypatch):
-    """In the first pass under a budget, a tile whose bound is within 2% below tileMemory
-    (would it fit?) gets ``NEAR_WEIGHT`` times the share of a tile far below: its task's
-    share has that weight, out of the weights of the tasks from it on; the others one."""
-    from tilemem.generate import generate_report
-
-    r = generate_report("mk1", tiles=8, steps=300, pressure=0.8, seed=2)
-    tm = r.target.tile_memory
-    tiles = [int(t) for t in r.tiles_in_use()]
-    near = set(tiles[::2])
-    # the bounds given: every other tile near capacity, the rest at half of it
-    bounds = {t: (tm - 64 if t in near else tm // 2, True) for t in tiles}
-    seen = []
-    real = driver._solve_run
-
-    def spy(shared, run, deadline):
-        # the first pass's shares (the later passes' are not revised by the forecast)
-        seen.extend((task.tile, task.share) for task in run.tasks
-                    if task.share is not None and task.share.revised)
-        return real(shared, run, deadline)
-
-    monkeypatch.setattr(driver, "_solve_run", spy)
-    monkeypatch.setattr(tasks, "solve_tile", lambda p, method, **kw: _heuristic_only(p, **kw))
-    allocate(r, workers=1, time_limit=0.5, budget=60.0, bounds=bounds)
-    assert sorted(t for t, _ in seen) == sorted(tiles)
-    weights = [share.weight for _, share in seen]
-    assert weights == [driver.NEAR_WEIGHT if t in near else 1.0 for t, _ in seen]
-    assert [share.rest for _, share in seen] == [sum(weights[i:]) for i in range(len(seen))]
-    # at one moment, with the same tasks after it, a near tile's share (its set-up added
-    # back) is NEAR_WEIGHT times a far tile's: a moment where one weight's part is 0.5 s,
-    # between the shares' floor and cap
-    share = next(share for t, share in seen if t in near)
-    far = dataclasses.replace(share, weight=1.0)
-    now = share.until - 0.5 * share.rest / share.workers
-    setup = driver._SETUP.seconds()
-    assert share.seconds(now) + setup == pytest.approx(driver.NEAR_WEIGHT * 0.5, abs=1e-5)
-    assert far.seconds(now) + setup == pytest.approx(0.5, abs=1e-5)
-
-
-def _heuristic_only(p, **kw):
-    """``solve_tile`` with the heuristic alone (a fast first pass for the tests)."""
-    from tilemem.pack.portfolio import solve_tile
-
-    kw.pop("hint", None)
-    return solve_tile(p, "heuristic", **{k: v for k, v in kw.items()
-                                         if k in ("bound", "replay_order", "seed", "given")})
-
-
-def test_an_even_share_subtracts_the_set_up_this_process_measured(monkeypatch):
-    # 4 s a task for 100 tasks on 2 workers; the set-up measured at 0.5 s a task leaves 3.5 s
-    clock = schedule._SetUpClock(enough=2)
-    monkeypatch.setattr(schedule, "_SETUP", clock)
-    share = driver.EvenShare(300.0, 0, 100, 2, 0.1, 10.0)
-    assert share.seconds(100.0) == pytest.approx(4.0 - driver.SETUP_SECONDS)
-    clock.add(0.4)
-    clock.add(0.6)
-    assert share.seconds(100.0) == pytest.approx(3.5)
-
-
-def test_the_pool_workers_see_the_first_pass_end_revised_after_they_started():
-    from tilemem.pack.cluster import LocalPool
-
-    try:
-        with LocalPool(None, workers=2) as pool:   # forked here
-            driver._FIRST_END.value = 123.5
-            seen = [v for _, v in pool.run(_first_end_seen, [0, 1, 2, 3])]
-        assert seen == [123.5] * 4
-    finally:
-        driver._FIRST_END.value = float("nan")
-
-
-def _count_started(state, task, deadline):
-    """A pool task: count itself as started, as the exact stage's tasks do."""
-    with driver._STARTED.get_lock():
-        driver._STARTED.value += 1
-
-
-def test_the_pool_workers_count_the_tasks_started_where_the_driver_sees_it():
-    from tilemem.pack.cluster import LocalPool
-
-    try:
-        with LocalPool(None, workers=2) as pool:   # forked here
-            driver._STARTED.value = 0
-            list(pool.run(_count_started, list(range(6))))
-            assert driver._STARTED.value == 6
-    finally:
-        driver._STARTED.value = -1
-
-
-@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60),
-       st.integers(0, 20), st.integers(1, 4))
-def test_the_reserve_forecast_counts_what_it_saw_and_stays_within_its_bounds(results, near,
-                                                                            workers):
-    """Once every tile is in, the forecast is the count of what the results asked (no prior
-    left); at every step its seconds stay between the floor and the cap of the span."""
-    from tilemem.pack.schedule import FIRST_RESERVE, MAX_RESERVE, ReserveForecast
-    n = len(results)
-    near_set = set(range(min(near, n)))
-    f = ReserveForecast(n, near_set, workers, 240.0)
-    for t, (may_fit, high) in enumerate(results):
-        high = high and not may_fit   # a tile asks one stage or the other
-        f.add(t, may_fit, high)
-        assert FIRST_RESERVE * 240.0 <= f.seconds() <= MAX_RESERVE * 240.0
-    assert f.fit_tiles() == pytest.approx(sum(m for m, _ in results))
-    assert f.high_tiles() == pytest.approx(sum(h and not m for m, h in results))
-
-
-def test_an_early_run_of_bad_results_moves_the_forecast_less_than_a_plain_projection():
-    """Three tiles above 1% among the first 20 of 1,000: projected alone that is 150 tiles;
-    the prior (1% of tiles, worth 64 of them) holds the forecast near what the pass will
-    ask if the rest behave as the prior says."""
-    from tilemem.pack.schedule import HIGH_PRIOR, HIGH_WEIGHT, ReserveForecast
-    f = ReserveForecast(1000, set(), 2, 1000.0)
-    for t in range(20):
-        f.add(t, False, t < 3)
-    expected = 3 + 980 * (3 + HIGH_PRIOR * HIGH_WEIGHT) / (20 + HIGH_WEIGHT)
-    assert f.high_tiles() == pytest.approx(expected)
-    assert f.high_tiles() < 3 * 1000 / 20 / 2
-
-
-def test_the_exact_stages_part_of_the_reserve_is_capped():
-    """100 tiles in, all left above 1%: 652 tiles forecast above 1%, 652 s of two workers
-    asked; the exact stage's part is held at ``EXACT_MAX`` of the span (the first pass would
-    otherwise end early, leave more tiles above 1% and ask more). The fit stage's part comes
-    on top, within ``MAX_RESERVE``."""
-    from tilemem.pack.schedule import EXACT_MAX, FIT_SECONDS, MAX_RESERVE, ReserveForecast
-    f = ReserveForecast(1000, set(), 2, 240.0)
-    for t in range(100):
-        f.add(t, may_fit=False, high=True)
-    assert f.high_tiles() == pytest.approx(100 + 900 * (100 + 0.64) / 164)
-    assert f.seconds() == pytest.approx(EXACT_MAX * 240.0)
-    g = ReserveForecast(1000, set(), 2, 240.0)
-    for t in range(100):
-        g.add(t, may_fit=t < 4, high=t >= 4)   # 4 tiles overflow although their bound fits
-    assert g.seconds() == pytest.approx(min(EXACT_MAX * 240.0 + FIT_SECONDS * 4 / 2,
-                                            MAX_RESERVE * 240.0))
-
-
-
-
-def test_the_sweep_carries_a_good_tile_along_a_row_in_rounds():
-    """A row of five tiles left above 1%, the last one good (lower is better), each tile's
-    donors its better neighbours one tile away; tile 0 does not take tile 1's allocation
-    while it is at 3 (carried over it would be worse). The good allocation goes one tile a
-    round; after the first round only the donors that took one in the round before are
-    offered (tile 1 is not offered to tile 0 again until it changes); limited to 2 rounds
-    it reaches two tiles."""
-    def run(rounds):
-        value = [5, 3, 5, 5, 1]
-        offered = []
-
-        def donors(t):
-            return tuple((d, None) for d in (t - 1, t + 1)
-                         if 0 <= d < len(value) and value[d] < value[t])
-
-        def carry_round(sweep, k):
-            offered.append({t: sorted(d for d, _ in ds) for t, ds in sweep.items()})
-            took = set()
-            for t, ds in sweep.items():
-                better = [value[d] for d, _ in ds if not (t == 0 and d == 1 and value[1] == 3)]
-                if better:
-                    value[t] = min(better)
-                    took.add(t)
-            return took
-
-        n = driver._sweep_rounds(lambda: [t for t, v in enumerate(value) if v > 1], donors,
-                                 carry_round, rounds=rounds)
-        return n, value, offered
-
-    n, value, offered = run(None)
-    assert value == [1] * 5 and n == 4
-    assert offered == [{0: [1], 2: [1], 3: [4]}, {2: [3]}, {1: [2]}, {0: [1]}]
-    n, value, _ = run(2)
-    assert n == 2 and value == [5, 3, 1, 1, 1]
+def test_a_run_of_neighbours_shares_its_own_time_out():
+    """A visit's run of tiles ends by its ``until``: each tile gets what is left of it over
+    the tiles left (less the set-up the run has measured), never its whole share when the
+    tiles before it overran."""
+    r = generated()
+    shared = tasks._Shared(r, DEFAULT_RULES)
+    bounds = tile_bounds(r, list(range(3)))
+    now = time.time()
+    run = tasks.RunTask([tasks.TileTask(t, Pass.QUICK, None, None, bounds[t], 5.0, 0,
+                                        stop_gap=0.0) for t in range(3)],
+                        until=now + 0.6, setup=0.05)
+    out = tasks._solve_run(shared, run, None)
+    assert time.time() - now < 0.6 + 1.0
+    assert [t for t, _, _ in out] == [0, 1, 2]

@@ -15,18 +15,19 @@ DEFAULT_BUDGET = 240.0
               default="auto", show_default=True,
               help="replay: first fit in allocationOrderByTile order; heuristic: best of a few "
                    "greedy orders; auto: heuristic, then a quick search and the exact portfolio "
-                   "where it overflows or misses the bound; exact: the exact portfolio on every tile (also lowers "
-                   "each region's high-water mark).")
+                   "where it overflows or misses the bound; exact: the exact portfolio on "
+                   "every tile (also lowers each region's high-water mark).")
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
-              help="Seconds per tile for the exact portfolio (auto, exact): a cap.")
+              help="Seconds of one slice of the exact portfolio on a tile (auto, exact): "
+                   "a cap.")
 @click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
               help="Seconds the run may take; it ends earlier once every tile is within "
-                   "0.1% of its bound or proven optimal, and says so. Every tile gets its "
-                   "bound and the heuristic whatever the budget; under auto the time then "
-                   "goes, in this order, to: a quick search on every tile (an even share, "
-                   "neighbours carried over to each other); the tiles that overflow although "
-                   "their bound fits, until they fit; the tiles left above 1%; the rest. See "
-                   "docs/architecture.md. Not applied with --deterministic.")
+                   "0.1% of its bound or proven optimal, and says so. Under auto every tile "
+                   "is visited first (the heuristic, then a quick search: an even share); "
+                   "then each next slice goes to the tiles that overflow although their "
+                   "bound fits, and among the rest to where it is expected to close the most "
+                   "gap per second, learned as the run goes. See docs/architecture.md. Not "
+                   "applied with --deterministic.")
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,

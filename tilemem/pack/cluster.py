@@ -124,6 +124,38 @@ class LocalPool:
             for f in futures:
                 f.cancel()
 
+    def stream(self, fn: TaskFn, next_task: Callable[[], Any], *,
+               deadline: float | None = None) -> Iterator[tuple[Any, Any]]:
+        """``(task, fn(state, task, deadline))`` as each finishes, the tasks asked of
+        ``next_task()`` whenever a worker is free, so that each is decided with every result
+        before it in: ``workers`` run at once; ``next_task()`` returning None means nothing to
+        start now, and the stream ends when nothing runs and it still says None.
+
+        >>> todo = [3, 1, 2]
+        >>> with LocalPool(state=10, workers=1) as ex:
+        ...     [r for _, r in ex.stream(_example_task, lambda: todo.pop() if todo else None)]
+        [12, 11, 13]
+        """
+        if self._pool is None:
+            while (task := next_task()) is not None:
+                yield task, fn(self.state, task, deadline)
+            return
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        running: dict = {}
+        try:
+            while True:
+                while len(running) < self.workers and (task := next_task()) is not None:
+                    running[self._pool.submit(_pool_call, fn, task, deadline)] = task
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    yield running.pop(f), f.result()
+        finally:
+            for f in running:
+                f.cancel()
+
     def describe(self) -> str:
         return f"local process pool of {self.workers} worker(s)"
 
@@ -307,6 +339,39 @@ class DaskExecutor:
             done.clear()
             if pending:
                 self.client.cancel([f for _, f in pending.values()])
+
+    def slots(self) -> int:
+        """Tasks the cluster runs at once: its workers' threads."""
+        info = self.client.scheduler_info().get("workers", {})
+        return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
+
+    def stream(self, fn: TaskFn, next_task: Callable[[], Any], *,
+               deadline: float | None = None) -> Iterator[tuple[Any, Any]]:
+        """As ``LocalPool.stream``: a task asked of ``next_task()`` whenever one of the
+        cluster's threads is free (``slots``)."""
+        from distributed import FIRST_COMPLETED, wait
+
+        batch = uuid.uuid4().hex[:8]
+        running: dict = {}
+        slots, count = self.slots(), 0
+        try:
+            while True:
+                while len(running) < slots and (task := next_task()) is not None:
+                    f = self.client.submit(_dask_call, fn, self._state_ref, task, deadline,
+                                           key=f"tilemem-{self._run_id}-{batch}-{count}",
+                                           pure=False, retries=self.retries)
+                    running[f] = task
+                    count += 1
+                if not running:
+                    return
+                done = wait(list(running), return_when=FIRST_COMPLETED).done
+                for f in done:
+                    task = running.pop(f)
+                    # a task that raised (after its retries) raises here
+                    yield task, f.result()
+        finally:
+            if running:
+                self.client.cancel(list(running))
 
     def close(self) -> None:
         if self.client is not None:

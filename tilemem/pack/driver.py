@@ -46,21 +46,20 @@ from ..model import Report
 from ..model.names import tensor_keys
 from ..rules import DEFAULT_RULES, Rules
 from .bounds import TileBound
-from .carry import CARRIED
 from .cluster import ReportFile, cores, deadline_after, make_executor
 from .result import METHODS, Allocation, Goal, Method, Pass, Stage, Status
-from .schedule import (  # noqa: F401 (re-exported: the names tests and benchmarks read here)
-    _FIRST_END, _SETUP, _STARTED, AGAIN_LEAST, CARRY_SECONDS, CHAIN, DONORS, EXACT_STOP,
-    FIRST_RESERVE, FIRST_STOP, MIN_SHARE, NEAR, NEAR_WEIGHT, QUICK_MAX_SHARE, QUICK_SECONDS,
-    REACH, SETTLE_GAP, SETUP_SECONDS, EvenShare, ReserveForecast, _again_seconds,
-    _exact_priority, _exact_reserve, _fit_end, _runs, _standing, _sweep_rounds)
-from .scoreboard import Scoreboard, may_fit as _may_fit
-from .scoreboard import finished
-from .scoreboard import finished as _finished  # noqa: F401 (its readers' name)
-from .tasks import (  # noqa: F401
-    _SPENT, BoundsTask, TileTask, _bounds, _cut, _group_identical, _Progress,
-    _replay_order, _report_intervals, _Shared, _solve, _solve_run, _verify, _warm_up,
-    _workers_of)
+from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
+from .quick import NEAR
+from .schedule import _exact_priority, _fit_end, _runs, _standing
+from .scoreboard import Scoreboard, finished, may_fit as _may_fit
+from .tasks import (_SPENT, BoundsTask, RunTask, TileTask, _bounds, _cut, _group_identical,
+                    _Progress, _replay_order, _report_intervals, _Shared, _solve_run,
+                    _verify, _warm_up, _workers_of)
+
+#: A tile within this gap of its bound is finished with (``Policy.settle``).
+SETTLE_GAP = DEFAULT_POLICY.settle
+#: Seconds of ``auto``'s quick-search probe (``Policy.quick``).
+QUICK_SECONDS = DEFAULT_POLICY.quick
 
 
 def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: float = 10.0,
@@ -69,49 +68,43 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
              bounds: dict[int, tuple[int, bool]] | None = None, budget: float | None = None,
              scheduler: str | None = None, state_path=None, journal=None,
              echo=None, quick: float = QUICK_SECONDS, goal: str = Goal.END,
-             settle: float | None = SETTLE_GAP) -> Allocation:
+             settle: float | None = SETTLE_GAP, policy: Policy | None = None) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
-    ``time_limit``: seconds per tile for the exact part (a cap). ``budget``: seconds for the
-    whole run (None: no run-wide limit). Every tile gets the bound and the heuristic whatever
-    the budget; under ``auto`` the quick search too, in the same task: with a budget as low
-    as it gets (at most to ``FIRST_STOP``), the tiles in a random order, within an even
-    share of the budget (``EvenShare``; ``FIRST_RESERVE`` of it
-    kept, more as the results ask for the later passes: ``FIT_SECONDS``, ``EXACT_SHARE``,
-    at most ``MAX_RESERVE``), without one stopped within 1% of the bound. Then, while the
-    budget lasts: on the tiles that overflow although their bound fits (fewest overflowed
-    bytes first) the exact portfolio until they fit; the exact portfolio on every tile left
-    above 1% (largest gap first, each an even share of the time left, at most
-    ``time_limit``), and again, with another seed, on those still above 1% where the first
-    round left time (``_again_seconds``); the quick search on every other tile; and the
-    exact portfolio on the rest (largest gap first). A tile not
-    reached keeps its valid allocation, never worse than replay.
+    ``time_limit``: seconds per tile of one slice of exact work (a cap). ``budget``: seconds
+    for the whole run (None: no run-wide limit). Every tile gets the bound and the heuristic
+    whatever the budget. Under ``auto`` (not ``deterministic``) the time then goes by the plan
+    (``tilemem.pack.plan``): every tile visited (the quick search, an even share of the time
+    no revisit is expected to need), then each next slice of a worker to the tiles that may
+    fit and, among the rest, to the tile and move expected to close the most gap per second
+    (``Planner``); without a budget, a visit stopped within 1 % and one exact slice of each
+    tile left. A tile not reached keeps its valid allocation, never worse than replay.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
     themselves (a capnp report is memory-mapped) instead of receiving it.
     ``deterministic``: CP-SAT and the local search stop on work done rather than on the clock
     (repeatable whatever the load or the machine; the budget is then not applied, as it is a
-    clock). ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
+    clock): the heuristic, then the exact portfolio on every tile not proven optimal.
+    ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
     ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` or ``TileBound`` (as
-    ``tile_bounds`` gives),
-    used instead of computing them again. ``journal``: a ``tilemem.pack.journal.Journal``:
-    tiles it has finished are not solved again, and every tile is appended as it finishes.
-    ``echo``: where to say which cluster runs the tasks. ``quick``: seconds per tile of
-    ``auto``'s quick search (``tilemem.pack.portfolio.quick_search``), run on every tile the
-    heuristic leaves above its bound before the exact stage (0: none; not with
-    ``deterministic``, as it stops on the clock). ``goal`` (under ``auto`` with a budget):
-    ``Goal.END`` lowers every tile's end; ``Goal.FIT`` answers whether each tile fits, a
-    tile finished once it fits or is known not to, its time going to the tiles still
+    ``tile_bounds`` gives), used instead of computing them again. ``journal``: a
+    ``tilemem.pack.journal.Journal``: tiles it has finished are not solved again, and every
+    tile is appended as it finishes. ``echo``: where to say which cluster runs the tasks.
+    ``quick``: seconds of ``auto``'s quick-search probe (``Policy.quick``; 0: no quick search,
+    the heuristic and the exact portfolio as with ``deterministic``). ``goal`` (under
+    ``auto``): ``Goal.END`` lowers every tile's end; ``Goal.FIT`` answers whether each tile
+    fits, a tile finished once it fits or is known not to, its time going to the tiles still
     undecided. ``settle``: under ``Goal.END``, a tile within this fraction of its bound is
     finished (None: never, the budget is spent); the run ends early once every tile is
-    finished (``Allocation.ended_early``).
+    finished (``Allocation.ended_early``). ``policy``: the plan's knobs (``Policy``).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    policy = replace_policy(policy or DEFAULT_POLICY, quick=quick, settle=settle)
     run = _Run(report, method=method, tiles=tiles, time_limit=time_limit, seed=seed,
                rules=rules, deterministic=deterministic, bounds=bounds, budget=budget,
-               journal=journal, quick=quick, goal=goal, settle=settle)
+               journal=journal, goal=goal, policy=policy)
     state = (_Shared(report, rules) if scheduler is None or state_path is None
              else ReportFile(state_path, extra=rules))
     with make_executor(scheduler, state, workers=workers, setup=_warm_up, echo=echo) as ex, \
@@ -119,20 +112,24 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
         run.start(ex, bar, scheduler)
         # the plan: each pass takes the tiles not finished with (``Scoreboard``)
         run.bounds()              # every tile's maximum live bytes
-        run.first_pass()          # replay or the heuristic; under auto the quick search too
-        if not run.last:
-            run.fit_stage()       # the tiles that overflow although their bound fits
-            if run.searching:
-                run.exact_stage(run.seed, "exact")   # the tiles left above 1 %
-                run.sweep()                          # their better neighbours carried over
-                run.second_round()                   # again, another seed, on time left
-                run.quick_pass()                     # the quick search on the rest
-            run.exact_rest()      # the exact portfolio on the rest while the budget lasts
-            run.undecided()       # under Goal.FIT: the time left to the tiles undecided
+        if run.searching:
+            run.plan()            # auto: visits, then slices by the plan's rule (``Planner``)
+        else:
+            run.first_pass()      # replay or the heuristic
+            if not run.last:
+                run.fit_stage()   # exact where a tile overflows although its bound fits
+                run.exact_rest()  # the exact portfolio on every other tile not optimal
     alloc = run.allocation()
     if verify:
         _verify(report, alloc, rules)
     return alloc
+
+
+def replace_policy(policy: Policy, **changes) -> Policy:
+    """``policy`` with the given knobs changed."""
+    from dataclasses import replace as replace_dataclass
+
+    return replace_dataclass(policy, **changes)
 
 
 class _Run:
@@ -140,10 +137,9 @@ class _Run:
     their bounds, the ``Scoreboard``, and a method a pass."""
 
     def __init__(self, report: Report, *, method, tiles, time_limit, seed, rules,
-                 deterministic, bounds, budget, journal, quick, goal, settle):
+                 deterministic, bounds, budget, journal, goal, policy):
         self.report, self.method, self.time_limit, self.seed = report, method, time_limit, seed
-        self.deterministic, self.quick, self.goal, self.settle = (deterministic, quick, goal,
-                                                                  settle)
+        self.deterministic, self.goal, self.policy = deterministic, goal, policy
         tiles = (report.tiles_in_use() if tiles is None
                  else np.unique(np.asarray(tiles, np.int64)))
         self.deadline = None if deterministic else deadline_after(budget)
@@ -159,17 +155,14 @@ class _Run:
         self.place = {t: i for i, t in enumerate(self.reps)}
         self.known = {int(t): TileBound.of(v) for t, v in (bounds or {}).items()}
         self.tm = report.target.tile_memory
-        self.searching = method == Method.AUTO and quick > 0 and not deterministic
-        # with a budget, an even share of it; without one, the quick search to 1% (the
-        # later passes then lower every tile further)
-        self.sharing = self.searching and self.deadline is not None
-        # the tiles' questions decide when each is finished (``Scoreboard``)
-        self.adaptive = self.sharing
-        self.fit_goal = self.adaptive and goal == Goal.FIT
+        self.searching = (method == Method.AUTO and policy.quick > 0 and not deterministic)
+        self.fit_goal = self.searching and goal == Goal.FIT
         self.last = method in (Method.REPLAY, Method.HEURISTIC)
-        self.board = Scoreboard(self.tm, goal, settle, self.adaptive, journal, self.groups)
+        # under the plan the tiles' questions decide when each is finished (``finished``)
+        self.board = Scoreboard(self.tm, goal, policy.settle, self.searching, journal,
+                                self.groups)
         self.todo: list[int] = []
-        self.reached: set[int] = set()   # tiles the exact stage (either round) reached
+        self.planner: Planner | None = None
         self.cp_workers = 1
 
     def start(self, ex, bar, scheduler) -> None:
@@ -177,7 +170,6 @@ class _Run:
         self.ex, self.bar, self.scheduler = ex, bar, scheduler
         self.w = _workers_of(ex)
 
-    # ---- pass 0 and pass 1 --------------------------------------------------------------
     def bounds(self) -> None:
         """Maximum live bytes, in chunks of tiles (one compiled pass per chunk)."""
         missing = [t for t in self.reps if t not in self.known and not self.board.is_final(t)]
@@ -189,260 +181,149 @@ class _Run:
                                         "maximum live bytes"):
                 self.known.update(part)
 
-    def first_pass(self) -> None:
-        """Replay or heuristic on every distinct problem not yet done; under auto the
-        heuristic and the quick search in one task (one build of the tile's problem and
-        search arrays for both), neighbouring tiles in one task a run, each carried over to
-        the next (``CHAIN``); with a budget, each an even share of it (``EvenShare``), less
-        a reserve for the later passes (``ReserveForecast``)."""
-        method, quick, tm, known = self.method, self.quick, self.tm, self.known
-        first_pass = (Pass.REPLAY if method == Method.REPLAY
-                      else Pass.QUICK if self.sharing else Pass.NEAR if self.searching
-                      else Pass.HEURISTIC)
-        todo = [t for t in self.reps if t not in self.board.done]
-        share = forecast = None
-        runs = _runs(todo, self.place) if self.searching else [[t] for t in todo]
-        _FIRST_END.value = float("nan")
-        if self.sharing:
-            _SETUP.clear()   # measured afresh on this report's tiles (forked workers inherit it)
+    # ---- auto: the plan ------------------------------------------------------------------
+    def plan(self) -> None:
+        """Every tile visited, then slices by the plan's rule until every tile is finished
+        or the budget is spent (``tilemem.pack.plan``): the planner decides each next task
+        when a worker frees up, with every result before it in."""
+        board, p = self.board, self.policy
+        todo = [t for t in self.reps if not board.is_final(t)]
+        runs = _runs(todo, self.place, p.reach, p.chain)
+        if self.deadline is not None:
             # in an order that mixes the program's parts (the tiles of a layer, alike in how
-            # hard they are, sit side by side): what the pass learns as it goes (the time a
-            # set-up takes, the reserve the later passes ask) then holds for the tiles left
+            # hard they are, sit side by side): what the visits learn as they go (a task's
+            # set-up, what the revisits will ask) then holds for the tiles left
             runs = [runs[k] for k in np.random.default_rng(self.seed).permutation(len(runs))]
-            todo = [t for run in runs for t in run]
-            span = max(self.deadline - time.time(), 0.0)
-            until = self.deadline - FIRST_RESERVE * span
-            # the tiles a first pass is expected to leave overflowing although their bound
-            # fits (any other that does counts as it comes in)
-            near_capacity = {t for t in todo if tm >= known[t][0] > tm / (1 + 2 * NEAR)}
-            weight = np.array([NEAR_WEIGHT if t in near_capacity else 1.0 for t in todo])
-            rest = np.cumsum(weight[::-1])[::-1]
-            share = [EvenShare(until, i, len(todo), self.w, MIN_SHARE * quick,
-                               QUICK_MAX_SHARE * quick, revised=True, weight=float(weight[i]),
-                               rest=float(rest[i]), deadline=self.deadline)
-                     for i in range(len(todo))]
-            forecast = ReserveForecast(len(todo), near_capacity, self.w, span)
-            _FIRST_END.value = self.deadline - forecast.seconds()
-        tasks = [TileTask(t, first_pass, None, None, known[t],
-                          quick if self.searching else self.time_limit, self.seed,
-                          deterministic=self.deterministic,
-                          share=share[i] if share else None,
-                          stop_gap=FIRST_STOP if share else None,
-                          stop_end=_fit_end(known[t], tm) if self.fit_goal else None)
-                 for i, t in enumerate(todo)]
-        label = ("heuristic, then quick search (an even share of the budget)" if self.sharing
-                 else "heuristic, then quick search to 1% of the bound" if self.searching
-                 else str(first_pass))
-        first = _cut(tasks, [len(run) for run in runs])
-        for _, out in self.bar.run(self.ex, _solve_run, first, label,
-                                   deadline=self.deadline if self.searching else None):
+        planner = self.planner = Planner(
+            todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
+            goal=self.goal, time_limit=self.time_limit, policy=p,
+            visited=[t for t in todo if t in board.done])
+        for t in todo:
+            if t in board.done:
+                self._tell(t)
+        self.cp_workers = (max(1, cores() // self.w) if self.scheduler is None else 1)
+        sent: dict[int, tuple[Order, list[float], float]] = {}
+
+        def next_task():
+            now = time.time()
+            order = planner.next(now)
+            if order is None:
+                return None
+            planner.started(order, now)
+            task = self._task(order)
+            gaps = [board.result(t).gap if t in board.done else 0.0 for t in order.tiles]
+            sent[id(task)] = (order, gaps, now)
+            return task
+
+        for task, out in self.bar.stream(self.ex, _solve_run, next_task, self._label,
+                                         total=len(todo), deadline=self.deadline):
+            order, gaps, began = sent.pop(id(task))
+            full = True
+            for t, res, off in out:
+                if _SPENT not in res.note or order.move == Move.VISIT:
+                    board.record(t, res, off, res.status == Status.OPTIMAL)
+                full &= self._ran_full(order, board.result(t))
+                self._tell(t)
+            planner.finished_order(order, gaps, time.time() - began, full)
+
+    def _label(self, task) -> str:
+        return ("visits: the heuristic, then the quick search"
+                if task.tasks[0].prev is None else "revisits: the plan's rule")
+
+    def _ran_full(self, order: Order, res) -> bool:
+        """Did a task search for all its seconds (not stopped early by its goal)?"""
+        return not (res.status == Status.OPTIMAL or res.overflow_bytes == 0 and (
+            order.move == Move.FIT or self.fit_goal
+            or order.stop_gap is not None and res.gap <= order.stop_gap))
+
+    def _tell(self, t: int) -> None:
+        r = self.board.result(t)
+        self.planner.update(t, r.gap, _may_fit(r, self.tm), r.overflow_bytes,
+                            self.board.is_final(t))
+
+    def _task(self, order: Order) -> RunTask:
+        """The worker's task of an order: its tiles with their allocations so far and their
+        better neighbours'."""
+        board, known, tm = self.board, self.known, self.tm
+        stop_end = (lambda t: _fit_end(known[t], tm) if self.fit_goal else None)
+        if order.move == Move.VISIT:
+            how = Pass.QUICK if self.deadline is not None else Pass.NEAR
+            return RunTask([TileTask(t, how, None, None, known[t], order.seconds, self.seed,
+                                     stop_gap=order.stop_gap, stop_end=stop_end(t))
+                            for t in order.tiles], order.until, order.setup)
+        t = order.tiles[0]
+        how, seed = {Move.QUICK: (Pass.QUICK, self.seed + 1),
+                     Move.EXACT: (Pass.AUTO, self.seed),
+                     Move.FIT: (Pass.FIT, self.seed)}[order.move]
+        return RunTask([TileTask(t, how, board.offsets(t), board.result(t), known[t],
+                                 order.seconds, seed + 3 * order.attempt, self.cp_workers,
+                                 donors=self.donors(t), stop_gap=order.stop_gap,
+                                 stop_end=stop_end(t) if how == Pass.QUICK else None)])
+
+    def donors(self, t: int) -> tuple[tuple[int, np.ndarray], ...]:
+        """The allocations of the neighbours (up to ``Policy.reach`` tiles away in tile
+        order) that did better than tile ``t``, best first, at most ``Policy.donors`` of them:
+        to carry over (``tilemem.pack.carry``). None with ``deterministic``: which results
+        the neighbours have when a task is made depends on what finished first, and a
+        resumed run (its finished tiles at their final results) would differ from the
+        uninterrupted one."""
+        if self.deterministic or self.method not in (Method.AUTO, Method.EXACT):
+            return ()
+        done, reps, reach = self.board.done, self.reps, self.policy.reach
+        own = _standing(done[t][0])
+        near = [reps[j] for j in range(self.place[t] - reach, self.place[t] + reach + 1)
+                if 0 <= j < len(reps) and j != self.place[t]]
+        better = sorted((_standing(done[d][0]), d) for d in near
+                        if d in done and _standing(done[d][0]) < own)
+        return tuple((d, done[d][1]) for _, d in better[:self.policy.donors])
+
+    # ---- the other methods -----------------------------------------------------------------
+    def first_pass(self) -> None:
+        """Replay or the heuristic on every distinct problem not yet done."""
+        how = Pass.REPLAY if self.method == Method.REPLAY else Pass.HEURISTIC
+        todo = [t for t in self.reps if t not in self.board.done]
+        tasks = [TileTask(t, how, None, None, self.known[t], self.time_limit, self.seed,
+                          deterministic=self.deterministic) for t in todo]
+        for _, out in self.bar.run(self.ex, _solve_run, _cut(tasks, [1] * len(tasks)),
+                                   str(how)):
             for t, res, off in out:
                 self.board.record(t, res, off, self.last or (
-                    method == Method.AUTO and res.status == Status.OPTIMAL))
-                if forecast is not None:
-                    # the reserve, revised: what this result will ask of the later passes
-                    asks_fit = _may_fit(res, tm)
-                    forecast.add(t, asks_fit, not asks_fit and res.gap > NEAR
-                                 and res.status != Status.OPTIMAL)
-                    _FIRST_END.value = self.deadline - forecast.seconds()
-        _FIRST_END.value = float("nan")
+                    self.method == Method.AUTO and res.status == Status.OPTIMAL))
         board = self.board
         self.todo = [] if self.last else [
             t for t in self.reps if not board.is_final(t)
-            and (method == Method.EXACT or board.result(t).status != Status.OPTIMAL)]
-        self.todo.sort(key=lambda t: _exact_priority(board.result(t), tm) + (t,))
+            and (self.method == Method.EXACT or board.result(t).status != Status.OPTIMAL)]
+        self.todo.sort(key=lambda t: _exact_priority(board.result(t), self.tm) + (t,))
         # CP-SAT's threads: the cores over the tasks at once; deterministic: one whatever the
         # machine, so a run repeats on any number of cores and on a cluster
         n = max(1, min(self.w, len(self.todo)))
         self.cp_workers = (max(1, cores() // n)
                            if self.scheduler is None and not self.deterministic else 1)
 
-    # ---- which tiles ----------------------------------------------------------------------
-    def donors(self, t: int) -> tuple[tuple[int, np.ndarray], ...]:
-        """The allocations of the neighbours (up to ``REACH`` tiles away in tile order) that
-        did better than tile ``t``, best first, at most ``DONORS`` of them: to carry over
-        (``tilemem.pack.carry``). None with ``deterministic``: which results the neighbours
-        have when a task is made depends on what finished first, and a resumed run (its
-        finished tiles at their final results) would differ from the uninterrupted one."""
-        if self.deterministic or self.method not in (Method.AUTO, Method.EXACT):
-            return ()
-        done, reps = self.board.done, self.reps
-        own = _standing(done[t][0])
-        near = [reps[j] for j in range(self.place[t] - REACH, self.place[t] + REACH + 1)
-                if 0 <= j < len(reps) and j != self.place[t]]
-        better = sorted((_standing(done[d][0]), d) for d in near
-                        if d in done and _standing(done[d][0]) < own)
-        return tuple((d, done[d][1]) for _, d in better[:DONORS])
-
-    def still_high(self) -> list[int]:
-        """The tiles above 1% of their bound (not proven optimal) whose bound is above
-        tileMemory or which fit: the sweep's and the exact stage's second round's."""
-        return [t for t in self.todo if (r := self.board.result(t)).gap > NEAR
-                and r.status != Status.OPTIMAL and not _may_fit(r, self.tm)]
-
-    def above_near(self) -> list[int]:
-        """Those no pass has finished with: the exact stage's first round's."""
-        return [t for t in self.still_high() if not self.board.is_final(t)]
-
-    # ---- the passes after the first -------------------------------------------------------
-    def exact(self, tiles: list[int], how: Pass | None = None, until: float | None = None,
-              shares: list[EvenShare] | None = None, lengths: list[int] | None = None,
-              stop_gap: float | None = None, seed: int | None = None,
-              label: str = "exact", time_limit: float | None = None) -> None:
-        """The exact portfolio (``how``: a pass, default the method) on ``tiles`` in runs of
-        the given ``lengths`` (neighbouring tiles, each carried over to the next), else a
-        task a tile; ``until`` (default the run's deadline); ``stop_gap``: a tile stops once
-        within it, and goes on to the later passes."""
-        how = Pass(self.method) if how is None else how
-        until = self.deadline if until is None else until
-        seed = self.seed if seed is None else seed
+    def exact(self, tiles: list[int], how: Pass) -> None:
+        """The exact portfolio (``how``) on ``tiles``, a task a tile, until the deadline."""
         board = self.board
         tasks = [TileTask(t, how, board.offsets(t), board.result(t), self.known[t],
-                          self.time_limit if time_limit is None else time_limit, seed,
-                          self.cp_workers, self.deterministic,
-                          share=shares[i] if shares else None, donors=self.donors(t),
-                          stop_gap=stop_gap)
-                 for i, t in enumerate(tiles)]
-        runs = _cut(tasks, lengths or [1] * len(tasks))
-        for _, out in self.bar.run(self.ex, _solve_run, runs, label, deadline=until):
+                          self.time_limit, self.seed, self.cp_workers, self.deterministic,
+                          donors=self.donors(t)) for t in tiles]
+        for _, out in self.bar.run(self.ex, _solve_run, _cut(tasks, [1] * len(tasks)),
+                                   str(how), deadline=self.deadline):
             for t, res, off in out:
-                if t in self.reached and _SPENT in res.note:
-                    continue   # reached by the exact stage before: it keeps that result
-                # "fit" stops once the tile fits, and a stage with ``stop_gap`` once the tile
-                # is within it: it goes on to the later passes
-                stop = (stop_gap is not None and res.status != Status.OPTIMAL
-                        and res.gap <= stop_gap)
-                if shares is not None:
-                    self.reached.add(t)
-                board.record(t, res, off, not stop and (
-                    how != Pass.FIT or res.status == Status.OPTIMAL or res.overflow_bytes > 0))
+                # "fit" stops once the tile fits: it goes on to the exact portfolio after
+                board.record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
+                             or res.overflow_bytes > 0)
 
     def fit_stage(self) -> None:
         """Exact where a tile overflows although its bound fits (would a better allocation
-        fit? what a user with an out-of-memory tile asks); under auto only until it fits,
-        its end then lowered like every other tile's. It leaves the tiles above 1% whose
-        bound fits their reserve (``_exact_reserve``); a tile that cannot fit waits: "would
-        it fit?" comes before its overflow."""
+        fit? what a user with an out-of-memory tile asks): under auto only until it fits."""
         may_fit = {t for t in self.todo if _may_fit(self.board.result(t), self.tm)}
-        until = self.deadline
-        tail = [t for t in self.above_near() if self.known[t][0] <= self.tm]
-        if self.searching and self.deadline is not None and tail:
-            until = self.deadline - _exact_reserve(self.deadline - time.time(), len(tail),
-                                                   self.w)
         self.exact([t for t in self.todo if not self.board.is_final(t) and t in may_fit],
-                   Pass.FIT if self.method == Method.AUTO else Pass(self.method), until=until)
-
-    def exact_stage(self, seed: int, label: str, tiles: list[int] | None = None,
-                    until: float | None = None) -> None:
-        """The exact stage (on big tiles its descents, then neighbourhoods) on the tiles
-        still above 1% (``tiles``, default those no pass has finished with), one set-up a
-        tile: each an even share of the time left, worked out when it starts
-        (``EvenShare`` over the tasks started, ``_STARTED``), so that it reaches them all;
-        neighbouring tiles in one task a run (the tiles left above 1% are often one
-        layer's, side by side), the search's gains on one carried over to the next. By
-        default it ends early enough for the sweep after it."""
-        if tiles is None:
-            tiles = self.above_near()
-            until = (None if self.deadline is None
-                     else self.deadline - CARRY_SECONDS * len(tiles) / self.w)
-        runs = _runs(tiles, self.place)
-        runs.sort(key=lambda run: min(_exact_priority(self.board.result(t), self.tm) + (t,)
-                                      for t in run))
-        high = [t for run in runs for t in run]
-        shares = None
-        if until is not None and high:
-            # each tile's share of the tasks not started yet (``_STARTED``), of one worker's
-            # time once they are all its run's
-            run_rest = [len(run) - k for run in runs for k in range(len(run))]
-            shares = [EvenShare(until, i, len(high), self.w, MIN_SHARE * self.quick,
-                                self.time_limit, run_rest=run_rest[i])
-                      for i in range(len(high))]
-        _STARTED.value = 0
-        try:
-            # (the tasks themselves stop at ``until`` by their shares; the pool at the
-            # run's deadline)
-            self.exact(high, shares=shares, lengths=[len(run) for run in runs],
-                       stop_gap=EXACT_STOP if shares else None, seed=seed, label=label)
-        finally:
-            _STARTED.value = -1
-
-    def carry_round(self, sweep: dict, k: int) -> set[int]:
-        """Tiles take a better neighbour's latest allocation, carried over, where it is
-        better than theirs (no search); returns the tiles that took one."""
-        board = self.board
-        tasks = [TileTask(t, Pass.CARRY, board.offsets(t), board.result(t), self.known[t],
-                          0.0, self.seed, donors=d) for t, d in sweep.items()]
-        changed = set()
-        for _, (t, res, off) in self.bar.run(self.ex, _solve, tasks, "carry over"
-                                             if k == 0 else "carry over again",
-                                             deadline=self.deadline):
-            if res.note.startswith(CARRIED):
-                board.record(t, res, off, board.is_final(t))
-                changed.add(t)
-        return changed
-
-    def sweep(self) -> None:
-        """The tiles still above 1% take their better neighbours' allocations, again from
-        the neighbours that took one, while any did (``_sweep_rounds``)."""
-        _sweep_rounds(self.still_high, self.donors, self.carry_round)
-
-    def second_round(self) -> None:
-        """The exact stage again on the tiles still above 1%, with another seed, on the time
-        the first round left (its tiles stopped within ``EXACT_STOP`` early, after the
-        tiles above 1% had had their shares): ``_again_seconds``; then the sweep."""
-        again = self.still_high()
-        if self.deadline is None or not again:
-            return
-        span = _again_seconds(self.deadline - time.time(),
-                              [len(run) for run in _runs(again, self.place)], self.w)
-        if span > 0:
-            self.exact_stage(self.seed + 2, "exact again", again, time.time() + span)
-            self.sweep()
-
-    def quick_pass(self) -> None:
-        """The quick search, as low as it gets, on every tile not finished with (the tiles
-        that overflow although their bound fits first, fewest overflowed bytes first; then
-        the largest gap first) within the run's budget: each an equal share of the time
-        left, between ``quick`` and ``QUICK_MAX_SHARE`` times it."""
-        board, tm = self.board, self.tm
-        tiles = sorted((t for t in self.todo if not board.is_final(t)),
-                       key=lambda t: _exact_priority(board.result(t), tm) + (t,))
-        share = self.quick
-        if self.deadline is not None and tiles:
-            share = (self.deadline - time.time()) * self.w / len(tiles)
-        share = min(max(share, self.quick), QUICK_MAX_SHARE * self.quick)
-        tasks = [TileTask(t, Pass.QUICK, board.offsets(t), board.result(t), self.known[t],
-                          share, self.seed + 1, donors=self.donors(t),
-                          stop_gap=self.settle if self.adaptive else None,
-                          stop_end=_fit_end(self.known[t], tm) if self.fit_goal else None)
-                 for t in tiles]
-        for _, (t, res, off) in self.bar.run(self.ex, _solve, tasks, "quick search",
-                                             deadline=self.deadline):
-            if _SPENT not in res.note:   # not reached: the exact pass says so if it is not
-                board.record(t, res, off, res.status == Status.OPTIMAL)
+                   Pass.FIT if self.method == Method.AUTO else Pass(self.method))
 
     def exact_rest(self) -> None:
-        """The exact portfolio on the rest, largest gap first, while the budget lasts."""
-        self.exact([t for t in self.todo if not self.board.is_final(t)],
-                   stop_gap=self.settle if self.adaptive else None)
-
-    def undecided(self) -> None:
-        """Under ``Goal.FIT``, the time left goes to the tiles still undecided (they may fit,
-        no pass found how, none proved they cannot): the exact portfolio until they fit, all
-        the time left shared among them, with another seed each round, until none is left
-        or the budget is spent."""
-        board, tm = self.board, self.tm
-        for k in range(1, 1 << 30):
-            if not self.fit_goal:
-                return
-            left = self.deadline - time.time()
-            tiles = [t for t in self.reps
-                     if finished(board.result(t), tm, self.goal, self.settle) is False]
-            if not tiles or left < 1.0:
-                return
-            share = left * self.w / len(tiles)
-            self.exact(tiles, Pass.FIT, seed=self.seed + 3 * k, label="until it fits",
-                       time_limit=max(self.time_limit, share))
+        """The exact portfolio on the rest, the tiles that may fit first, then the largest
+        gap first, while the budget lasts."""
+        self.exact([t for t in self.todo if not self.board.is_final(t)], Pass(self.method))
 
     # ---- the result ------------------------------------------------------------------------
     def allocation(self) -> Allocation:
@@ -462,21 +343,25 @@ class _Run:
                     r = replace(r, placed_as_report=int(np.sum(off == report.offset[rows])))
                 results.append(r)
         results.sort(key=lambda r: r.tile)
-        spent = [t for t in groups if _SPENT in board.result(t).note]
-        unreached = sum(len(groups[t]) for t in spent)
-        unreached_far = sum(len(groups[t]) for t in spent if board.result(t).gap > NEAR)
-        # a tile a search pass reached carries that pass's method ("quick" or "exact")
-        unsearched = sum(len(groups[t]) for t in spent
+        # tiles not finished that no revisit reached (the budget went to others first)
+        left = (self.planner.unreached() if self.planner is not None
+                else [t for t in groups if _SPENT in board.result(t).note])
+        left = [t for t in left if not finished(board.result(t), self.tm, self.goal,
+                                                self.policy.settle)]
+        unreached = sum(len(groups[t]) for t in left)
+        unreached_far = sum(len(groups[t]) for t in left if board.result(t).gap > NEAR)
+        # of them, those no search reached either: they keep the heuristic's allocation
+        unsearched = sum(len(groups[t]) for t in left
                          if board.result(t).method in (Stage.HEURISTIC, Stage.REPLAY))
         # ended before the budget because every tile's question is answered (not merely
-        # because every pass had run)
+        # because every slice had run)
         ended_early = None
-        if self.adaptive and board.all_answered(self.reps):
-            left = self.deadline - time.time()
-            ended_early = round(left, 1) if left > 1.0 else None
+        if self.searching and self.deadline is not None and board.all_answered(self.reps):
+            remaining = self.deadline - time.time()
+            ended_early = round(remaining, 1) if remaining > 1.0 else None
         return Allocation(offsets, results, from_journal=len(board.resumed),
                           unreached=unreached, unreached_far=unreached_far,
                           unsearched=unsearched, passes=self.bar.passes,
                           ended_early=ended_early, goal=Goal(self.goal),
-                          settle=(self.settle if self.adaptive and self.goal == Goal.END
+                          settle=(self.policy.settle if self.searching and self.goal == Goal.END
                                   else None))

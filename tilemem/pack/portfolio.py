@@ -40,8 +40,7 @@ from .guard import self_check
 from .neighbourhood import improve_by_neighbourhoods
 from .proof import fit_verdict, prove_no_fit
 from .problem import TileProblem
-# the quick search's names, read here too (and imported from here by the schedule and
-# benchmarks/setup.py)
+# the quick search's names, read here too (and imported from here by benchmarks/setup.py)
 from .quick import (CARRIED_HINT_ORDERS, CARRIED_NEAR, NEAR, QUICK_HINT_ORDERS,  # noqa: F401
                     Outcome, _meets, end_bound_after_infeasible, quick_search)
 from .result import Pass, Stage, Status, TileResult, gap_of, objective
@@ -196,9 +195,9 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     hint kept (then, with time left, the descents from it: ``quick_search``), then
     neighbourhoods solved exactly (``tilemem.pack.neighbourhood``) for the rest of its time.
 
-    ``stop_gap``: stop as soon as the end is within that fraction of the bound (the
-    driver's exact stage on the tiles left above 1%, ``driver.EXACT_STOP``); a hint already
-    within it comes back as it is.
+    ``stop_gap``: stop as soon as the end is within that fraction of the bound (a slice of
+    the plan's exact move stops once it has closed half the tile's gap,
+    ``tilemem.pack.plan``); a hint already within it comes back as it is.
     """
     clock = _Clock(deterministic)
     tm = p.capacity

@@ -28,7 +28,6 @@ from .guard import self_check
 from .portfolio import solve_tile
 from .problem import TileProblem
 from .result import Allocation, Pass, PassTime, Status, TileResult, objective
-from .schedule import _SETUP, _STARTED, EvenShare
 
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
@@ -116,7 +115,6 @@ class TileTask:
     seed: int
     cp_workers: int = 1
     deterministic: bool = False
-    share: "EvenShare | None" = None
     stop_gap: float | None = None
     #: the quick search also stops once the end is at or below this address (``_fit_end``)
     stop_end: int | None = None
@@ -130,6 +128,11 @@ class RunTask:
     carried over to the next (its first donor)."""
 
     tasks: list[TileTask]
+    #: the run ends by then (a clock time): each tile gets at most an even share of what is
+    #: left of it, less the set-up the run has measured on its tiles so far (``setup``
+    #: until it has)
+    until: float | None = None
+    setup: float = 0.0
 
 
 def _cut(tasks: list["TileTask"], lengths: list[int]) -> list["RunTask"]:
@@ -150,12 +153,7 @@ def _solve(shared, task: TileTask, deadline: float | None):
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
     the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
-    started = time.time()
-    if task.share is not None and task.share.run_rest is not None:
-        with _STARTED.get_lock():
-            if _STARTED.value >= 0:
-                _STARTED.value += 1
-    time_limit = task.time_limit if task.share is None else task.share.seconds(started)
+    time_limit = task.time_limit
     searched = method in _SEARCHED
     if searched:
         # a first pass (no ``prev``) still places the tile by the heuristic when the
@@ -187,10 +185,6 @@ def _solve(shared, task: TileTask, deadline: float | None):
                           deterministic=task.deterministic, bound=task.bound,
                           given=None if method == Pass.REPLAY else report.offset[rows],
                           stop_gap=task.stop_gap, stop_end=task.stop_end)
-    if task.share is not None and res.status != Status.OPTIMAL and (
-            task.stop_gap is None or res.gap > task.stop_gap):
-        # the search had its whole share: the rest of the task's time was its set-up
-        _SETUP.add(time.time() - started - time_limit)
     return tile, res, off
 
 
@@ -198,10 +192,19 @@ def _solve_run(shared, run: RunTask, deadline: float | None):
     """Task: the tiles of a run in order (``_solve`` each), each given its predecessor's
     allocation to carry over; ``[(tile, TileResult, local offsets), ...]``."""
     out = []
-    for task in run.tasks:
+    setups = []   # the set-up of each tile of this run that searched for all its time
+    for k, task in enumerate(run.tasks):
         if out and task.method in _SEARCHED:
             task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
+        if run.until is not None:
+            setup = sum(setups) / len(setups) if setups else run.setup
+            share = (run.until - time.time()) / (len(run.tasks) - k) - setup
+            task = replace_task(task, time_limit=min(task.time_limit, max(share, 0.0)))
+        started = time.time()
         out.append(_solve(shared, task, deadline))
+        res = out[-1][1]
+        if res.status != Status.OPTIMAL and (task.stop_gap is None or res.gap > task.stop_gap):
+            setups.append(max(time.time() - started - task.time_limit, 0.0))
     return out
 
 
@@ -262,6 +265,27 @@ class _Progress:
             yield item
         if tasks:
             self.passes.append(PassTime(label, round(time.perf_counter() - t0, 3), len(tasks)))
+
+    def stream(self, ex, fn, next_task, label, *, total: int, deadline: float | None = None):
+        """``ex.stream`` of the tasks ``next_task()`` gives, a bar a pass ``label(task)``
+        names (the first ``total`` results advance the first), each pass's seconds and tasks
+        kept in ``passes``."""
+        bars: dict[str, list] = {}   # label -> [bar, first started, last finished, tasks]
+        t0 = time.perf_counter()
+        for task, out in ex.stream(fn, next_task, deadline=deadline):
+            name = label(task)
+            now = time.perf_counter()
+            if name not in bars:
+                bar = (self.progress.add_task(name, total=total if not bars else None)
+                       if self.progress is not None else None)
+                bars[name] = [bar, t0 if not bars else now, now, 0]
+            entry = bars[name]
+            entry[2], entry[3] = now, entry[3] + 1
+            if entry[0] is not None:
+                self.progress.advance(entry[0], len(getattr(task, "tasks", [task])))
+            yield task, out
+        for name, (_, first, last, count) in bars.items():
+            self.passes.append(PassTime(name, round(last - first, 3), count))
 
     def __exit__(self, *exc) -> None:
         if self.progress is not None:

@@ -1,0 +1,204 @@
+"""The plan of ``auto`` (``tilemem.pack.plan.Planner``) fed results by hand: which tile gets
+the next slice, with which move, for how long, and what it learns. Expectations are worked
+out here from the rule in the module's docstring, not read off the code."""
+import pytest
+
+from tilemem.pack.plan import Move, Order, Planner, Policy
+
+P = Policy()
+
+
+def visited(planner, gaps, *, may_fit=(), final=(), overflow=None):
+    """Visit every tile (each order handed out and returned) with the given gaps."""
+    while planner.visits:
+        o = planner.next(0.0)
+        planner.started(o, 0.0)
+        for t in o.tiles:
+            planner.update(t, gaps[t], t in may_fit, (overflow or {}).get(t, 8 * (t in may_fit)),
+                           t in final)
+        planner.finished_order(o, [0.0] * len(o.tiles), len(o.tiles) * (o.seconds + 0.1),
+                               True)
+
+
+def give(planner, now=0.0):
+    o = planner.next(now)
+    planner.started(o, now)
+    return o
+
+
+def back(planner, o, before, after, seconds, **kw):
+    """``o`` returns: its tile went from gap ``before`` to ``after`` in ``seconds``."""
+    t = o.tiles[0]
+    planner.update(t, after, kw.get("may_fit", False), kw.get("overflow", 0),
+                   kw.get("final", False))
+    planner.finished_order(o, [before], seconds, True)
+
+
+def test_every_tile_is_visited_first_in_the_runs_given():
+    p = Planner(range(5), [[3, 4], [0], [1, 2]], workers=2, deadline=100.0, tile_memory=1000)
+    seen = []
+    while (o := p.next(0.0)) is not None:
+        p.started(o, 0.0)
+        assert o.move == Move.VISIT
+        seen.append(o.tiles)
+    assert seen == [[3, 4], [0], [1, 2]]
+
+
+def test_a_visit_shares_the_time_left_evenly_within_its_floor_and_cap():
+    # 2 workers x 10 s over 100 tiles: 0.2 s each less the set-up (0.08 s until measured)
+    p = Planner(range(100), [[t] for t in range(100)], workers=2, deadline=10.0,
+                tile_memory=1000)
+    assert p.next(0.0).seconds == pytest.approx(0.2 - P.setup)
+    # plenty of time: at most ``most`` probes
+    p = Planner(range(2), [[0], [1]], workers=2, deadline=1000.0, tile_memory=1000)
+    assert p.next(0.0).seconds == P.most * P.quick
+    # a visit's run ends by its tiles' shares and set-ups
+    p = Planner(range(4), [[0, 1, 2, 3]], workers=1, deadline=4.0, tile_memory=1000)
+    o = p.next(0.0)
+    assert o.until == pytest.approx(4 * (o.seconds + P.setup))
+
+
+def test_the_floor_shrinks_to_what_the_budget_has_left_for_every_tile():
+    # 1 s of one worker for 100 tiles: 0.01 s each, less than the set-up: no search at all
+    p = Planner(range(100), [[t] for t in range(100)], workers=1, deadline=1.0,
+                tile_memory=1000)
+    assert p.next(0.0).seconds == 0.0
+    # 4 s for 10 tiles: 0.4 - 0.08 s each; the floor (0.1 s) is below it and does not bind
+    p = Planner(range(10), [[t] for t in range(10)], workers=1, deadline=4.0, tile_memory=1000)
+    assert p.next(0.0).seconds == pytest.approx(0.32)
+
+
+def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
+    p = Planner(range(20), [[t] for t in range(20)], workers=1, deadline=1000.0,
+                tile_memory=1000, policy=Policy(most=1000.0))
+    for t in range(10):   # 2 of the first 10 tiles are left above 1 %
+        o = give(p)
+        p.update(t, 0.02 if t < 2 else 0.001, False, 0, t >= 2)
+        p.finished_order(o, [0.0], o.seconds, False)
+    # projected: 4 of 20 tiles, an exact slice (3 s) each: 12 worker-seconds held
+    assert p.hold(500.0) == pytest.approx(4 * P.exact)
+    o = p.next(0.0)
+    assert o.seconds == pytest.approx((1000.0 - 12.0) / 10 - P.setup)
+
+
+def test_a_tile_that_may_fit_comes_first_fewest_overflowed_bytes_first():
+    p = Planner(range(4), [[t] for t in range(4)], workers=1, deadline=100.0, tile_memory=1000)
+    visited(p, {0: 0.05, 1: 0.02, 2: 0.03, 3: 0.04}, may_fit={2, 3}, overflow={2: 64, 3: 16})
+    first, second = give(p), give(p)
+    assert (first.move, first.tiles, second.move, second.tiles) == (
+        Move.FIT, [3], Move.FIT, [2])
+    assert first.seconds == P.exact and first.stop_gap is None
+
+
+def test_the_rule_gives_the_slice_to_the_largest_expected_gain_per_second():
+    p = Planner(range(3), [[t] for t in range(3)], workers=1, deadline=1000.0,
+                tile_memory=1000)
+    visited(p, {0: 0.004, 1: 0.02, 2: 0.01})
+    # nothing known yet: each move closes a gap in its first slice, so the quick search
+    # (0.5 s) on the largest gap first
+    o = give(p)
+    assert (o.move, o.tiles, o.seconds) == (Move.QUICK, [1], P.quick)
+    assert o.stop_gap == pytest.approx(0.01)   # it stops once it has closed half the gap
+    back(p, o, 0.02, 0.02, 1.0)   # it closed nothing in 1 s
+    # the quick search's record: 0 closed in 1 s, from its prior (1 / 0.5 s, worth 2 s):
+    # 4/3 per s over all tiles; on tile 1, (0 + 2 x 4/3) / (1 + 2) = 8/9 per s -> 0.0178/s;
+    # the exact portfolio, untried: 1/3 per s -> 0.0067/s on tile 1; tile 2's quick search:
+    # 0.01 x 4/3 = 0.0133/s. Tile 1's quick search again, its slice doubled.
+    o = give(p)
+    assert (o.move, o.tiles, o.seconds) == (Move.QUICK, [1], 2 * P.quick)
+
+
+def test_a_move_that_closes_nothing_gives_way_to_another():
+    p = Planner([0], [[0]], workers=1, deadline=1000.0, tile_memory=1000)
+    visited(p, {0: 0.02})
+    moves = []
+    for _ in range(6):
+        o = give(p)
+        moves.append(o.move)
+        back(p, o, 0.02, 0.02, o.seconds + 0.1)   # nothing ever closes
+    assert Move.EXACT in moves and moves[0] == Move.QUICK
+
+
+def test_slices_double_up_to_the_time_limit_and_the_deadline():
+    p = Planner([0], [[0]], workers=1, deadline=30.0, tile_memory=1000, time_limit=5.0,
+                policy=Policy(quick=1.0))
+    visited(p, {0: 0.02})
+    got = []
+    for _ in range(4):
+        o = give(p)
+        got.append((o.move, o.seconds))
+        back(p, o, 0.02, 0.019, o.seconds)
+    quick = [s for m, s in got if m == Move.QUICK]
+    assert quick == [1.0, 2.0, 4.0, 5.0][:len(quick)]
+    # two seconds before the deadline: the slice is what is left less the set-up
+    o = p.next(28.0)
+    assert o.seconds == pytest.approx(2.0 - P.setup)
+    assert p.next(30.0 - P.setup + 0.01) is None
+
+
+def test_finished_tiles_get_nothing_and_the_run_can_end():
+    p = Planner(range(3), [[t] for t in range(3)], workers=1, deadline=1000.0,
+                tile_memory=1000)
+    visited(p, {0: 0.0005, 1: 0.0, 2: 0.02}, final={0, 1})
+    o = give(p)
+    assert o.tiles == [2]
+    back(p, o, 0.02, 0.0008, 1.0, final=True)
+    assert p.next(1.0) is None and p.unreached() == []
+
+
+def test_without_a_budget_each_open_tile_gets_one_slice_of_each_move():
+    p = Planner(range(3), [[0, 1, 2]], workers=1, deadline=None, tile_memory=1000,
+                time_limit=7.0)
+    o = p.next(0.0)
+    assert (o.move, o.seconds, o.stop_gap) == (Move.VISIT, P.quick, 0.01)
+    p.started(o, 0.0)
+    for t, g in enumerate((0.02, 0.005, 0.0)):
+        p.update(t, g, False, 0, g == 0.0)
+    p.finished_order(o, [0.0] * 3, 2.0, False)
+    got = []
+    while (o := p.next(0.0)) is not None:
+        p.started(o, 0.0)
+        got.append((o.move, o.tiles, o.seconds))
+        back(p, o, 0.02, 0.01, 7.0)
+    assert sorted(got) == [(Move.QUICK, [0], P.quick), (Move.QUICK, [1], P.quick),
+                           (Move.EXACT, [0], 7.0), (Move.EXACT, [1], 7.0)]
+
+
+def test_under_the_fit_goal_only_the_undecided_tiles_get_time_fewest_slices_first():
+    p = Planner(range(3), [[t] for t in range(3)], workers=1, deadline=1000.0,
+                tile_memory=1000, goal="fit")
+    visited(p, {0: 0.02, 1: 0.03, 2: 0.04}, may_fit={1, 2}, overflow={1: 8, 2: 4})
+    got = []
+    for _ in range(4):
+        o = give(p)
+        got.append((o.move, o.tiles[0], o.seconds))
+        back(p, o, 0.03, 0.03, o.seconds, may_fit=True, overflow=8 if o.tiles[0] == 1 else 4)
+    assert got == [(Move.FIT, 2, 3.0), (Move.FIT, 1, 3.0), (Move.FIT, 2, 6.0),
+                   (Move.FIT, 1, 6.0)]
+
+
+def test_a_tile_being_searched_is_not_handed_out_again():
+    p = Planner(range(2), [[0], [1]], workers=2, deadline=1000.0, tile_memory=1000)
+    visited(p, {0: 0.02, 1: 0.01})
+    a, b = give(p), give(p)
+    assert {a.tiles[0], b.tiles[0]} == {0, 1}
+    assert p.next(0.0) is None   # both are running
+
+
+def test_the_set_up_is_measured_from_tasks_that_searched_all_their_time():
+    p = Planner(range(20), [[t] for t in range(20)], workers=1, deadline=1000.0,
+                tile_memory=1000)
+    assert p.setup_seconds() == P.setup
+    for t in range(8):
+        o = give(p)
+        p.update(t, 0.01, False, 0, False)
+        p.finished_order(o, [0.0], o.seconds + 0.3, True)
+    o = give(p)
+    p.update(8, 0.0, False, 0, True)
+    p.finished_order(o, [0.0], 0.01, False)   # stopped early: says nothing of the set-up
+    assert p.setup_seconds() == pytest.approx(0.3)
+
+
+def test_orders_are_plain_values():
+    o = Order(Move.EXACT, [3], 1.5, None, 2)
+    assert (o.move, o.tiles, o.seconds, o.attempt, o.until) == ("exact", [3], 1.5, 2, None)

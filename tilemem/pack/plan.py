@@ -1,0 +1,320 @@
+"""The plan of ``auto``: which tile gets a worker next, with which move, for how long.
+
+Every tile is *visited* first (the heuristic, then the quick search from it, neighbouring
+tiles in runs, each carried over to the next): an even share of the time left that no
+revisit is expected to need. After that, whenever a worker is free, the next slice goes by
+one rule, learned while running:
+
+- a tile that overflows although its bound fits comes first (would it fit? what a user with
+  an out-of-memory tile asks), fewest overflowed bytes first, with the ``FIT`` move (the
+  exact portfolio until it fits);
+- otherwise, under ``Goal.END``, the tile and move with the highest *expected gain per
+  second*: the tile's gap to its bound times the share of a gap that move has closed per
+  second, on this tile and (as its prior, worth ``Policy.prior`` seconds) over all tiles
+  so far. A move nobody has run yet is expected to close a gap in its first slice. A
+  tile's slices of one move double each time it is chosen again, so a tile that needs a
+  long search gets one without every tile paying for it.
+
+A tile is finished (``tilemem.pack.scoreboard.finished``) within ``Policy.settle`` of its
+bound, proven optimal, or, under ``Goal.FIT``, once its question is answered; the run ends
+when every tile is finished or the budget is spent. Without a budget each tile gets one
+visit (stopped within 1 %) and then, where it is not finished, one slice of each move (the
+quick search's first slice, the exact portfolio's ``time_limit``): a run of known length.
+
+The planner decides and learns; it runs nothing (``tilemem.pack.driver`` streams its orders
+to the workers), so it is tested by feeding it results.
+
+>>> p = Planner([0, 1, 2], [[0, 1], [2]], workers=2, deadline=100.0, tile_memory=1000)
+>>> o = p.next(0.0); o.move, o.tiles, o.seconds   # 200 worker-s over 3 tiles: 4 probes at most
+('visit', [0, 1], 2.0)
+>>> p.started(o, 0.0)
+>>> p.next(0.0).tiles
+[2]
+>>> p.next(0.0) is None                            # every tile visited or being visited
+True
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from .kinds import Goal, Label
+from .quick import NEAR
+
+
+class Move(Label):
+    """What a slice of a worker does on a tile: ``visit`` (the heuristic and the quick
+    search, a tile's first task), ``quick`` (the quick search again, from the tile's
+    allocation and its better neighbours'), ``exact`` (the exact portfolio from them), ``fit``
+    (the exact portfolio until the tile fits)."""
+
+    VISIT = "visit"
+    QUICK = "quick"
+    EXACT = "exact"
+    FIT = "fit"
+
+
+#: The moves the rule chooses among on a tile that fits (``FIT`` is for the others).
+REVISITS = (Move.QUICK, Move.EXACT)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Every knob of the plan, each with why (what runs showed is in docs/tuning.md)."""
+
+    #: seconds of one probe of the quick search: a visit's unit and the quick move's first
+    #: slice (a probe or two of the search's descents)
+    quick: float = 0.5
+    #: a visit gets at least ``least`` and at most ``most`` probes: one descent starts it,
+    #: and past a few the time does more on other tiles
+    least: float = 0.2
+    most: float = 4.0
+    #: a visit stops a tile within this gap: far below the gaps that matter while other
+    #: tiles are still near 1 %
+    first_stop: float = 0.002
+    #: a tile within this gap of its bound is finished: below what a user reads off a
+    #: memory map or a profile (None: never; the budget is spent)
+    settle: float | None = 0.001
+    #: the exact and fit moves' first slice: a fresh start's descents need a few seconds on
+    #: a big tile to begin
+    exact: float = 3.0
+    #: while tiles are being visited, at most this share of the time left is held for the
+    #: revisits the visits so far are expected to ask: the visits need time too
+    hold: float = 0.35
+    #: the weight, in seconds of search, of what a move does over all tiles in what it is
+    #: expected to do on one: a tile's own first slices do not swing it
+    prior: float = 2.0
+    #: neighbouring tiles are visited in runs of at most ``chain``, each carried over to the
+    #: next: they hold nearly the same variables, and a run accumulates its tiles' search
+    chain: int = 16
+    #: revisits carry over the allocations of at most ``donors`` better neighbours up to
+    #: ``reach`` tiles away
+    reach: int = 2
+    donors: int = 2
+    #: a task's set-up (the tile's problem and search arrays) until measured
+    setup: float = 0.08
+
+
+#: The policy ``auto`` runs with.
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True)
+class Order:
+    """A slice for a worker: ``move`` on ``tiles`` (a run of neighbours for a visit, else one
+    tile), ``seconds`` of search each, stopping a tile within ``stop_gap`` of its bound (or,
+    for ``FIT`` and under ``Goal.FIT``, once it fits); ``attempt``: the tile's slices of this
+    move before it (another seed each)."""
+
+    move: Move
+    tiles: list[int]
+    seconds: float
+    stop_gap: float | None
+    attempt: int = 0
+    #: a visit's run ends by then (its tiles' shares and set-ups from its start): each tile
+    #: of the run shares what is left of it with those after it
+    until: float | None = None
+    setup: float = 0.0
+
+
+@dataclass
+class _Tile:
+    """What the planner knows of a tile: its latest gap, whether it overflows although its
+    bound fits (``may_fit``, and by how much), whether it is finished, and per move the
+    slices run, their seconds and the shares of the gap they closed."""
+
+    gap: float = 0.0
+    may_fit: bool = False
+    overflow: int = 0
+    final: bool = False
+    visited: bool = False
+    running: bool = False
+    tries: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+    closed: dict = field(default_factory=dict)
+
+
+class Planner:
+    """Decides the next ``Order`` (``next``) from what the results so far (``update``,
+    ``finished_order``) have shown; see the module docstring.
+
+    ``tiles``: the tiles (representatives of identical ones); ``runs``: the visits, in the
+    order to make them (runs of neighbours); ``deadline``: seconds on the run's clock (None:
+    no budget); ``visited``: tiles a resumed run has results for already."""
+
+    def __init__(self, tiles, runs, *, workers: int, deadline: float | None,
+                 tile_memory: int, goal: str = Goal.END, time_limit: float = 10.0,
+                 policy: Policy = DEFAULT_POLICY, visited=()):
+        self.policy, self.goal, self.tm = policy, goal, tile_memory
+        self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
+        self.tiles = {int(t): _Tile() for t in tiles}
+        for t in visited:
+            self.tiles[int(t)].visited = True
+        self.visits = deque([int(t) for t in run if not self.tiles[int(t)].visited]
+                            for run in runs)
+        self.visits = deque(run for run in self.visits if run)
+        self.unvisited = sum(len(run) for run in self.visits)
+        # over every tile, per move: seconds run and shares of a gap closed
+        self.pool_seconds = {m: 0.0 for m in Move}
+        self.pool_closed = {m: 0.0 for m in Move}
+        self._setup = (0.0, 0)   # a task's measured set-up: total seconds, tasks
+        self.revisited: set[int] = set()
+
+    # ---- what the results say -----------------------------------------------------------
+    def update(self, tile: int, gap: float, may_fit: bool, overflow: int, final: bool) -> None:
+        """A tile's latest result, as the scoreboard keeps it."""
+        s = self.tiles[tile]
+        s.gap, s.may_fit, s.overflow, s.final, s.visited = gap, may_fit, overflow, final, True
+
+    def started(self, order: Order, now: float) -> None:
+        """``order`` went to a worker."""
+        for t in order.tiles:
+            self.tiles[t].running = True
+        if order.move == Move.VISIT:
+            self.unvisited -= len(order.tiles)
+        else:
+            self.revisited.update(order.tiles)
+            s = self.tiles[order.tiles[0]]
+            s.tries[order.move] = s.tries.get(order.move, 0) + 1
+
+    def finished_order(self, order: Order, gaps_before: list[float], seconds: float,
+                       full: bool) -> None:
+        """``order`` came back after ``seconds`` of a worker; ``gaps_before``: its tiles' gaps
+        when it was started; ``full``: it searched for all its seconds (no tile stopped
+        early), so the rest of its time was its set-up, measured here. The tiles'
+        ``update`` s come first."""
+        n = len(order.tiles)
+        if full:
+            total, count = self._setup
+            self._setup = (total + max(seconds - n * order.seconds, 0.0), count + n)
+        for t, before in zip(order.tiles, gaps_before):
+            s = self.tiles[t]
+            s.running = False
+            if order.move != Move.VISIT and before > 0:
+                share = min(max((before - s.gap) / before, 0.0), 1.0)
+                each = seconds / n
+                s.seconds[order.move] = s.seconds.get(order.move, 0.0) + each
+                s.closed[order.move] = s.closed.get(order.move, 0.0) + share
+                self.pool_seconds[order.move] += each
+                self.pool_closed[order.move] += share
+
+    # ---- the rule -------------------------------------------------------------------------
+    def setup_seconds(self) -> float:
+        """A task's set-up besides its search: measured over the tasks back, ``Policy.setup``
+        until a few are."""
+        total, count = self._setup
+        return total / count if count >= 8 else self.policy.setup
+
+    def first_slice(self, move: Move) -> float:
+        return self.policy.quick if move == Move.QUICK else self.policy.exact
+
+    def rate(self, tile: int, move: Move) -> float:
+        """The share of a tile's gap ``move`` is expected to close per second on ``tile``:
+        its record there, from its record over all tiles (worth ``Policy.prior`` seconds),
+        from closing a gap in one first slice before anything is known.
+
+        >>> p = Planner([0, 1], [], workers=1, deadline=None, tile_memory=100)
+        >>> p.rate(0, Move.QUICK)                  # nothing known: a gap in one 0.5 s slice
+        2.0
+        >>> p.pool_seconds[Move.QUICK], p.pool_closed[Move.QUICK] = 8.0, 0.4
+        >>> round(p.rate(0, Move.QUICK), 3)        # (0.4 + 2 x 2) / (8 + 2)
+        0.44
+        >>> p.tiles[0].seconds[Move.QUICK], p.tiles[0].closed[Move.QUICK] = 2.0, 0.0
+        >>> round(p.rate(0, Move.QUICK), 3)        # closed nothing here in 2 s: half that
+        0.22
+        """
+        w = self.policy.prior
+        pooled = ((self.pool_closed[move] + w / self.first_slice(move))
+                  / (self.pool_seconds[move] + w))
+        s = self.tiles[tile]
+        return (s.closed.get(move, 0.0) + w * pooled) / (s.seconds.get(move, 0.0) + w)
+
+    def hold(self, left: float) -> float:
+        """Worker-seconds to keep from the visits for the revisits the tiles visited so far
+        are expected to ask (an exact slice for each tile that overflows although its bound
+        fits or is left above 1 %), projected over the tiles not visited yet, at most
+        ``Policy.hold`` of the ``left`` worker-seconds.
+
+        >>> p = Planner(range(10), [[t] for t in range(10)], workers=2, deadline=100.0,
+        ...             tile_memory=1000)
+        >>> for t in range(4):
+        ...     o = Order(Move.VISIT, [t], 1.0, None)
+        ...     p.started(o, 0.0)
+        ...     p.update(t, 0.02 if t == 0 else 0.001, False, 0, t != 0)
+        ...     p.finished_order(o, [0.0], 1.1, True)
+        >>> p.hold(200.0)      # 1 of 4 visited left above 1 %: 2.5 of 10 tiles, 3 s each
+        7.5
+        >>> p.hold(10.0)
+        3.5
+        """
+        seen = [s for s in self.tiles.values() if s.visited and not s.running]
+        if not seen:
+            return 0.0
+        asks = sum(not s.final and (s.may_fit or s.gap > NEAR) for s in seen)
+        expected = asks * (len(seen) + self.unvisited) / len(seen)
+        return min(expected * self.policy.exact, self.policy.hold * max(left, 0.0))
+
+    def next(self, now: float) -> Order | None:
+        """The next slice for a free worker, or None when there is nothing to start now."""
+        if self.visits:
+            return self._visit(now)
+        if self.deadline is not None and self.deadline - now - self.setup_seconds() < 0.05:
+            return None
+        free = [(t, s) for t, s in self.tiles.items()
+                if s.visited and not s.final and not s.running]
+        # capacity first: every tile that may fit gets a fit slice before anything else
+        fit = [(s.overflow, t) for t, s in free if s.may_fit and not s.tries.get(Move.FIT)]
+        if fit:
+            return self._slice(min(fit)[1], Move.FIT, now)
+        if self.goal == Goal.FIT:
+            # only whether tiles fit is asked: the undecided ones, fewest slices first
+            again = [(s.tries.get(Move.FIT, 0), s.overflow, t) for t, s in free if s.may_fit]
+            if not again or self.deadline is None:
+                return None
+            return self._slice(min(again)[2], Move.FIT, now)
+        best, value = None, 0.0
+        for t, s in free:
+            for m in (Move.FIT,) if s.may_fit else REVISITS:
+                if self.deadline is None and s.tries.get(m, 0):
+                    continue   # without a budget, one slice of each move
+                v = s.gap * self.rate(t, m)
+                if v > value:
+                    best, value = (t, m), v
+        return None if best is None else self._slice(*best, now)
+
+    def _visit(self, now: float) -> Order:
+        run = self.visits.popleft()
+        p = self.policy
+        if self.deadline is None:
+            # no budget: a probe, stopped within 1 % (the later slices lower it further)
+            return Order(Move.VISIT, run, p.quick, NEAR)
+        left = max(self.deadline - now, 0.0) * self.workers
+        setup = self.setup_seconds()
+        share = (left - self.hold(left)) / max(self.unvisited, 1) - setup
+        # at least ``least`` probes, while the run's time left covers that for every tile
+        # still to visit: on a report of many tiles the floor alone would outlast the budget
+        least = min(p.least * p.quick, max(left / max(self.unvisited, 1) - setup, 0.0))
+        share = min(max(share, least), p.most * p.quick)
+        return Order(Move.VISIT, run, round(share, 6), p.first_stop,
+                     until=now + len(run) * (share + setup), setup=setup)
+
+    def _slice(self, t: int, move: Move, now: float) -> Order:
+        s = self.tiles[t]
+        k = s.tries.get(move, 0)
+        first = self.first_slice(move)
+        seconds = min(first * 2 ** k, max(self.time_limit, first))
+        if self.deadline is None:
+            seconds = first if move == Move.QUICK else self.time_limit
+        else:
+            seconds = min(seconds, self.deadline - now - self.setup_seconds())
+        # a slice ends once it has closed half the tile's gap: the rule decides again then
+        stop = None
+        if move != Move.FIT:
+            stop = (max(self.policy.settle or 0.0, s.gap / 2) if self.deadline is not None
+                    else self.policy.settle)
+        return Order(move, [t], round(seconds, 6), stop, k)
+
+    # ---- what the run did ------------------------------------------------------------------
+    def unreached(self) -> list[int]:
+        """Tiles not finished that no revisit reached."""
+        return [t for t, s in self.tiles.items() if not s.final and t not in self.revisited]
