@@ -16,8 +16,7 @@ def visited(planner, gaps, *, may_fit=(), final=(), overflow=None):
         for t in o.tiles:
             planner.update(t, gaps[t], t in may_fit, (overflow or {}).get(t, 8 * (t in may_fit)),
                            t in final)
-        planner.finished_order(o, [0.0] * len(o.tiles), len(o.tiles) * (o.seconds + 0.1),
-                               True)
+        planner.finished_order(o, [0.0] * len(o.tiles), len(o.tiles) * (o.seconds + 0.1))
 
 
 def give(planner, now=0.0):
@@ -31,7 +30,7 @@ def back(planner, o, before, after, seconds, **kw):
     t = o.tiles[0]
     planner.update(t, after, kw.get("may_fit", False), kw.get("overflow", 0),
                    kw.get("final", False))
-    planner.finished_order(o, [before], seconds, True)
+    planner.finished_order(o, [before], seconds)
 
 
 def test_every_tile_is_visited_first_in_the_runs_given():
@@ -74,7 +73,7 @@ def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
     for t in range(10):   # 2 of the first 10 tiles are left above 1 %
         o = give(p)
         p.update(t, 0.02 if t < 2 else 0.001, False, 0, t >= 2)
-        p.finished_order(o, [0.0], o.seconds, False)
+        p.finished_order(o, [0.0], o.seconds)
     # projected: 4 of 20 tiles, an exact slice (3 s) each: 12 worker-seconds held
     assert p.hold(500.0) == pytest.approx(4 * P.exact)
     o = p.next(0.0)
@@ -154,14 +153,14 @@ def test_without_a_budget_each_open_tile_gets_one_slice_of_each_move():
     p.started(o, 0.0)
     for t, g in enumerate((0.02, 0.005, 0.0)):
         p.update(t, g, False, 0, g == 0.0)
-    p.finished_order(o, [0.0] * 3, 2.0, False)
+    p.finished_order(o, [0.0] * 3, 2.0)
     got = []
     while (o := p.next(0.0)) is not None:
         p.started(o, 0.0)
         got.append((o.move, o.tiles, o.seconds))
         back(p, o, 0.02, 0.01, 7.0)
-    assert sorted(got) == [(Move.QUICK, [0], P.quick), (Move.QUICK, [1], P.quick),
-                           (Move.EXACT, [0], 7.0), (Move.EXACT, [1], 7.0)]
+    assert sorted(got) == [(Move.EXACT, [0], 7.0), (Move.EXACT, [1], 7.0),
+                           (Move.QUICK, [0], P.quick), (Move.QUICK, [1], P.quick)]
 
 
 def test_under_the_fit_goal_only_the_undecided_tiles_get_time_fewest_slices_first():
@@ -185,18 +184,18 @@ def test_a_tile_being_searched_is_not_handed_out_again():
     assert p.next(0.0) is None   # both are running
 
 
-def test_the_set_up_is_measured_from_tasks_that_searched_all_their_time():
+def test_the_set_up_is_what_the_workers_measured_once_there_are_a_few():
     p = Planner(range(20), [[t] for t in range(20)], workers=1, deadline=1000.0,
                 tile_memory=1000)
     assert p.setup_seconds() == P.setup
-    for t in range(8):
-        o = give(p)
-        p.update(t, 0.01, False, 0, False)
-        p.finished_order(o, [0.0], o.seconds + 0.3, True)
     o = give(p)
-    p.update(8, 0.0, False, 0, True)
-    p.finished_order(o, [0.0], 0.01, False)   # stopped early: says nothing of the set-up
-    assert p.setup_seconds() == pytest.approx(0.3)
+    p.update(0, 0.01, False, 0, False)
+    p.finished_order(o, [0.0], 9.0, [0.3] * 7)
+    assert p.setup_seconds() == P.setup   # 7 measures: not yet enough
+    o = give(p)
+    p.update(1, 0.0, False, 0, True)
+    p.finished_order(o, [0.0], 0.01, [0.5])
+    assert p.setup_seconds() == pytest.approx((7 * 0.3 + 0.5) / 8)
 
 
 def test_orders_are_plain_values():

@@ -197,7 +197,8 @@ class _Run:
         planner = self.planner = Planner(
             todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
             goal=self.goal, time_limit=self.time_limit, policy=p,
-            visited=[t for t in todo if t in board.done])
+            visited=[t for t in todo if t in board.done],
+            neighbours={t: self.near(t) for t in todo})
         for t in todo:
             if t in board.done:
                 self._tell(t)
@@ -218,23 +219,15 @@ class _Run:
         for task, out in self.bar.stream(self.ex, _solve_run, next_task, self._label,
                                          total=len(todo), deadline=self.deadline):
             order, gaps, began = sent.pop(id(task))
-            full = True
             for t, res, off in out:
                 if _SPENT not in res.note or order.move == Move.VISIT:
                     board.record(t, res, off, res.status == Status.OPTIMAL)
-                full &= self._ran_full(order, board.result(t))
                 self._tell(t)
-            planner.finished_order(order, gaps, time.time() - began, full)
+            planner.finished_order(order, gaps, time.time() - began, out.setups)
 
     def _label(self, task) -> str:
         return ("visits: the heuristic, then the quick search"
                 if task.tasks[0].prev is None else "revisits: the plan's rule")
-
-    def _ran_full(self, order: Order, res) -> bool:
-        """Did a task search for all its seconds (not stopped early by its goal)?"""
-        return not (res.status == Status.OPTIMAL or res.overflow_bytes == 0 and (
-            order.move == Move.FIT or self.fit_goal
-            or order.stop_gap is not None and res.gap <= order.stop_gap))
 
     def _tell(self, t: int) -> None:
         r = self.board.result(t)
@@ -252,7 +245,8 @@ class _Run:
                                      stop_gap=order.stop_gap, stop_end=stop_end(t))
                             for t in order.tiles], order.until, order.setup)
         t = order.tiles[0]
-        how, seed = {Move.QUICK: (Pass.QUICK, self.seed + 1),
+        how, seed = {Move.CARRY: (Pass.CARRY, self.seed),
+                     Move.QUICK: (Pass.QUICK, self.seed + 1),
                      Move.EXACT: (Pass.AUTO, self.seed),
                      Move.FIT: (Pass.FIT, self.seed)}[order.move]
         return RunTask([TileTask(t, how, board.offsets(t), board.result(t), known[t],
@@ -269,13 +263,16 @@ class _Run:
         uninterrupted one."""
         if self.deterministic or self.method not in (Method.AUTO, Method.EXACT):
             return ()
-        done, reps, reach = self.board.done, self.reps, self.policy.reach
+        done = self.board.done
         own = _standing(done[t][0])
-        near = [reps[j] for j in range(self.place[t] - reach, self.place[t] + reach + 1)
-                if 0 <= j < len(reps) and j != self.place[t]]
-        better = sorted((_standing(done[d][0]), d) for d in near
+        better = sorted((_standing(done[d][0]), d) for d in self.near(t)
                         if d in done and _standing(done[d][0]) < own)
         return tuple((d, done[d][1]) for _, d in better[:self.policy.donors])
+
+    def near(self, t: int) -> list[int]:
+        """The tiles up to ``Policy.reach`` places from ``t`` in tile order."""
+        reps, reach, i = self.reps, self.policy.reach, self.place[t]
+        return [reps[j] for j in range(i - reach, i + reach + 1) if 0 <= j < len(reps) and j != i]
 
     # ---- the other methods -----------------------------------------------------------------
     def first_pass(self) -> None:

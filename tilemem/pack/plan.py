@@ -11,9 +11,12 @@ one rule, learned while running:
 - otherwise, under ``Goal.END``, the tile and move with the highest *expected gain per
   second*: the tile's gap to its bound times the share of a gap that move has closed per
   second, on this tile and (as its prior, worth ``Policy.prior`` seconds) over all tiles
-  so far. A move nobody has run yet is expected to close a gap in its first slice. A
-  tile's slices of one move double each time it is chosen again, so a tile that needs a
-  long search gets one without every tile paying for it.
+  so far. The moves: carrying a better neighbour's allocation over (no search; offered
+  once a neighbour has done better since the tile last tried), the quick search and the
+  exact portfolio (both from the tile's allocation and its better neighbours'). A move
+  nobody has run yet is expected to close a gap in its first slice. A tile's slices of one
+  move double each time it is chosen again, so a tile that needs a long search gets one
+  without every tile paying for it.
 
 A tile is finished (``tilemem.pack.scoreboard.finished``) within ``Policy.settle`` of its
 bound, proven optimal, or, under ``Goal.FIT``, once its question is answered; the run ends
@@ -44,18 +47,20 @@ from .quick import NEAR
 
 class Move(Label):
     """What a slice of a worker does on a tile: ``visit`` (the heuristic and the quick
-    search, a tile's first task), ``quick`` (the quick search again, from the tile's
-    allocation and its better neighbours'), ``exact`` (the exact portfolio from them), ``fit``
-    (the exact portfolio until the tile fits)."""
+    search, a tile's first task), ``carry`` (a better neighbour's allocation carried over,
+    no search), ``quick`` (the quick search again, from the tile's allocation and its better
+    neighbours'), ``exact`` (the exact portfolio from them), ``fit`` (the exact portfolio
+    until the tile fits)."""
 
     VISIT = "visit"
+    CARRY = "carry"
     QUICK = "quick"
     EXACT = "exact"
     FIT = "fit"
 
 
 #: The moves the rule chooses among on a tile that fits (``FIT`` is for the others).
-REVISITS = (Move.QUICK, Move.EXACT)
+REVISITS = (Move.CARRY, Move.QUICK, Move.EXACT)
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,8 @@ class _Tile:
     final: bool = False
     visited: bool = False
     running: bool = False
+    #: a neighbour has done better since this tile last tried carrying one over
+    carry: bool = False
     tries: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     closed: dict = field(default_factory=dict)
@@ -140,12 +147,15 @@ class Planner:
 
     ``tiles``: the tiles (representatives of identical ones); ``runs``: the visits, in the
     order to make them (runs of neighbours); ``deadline``: seconds on the run's clock (None:
-    no budget); ``visited``: tiles a resumed run has results for already."""
+    no budget); ``visited``: tiles a resumed run has results for already; ``neighbours``:
+    each tile's neighbours (whose allocations it may carry over)."""
 
     def __init__(self, tiles, runs, *, workers: int, deadline: float | None,
                  tile_memory: int, goal: str = Goal.END, time_limit: float = 10.0,
-                 policy: Policy = DEFAULT_POLICY, visited=()):
+                 policy: Policy = DEFAULT_POLICY, visited=(), neighbours=None):
         self.policy, self.goal, self.tm = policy, goal, tile_memory
+        #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
+        self.neighbours = neighbours or {}
         self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
         self.tiles = {int(t): _Tile() for t in tiles}
         for t in visited:
@@ -165,6 +175,11 @@ class Planner:
         """A tile's latest result, as the scoreboard keeps it."""
         s = self.tiles[tile]
         s.gap, s.may_fit, s.overflow, s.final, s.visited = gap, may_fit, overflow, final, True
+        # its neighbours that it now does better than may carry its allocation over
+        for n in self.neighbours.get(tile, ()):
+            x = self.tiles.get(n)
+            if x is not None and x.visited and (x.overflow > 0, x.gap) > (overflow > 0, gap):
+                x.carry = True
 
     def started(self, order: Order, now: float) -> None:
         """``order`` went to a worker."""
@@ -176,17 +191,17 @@ class Planner:
             self.revisited.update(order.tiles)
             s = self.tiles[order.tiles[0]]
             s.tries[order.move] = s.tries.get(order.move, 0) + 1
+            s.carry = False   # every revisit tries its better neighbours' allocations
 
     def finished_order(self, order: Order, gaps_before: list[float], seconds: float,
-                       full: bool) -> None:
+                       setups: list[float] = ()) -> None:
         """``order`` came back after ``seconds`` of a worker; ``gaps_before``: its tiles' gaps
-        when it was started; ``full``: it searched for all its seconds (no tile stopped
-        early), so the rest of its time was its set-up, measured here. The tiles'
-        ``update`` s come first."""
+        when it was started; ``setups``: what each of its tiles that searched for all its
+        time took besides its search (measured by the worker). The tiles' ``update`` s come
+        first."""
+        total, count = self._setup
+        self._setup = (total + sum(setups), count + len(setups))
         n = len(order.tiles)
-        if full:
-            total, count = self._setup
-            self._setup = (total + max(seconds - n * order.seconds, 0.0), count + n)
         for t, before in zip(order.tiles, gaps_before):
             s = self.tiles[t]
             s.running = False
@@ -206,7 +221,9 @@ class Planner:
         return total / count if count >= 8 else self.policy.setup
 
     def first_slice(self, move: Move) -> float:
-        return self.policy.quick if move == Move.QUICK else self.policy.exact
+        """A move's first slice on a tile; a carry's cost is its set-up alone."""
+        return {Move.CARRY: self.policy.setup, Move.QUICK: self.policy.quick}.get(
+            move, self.policy.exact)
 
     def rate(self, tile: int, move: Move) -> float:
         """The share of a tile's gap ``move`` is expected to close per second on ``tile``:
@@ -241,7 +258,7 @@ class Planner:
         ...     o = Order(Move.VISIT, [t], 1.0, None)
         ...     p.started(o, 0.0)
         ...     p.update(t, 0.02 if t == 0 else 0.001, False, 0, t != 0)
-        ...     p.finished_order(o, [0.0], 1.1, True)
+        ...     p.finished_order(o, [0.0], 1.1)
         >>> p.hold(200.0)      # 1 of 4 visited left above 1 %: 2.5 of 10 tiles, 3 s each
         7.5
         >>> p.hold(10.0)
@@ -277,6 +294,8 @@ class Planner:
             for m in (Move.FIT,) if s.may_fit else REVISITS:
                 if self.deadline is None and s.tries.get(m, 0):
                     continue   # without a budget, one slice of each move
+                if m == Move.CARRY and not s.carry:
+                    continue   # no neighbour has done better since it last tried
                 v = s.gap * self.rate(t, m)
                 if v > value:
                     best, value = (t, m), v
@@ -303,10 +322,20 @@ class Planner:
         k = s.tries.get(move, 0)
         first = self.first_slice(move)
         seconds = min(first * 2 ** k, max(self.time_limit, first))
+        if move == Move.CARRY:
+            return Order(move, [t], 0.0, None, k)
         if self.deadline is None:
             seconds = first if move == Move.QUICK else self.time_limit
         else:
-            seconds = min(seconds, self.deadline - now - self.setup_seconds())
+            left = self.deadline - now - self.setup_seconds()
+            if self.goal == Goal.FIT:
+                # only whether the undecided tiles fit is asked: their slices grow past
+                # ``time_limit``, up to an even share of the time left (a proof that one
+                # does not fit may need it all)
+                undecided = sum(x.may_fit and not x.final for x in self.tiles.values())
+                seconds = max(seconds, min(first * 2 ** k, left * self.workers
+                                           / max(undecided, 1)))
+            seconds = min(seconds, left)
         # a slice ends once it has closed half the tile's gap: the rule decides again then
         stop = None
         if move != Move.FIT:

@@ -101,11 +101,11 @@ class PassTime(NamedTuple):
 class Allocation:
     """A whole report's new allocation: the full offset column and one result per tile.
     ``from_journal``: distinct tile problems taken from a resumed run's journal rather than
-    solved again; ``unreached``: tiles the exact stage did not reach before the run's budget
-    ran out (they keep the quick search's valid allocation); ``unreached_far``: those of them
-    still above 1 % of their bound (the exact stage is for them first: the rest it would only
-    have lowered further); ``unsearched``: those of them no search pass reached either (they
-    keep the first pass's)."""
+    solved again; ``unreached``: tiles not finished that no revisit reached before the run's
+    budget ran out (they keep their visit's valid allocation, ``tilemem.pack.plan``);
+    ``unreached_far``: those of them still above 1 % of their bound (a shortfall: the rest
+    would only have been lowered further); ``unsearched``: those of them no search reached
+    either (they keep the heuristic's)."""
 
     offsets: np.ndarray
     tiles: list[TileResult] = field(default_factory=list)

@@ -31,8 +31,8 @@ from .result import Allocation, Pass, PassTime, Status, TileResult, objective
 
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
-#: The note of a tile the exact stage did not reach within the run's budget.
-_SPENT = "run budget spent before the exact stage"
+#: The note of a slice that reached its tile past the run's budget (it keeps its result).
+_SPENT = "run budget spent before this slice"
 
 
 # ---- the tiles' problems -------------------------------------------------------------------
@@ -156,7 +156,7 @@ def _solve(shared, task: TileTask, deadline: float | None):
     time_limit = task.time_limit
     searched = method in _SEARCHED
     if searched:
-        # a first pass (no ``prev``) still places the tile by the heuristic when the
+        # a visit (no ``prev``) still places the tile by the heuristic when the
         # budget is spent; a later one keeps what the tile has
         time_limit = remaining(deadline, time_limit)
         if prev is not None and time_limit < 0.05:
@@ -188,23 +188,32 @@ def _solve(shared, task: TileTask, deadline: float | None):
     return tile, res, off
 
 
-def _solve_run(shared, run: RunTask, deadline: float | None):
+class RunOut(list):
+    """What a run's task returns: ``[(tile, TileResult, local offsets), ...]``, and in
+    ``setups`` the seconds each of its tiles that searched for all its time took besides its
+    search (its problem, the heuristic, the search's arrays, the result)."""
+
+    setups: list
+
+
+def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
     """Task: the tiles of a run in order (``_solve`` each), each given its predecessor's
-    allocation to carry over; ``[(tile, TileResult, local offsets), ...]``."""
-    out = []
-    setups = []   # the set-up of each tile of this run that searched for all its time
+    allocation to carry over; with ``run.until``, each an even share of what is left of it.
+    """
+    out = RunOut()
+    out.setups = []
     for k, task in enumerate(run.tasks):
         if out and task.method in _SEARCHED:
             task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
         if run.until is not None:
-            setup = sum(setups) / len(setups) if setups else run.setup
+            setup = sum(out.setups) / len(out.setups) if out.setups else run.setup
             share = (run.until - time.time()) / (len(run.tasks) - k) - setup
             task = replace_task(task, time_limit=min(task.time_limit, max(share, 0.0)))
         started = time.time()
         out.append(_solve(shared, task, deadline))
         res = out[-1][1]
         if res.status != Status.OPTIMAL and (task.stop_gap is None or res.gap > task.stop_gap):
-            setups.append(max(time.time() - started - task.time_limit, 0.0))
+            out.setups.append(max(time.time() - started - task.time_limit, 0.0))
     return out
 
 

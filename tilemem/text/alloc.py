@@ -29,7 +29,7 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     num_tiles: int | None = None
     #: of the unreached tiles, those still above 1 % of their bound
     unreached_above_one_percent: int = 0
-    #: tiles neither the exact stage nor the quick search reached (kept the first pass's)
+    #: of the unreached tiles, those no search reached (they keep the heuristic's allocation)
     unsearched: int = 0
     #: of the tiles that overflow: would an allocation fit? (``tilemem.pack.proof``)
     cannot_fit_live_data: int = 0
@@ -163,34 +163,35 @@ def ended_early_text(s: AllocationSummary) -> str:
 
 
 def unreached_text(s: AllocationSummary) -> str:
-    """What the run's budget left undone. The exact stage takes the tiles above 1 % of their
-    bound first and lowers the others while the budget lasts: "not reached" is a shortfall
-    only for the first kind, so the two are told apart.
+    """What the run's budget left undone: tiles not finished that no revisit reached (after
+    its visit, ``tilemem.pack.plan``). The revisits take the tiles above 1 % of their bound
+    first where they promise the most: "not reached" is a shortfall only for those, so the
+    two kinds are told apart.
 
     >>> from msgspec.structs import replace
     >>> s = AllocationSummary("auto", tiles=3, tiles_that_fit=3, overflow_bytes=0, optimal=0,
     ...     mean_gap=0, median_gap=0, p95_gap=0, max_gap=0.02, within_one_percent=2 / 3, seconds=1,
     ...     from_journal=0, unreached=2, tiles_that_fit_before=3, tiles_that_fit_after=3)
     >>> print(unreached_text(s))
-    the exact stage reached every tile above 1% of its bound; the run's budget (--budget) ran out before it lowered the other 2 further: they keep the quick search's allocation
+    every tile above 1% of its bound was revisited; the run's budget (--budget) ran out before 2 other(s) were: they keep their visit's allocation
     >>> print(unreached_text(replace(s, unreached_above_one_percent=1)))
-    1 tile(s) above 1% of their bound not reached by the exact stage before the run's budget (--budget) ran out, and 1 within 1% not lowered further: they keep the quick search's allocation
+    1 tile(s) above 1% of their bound not revisited before the run's budget (--budget) ran out, and 1 within 1% not lowered further: they keep their visit's allocation
     >>> print(unreached_text(replace(s, within_one_percent=1.0)))
-    every tile ends within 1% of its bound; the run's budget (--budget) ran out before the exact stage lowered 2 of them further: they keep the quick search's allocation
+    every tile ends within 1% of its bound; the run's budget (--budget) ran out before 2 of them were lowered further: they keep their visit's allocation
     """
     far = s.unreached_above_one_percent
     rest = s.unreached - far
     if far:
-        text = (f"{far:,} tile(s) above 1% of their bound not reached by the exact stage "
-                f"before the run's budget (--budget) ran out"
+        text = (f"{far:,} tile(s) above 1% of their bound not revisited before the run's "
+                f"budget (--budget) ran out"
                 + (f", and {rest:,} within 1% not lowered further" if rest else ""))
     elif round(s.within_one_percent * s.tiles) >= s.tiles:
         text = ("every tile ends within 1% of its bound; the run's budget (--budget) ran out "
-                f"before the exact stage lowered {rest:,} of them further")
+                f"before {rest:,} of them were lowered further")
     else:
-        text = ("the exact stage reached every tile above 1% of its bound; the run's budget "
-                f"(--budget) ran out before it lowered the other {rest:,} further")
-    text += ": they keep the quick search's allocation"
+        text = ("every tile above 1% of its bound was revisited; the run's budget "
+                f"(--budget) ran out before {rest:,} other(s) were")
+    text += ": they keep their visit's allocation"
     if s.unsearched:
-        text += f", or for {s.unsearched:,} the first pass's (no search reached them)"
+        text += f", or for {s.unsearched:,} the heuristic's (no search reached them)"
     return text
