@@ -1,6 +1,7 @@
 """Are the outputs of two versions of tilemem the same? (a restructuring must not change them)
 
 Runs the commands whose outputs a restructuring must keep (``alloc --deterministic``,
+``alloc`` with ``replay``, ``heuristic`` and ``exact --deterministic``,
 ``oom --json``, ``report``, ``liveness``, ``check``, ``what-if``, ``diff``, text and JSON) with the working tree and with another
 git revision checked out into a temporary worktree, on the bundled example and on any report
 given, and compares what they print, field for field, leaving out only what measures time
@@ -31,6 +32,10 @@ TIMING_KEYS = {"seconds"}
 
 COMMANDS = {
     "alloc-deterministic": ["alloc", "{r}", "--deterministic", "--time-limit", "1", "--json"],
+    "alloc-exact-deterministic": ["alloc", "{r}", "--method", "exact", "--deterministic",
+                                  "--time-limit", "1", "--json"],
+    "alloc-replay": ["alloc", "{r}", "--method", "replay", "--json"],
+    "alloc-heuristic": ["alloc", "{r}", "--method", "heuristic", "--json"],
     "oom-json": ["oom", "{r}", "--json", "--method", "heuristic"],
     "oom-json-bound": ["oom", "{r}", "--json", "--no-repack"],
     "report": ["report", "{r}"],

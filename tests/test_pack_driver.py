@@ -277,16 +277,26 @@ def test_tiles_the_visits_leave_above_one_percent_are_revisited():
     assert violations(r, a.offsets) == []
 
 
-def test_a_budget_spent_before_any_search_counts_unreached_and_unsearched_tiles():
+def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
+    """No time for any visit: every tile keeps the report's own offsets, read off the
+    columns (nothing built), and says so; those not within the settle gap are unreached and
+    unsearched, those above 1 % counted apart."""
     r = generated()
-    open_tiles = {res.tile for res in allocate(r, method="heuristic", workers=1).tiles
-                  if res.status != "optimal"}
-    assert open_tiles
-    a = run_with(r, Recording(r), budget=0.0)
-    assert a.unreached == a.unsearched == len(open_tiles)
-    assert a.summary()["unsearched"] == len(open_tiles)
+    ex = Recording(r)
+    a = run_with(r, ex, budget=0.0)
+    assert ex.tile_tasks() == []
+    assert np.array_equal(a.offsets, r.offset)
+    tm = r.target.tile_memory
+    for res in a.tiles:
+        over, total = oracle_objective(r, r.offset, res.tile)
+        assert (res.method, res.status) == ("report", "report")
+        assert (res.overflow_bytes, res.total_including_gaps) == (over, total)
+        assert res.verdict == ("fits" if over == 0 else "cannot fit: live data"
+                               if res.bound > tm else "undecided")
+    open_tiles = sum(t.gap > DEFAULT_POLICY.settle or t.overflow_bytes > 0 for t in a.tiles)
+    assert a.unreached == a.unsearched == a.summary()["unsearched"] == open_tiles > 0
     far = sum(t.gap > 0.01 for t in a.tiles)
-    assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far > 0
+    assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far
 
 
 def test_without_a_budget_each_open_tile_gets_one_slice_of_each_move():

@@ -75,9 +75,20 @@ def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
         p.update(t, 0.02 if t < 2 else 0.001, False, 0, t >= 2)
         p.finished_order(o, [0.0], o.seconds)
     # projected: 4 of 20 tiles, an exact slice (3 s) each: 12 worker-seconds held
-    assert p.hold(500.0) == pytest.approx(4 * P.exact)
+    assert p.hold() == pytest.approx(4 * P.exact)
     o = p.next(0.0)
     assert o.seconds == pytest.approx((1000.0 - 12.0) / 10 - P.setup)
+
+
+def test_a_tile_near_capacity_gets_more_visit_shares():
+    # 4 tiles, 1 worker, 3 s: tile 1 (near capacity) weighs 3, the others 1 each: 6 shares of
+    # 3 - 4 x 0.08 s
+    p = Planner(range(4), [[0, 1], [2, 3]], workers=1, deadline=3.0, tile_memory=1000,
+                near_capacity={1})
+    o = p.next(0.0)
+    unit = (3.0 - 4 * P.setup) / (3 + P.near_weight)
+    assert o.each == pytest.approx([unit, P.near_weight * unit])
+    assert o.until == pytest.approx((1 + P.near_weight) * unit + 2 * P.setup)
 
 
 def test_a_tile_that_may_fit_comes_first_fewest_overflowed_bytes_first():
@@ -201,3 +212,19 @@ def test_the_set_up_is_what_the_workers_measured_once_there_are_a_few():
 def test_orders_are_plain_values():
     o = Order(Move.EXACT, [3], 1.5, None, 2)
     assert (o.move, o.tiles, o.seconds, o.attempt, o.until) == ("exact", [3], 1.5, 2, None)
+
+
+def test_a_carry_is_offered_once_a_neighbour_does_better():
+    # tiles 0-2 in a row, visited; tile 1 then does better than tile 0
+    p = Planner(range(3), [[0], [1], [2]], workers=1, deadline=100.0, tile_memory=1000,
+                neighbours={0: [1], 1: [0, 2], 2: [1]})
+    visited(p, {0: 0.03, 1: 0.03, 2: 0.0005}, final={2})
+    # tile 2 (finished) beats tile 1: a carry, untried (its cost its set-up: 1 / 0.08 s a
+    # gap), comes before a quick search (1 / 0.5 s)
+    o = give(p)
+    assert (o.move, o.tiles, o.seconds) == (Move.CARRY, [1], 0.0)
+    back(p, o, 0.03, 0.03, 0.05)   # it did not take
+    o = give(p)
+    assert o.move != Move.CARRY    # not again until a neighbour does better again
+    p.update(2, 0.0, False, 0, True)
+    assert p.tiles[1].carry

@@ -52,7 +52,8 @@ from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
 from .quick import NEAR
 from .schedule import _exact_priority, _fit_end, _runs, _standing
 from .scoreboard import Scoreboard, finished, may_fit as _may_fit
-from .tasks import (_SPENT, BoundsTask, RunTask, TileTask, _bounds, _cut, _group_identical,
+from .tasks import (_SPENT, BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
+                    _group_identical,
                     _Progress, _replay_order, _report_intervals, _Shared, _solve_run,
                     _verify, _warm_up, _workers_of)
 
@@ -72,13 +73,14 @@ def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: fl
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
 
     ``time_limit``: seconds per tile of one slice of exact work (a cap). ``budget``: seconds
-    for the whole run (None: no run-wide limit). Every tile gets the bound and the heuristic
-    whatever the budget. Under ``auto`` (not ``deterministic``) the time then goes by the plan
-    (``tilemem.pack.plan``): every tile visited (the quick search, an even share of the time
-    no revisit is expected to need), then each next slice of a worker to the tiles that may
-    fit and, among the rest, to the tile and move expected to close the most gap per second
-    (``Planner``); without a budget, a visit stopped within 1 % and one exact slice of each
-    tile left. A tile not reached keeps its valid allocation, never worse than replay.
+    for the whole run (None: no run-wide limit). Every tile gets its bound whatever the
+    budget. Under ``auto`` (not ``deterministic``) the time then goes by the plan
+    (``tilemem.pack.plan``): every tile visited (the heuristic, then the quick search, an even
+    share of the time no revisit is expected to need), then each next slice of a worker to
+    the tiles that may fit and, among the rest, to the tile and move expected to close the
+    most gap per second (``Planner``); without a budget, a visit stopped within 1 % and one
+    slice of each move on each tile left. A tile not visited within the budget keeps the
+    report's own offsets; one visited keeps its valid allocation, never worse than them.
     ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
     pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
     (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
@@ -198,7 +200,10 @@ class _Run:
             todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
             goal=self.goal, time_limit=self.time_limit, policy=p,
             visited=[t for t in todo if t in board.done],
-            neighbours={t: self.near(t) for t in todo})
+            neighbours={t: self.near(t) for t in todo},
+            # capacity first: their bound within 2 % under tileMemory
+            near_capacity={t for t in todo
+                           if self.tm >= self.known[t][0] > self.tm / (1 + 2 * NEAR)})
         for t in todo:
             if t in board.done:
                 self._tell(t)
@@ -224,6 +229,11 @@ class _Run:
                     board.record(t, res, off, res.status == Status.OPTIMAL)
                 self._tell(t)
             planner.finished_order(order, gaps, time.time() - began, out.setups)
+        for t in todo:
+            if t not in board.done:
+                # the budget ran out before its visit: the report's offsets, as they were
+                res, off = _as_reported(self.report, t, self.known[t])
+                board.record(t, res, off, False)
 
     def _label(self, task) -> str:
         return ("visits: the heuristic, then the quick search"
@@ -241,9 +251,10 @@ class _Run:
         stop_end = (lambda t: _fit_end(known[t], tm) if self.fit_goal else None)
         if order.move == Move.VISIT:
             how = Pass.QUICK if self.deadline is not None else Pass.NEAR
-            return RunTask([TileTask(t, how, None, None, known[t], order.seconds, self.seed,
+            each = order.each or [order.seconds] * len(order.tiles)
+            return RunTask([TileTask(t, how, None, None, known[t], x, self.seed,
                                      stop_gap=order.stop_gap, stop_end=stop_end(t))
-                            for t in order.tiles], order.until, order.setup)
+                            for t, x in zip(order.tiles, each)], order.until, order.setup)
         t = order.tiles[0]
         how, seed = {Move.CARRY: (Pass.CARRY, self.seed),
                      Move.QUICK: (Pass.QUICK, self.seed + 1),
@@ -256,7 +267,7 @@ class _Run:
 
     def donors(self, t: int) -> tuple[tuple[int, np.ndarray], ...]:
         """The allocations of the neighbours (up to ``Policy.reach`` tiles away in tile
-        order) that did better than tile ``t``, best first, at most ``Policy.donors`` of them:
+        order) that did better than tile ``t``, best first, at most ``Policy.reach`` of them:
         to carry over (``tilemem.pack.carry``). None with ``deterministic``: which results
         the neighbours have when a task is made depends on what finished first, and a
         resumed run (its finished tiles at their final results) would differ from the
@@ -267,7 +278,7 @@ class _Run:
         own = _standing(done[t][0])
         better = sorted((_standing(done[d][0]), d) for d in self.near(t)
                         if d in done and _standing(done[d][0]) < own)
-        return tuple((d, done[d][1]) for _, d in better[:self.policy.donors])
+        return tuple((d, done[d][1]) for _, d in better[:self.policy.reach])
 
     def near(self, t: int) -> list[int]:
         """The tiles up to ``Policy.reach`` places from ``t`` in tile order."""
@@ -304,7 +315,7 @@ class _Run:
                           self.time_limit, self.seed, self.cp_workers, self.deterministic,
                           donors=self.donors(t)) for t in tiles]
         for _, out in self.bar.run(self.ex, _solve_run, _cut(tasks, [1] * len(tasks)),
-                                   str(how), deadline=self.deadline):
+                                   "exact", deadline=self.deadline):
             for t, res, off in out:
                 # "fit" stops once the tile fits: it goes on to the exact portfolio after
                 board.record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
@@ -348,8 +359,8 @@ class _Run:
         unreached = sum(len(groups[t]) for t in left)
         unreached_far = sum(len(groups[t]) for t in left if board.result(t).gap > NEAR)
         # of them, those no search reached either: they keep the heuristic's allocation
-        unsearched = sum(len(groups[t]) for t in left
-                         if board.result(t).method in (Stage.HEURISTIC, Stage.REPLAY))
+        unsearched = sum(len(groups[t]) for t in left if board.result(t).method in (
+            Stage.HEURISTIC, Stage.REPLAY, Stage.REPORT))
         # ended before the budget because every tile's question is answered (not merely
         # because every slice had run)
         ended_early = None

@@ -61,6 +61,8 @@ class Stage(Label):
     HEURISTIC = "heuristic"
     QUICK = "quick"
     EXACT = "exact"
+    #: the report's own offsets, kept: the budget ran out before the tile was visited
+    REPORT = "report"
 
 
 class Verdict(Label):
@@ -83,6 +85,7 @@ class Status(Label):
     FEASIBLE = "feasible"   # valid, not proven optimal (a limit stopped the proof)
     HEURISTIC = "heuristic"  # the heuristic's allocation
     REPLAY = "replay"       # the replayed order
+    REPORT = "report"       # the report's own offsets, as they were
 
 
 class Goal(Label):

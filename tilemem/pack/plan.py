@@ -2,7 +2,8 @@
 
 Every tile is *visited* first (the heuristic, then the quick search from it, neighbouring
 tiles in runs, each carried over to the next): an even share of the time left that no
-revisit is expected to need. After that, whenever a worker is free, the next slice goes by
+revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
+shares (capacity first). After that, whenever a worker is free, the next slice goes by
 one rule, learned while running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
@@ -11,12 +12,15 @@ one rule, learned while running:
 - otherwise, under ``Goal.END``, the tile and move with the highest *expected gain per
   second*: the tile's gap to its bound times the share of a gap that move has closed per
   second, on this tile and (as its prior, worth ``Policy.prior`` seconds) over all tiles
-  so far. The moves: carrying a better neighbour's allocation over (no search; offered
-  once a neighbour has done better since the tile last tried), the quick search and the
-  exact portfolio (both from the tile's allocation and its better neighbours'). A move
-  nobody has run yet is expected to close a gap in its first slice. A tile's slices of one
+  so far. The moves: carrying a better neighbour's allocation over (no search, its cost
+  its set-up; offered once a neighbour has done better since the tile last tried), the
+  quick search and the exact portfolio (both from the tile's allocation and its better
+  neighbours'). A move nobody has run yet is expected to close a gap in its first slice. A tile's slices of one
   move double each time it is chosen again, so a tile that needs a long search gets one
   without every tile paying for it.
+
+A tile the budget leaves unvisited keeps the report's own offsets (the driver's, nothing
+built): the budget holds on a report of many tiles.
 
 A tile is finished (``tilemem.pack.scoreboard.finished``) within ``Policy.settle`` of its
 bound, proven optimal, or, under ``Goal.FIT``, once its question is answered; the run ends
@@ -92,10 +96,12 @@ class Policy:
     #: neighbouring tiles are visited in runs of at most ``chain``, each carried over to the
     #: next: they hold nearly the same variables, and a run accumulates its tiles' search
     chain: int = 16
-    #: revisits carry over the allocations of at most ``donors`` better neighbours up to
-    #: ``reach`` tiles away
+    #: revisits carry over the allocations of the better neighbours up to ``reach`` tiles
+    #: away, at most ``reach`` of them (each costs a first fit)
     reach: int = 2
-    donors: int = 2
+    #: a tile whose bound is within 2 % under tileMemory gets this many visit shares:
+    #: there the question is whether it fits, which a few more descents decide
+    near_weight: float = 3.0
     #: a task's set-up (the tile's problem and search arrays) until measured
     setup: float = 0.08
 
@@ -120,6 +126,8 @@ class Order:
     #: of the run shares what is left of it with those after it
     until: float | None = None
     setup: float = 0.0
+    #: a visit's seconds for each of its tiles (near capacity ones get more), else None
+    each: list | None = None
 
 
 @dataclass
@@ -148,12 +156,18 @@ class Planner:
     ``tiles``: the tiles (representatives of identical ones); ``runs``: the visits, in the
     order to make them (runs of neighbours); ``deadline``: seconds on the run's clock (None:
     no budget); ``visited``: tiles a resumed run has results for already; ``neighbours``:
-    each tile's neighbours (whose allocations it may carry over)."""
+    each tile's neighbours (whose allocations it may carry over); ``near_capacity``: the
+    tiles whose bound is just under tileMemory."""
 
     def __init__(self, tiles, runs, *, workers: int, deadline: float | None,
                  tile_memory: int, goal: str = Goal.END, time_limit: float = 10.0,
-                 policy: Policy = DEFAULT_POLICY, visited=(), neighbours=None):
+                 policy: Policy = DEFAULT_POLICY, visited=(), neighbours=None,
+                 near_capacity=()):
         self.policy, self.goal, self.tm = policy, goal, tile_memory
+        #: tiles whose bound is just under tileMemory: their visits get ``near_weight`` shares
+        self.near_capacity = set(near_capacity)
+        #: the worker-seconds from the first visit to the deadline
+        self.span: float | None = None
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
         self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
@@ -164,6 +178,7 @@ class Planner:
                             for run in runs)
         self.visits = deque(run for run in self.visits if run)
         self.unvisited = sum(len(run) for run in self.visits)
+        self.near_unvisited = sum(t in self.near_capacity for run in self.visits for t in run)
         # over every tile, per move: seconds run and shares of a gap closed
         self.pool_seconds = {m: 0.0 for m in Move}
         self.pool_closed = {m: 0.0 for m in Move}
@@ -187,6 +202,7 @@ class Planner:
             self.tiles[t].running = True
         if order.move == Move.VISIT:
             self.unvisited -= len(order.tiles)
+            self.near_unvisited -= sum(t in self.near_capacity for t in order.tiles)
         else:
             self.revisited.update(order.tiles)
             s = self.tiles[order.tiles[0]]
@@ -246,36 +262,42 @@ class Planner:
         s = self.tiles[tile]
         return (s.closed.get(move, 0.0) + w * pooled) / (s.seconds.get(move, 0.0) + w)
 
-    def hold(self, left: float) -> float:
+    def hold(self) -> float:
         """Worker-seconds to keep from the visits for the revisits the tiles visited so far
         are expected to ask (an exact slice for each tile that overflows although its bound
         fits or is left above 1 %), projected over the tiles not visited yet, at most
-        ``Policy.hold`` of the ``left`` worker-seconds.
+        ``Policy.hold`` of the visits' whole span (the worker-seconds from their start to
+        the deadline): a cap on what is left would shrink as the visits go and keep nothing.
 
         >>> p = Planner(range(10), [[t] for t in range(10)], workers=2, deadline=100.0,
         ...             tile_memory=1000)
+        >>> p.span = 200.0
         >>> for t in range(4):
         ...     o = Order(Move.VISIT, [t], 1.0, None)
         ...     p.started(o, 0.0)
         ...     p.update(t, 0.02 if t == 0 else 0.001, False, 0, t != 0)
         ...     p.finished_order(o, [0.0], 1.1)
-        >>> p.hold(200.0)      # 1 of 4 visited left above 1 %: 2.5 of 10 tiles, 3 s each
+        >>> p.hold()      # 1 of 4 visited left above 1 %: 2.5 of 10 tiles, 3 s each
         7.5
-        >>> p.hold(10.0)
+        >>> p.span = 10.0
+        >>> p.hold()
         3.5
         """
         seen = [s for s in self.tiles.values() if s.visited and not s.running]
-        if not seen:
+        if not seen or self.span is None:
             return 0.0
         asks = sum(not s.final and (s.may_fit or s.gap > NEAR) for s in seen)
         expected = asks * (len(seen) + self.unvisited) / len(seen)
-        return min(expected * self.policy.exact, self.policy.hold * max(left, 0.0))
+        return min(expected * self.policy.exact, self.policy.hold * self.span)
 
     def next(self, now: float) -> Order | None:
         """The next slice for a free worker, or None when there is nothing to start now."""
-        if self.visits:
+        out_of_time = (self.deadline is not None
+                       and self.deadline - now - self.setup_seconds() < 0.05)
+        if self.visits and not out_of_time:
             return self._visit(now)
-        if self.deadline is not None and self.deadline - now - self.setup_seconds() < 0.05:
+        if out_of_time or self.visits:
+            # past the budget the tiles not visited keep the report's offsets (the driver's)
             return None
         free = [(t, s) for t, s in self.tiles.items()
                 if s.visited and not s.final and not s.running]
@@ -308,22 +330,31 @@ class Planner:
             # no budget: a probe, stopped within 1 % (the later slices lower it further)
             return Order(Move.VISIT, run, p.quick, NEAR)
         left = max(self.deadline - now, 0.0) * self.workers
-        setup = self.setup_seconds()
-        share = (left - self.hold(left)) / max(self.unvisited, 1) - setup
+        if self.span is None:
+            self.span = left
+        setup, most = self.setup_seconds(), p.most * p.quick
+        # capacity first: a tile whose bound is near tileMemory gets ``near_weight`` shares
+        # (whether it fits is what a few more descents decide)
+        near = self.near_unvisited
+        weights = (self.unvisited - near) + p.near_weight * near
+        unit = (left - self.hold() - self.unvisited * setup) / max(weights, 1e-9)
         # at least ``least`` probes, while the run's time left covers that for every tile
         # still to visit: on a report of many tiles the floor alone would outlast the budget
         least = min(p.least * p.quick, max(left / max(self.unvisited, 1) - setup, 0.0))
-        share = min(max(share, least), p.most * p.quick)
+        share = min(max(unit, least), most)
+        seconds = [min(max(unit * p.near_weight, least), most) if t in self.near_capacity
+                   else share for t in run]
         return Order(Move.VISIT, run, round(share, 6), p.first_stop,
-                     until=now + len(run) * (share + setup), setup=setup)
+                     until=now + sum(seconds) + len(run) * setup, setup=setup,
+                     each=[round(x, 6) for x in seconds])
 
     def _slice(self, t: int, move: Move, now: float) -> Order:
         s = self.tiles[t]
         k = s.tries.get(move, 0)
-        first = self.first_slice(move)
-        seconds = min(first * 2 ** k, max(self.time_limit, first))
         if move == Move.CARRY:
             return Order(move, [t], 0.0, None, k)
+        first = self.first_slice(move)
+        seconds = min(first * 2 ** k, max(self.time_limit, first))
         if self.deadline is None:
             seconds = first if move == Move.QUICK else self.time_limit
         else:

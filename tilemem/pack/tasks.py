@@ -27,7 +27,9 @@ from .firstfit import first_fit
 from .guard import self_check
 from .portfolio import solve_tile
 from .problem import TileProblem
-from .result import Allocation, Pass, PassTime, Status, TileResult, objective
+from ..rules import overflow_bytes
+from .proof import fit_verdict
+from .result import Allocation, Pass, PassTime, Stage, Status, TileResult, gap_of, objective
 
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
@@ -128,9 +130,9 @@ class RunTask:
     carried over to the next (its first donor)."""
 
     tasks: list[TileTask]
-    #: the run ends by then (a clock time): each tile gets at most an even share of what is
-    #: left of it, less the set-up the run has measured on its tiles so far (``setup``
-    #: until it has)
+    #: the run ends by then (a clock time): each tile gets at most its planned seconds, less
+    #: in proportion when what is left of the run (less the set-up the run has measured on
+    #: its tiles so far, ``setup`` until it has) falls short of them
     until: float | None = None
     setup: float = 0.0
 
@@ -198,7 +200,8 @@ class RunOut(list):
 
 def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
     """Task: the tiles of a run in order (``_solve`` each), each given its predecessor's
-    allocation to carry over; with ``run.until``, each an even share of what is left of it.
+    allocation to carry over; with ``run.until``, each within its part of what is left of
+    the run (its planned seconds, less when the run is behind).
     """
     out = RunOut()
     out.setups = []
@@ -206,15 +209,38 @@ def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
         if out and task.method in _SEARCHED:
             task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
         if run.until is not None:
+            # the tiles left keep their planned seconds while the run is on time; behind
+            # it, each gets its part of what is left in proportion to them
             setup = sum(out.setups) / len(out.setups) if out.setups else run.setup
-            share = (run.until - time.time()) / (len(run.tasks) - k) - setup
-            task = replace_task(task, time_limit=min(task.time_limit, max(share, 0.0)))
+            planned = sum(x.time_limit for x in run.tasks[k:])
+            left = run.until - time.time() - (len(run.tasks) - k) * setup
+            scale = min(max(left, 0.0) / planned, 1.0) if planned > 0 else 0.0
+            task = replace_task(task, time_limit=task.time_limit * scale)
         started = time.time()
         out.append(_solve(shared, task, deadline))
         res = out[-1][1]
         if res.status != Status.OPTIMAL and (task.stop_gap is None or res.gap > task.stop_gap):
             out.setups.append(max(time.time() - started - task.time_limit, 0.0))
     return out
+
+
+def _as_reported(report: Report, tile: int, bound: TileBound) -> tuple:
+    """``(TileResult, local offsets)`` of a tile left at the report's own offsets (no pass
+    reached it before the budget ran out): nothing built, its end and overflow read off the
+    columns, so that a report of many tiles ends within its budget."""
+    rows = report.tile_rows(tile)
+    off = report.offset[rows].astype(np.int64)
+    size = report.size[rows].astype(np.int64)
+    tm = report.target.tile_memory
+    total = int((off + size).max()) if len(rows) else 0
+    over = int(overflow_bytes(np.zeros(len(rows), np.int64), off, size, tm, 1)[0])
+    b = TileBound.of(bound)
+    res = TileResult(tile=int(tile), method=Stage.REPORT, status=Status.REPORT,
+                     overflow_bytes=over, total_including_gaps=total, bound=int(b[0]),
+                     bound_exact=bool(b[1]), gap=gap_of(total, int(b[0])), seconds=0.0,
+                     num_vars=len(rows), note=_SPENT,
+                     verdict=fit_verdict(over, int(b[0]), tm, None))
+    return res, off
 
 
 def _report_intervals(report: Report) -> np.ndarray | None:
