@@ -264,6 +264,7 @@ class SplitModel:
         self._crossings()
         self._evals: dict = {}
         self._bound = None     # the report's maximal cliques, on first use
+        self._stash_cand = self._stash_ptr = None
         # without steps the handover cannot be placed: the stage input is stashed
         self.stash_asked = stash
         self.stash = stash if self.start is not None else "inputs"
@@ -533,11 +534,29 @@ class SplitModel:
             return inp
         key = ("stash", i, j)
         if key not in self._evals:
-            t, a = int(self.pos[j]), self.anchor
-            keep = (self.per_sample & ~self.persistent & (a >= i) & (a < j)
-                    & (self.start < t) & (self.end > t))
-            self._evals[key] = np.flatnonzero(keep)
+            if self._stash_cand is None:   # per-sample rows of a unit, by unit (once)
+                a = self.anchor
+                cand = np.flatnonzero(self.per_sample & ~self.persistent & (a >= 0))
+                cand = cand[np.argsort(a[cand], kind="stable")]
+                self._stash_cand = cand
+                self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
+            t = int(self.pos[j])
+            rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
+            self._evals[key] = rows[(self.start[rows] < t) & (self.end[rows] > t)]
         return self._evals[key]
+
+    def with_stash(self, stash: str) -> "SplitModel":
+        """The same model under the other reading of the stash (what a stage keeps for the
+        micro-batches in flight), sharing every per-report array; its own estimates."""
+        import copy
+
+        if stash not in STASH:
+            raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
+        other = copy.copy(self)
+        other.stash_asked = stash
+        other.stash = stash if self.start is not None else "inputs"
+        other._evals = {}
+        return other
 
     def worst(self, s, i, j, n) -> int:
         return int(self.stage(s, i, j, n)[0].max())
