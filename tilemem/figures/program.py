@@ -273,7 +273,22 @@ def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | Non
         return None
     try:
         m = SplitModel(r)
-        found = fewest_by_upper_bound(m, SPLIT_MAX_IPUS) if m.L >= 2 else None
+        # what a stage stashes for the micro-batches in flight (its input, the backward
+        # recomputing; or its activations) is the pipelined compilation's option, not in a
+        # one-IPU report: the split must fit under both readings; without class steps the
+        # activations live at a handover cannot be told and both are the stage input
+        models = [m] + ([m.with_stash("activations")] if m.start is not None else [])
+        found = fewest_by_upper_bound(models, SPLIT_MAX_IPUS) if m.L >= 2 else None
+        if len(models) > 1:
+            stash = "its stage input or its activations (the report cannot tell which)"
+            if found is None and m.L >= 2:   # then only if the backward recomputes
+                models = [m]
+                found = fewest_by_upper_bound(models, SPLIT_MAX_IPUS)
+                stash = (f"its stage input: only if the backward recomputes (stashing "
+                         f"its activations needs more than {SPLIT_MAX_IPUS} IPUs)")
+        else:
+            stash = ("its stage input (no class steps to tell the activations live at a "
+                     "handover)")
     except ReportError:
         return None
     if found is None or found[0] < 2:
@@ -282,10 +297,15 @@ def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | Non
     data = int(r.size[rows[~r.always_live[rows]]].sum())
     at = ", ".join(m.units.labels[c] for c in cuts)
     b = [0, *cuts, m.L]
+    worst = [[x.proxy(k, b[k], b[k + 1], n) for k in range(n)] for x in models]
+    # the command shows the reading that weighs more at this split (the safer estimate)
+    heavy = models[int(np.argmax([max(w) for w in worst]))]
     stages = [f"IPU {k}: {m.units.labels[b[k]]} .. {m.units.labels[b[k + 1] - 1]}, at most "
-              f"{int(m.proxy(k, b[k], b[k + 1], n)):,} B on its worst tile" for k in range(n)]
+              f"{int(max(w[k] for w in worst)):,} B on its worst tile" for k in range(n)]
+    command = f"split --ipus {n}" + (" --stash activations" if heavy.stash == "activations"
+                                     else "")
     return NextStep(action=f"split over {n} IPUs at {at} (pipelining; every stage fits by "
                            "an upper bound of tilemem split's estimate, which may find fewer "
-                           "IPUs)",
+                           f"IPUs, a stage stashing {stash})",
                     what_if="", tiles_fixed=len(tiles), of_tiles=len(tiles),
-                    bytes=data * (n - 1) // n, command=f"split --ipus {n}", stages=stages)
+                    bytes=data * (n - 1) // n, command=command, stages=stages)

@@ -21,8 +21,11 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    the grain, the minimum per tile, the offset and the number of tiles, none of which the
    split changes): each tensor's bytes stay on the same tile of its IPU.
 3. *Peak.* The stage's maximum live bytes per tile is the bound (the heaviest clique of the
-   stage's classes, ``tilemem.liveness.max_live_all``) with the report's interference
-   restricted to the stage's variables: a stage runs its part of the same program.
+   stage's classes) with the report's interference restricted to the stage's variables: a
+   stage runs its part of the same program. The report's class graph is the same for every
+   stage, so when it is chordal its maximal cliques, found once, give each stage's bound
+   exactly (``tilemem.liveness.cliques``); otherwise each stage's report is searched
+   (``tilemem.liveness.max_live_all``).
 4. *Always-live data.* Per-tile categories stay whole, step-scaled ones (control code, vertex
    state, exchange code) shrink to the stage's share of the tile's variables.
 5. *What pipelining adds.* At a boundary, the activation the next stage reads (the tensor
@@ -260,6 +263,8 @@ class SplitModel:
                                        minlength=T)
         self._crossings()
         self._evals: dict = {}
+        self._bound = None     # the report's maximal cliques, on first use
+        self._stash_cand = self._stash_ptr = None
         # without steps the handover cannot be placed: the stage input is stashed
         self.stash_asked = stash
         self.stash = stash if self.start is not None else "inputs"
@@ -297,10 +302,10 @@ class SplitModel:
             # vertex of unit j reads (an element or region constraint between the two:
             # fields of one vertex, 004) or of unit j - 1, live through most of unit j's
             # classes
-            from .batch import SHAPE_TOLERANCE, micro_batch_rows
+            from .batch import SHAPE_TOLERANCE
 
             per = np.zeros(len(tcode), bool)
-            ms = micro_batch_rows(r)
+            ms = np.flatnonzero(self.per_sample)
             pos = np.searchsorted(tcode, self.codes[ms])
             ok = (pos < len(tcode)) & (tcode[np.minimum(pos, len(tcode) - 1)]
                                        == self.codes[ms])
@@ -408,10 +413,8 @@ class SplitModel:
         key = (s, i, j, n)
         if key in self._evals:
             return self._evals[key]
-        from ..liveness import max_live_all
-
         T = self.tiles
-        changed, buffers, stash = self._stage_report(s, i, j, n)
+        bound, buffers, stash = self._stage_bound(s, i, j, n)
         # the bound tile by tile, those with the most bytes first, until no tile left can
         # beat the worst found (``proxy_tiles`` is an upper bound of every tile's estimate)
         upper = self.proxy_tiles(s, i, j, n)
@@ -421,8 +424,7 @@ class SplitModel:
         done = 0
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
-                peak[m.tile], al[m.tile] = m.max_live_bytes, m.always_live_bytes
+            peak[batch], al[batch] = bound(batch)
             done += len(batch)
             if done < T and upper[order[done]] <= (peak + stash).max():
                 break
@@ -438,30 +440,60 @@ class SplitModel:
         can be. That a stage does not fit needs one tile above, not its worst tile."""
         if (s, i, j, n) in self._evals:
             return self.worst(s, i, j, n) > limit
-        from ..liveness import max_live_all
-
         T = self.tiles
         upper = self.proxy_tiles(s, i, j, n)
         order = np.argsort(-upper, kind="stable")
         if not len(order) or upper[order[0]] <= limit:
             return False
-        changed, _, stash = self._stage_report(s, i, j, n)
+        bound, _, stash = self._stage_bound(s, i, j, n)
         done = 0
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            for m in max_live_all(changed, batch, time_limit=0.05 * len(batch)):
-                if m.max_live_bytes + stash[m.tile] > limit:
-                    return True
+            if np.any(bound(batch)[0] + stash[batch] > limit):
+                return True
             done += len(batch)
             if done < T and upper[order[done]] <= limit:
                 break
         return False
 
-    def _stage_report(self, s: int, i: int, j: int, n: int):
-        """Stage ``s``'s report (its variables at their sizes, its buffers), the bytes
-        pipelining adds per tile, the stash per tile."""
+    def _stage_bound(self, s: int, i: int, j: int, n: int):
+        """``(bound, buffers, stash)``: ``bound(tiles)`` gives stage ``s``'s maximum live
+        bytes and always-live bytes on ``tiles`` (the bound on its report: its variables at
+        their sizes, its buffers); the bytes pipelining adds per tile; the stash per tile.
+
+        The stage's class graph is the report's restricted to its classes, plus its buffers:
+        when the report's graph is chordal its maximal cliques, found once, give every
+        stage's bound exactly (``ReweightedBound``); else each stage's report is searched."""
+        size, extra, buffers, stash = self._stage_sizes(s, i, j, n)
+        if self._bound is None:
+            from ..liveness.cliques import ReweightedBound
+
+            self._bound = ReweightedBound.of(self.r) or False
+        if self._bound:
+            from ..liveness.cliques import Extra
+
+            b = self._bound
+            w = b.node_weights(np.where(self.r.allocated, size, 0))
+            bufs = [Extra(rows, a, e) for rows, a, e in extra]
+            return (lambda tiles: b.max_live(w, tiles, bufs)), buffers, stash
+        from ..liveness import max_live_all
         from .whatif import changed_report
 
+        r = self.r
+        changed = changed_report(r, size, r.allocated & (size > 0))
+        if extra:
+            changed = _with_buffers(changed, extra, r)
+
+        def bound(tiles):
+            got = max_live_all(changed, tiles, time_limit=0.05 * len(tiles))
+            return (np.array([m.max_live_bytes for m in got], np.int64),
+                    np.array([m.always_live_bytes for m in got], np.int64))
+        return bound, buffers, stash
+
+    def _stage_sizes(self, s: int, i: int, j: int, n: int):
+        """Stage ``s``'s variables: every row's size in the stage (0: not in it), its
+        buffers as ``(rows, start, end)`` classes (with steps), the bytes pipelining adds per
+        tile, the stash per tile."""
         r, T = self.r, self.tiles
         a = self.anchor
         mult = ((a >= i) & (a < j)).astype(np.float64)
@@ -482,17 +514,15 @@ class SplitModel:
         size[~r.allocated] = r.size[~r.allocated]
         buffers = np.bincount(r.tile[extra > 0], (r.size * extra)[extra > 0], minlength=T)
         buffers = buffers.astype(np.float64)
-        # only the stage's variables: every tile's class graph keeps only its classes
-        changed = changed_report(r, size, r.allocated & (size > 0))
+        bufs = []
         if self.start is not None:
             bufs = self._buffers(i, j)
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
-            changed = _with_buffers(changed, bufs, r)
         inp = self.stash_rows(i, j)
         depth = inferred_stash_depth(s, n)
         stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
-        return changed, buffers, stash
+        return size, bufs, buffers, stash
 
     def stash_rows(self, i: int, j: int) -> np.ndarray:
         """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
@@ -504,11 +534,29 @@ class SplitModel:
             return inp
         key = ("stash", i, j)
         if key not in self._evals:
-            t, a = int(self.pos[j]), self.anchor
-            keep = (self.per_sample & ~self.persistent & (a >= i) & (a < j)
-                    & (self.start < t) & (self.end > t))
-            self._evals[key] = np.flatnonzero(keep)
+            if self._stash_cand is None:   # per-sample rows of a unit, by unit (once)
+                a = self.anchor
+                cand = np.flatnonzero(self.per_sample & ~self.persistent & (a >= 0))
+                cand = cand[np.argsort(a[cand], kind="stable")]
+                self._stash_cand = cand
+                self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
+            t = int(self.pos[j])
+            rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
+            self._evals[key] = rows[(self.start[rows] < t) & (self.end[rows] > t)]
         return self._evals[key]
+
+    def with_stash(self, stash: str) -> "SplitModel":
+        """The same model under the other reading of the stash (what a stage keeps for the
+        micro-batches in flight), sharing every per-report array; its own estimates."""
+        import copy
+
+        if stash not in STASH:
+            raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
+        other = copy.copy(self)
+        other.stash_asked = stash
+        other.stash = stash if self.start is not None else "inputs"
+        other._evals = {}
+        return other
 
     def worst(self, s, i, j, n) -> int:
         return int(self.stage(s, i, j, n)[0].max())

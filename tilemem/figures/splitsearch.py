@@ -202,14 +202,28 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     return a
 
 
-def fewest_by_upper_bound(m: SplitModel, most: int) -> tuple[int, list[int]] | None:
+def fewest_by_upper_bound(m: SplitModel | list[SplitModel], most: int
+                          ) -> tuple[int, list[int]] | None:
     """The fewest stages (up to ``most``) with a split whose every stage fits under
     tileMemory by ``SplitModel.proxy`` (all of a stage's bytes live at once: an upper bound
     of its estimate, so the split fits by the estimate too), and that split; ``None`` when
-    none does. Cheap: no bound is computed (``tilemem oom``'s next step)."""
-    tm = m.r.target.tile_memory
+    none does. Given several models of one report (its readings of the stash), a split that
+    fits by every one. Cheap: no bound is computed (``tilemem oom``'s next step)."""
+    models = m if isinstance(m, list) else [m]
+    m = _Worst(models) if len(models) > 1 else models[0]
+    tm = models[0].r.target.tile_memory
     for n in range(1, min(most, m.L) + 1):
         cuts = [] if n == 1 else _greedy(m, n, tm)
         if cuts is not None and (n > 1 or m.proxy(0, 0, m.L, 1) <= tm):
             return n, cuts
     return None
+
+
+class _Worst:
+    """The largest ``proxy`` of several models of one report, for ``_greedy``."""
+
+    def __init__(self, models: list[SplitModel]):
+        self.models, self.L = models, models[0].L
+
+    def proxy(self, s: int, i: int, j: int, n: int) -> float:
+        return max(x.proxy(s, i, j, n) for x in self.models)
