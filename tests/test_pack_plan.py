@@ -108,7 +108,7 @@ def test_the_rule_gives_the_slice_to_the_largest_expected_gain_per_second():
     # (0.5 s) on the largest gap first
     o = give(p)
     assert (o.move, o.tiles, o.seconds) == (Move.QUICK, [1], P.quick)
-    assert o.stop_gap == pytest.approx(0.01)   # it stops once it has closed half the gap
+    assert o.stop_gap == P.settle   # it runs its time unless the tile is finished
     back(p, o, 0.02, 0.02, 1.0)   # it closed nothing in 1 s
     # the quick search's record: 0 closed in 1 s, from its prior (1 / 0.5 s, worth 2 s):
     # 4/3 per s over all tiles; on tile 1, (0 + 2 x 4/3) / (1 + 2) = 8/9 per s -> 0.0178/s;

@@ -236,8 +236,13 @@ class _Run:
                 board.record(t, res, off, False)
 
     def _label(self, task) -> str:
-        return ("visits: the heuristic, then the quick search"
-                if task.tasks[0].prev is None else "revisits: the plan's rule")
+        """The pass a task counts in (``Allocation.passes``: where the time went)."""
+        first = task.tasks[0]
+        if first.prev is None:
+            return "visits: the heuristic, then the quick search"
+        return {Pass.CARRY: "revisits: carry", Pass.QUICK: "revisits: quick search",
+                Pass.AUTO: "revisits: exact", Pass.FIT: "revisits: until it fits"}.get(
+                    first.method, f"revisits: {first.method}")
 
     def _tell(self, t: int) -> None:
         r = self.board.result(t)

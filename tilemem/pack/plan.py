@@ -87,9 +87,10 @@ class Policy:
     #: the exact and fit moves' first slice: a fresh start's descents need a few seconds on
     #: a big tile to begin
     exact: float = 3.0
-    #: while tiles are being visited, at most this share of the time left is held for the
-    #: revisits the visits so far are expected to ask: the visits need time too
-    hold: float = 0.35
+    #: while tiles are being visited, at most this share of the run is held for the
+    #: revisits the visits so far are expected to ask: a visit's search is cheaper than a
+    #: revisit's (one set-up for both the heuristic and the search), so most goes to visits
+    hold: float = 0.15
     #: the weight, in seconds of search, of what a move does over all tiles in what it is
     #: expected to do on one: a tile's own first slices do not swing it
     prior: float = 2.0
@@ -281,7 +282,7 @@ class Planner:
         7.5
         >>> p.span = 10.0
         >>> p.hold()
-        3.5
+        1.5
         """
         seen = [s for s in self.tiles.values() if s.visited and not s.running]
         if not seen or self.span is None:
@@ -367,11 +368,9 @@ class Planner:
                 seconds = max(seconds, min(first * 2 ** k, left * self.workers
                                            / max(undecided, 1)))
             seconds = min(seconds, left)
-        # a slice ends once it has closed half the tile's gap: the rule decides again then
-        stop = None
-        if move != Move.FIT:
-            stop = (max(self.policy.settle or 0.0, s.gap / 2) if self.deadline is not None
-                    else self.policy.settle)
+        # a slice runs its time unless its tile is finished: a slice stopped early would pay
+        # its next one's set-up again
+        stop = None if move == Move.FIT else self.policy.settle
         return Order(move, [t], round(seconds, 6), stop, k)
 
     # ---- what the run did ------------------------------------------------------------------

@@ -26,6 +26,7 @@ from .cluster import LocalPool, ReportFile, remaining
 from .firstfit import first_fit
 from .guard import self_check
 from .portfolio import solve_tile
+from .quick import quick_search
 from .problem import TileProblem
 from ..rules import overflow_bytes
 from .proof import fit_verdict
@@ -336,6 +337,18 @@ def _warm_up() -> None:
     p = TileProblem.from_report(r, 0)
     self_check(p, first_fit(p))
     search.warm_up()
+    # the quick search's probes, bottom-up and mirrored, on a tile that fits and on one whose
+    # live data alone is past tileMemory (the search then places in the overflow zone): each
+    # kernel compiled on first use in a worker cost it tens of seconds of its budget
+    for capacity in (64, 16):
+        z = Report.from_columns(target=Target(1, capacity, capacity // 2,
+                                              np.array([0, capacity // 2])),
+                                var_id=range(4), tile=[0] * 4, size=[8, 8, 4, 4],
+                                alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+                                eq_class=[0, 0, 1, 1], interference=[[1], [0]])
+        q = TileProblem.from_report(z, 0)
+        hint = first_fit(q)
+        quick_search(q, hint, 16, 0.05)
 
 
 def _verify(report: Report, alloc: Allocation, rules: Rules) -> None:
