@@ -340,15 +340,20 @@ def _warm_up() -> None:
     # the quick search's probes, bottom-up and mirrored, on a tile that fits and on one whose
     # live data alone is past tileMemory (the search then places in the overflow zone): each
     # kernel compiled on first use in a worker cost it tens of seconds of its budget
-    for capacity in (64, 16):
+    # (a chain a - b - c of sizes 4, 4, 8: first fit in that order ends at 16, the bound
+    # is 12, so the search has something to do)
+    for capacity in (64, 8):
         z = Report.from_columns(target=Target(1, capacity, capacity // 2,
                                               np.array([0, capacity // 2])),
-                                var_id=range(4), tile=[0] * 4, size=[8, 8, 4, 4],
-                                alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
-                                eq_class=[0, 0, 1, 1], interference=[[1], [0]])
+                                var_id=range(3), tile=[0] * 3, size=[4, 4, 8],
+                                alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+                                eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
         q = TileProblem.from_report(z, 0)
         hint = first_fit(q)
-        quick_search(q, hint, 16, 0.05)
+        quick_search(q, hint, 12, 0.05)
+        for mirrored in (False, True):
+            search.solve_search(q, time_limit=0.05, hint=hint, capacity=12, probe=True,
+                                mirrored=mirrored)
 
 
 def _verify(report: Report, alloc: Allocation, rules: Rules) -> None:
