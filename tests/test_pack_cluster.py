@@ -235,6 +235,26 @@ def test_dask_cluster_streams_every_result_and_survives_a_killed_worker(dask_clu
     assert {res["loads"] for _, res in out} == {1}
 
 
+def test_dask_streams_tasks_decided_as_workers_free_up(shared_cluster):
+    """``stream``: each next task is asked for when one of the cluster's threads is free
+    (two at a time on two single-threaded workers), every one runs once, and the stream
+    ends when nothing runs and nothing is left to start."""
+    address, _ = shared_cluster
+    todo = tasks(12, 0.05)
+    asked = []
+
+    def next_task():
+        asked.append(len(todo))
+        return todo.pop(0) if todo else None
+
+    with make_executor(address, CountingState(2)) as ex:
+        assert ex.slots() == 2
+        out = list(ex.stream(task_fn, next_task, deadline=None))
+    assert sorted(t["i"] for t, _ in out) == list(range(12))
+    assert all(res["value"] == 2 * t["i"] for t, res in out)
+    assert asked[:2] == [12, 11] and todo == []
+
+
 def test_dask_task_errors_reach_the_caller_after_retries(shared_cluster):
     address, _ = shared_cluster
     with make_executor(address, CountingState(1), retries=1) as ex:
@@ -333,6 +353,25 @@ def test_alloc_on_a_dask_cluster_equals_the_local_pool(shared_cluster, two_ipu_r
     assert "Dask scheduler" in err and "2 worker(s)" in err   # it said where it ran
     assert (load_report(out).offset == pool_offsets).all()
     assert json.loads(stdout)["summary"]["tiles"] == pool["summary"]["tiles"] == 12
+    _check_passes(path, out)
+
+
+def test_auto_with_a_budget_runs_its_plan_on_a_dask_cluster(shared_cluster, two_ipu_report,
+                                                           tmp_path):
+    """The plan (visits, then revisits decided as workers free up) on Dask: valid, within
+    its budget, never worse than the report's offsets."""
+    address, _ = shared_cluster
+    path, _, _ = two_ipu_report
+    out = tmp_path / "plan.capnp"
+    started = time.time()
+    code, stdout, err = _cli("alloc", path, "--budget", "8", "--scheduler", address, "-o",
+                             out, "--json")
+    assert code == 0, err
+    assert time.time() - started < 8 + 30   # the budget, and the CLI's load and output
+    doc = json.loads(stdout)
+    assert doc["summary"]["tiles"] == 12
+    assert any(p["pass"].startswith("visits") for p in doc["summary"]["passes"])
+    assert doc["summary"]["tilesThatFitAfter"] >= doc["summary"]["tilesThatFitBefore"]
     _check_passes(path, out)
 
 

@@ -82,13 +82,13 @@ def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
 
 def test_a_tile_near_capacity_gets_more_visit_shares():
     # 4 tiles, 1 worker, 3 s: tile 1 (near capacity) weighs 3, the others 1 each: 6 shares of
-    # 3 - 4 x 0.08 s
+    # 3 s, set-up included
     p = Planner(range(4), [[0, 1], [2, 3]], workers=1, deadline=3.0, tile_memory=1000,
                 near_capacity={1})
     o = p.next(0.0)
-    unit = (3.0 - 4 * P.setup) / (3 + P.near_weight)
-    assert o.each == pytest.approx([unit, P.near_weight * unit])
-    assert o.until == pytest.approx((1 + P.near_weight) * unit + 2 * P.setup)
+    unit = 3.0 / (3 + P.near_weight)
+    assert o.each == pytest.approx([unit - P.setup, P.near_weight * unit - P.setup])
+    assert o.until == pytest.approx((1 + P.near_weight) * unit)
 
 
 def test_a_tile_that_may_fit_comes_first_fewest_overflowed_bytes_first():

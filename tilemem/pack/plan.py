@@ -15,9 +15,9 @@ one rule, learned while running:
   so far. The moves: carrying a better neighbour's allocation over (no search, its cost
   its set-up; offered once a neighbour has done better since the tile last tried), the
   quick search and the exact portfolio (both from the tile's allocation and its better
-  neighbours'). A move nobody has run yet is expected to close a gap in its first slice. A tile's slices of one
-  move double each time it is chosen again, so a tile that needs a long search gets one
-  without every tile paying for it.
+  neighbours'). A move nobody has run yet is expected to close a gap in its first slice.
+  A tile's slices of one move double each time it is chosen again, so a tile that needs a
+  long search gets one without every tile paying for it.
 
 A tile the budget leaves unvisited keeps the report's own offsets (the driver's, nothing
 built): the budget holds on a report of many tiles.
@@ -335,16 +335,16 @@ class Planner:
             self.span = left
         setup, most = self.setup_seconds(), p.most * p.quick
         # capacity first: a tile whose bound is near tileMemory gets ``near_weight`` shares
-        # (whether it fits is what a few more descents decide)
+        # of the time (set-up included: whether it fits is what a few more descents decide)
         near = self.near_unvisited
         weights = (self.unvisited - near) + p.near_weight * near
-        unit = (left - self.hold() - self.unvisited * setup) / max(weights, 1e-9)
+        unit = (left - self.hold()) / max(weights, 1e-9)
         # at least ``least`` probes, while the run's time left covers that for every tile
         # still to visit: on a report of many tiles the floor alone would outlast the budget
         least = min(p.least * p.quick, max(left / max(self.unvisited, 1) - setup, 0.0))
-        share = min(max(unit, least), most)
-        seconds = [min(max(unit * p.near_weight, least), most) if t in self.near_capacity
-                   else share for t in run]
+        share = min(max(unit - setup, least), most)
+        seconds = [min(max(unit * p.near_weight - setup, least), most)
+                   if t in self.near_capacity else share for t in run]
         return Order(Move.VISIT, run, round(share, 6), p.first_stop,
                      until=now + sum(seconds) + len(run) * setup, setup=setup,
                      each=[round(x, 6) for x in seconds])
