@@ -228,3 +228,17 @@ def test_a_carry_is_offered_once_a_neighbour_does_better():
     assert o.move != Move.CARRY    # not again until a neighbour does better again
     p.update(2, 0.0, False, 0, True)
     assert p.tiles[1].carry
+
+
+def test_the_tiles_above_one_percent_come_before_the_rest():
+    # tile 1 is at 0.9 % and its quick search closes gaps fast (0.9 of a gap in 1 s: 1.63 /
+    # s with its prior, 0.0147 % a second); tile 0 at 1.2 % has closed nothing in 4 s of it
+    # (0.67 / s, 0.008 %): tile 0 still comes first, as it is above 1 %
+    p = Planner(range(2), [[0], [1]], workers=1, deadline=1000.0, tile_memory=1000)
+    visited(p, {0: 0.012, 1: 0.009})
+    p.tiles[0].seconds[Move.QUICK], p.tiles[0].closed[Move.QUICK] = 4.0, 0.0
+    p.tiles[1].seconds[Move.QUICK], p.tiles[1].closed[Move.QUICK] = 1.0, 0.9
+    o = give(p)
+    assert o.tiles == [0]
+    back(p, o, 0.012, 0.008, 3.0)   # below 1 % now: the rule takes both again
+    assert give(p).tiles == [1]

@@ -10,7 +10,9 @@ one rule, learned while running:
   an out-of-memory tile asks), fewest overflowed bytes first, with the ``FIT`` move (the
   exact portfolio until it fits);
 - otherwise, under ``Goal.END``, the tile and move with the highest *expected gain per
-  second*: the tile's gap to its bound times the share of a gap that move has closed per
+  second*, among the tiles above 1 % of their bound while there are any (the gap a user
+  reads off a memory map; below it, what is left is refinement): the tile's gap to its
+  bound times the share of a gap that move has closed per
   second, on this tile and (as its prior, worth ``Policy.prior`` seconds) over all tiles
   so far. The moves: carrying a better neighbour's allocation over (no search, its cost
   its set-up; offered once a neighbour has done better since the tile last tried), the
@@ -312,8 +314,11 @@ class Planner:
             if not again or self.deadline is None:
                 return None
             return self._slice(min(again)[2], Move.FIT, now)
+        # the tiles above 1 % of their bound first: past it a user reads the gap off a
+        # memory map; below it, what is left is refinement
+        high = [(t, s) for t, s in free if s.gap > NEAR or s.may_fit]
         best, value = None, 0.0
-        for t, s in free:
+        for t, s in high or free:
             for m in (Move.FIT,) if s.may_fit else REVISITS:
                 if self.deadline is None and s.tries.get(m, 0):
                     continue   # without a budget, one slice of each move
