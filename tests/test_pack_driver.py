@@ -227,7 +227,7 @@ def test_auto_visits_every_tile_before_any_revisit():
     allocation) and every visit comes before any slice from an allocation (a revisit)."""
     r = generated()
     ex = Recording(r)
-    a = run_with(r, ex, budget=30.0)
+    a = run_with(r, ex, budget=6.0)
     calls = ex.tile_tasks()
     fresh = [t.hint is None for t in calls]
     assert fresh[:len(a.tiles)] == [True] * len(a.tiles) and not any(fresh[len(a.tiles):])
@@ -251,7 +251,7 @@ def test_tiles_the_visits_leave_above_one_percent_are_revisited():
     tiles that overflow although their bound fits a fit slice first; none ends worse."""
     r = generated()
     ex = Recording(r, _no_search_on_visits)
-    a = run_with(r, ex, budget=20.0)
+    a = run_with(r, ex, budget=6.0)
     calls = ex.tile_tasks()
     n = len(a.tiles)
     visits = {}

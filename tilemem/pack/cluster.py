@@ -349,7 +349,7 @@ class DaskExecutor:
                deadline: float | None = None) -> Iterator[tuple[Any, Any]]:
         """As ``LocalPool.stream``: a task asked of ``next_task()`` whenever one of the
         cluster's threads is free (``slots``)."""
-        from distributed import FIRST_COMPLETED, wait
+        from distributed import wait
 
         batch = uuid.uuid4().hex[:8]
         running: dict = {}
@@ -364,7 +364,7 @@ class DaskExecutor:
                     count += 1
                 if not running:
                     return
-                done = wait(list(running), return_when=FIRST_COMPLETED).done
+                done = wait(list(running), return_when="FIRST_COMPLETED").done
                 for f in done:
                     task = running.pop(f)
                     # a task that raised (after its retries) raises here
