@@ -242,3 +242,41 @@ def test_the_tiles_above_one_percent_come_before_the_rest():
     assert o.tiles == [0]
     back(p, o, 0.012, 0.008, 3.0)   # below 1 % now: the rule takes both again
     assert give(p).tiles == [1]
+
+
+def test_a_fresh_tile_expects_what_first_slices_did_not_what_the_hard_tiles_did_later():
+    # tile 0 (1.2 % -> 0.3 %) had a first quick slice that closed 3/4 of its gap in 0.5 s,
+    # then two later ones that closed nothing in 3 s; tile 1 at 0.1 % has had none. First
+    # slices: (0.75 + 2 x 2) / (0.5 + 2) = 1.9 a second; later ones: (0 + 2 x 1.9) / (3 + 2)
+    # = 0.76; tile 0's own: (0.75 + 2 x 0.76) / (3.5 + 2) = 0.413 -> 0.3 % x 0.413 =
+    # 0.00124 a second; tile 1's first: 0.1 % x 1.9 = 0.0019. (With one record over every
+    # slice, (0.75 + 4) / 5.5 = 0.864 and tile 0's (0.75 + 1.73) / 5.5 = 0.45: 0.00135,
+    # against tile 1's 0.000864, and the hard tile would have it again.)
+    p = Planner(range(2), [[0], [1]], workers=1, deadline=1000.0, tile_memory=1000)
+    visited(p, {0: 0.012, 1: 0.001})
+    o = give(p)
+    assert (o.move, o.tiles) == (Move.QUICK, [0])
+    back(p, o, 0.012, 0.003, 0.5)
+    for _ in range(2):
+        o = give(p)
+        assert (o.move, o.tiles) == (Move.QUICK, [0])
+        back(p, o, 0.003, 0.003, 1.5)
+    assert p.rate(0, Move.QUICK) == pytest.approx((0.75 + 2 * 0.76) / 5.5)
+    o = give(p)
+    assert (o.move, o.tiles) == (Move.QUICK, [1])
+
+
+def test_a_first_slice_expects_what_first_slices_did_on_the_tiles_of_its_run():
+    # tiles 0-2 were visited in one run, tile 3 in another. Tile 0's first quick slice
+    # closed nothing in 1.5 s: a first quick slice closes, over all tiles, (0 + 2 x 2) /
+    # (1.5 + 2) = 8/7 of a gap a second, on tile 0's run (0 + 2 x 8/7) / (1.5 + 2) = 0.653. Tile 1 at 0.5 % expects 0.5 % x 0.653 = 0.00327 a second, tile 3 at 0.35 %
+    # 0.35 % x 8/7 = 0.004: tile 3 first, though its gap is smaller.
+    p = Planner(range(4), [[0, 1, 2], [3]], workers=1, deadline=1000.0, tile_memory=1000)
+    visited(p, {0: 0.006, 1: 0.005, 2: 0.005, 3: 0.0035})
+    o = give(p)
+    assert (o.move, o.tiles) == (Move.QUICK, [0])
+    back(p, o, 0.006, 0.006, 1.5)
+    assert p.rate(1, Move.QUICK) == pytest.approx(2 * (8 / 7) / 3.5)
+    assert p.rate(3, Move.QUICK) == pytest.approx(8 / 7)
+    o = give(p)
+    assert (o.move, o.tiles) == (Move.QUICK, [3])

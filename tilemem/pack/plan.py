@@ -14,7 +14,12 @@ one rule, learned while running:
   reads off a memory map; below it, what is left is refinement): the tile's gap to its
   bound times the share of a gap that move has closed per
   second, on this tile and (as its prior, worth ``Policy.prior`` seconds) over all tiles
-  so far. The moves: carrying a better neighbour's allocation over (no search, its cost
+  so far: a move's first slice on a tile is expected to do what its first slices did on the
+  tiles visited in the same run (neighbours, nearly the same variables: a gap the search
+  cannot close on one it seldom closes on the next), from what first slices did over all
+  tiles; a later one what later slices did (a search's first seconds on a tile buy most:
+  the tiles the rule returns to are the hard ones, and their record is not what a fresh
+  tile would do). The moves: carrying a better neighbour's allocation over (no search, its cost
   its set-up; offered once a neighbour has done better since the tile last tried), the
   quick search and the exact portfolio (both from the tile's allocation and its better
   neighbours'). A move nobody has run yet is expected to close a gap in its first slice.
@@ -177,14 +182,22 @@ class Planner:
         self.tiles = {int(t): _Tile() for t in tiles}
         for t in visited:
             self.tiles[int(t)].visited = True
+        runs = [list(run) for run in runs]
+        #: tile -> the run it is visited in (its neighbours, whose first slices it expects)
+        self.group = {int(t): k for k, run in enumerate(runs) for t in run}
+        self.group_seconds: dict = {}
+        self.group_closed: dict = {}
         self.visits = deque([int(t) for t in run if not self.tiles[int(t)].visited]
                             for run in runs)
         self.visits = deque(run for run in self.visits if run)
         self.unvisited = sum(len(run) for run in self.visits)
         self.near_unvisited = sum(t in self.near_capacity for run in self.visits for t in run)
-        # over every tile, per move: seconds run and shares of a gap closed
+        # over every tile, per move: seconds run and shares of a gap closed, by first slices
+        # on a tile (``pool_*``) and later ones (``later_*``)
         self.pool_seconds = {m: 0.0 for m in Move}
         self.pool_closed = {m: 0.0 for m in Move}
+        self.later_seconds = {m: 0.0 for m in Move}
+        self.later_closed = {m: 0.0 for m in Move}
         self._setup = (0.0, 0)   # a task's measured set-up: total seconds, tasks
         self.revisited: set[int] = set()
 
@@ -227,10 +240,15 @@ class Planner:
             if order.move != Move.VISIT and before > 0:
                 share = min(max((before - s.gap) / before, 0.0), 1.0)
                 each = seconds / n
+                first = order.move not in s.seconds
                 s.seconds[order.move] = s.seconds.get(order.move, 0.0) + each
                 s.closed[order.move] = s.closed.get(order.move, 0.0) + share
-                self.pool_seconds[order.move] += each
-                self.pool_closed[order.move] += share
+                (self.pool_seconds if first else self.later_seconds)[order.move] += each
+                (self.pool_closed if first else self.later_closed)[order.move] += share
+                if first:
+                    g = (self.group.get(t, -1 - t), order.move)
+                    self.group_seconds[g] = self.group_seconds.get(g, 0.0) + each
+                    self.group_closed[g] = self.group_closed.get(g, 0.0) + share
 
     # ---- the rule -------------------------------------------------------------------------
     def setup_seconds(self) -> float:
@@ -245,9 +263,11 @@ class Planner:
             move, self.policy.exact)
 
     def rate(self, tile: int, move: Move) -> float:
-        """The share of a tile's gap ``move`` is expected to close per second on ``tile``:
-        its record there, from its record over all tiles (worth ``Policy.prior`` seconds),
-        from closing a gap in one first slice before anything is known.
+        """The share of a tile's gap ``move`` is expected to close per second on ``tile``.
+        Its first slice there: what first slices did on the tiles of its run, from what they
+        did over all tiles, from closing a gap in one slice before anything is known. Later:
+        its record there, from what later slices did over all tiles, from what first slices
+        did (each prior worth ``Policy.prior`` seconds).
 
         >>> p = Planner([0, 1], [], workers=1, deadline=None, tile_memory=100)
         >>> p.rate(0, Move.QUICK)                  # nothing known: a gap in one 0.5 s slice
@@ -258,12 +278,31 @@ class Planner:
         >>> p.tiles[0].seconds[Move.QUICK], p.tiles[0].closed[Move.QUICK] = 2.0, 0.0
         >>> round(p.rate(0, Move.QUICK), 3)        # closed nothing here in 2 s: half that
         0.22
+        >>> p.later_seconds[Move.QUICK] = 6.0      # later slices closed nothing in 6 s
+        >>> round(p.rate(0, Move.QUICK), 3), round(p.rate(1, Move.QUICK), 3)
+        (0.055, 0.44)
         """
-        w = self.policy.prior
-        pooled = ((self.pool_closed[move] + w / self.first_slice(move))
-                  / (self.pool_seconds[move] + w))
+        first, later = self._pooled(move)
         s = self.tiles[tile]
-        return (s.closed.get(move, 0.0) + w * pooled) / (s.seconds.get(move, 0.0) + w)
+        if move not in s.seconds:
+            return self._first_here(tile, move, first)
+        w = self.policy.prior
+        return (s.closed[move] + w * later) / (s.seconds[move] + w)
+
+    def _first_here(self, tile: int, move: Move, first: float) -> float:
+        """``move``'s first slice on ``tile``: what first slices did on the tiles of its run,
+        from ``first`` (over all tiles)."""
+        g = (self.group.get(tile, -1 - tile), move)
+        return ((self.group_closed.get(g, 0.0) + self.policy.prior * first)
+                / (self.group_seconds.get(g, 0.0) + self.policy.prior))
+
+    def _pooled(self, move: Move) -> tuple[float, float]:
+        """What ``move``'s first slices and its later ones close per second over all tiles
+        (``rate``'s priors)."""
+        w = self.policy.prior
+        first = ((self.pool_closed[move] + w / self.first_slice(move))
+                 / (self.pool_seconds[move] + w))
+        return first, (self.later_closed[move] + w * first) / (self.later_seconds[move] + w)
 
     def hold(self) -> float:
         """Worker-seconds to keep from the visits for the revisits the tiles visited so far
@@ -317,14 +356,20 @@ class Planner:
         # the tiles above 1 % of their bound first: past it a user reads the gap off a
         # memory map; below it, what is left is refinement
         high = [(t, s) for t, s in free if s.gap > NEAR or s.may_fit]
+        # ``rate`` inlined, its priors once a call: this runs for every slice, over every
+        # tile, while the workers wait
+        w, pooled = self.policy.prior, {m: self._pooled(m) for m in Move}
+        budget = self.deadline is not None
         best, value = None, 0.0
         for t, s in high or free:
             for m in (Move.FIT,) if s.may_fit else REVISITS:
-                if self.deadline is None and s.tries.get(m, 0):
+                if not budget and s.tries.get(m, 0):
                     continue   # without a budget, one slice of each move
                 if m == Move.CARRY and not s.carry:
                     continue   # no neighbour has done better since it last tried
-                v = s.gap * self.rate(t, m)
+                secs = s.seconds.get(m)
+                v = s.gap * (self._first_here(t, m, pooled[m][0]) if secs is None
+                             else (s.closed[m] + w * pooled[m][1]) / (secs + w))
                 if v > value:
                     best, value = (t, m), v
         return None if best is None else self._slice(*best, now)
