@@ -15,7 +15,10 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    ordered by where their data first comes alive (the class steps) or by class id; else
    groups of classes in that order.
    Tensors of no unit (the input, the labels, the loss, ...) go with the unit before the step
-   where they come alive, or, without steps, with every stage (an upper bound).
+   where they come alive, or, without steps, with every stage (an upper bound); those of
+   one part of the program named as deep as the layers (``embedding/...``, ``head/...``)
+   go together, with the unit before that part's first per-sample tensor: its persistent
+   state, its backward and its optimiser step with its forward.
 2. *Re-mapping.* A stage recompiled on an IPU of as many tiles as the report's IPU maps each
    tensor with the same linear mapping (003: the mapping follows from the number of elements,
    the grain, the minimum per tile, the offset and the number of tiles, none of which the
@@ -34,10 +37,23 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    activation is last read that dies first; without steps: the activation's shape) is sent
    back; each copy adds a send buffer on the source and a receive buffer and the copy on the
    destination, mapped and live like the tensor. A stage keeps a stash for the micro-batches
-   in flight, always live: of its input (``stash="inputs"``: the backward recomputes the
-   stage's activations), or of every activation of its layers still live when its forward
-   hands over to the next stage (``stash="activations"``: no recomputation; needs the class
-   steps). Which one a compilation does is an option of the framework, not in the report.
+   in flight: of its input (``stash="inputs"``: the backward recomputes the stage's
+   activations), or of every tensor of a micro-batch of its layers (come alive after the
+   micro-batches begin: not the gradient accumulators) still live when its forward hands
+   over to the next stage, with the copy of its input and without the activation sent
+   forward when only the next stage reads that (``stash="activations"``: no
+   recomputation; needs the class steps). The stash lives while micro-batches are in
+   flight (with steps: not over an optimiser step after the micro-batches), mapped like
+   the tensors it keeps (``stash_mapping``; ``"linear"``: spread over the IPU). Which
+   ones a compilation does are options of the framework, not in the report.
+
+What the estimate cannot know, measured against the generator (docs/benchmarks.md,
+2026-11-27, transformer family, one-layer stages over 8 IPUs): how the framework maps the
+stash (like its tensors here, linearly over the IPU there: up to +18 % on a one-layer
+stage, the same bytes in both); a weight read by a layer of another stage (a tied
+embedding read by the head: copied to the head's stage every micro-batch and its gradient
+back, up to 7 % of the first stage; the report links no vertex to the weights it reads);
+the code of the inter-IPU exchanges (a few hundred bytes a tile).
 
 The search over splits is ``tilemem.figures.splitsearch``.
 
@@ -60,7 +76,7 @@ from ..errors import ReportError
 from ..model import Report
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
-                     INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
+                     INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 from .splitunits import Units, program_units, tensor_codes_fast
 from .splitbuffers import with_buffers
@@ -73,10 +89,15 @@ STASH = ("inputs", "activations")
 STASH_ASSUMPTIONS = {
     "inputs": "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
               "(one-forward-one-backward; the backward recomputes the stage's activations), "
-              "always live",
+              "live while micro-batches are in flight",
     "activations": "a stage s of N keeps, for the N-1-s micro-batches in flight, every "
                    "activation of its layers still live when its forward hands over to the "
-                   "next stage (no recomputation), always live"}
+                   "next stage (no recomputation), live while micro-batches are, mapped "
+                   "like the activations"}
+
+#: How the stash is mapped (``SplitModel``'s ``stash_mapping``, ``SplitModel.stash_tiles``):
+#: like the tensors stashed (the default), or linearly over the IPU's tiles.
+STASH_MAPPINGS = ("like", "linear")
 
 #: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
 #: many, and so on, until no tile left could beat the worst found.
@@ -98,6 +119,8 @@ ASSUMPTIONS = (
     "the tensor copied",
     STASH_ASSUMPTIONS["inputs"],
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
+    "a weight read by a layer of another stage (a tied embedding) is not copied there: the "
+    "report does not say which weights a vertex reads",
 )
 
 
@@ -160,9 +183,14 @@ class SplitModel:
     docstring). A pipelined report is folded onto one IPU's tiles, the buffers of its
     pipelining left out."""
 
-    def __init__(self, r: Report, stash: str = "inputs"):
+    def __init__(self, r: Report, stash: str = "inputs",
+                 stash_mapping: str = INFERRED_STASH_MAPPING):
         if stash not in STASH:
             raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
+        if stash_mapping not in STASH_MAPPINGS:
+            raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
+                             f"not {stash_mapping!r}")
+        self.stash_mapping = stash_mapping
         from dataclasses import replace
 
         tm = r.target
@@ -236,6 +264,7 @@ class SplitModel:
             order = np.argsort(self.pos, kind="stable")
             k = np.searchsorted(self.pos[order], self.start[shared], "right") - 1
             self.anchor[shared] = np.where(k >= 0, order[np.maximum(k, 0)], 0)
+            self._anchor_groups(shared, codes, names)
         self.anchor[model & (u >= 0)] = u[model & (u >= 0)]
         self.anchor[named_al & (u >= 0)] = u[named_al & (u >= 0)]
         self.everywhere = shared & (self.anchor < 0)
@@ -262,6 +291,24 @@ class SplitModel:
                                      minlength=T)
         self.every_bytes = np.bincount(r.tile[self.everywhere], r.size[self.everywhere],
                                        minlength=T)
+        # the micro-batches' span: from the first per-sample tensor coming alive to the
+        # last dying (the stash is live over it); classes of the stage only outside it (an
+        # optimiser step after gradient accumulation) never meet the stash
+        self.outside = np.zeros(r.num_vars, bool)
+        self.span = None
+        mb = self.per_sample & ~self.persistent & (self.anchor >= 0)
+        # a micro-batch's data: model data of a unit (of the categories a micro-batch is
+        # made of) that comes alive after the micro-batches begin, not persistent: not
+        # the gradient accumulators, zeroed before them, whatever their shape
+        self.of_micro_batch = np.zeros(r.num_vars, bool)
+        if self.start is not None and mb.any():
+            from .batch import PER_SAMPLE_CATEGORIES
+
+            self.span = (int(self.start[mb].min()), int(self.end[mb].max()))
+            self.outside = model & ((self.end <= self.span[0]) | (self.start >= self.span[1]))
+            self.of_micro_batch = (model & ~self.persistent & (self.anchor >= 0)
+                                   & (self.start >= self.span[0])
+                                   & of_cats(lambda c: c in PER_SAMPLE_CATEGORIES))
         self._crossings()
         self._evals: dict = {}
         self._bound = None     # the report's maximal cliques, on first use
@@ -269,6 +316,29 @@ class SplitModel:
         # without steps the handover cannot be placed: the stage input is stashed
         self.stash_asked = stash
         self.stash = stash if self.start is not None else "inputs"
+
+    def _anchor_groups(self, shared: np.ndarray, codes: np.ndarray, names: list) -> None:
+        """Tensors of no unit that belong to one part of the program (the embedding, the
+        head: their names' prefix as deep as the layers', ``embedding/...``) go with the
+        unit before that part's forward work (where its first per-sample tensor comes alive),
+        not each with the unit before its own step: its persistent state and its weight
+        update come alive before or after every layer (step 0, after the last backward), its
+        backward after the last layer's forward, yet the stage that holds the part holds
+        them. A part without per-sample data keeps the per-tensor rule."""
+        if self.units.source != "layer names":
+            return
+        depth = self.units.labels[0].count("/") + 1
+        keys, g_code = np.unique(np.array(["/".join(n.split("/")[:depth]) for n in names],
+                                          object), return_inverse=True)
+        g_row = g_code.reshape(-1)[codes]
+        fwd = shared & self.per_sample & ~self.persistent
+        big = np.iinfo(np.int64).max
+        g_start = np.full(len(keys), big)
+        np.minimum.at(g_start, g_row[fwd], self.start[fwd])
+        t = g_start[g_row[shared]]
+        order = np.argsort(self.pos, kind="stable")
+        k = np.searchsorted(self.pos[order], t, "right") - 1
+        self.anchor[shared] = np.where(t < big, order[np.maximum(k, 0)], self.anchor[shared])
 
     # ---- what crosses each boundary --------------------------------------------------------
     def _crossings(self) -> None:
@@ -459,13 +529,36 @@ class SplitModel:
 
     def _stage_bound(self, s: int, i: int, j: int, n: int):
         """``(bound, buffers, stash)``: ``bound(tiles)`` gives stage ``s``'s maximum live
-        bytes and always-live bytes on ``tiles`` (the bound on its report: its variables at
-        their sizes, its buffers); the bytes pipelining adds per tile; the stash per tile.
+        bytes and always-live bytes on ``tiles`` without its stash (the bound on its report:
+        its variables at their sizes, its buffers; the caller adds the stash); the bytes
+        pipelining adds per tile; the stash per tile.
 
         The stage's class graph is the report's restricted to its classes, plus its buffers:
         when the report's graph is chordal its maximal cliques, found once, give every
-        stage's bound exactly (``ReweightedBound``); else each stage's report is searched."""
+        stage's bound exactly (``ReweightedBound``); else each stage's report is searched.
+        The stash is live over the micro-batches (``span``): when some of the stage's
+        classes live only outside them (an optimiser step after the gradient accumulation
+        loop), the bound is the larger of the stage's bound and, plus the stash, the bound
+        of its classes that meet the micro-batches."""
         size, extra, buffers, stash = self._stage_sizes(s, i, j, n)
+        full = self._bound_of(size, extra)
+        out = self.outside & (size > 0)
+        if not stash.any() or not out.any():
+            return full, buffers, stash
+        a, e = self.span
+        inside = self._bound_of(np.where(out, 0, size), [x for x in extra
+                                                         if x[1] < e and x[2] > a])
+
+        def bound(tiles):
+            p0, al = full(tiles)
+            p1, _ = inside(tiles)
+            st = stash[tiles].astype(np.int64)
+            return np.maximum(p0, p1 + st) - st, al
+        return bound, buffers, stash
+
+    def _bound_of(self, size: np.ndarray, extra: list):
+        """``bound(tiles)``: maximum live bytes and always-live bytes on ``tiles`` of the
+        report's variables at sizes ``size`` with the classes ``extra`` added."""
         if self._bound is None:
             from ..liveness.cliques import ReweightedBound
 
@@ -476,7 +569,7 @@ class SplitModel:
             b = self._bound
             w = b.node_weights(np.where(self.r.allocated, size, 0))
             bufs = [Extra(rows, a, e) for rows, a, e in extra]
-            return (lambda tiles: b.max_live(w, tiles, bufs)), buffers, stash
+            return lambda tiles: b.max_live(w, tiles, bufs)
         from ..liveness import max_live_all
         from .whatif import changed_report
 
@@ -489,7 +582,7 @@ class SplitModel:
             got = max_live_all(changed, tiles, time_limit=0.05 * len(tiles))
             return (np.array([m.max_live_bytes for m in got], np.int64),
                     np.array([m.always_live_bytes for m in got], np.int64))
-        return bound, buffers, stash
+        return bound
 
     def _stage_sizes(self, s: int, i: int, j: int, n: int):
         """Stage ``s``'s variables: every row's size in the stage (0: not in it), its
@@ -520,40 +613,69 @@ class SplitModel:
             bufs = self._buffers(i, j)
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
+        return size, bufs, buffers, self.stash_tiles(s, i, j, n)
+
+    def stash_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
+        """Stage ``s``'s stash, bytes per tile: ``stash_mapping="like"``, each stashed
+        tensor's copies on its own tiles (a stash made as slices of the stashed tensor:
+        PopART's ``createSliceableTensorFromSlice`` or one clone a slice); ``"linear"``, one
+        new tensor of all of them mapped linearly over the IPU's tiles (003's linear
+        mapping, at most the bytes over the tiles rounded up on a tile; a stash made by
+        ``createSliceableTensor`` of its own shape). Which one a framework does is not in
+        the report (see ``STASH_MAPPINGS``)."""
+        r, T = self.r, self.tiles
         inp = self.stash_rows(i, j)
         depth = inferred_stash_depth(s, n)
-        stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
-        return size, bufs, buffers, stash
+        if self.stash_mapping == "linear":
+            return np.full(T, np.ceil(depth * float(r.size[inp].sum()) / T))
+        return depth * np.bincount(r.tile[inp], r.size[inp], minlength=T).astype(np.float64)
 
     def stash_rows(self, i: int, j: int) -> np.ndarray:
         """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
-        (``stash="activations"``, a stage before the last) the per-sample tensors of its
-        units (not the gradient accumulators, live over every micro-batch) still live when
-        it hands over to unit ``j``."""
+        (``stash="activations"``, a stage before the last) the micro-batch's data of its
+        units (``of_micro_batch``: come alive after the micro-batches begin, so not the
+        gradient accumulators, whatever their shape) still live when it hands over to unit
+        ``j``, with its input's copy and without the activation it sends forward when only
+        the next stage's backward reads that."""
         inp = self.input0 if i == 0 else self.fwd[i]
         if self.stash == "inputs" or j >= self.L:
             return inp
         key = ("stash", i, j)
         if key not in self._evals:
-            if self._stash_cand is None:   # per-sample rows of a unit, by unit (once)
+            if self._stash_cand is None:   # a micro-batch's rows of a unit, by unit (once)
                 a = self.anchor
-                cand = np.flatnonzero(self.per_sample & ~self.persistent & (a >= 0))
+                cand = np.flatnonzero(self.of_micro_batch)
                 cand = cand[np.argsort(a[cand], kind="stable")]
                 self._stash_cand = cand
                 self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
             t = int(self.pos[j])
             rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
-            self._evals[key] = rows[(self.start[rows] < t) & (self.end[rows] > t)]
+            rows = rows[(self.start[rows] < t) & (self.end[rows] > t)]
+            # the activation sent forward is stashed where it is read: by the next stage
+            # (its copy), and by this one only if it is read once this stage's backward
+            # has begun; this stage's input (its copy) is stashed here if still read
+            out = self.fwd[j]
+            if len(out) and int(self.end[out].max()) <= int(self.back[j]):
+                rows = np.setdiff1d(rows, out)
+            inp = self.fwd[i] if i else np.zeros(0, np.int64)
+            if len(inp) and int(self.end[inp].max()) > t:
+                rows = np.union1d(rows, inp)
+            self._evals[key] = rows
         return self._evals[key]
 
-    def with_stash(self, stash: str) -> "SplitModel":
-        """The same model under the other reading of the stash (what a stage keeps for the
-        micro-batches in flight), sharing every per-report array; its own estimates."""
+    def with_stash(self, stash: str, stash_mapping: str | None = None) -> "SplitModel":
+        """The same model under another reading of the stash (what a stage keeps for the
+        micro-batches in flight; how it is mapped, ``None``: as this one), sharing every
+        per-report array; its own estimates."""
         import copy
 
         if stash not in STASH:
             raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
+        if stash_mapping not in STASH_MAPPINGS + (None,):
+            raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
+                             f"not {stash_mapping!r}")
         other = copy.copy(self)
+        other.stash_mapping = stash_mapping or self.stash_mapping
         other.stash_asked = stash
         other.stash = stash if self.start is not None else "inputs"
         other._evals = {}
@@ -571,9 +693,8 @@ class SplitModel:
         at once (always-live data whole, every buffer, the stash)."""
         b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
         r = self.r
-        inp = self.stash_rows(i, j)
-        for rows, k in ((inp, inferred_stash_depth(s, n)),
-                        (self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
+        b = b + self.stash_tiles(s, i, j, n)
+        for rows, k in ((self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
                         (self.bwd[i] if i else (), INFERRED_COPY_ON_SOURCE),
                         (self.fwd[j] if j < self.L else (), INFERRED_COPY_ON_SOURCE),
                         (self.bwd[j] if j < self.L else (), INFERRED_COPY_ON_DESTINATION)):
