@@ -80,6 +80,7 @@ from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 from .splitunits import Units, program_units, tensor_codes_fast
 from .splitbuffers import with_buffers
+from ..liveness.cliques import MAX_EXTRA
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
 
@@ -260,6 +261,7 @@ class SplitModel:
         al_model = named_al & (u < 0) & of_cats(lambda c: c == "variable")
         shared = (model | al_model) & (u < 0)
         self.anchor = np.full(r.num_vars, -1, np.int64)
+        self.part_start = np.full(r.num_vars, -1, np.int64)   # where a part's forward begins
         if self.pos is not None and shared.any():
             order = np.argsort(self.pos, kind="stable")
             k = np.searchsorted(self.pos[order], self.start[shared], "right") - 1
@@ -310,6 +312,7 @@ class SplitModel:
                                    & (self.start >= self.span[0])
                                    & of_cats(lambda c: c in PER_SAMPLE_CATEGORIES))
         self._crossings()
+        self._tied_weights(r.allocated & r.always_live & of_cats(lambda c: c == "variable"))
         self._evals: dict = {}
         self._bound = None     # the report's maximal cliques, on first use
         self._stash_cand = self._stash_ptr = None
@@ -339,6 +342,43 @@ class SplitModel:
         order = np.argsort(self.pos, kind="stable")
         k = np.searchsorted(self.pos[order], t, "right") - 1
         self.anchor[shared] = np.where(t < big, order[np.maximum(k, 0)], self.anchor[shared])
+        self.part_start[shared] = np.where(t < big, t, -1)
+
+    def _tied_weights(self, al_state: np.ndarray) -> None:
+        """Weights read by a unit other than their own (a tied embedding read by the head):
+        ``tied``, ``(a, b, weight rows, gradient rows)``, the weight of unit ``a`` whose
+        gradient is made in unit ``b``. Told by the gradient: a tensor of ``b``, not
+        persistent, with exactly the bytes of a weight of another unit on exactly its tiles
+        (a weight gradient is mapped like its weight), while no weight of ``b`` is so.
+        Split apart, the weight is copied to ``b``'s stage every micro-batch and the
+        gradient back to ``a``'s."""
+        r = self.r
+        self.tied = []
+        state = (self.persistent | al_state) & (self.anchor >= 0)
+        grads = (r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent
+                 & (self.anchor >= 0))
+        if not state.any() or not grads.any():
+            return
+
+        def tensors(mask):   # per tensor: its rows, its (tile, bytes) layout, its unit
+            rows = np.flatnonzero(mask)
+            rows = rows[np.lexsort((r.tile[rows], self.codes[rows]))]
+            _, first = np.unique(self.codes[rows], return_index=True)
+            ends = np.append(first, len(rows))
+            for k in range(len(first)):
+                t = rows[ends[k]:ends[k + 1]]
+                tiles = np.unique(r.tile[t], return_inverse=True)
+                layout = (tiles[0].tobytes(),
+                          np.bincount(tiles[1], r.size[t]).astype(np.int64).tobytes())
+                yield t, layout, int(self.anchor[t[0]])
+
+        weights: dict = {}
+        for t, layout, u in tensors(state):
+            weights.setdefault(layout, []).append((u, t))
+        for g, layout, u in tensors(grads):
+            like = weights.get(layout, ())
+            if like and all(wu != u for wu, _ in like):
+                self.tied.append((like[0][0], u, np.sort(like[0][1]), np.sort(g)))
 
     # ---- what crosses each boundary --------------------------------------------------------
     def _crossings(self) -> None:
@@ -475,6 +515,28 @@ class SplitModel:
                 out += [(self.bwd[j], back, back + 1), (self.bwd[j], back, max(e, back + 1))]
         return out
 
+    def _tied_copies(self, i: int, j: int) -> list:
+        """The copies stage ``[i, j)`` receives of tied weights (``tied``): ``(rows,
+        start, end, times)``. With steps: the gradient, on the weight's stage, a receive
+        buffer and the copy (``INFERRED_COPY_ON_DESTINATION``) live like the gradient; the
+        weight, on the stage reading it, its copy at its last read, the backward step
+        before the gradient is made (when its first read and the receive buffer's step
+        are, the report does not say: not counted). Without steps ``start`` and ``end``
+        are ``None``: both a receive buffer and the copy, live like the tensor copied."""
+        out = []
+        for a, b, w, g in self.tied:
+            if (i <= a < j) == (i <= b < j):
+                continue
+            k = INFERRED_COPY_ON_DESTINATION
+            if self.start is None:
+                out.append((w if i <= b < j else g, None, None, k))
+            elif i <= b < j:   # the copy, read last by the backward before the gradient
+                g0 = int(self.start[g].min())
+                out.append((w, g0 - 1, g0, 1))
+            else:
+                out.append((g, int(self.start[g].min()), int(self.end[g].max()), k))
+        return out
+
     # ---- one stage -------------------------------------------------------------------------
     def stage(self, s: int, i: int, j: int, n: int) -> tuple[np.ndarray, np.ndarray,
                                                             np.ndarray]:
@@ -604,13 +666,18 @@ class SplitModel:
             if j < self.L:  # the activation goes out, the gradient comes back
                 extra[self.fwd[j]] += INFERRED_COPY_ON_SOURCE
                 extra[self.bwd[j]] += INFERRED_COPY_ON_DESTINATION
+        bufs = self._buffers(i, j) if self.start is not None else []
+        tied = self._tied_copies(i, j)
+        if self.start is not None and len(bufs) + len(tied) <= MAX_EXTRA:
+            bufs += [(np.concatenate([rows] * k), a, e) for rows, a, e, k in tied]
+        else:   # live like the tensor copied (an upper bound)
+            for rows, _, _, k in tied:
+                extra[rows] += k
         size = np.ceil(r.size * (mult + extra)).astype(r.size.dtype)
         size[~r.allocated] = r.size[~r.allocated]
         buffers = np.bincount(r.tile[extra > 0], (r.size * extra)[extra > 0], minlength=T)
         buffers = buffers.astype(np.float64)
-        bufs = []
         if self.start is not None:
-            bufs = self._buffers(i, j)
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
         return size, bufs, buffers, self.stash_tiles(s, i, j, n)
@@ -694,6 +761,8 @@ class SplitModel:
         b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
         r = self.r
         b = b + self.stash_tiles(s, i, j, n)
+        for rows, _, _, k in self._tied_copies(i, j):
+            b = b + k * np.bincount(r.tile[rows], r.size[rows], minlength=self.tiles)
         for rows, k in ((self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
                         (self.bwd[i] if i else (), INFERRED_COPY_ON_SOURCE),
                         (self.fwd[j] if j < self.L else (), INFERRED_COPY_ON_SOURCE),
