@@ -165,6 +165,13 @@ def inferred_stash_depth(stage: int, stages: int) -> int:
 #: 2026-11-27). ``SplitModel(stash_mapping="linear")`` is the other reading.
 INFERRED_STASH_MAPPING = "like"
 
+#: Inferred: a weight gradient is mapped like its weight (the same bytes on the same
+#: tiles: frameworks clone the weight for its gradient, as the generator maps it). A tensor
+#: so mapped, not persistent, of a unit with no such weight of its own is the gradient of
+#: another unit's weight read there (a tied embedding read by the head): pipelined, that
+#: weight is copied to the reading stage and its gradient back (``figures/split.py``).
+INFERRED_GRADIENT_MAPPED_LIKE_WEIGHT = True
+
 #: Inferred: a stash is live while micro-batches are in flight: from the first tensor of a
 #: micro-batch coming alive to the last dying (the report's class steps). Data live only
 #: outside that span (an optimiser step after a gradient-accumulation loop: the pipeline

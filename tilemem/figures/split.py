@@ -46,14 +46,17 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    flight (with steps: not over an optimiser step after the micro-batches), mapped like
    the tensors it keeps (``stash_mapping``; ``"linear"``: spread over the IPU). Which
    ones a compilation does are options of the framework, not in the report.
+   A weight read by a unit of another stage (a tied embedding read by the head) is told
+   by its gradient (``_tied_weights``: made in the other unit, exactly the weight's bytes
+   on exactly its tiles, ``rules.INFERRED_GRADIENT_MAPPED_LIKE_WEIGHT``): the reading
+   stage holds its copy at its last read, the weight's stage receives the gradient.
 
 What the estimate cannot know, measured against the generator (docs/benchmarks.md,
 2026-11-27, transformer family, one-layer stages over 8 IPUs): how the framework maps the
 stash (like its tensors here, linearly over the IPU there: up to +18 % on a one-layer
-stage, the same bytes in both); a weight read by a layer of another stage (a tied
-embedding read by the head: copied to the head's stage every micro-batch and its gradient
-back, up to 7 % of the first stage; the report links no vertex to the weights it reads);
-the code of the inter-IPU exchanges (a few hundred bytes a tile).
+stage, the same bytes in both); when a tied weight's copy is first read and its receive
+buffer live (the report links no vertex to the weights it reads); the code of the
+inter-IPU exchanges (a few hundred bytes a tile).
 
 The search over splits is ``tilemem.figures.splitsearch``.
 
@@ -120,8 +123,9 @@ ASSUMPTIONS = (
     "the tensor copied",
     STASH_ASSUMPTIONS["inputs"],
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
-    "a weight read by a layer of another stage (a tied embedding) is not copied there: the "
-    "report does not say which weights a vertex reads",
+    "a weight read by a unit of another stage (a tied embedding; told by its gradient, made "
+    "there, mapped exactly like it) is copied there, counted at its last read, and its "
+    "gradient sent back (a receive buffer and the copy, live like the gradient)",
 )
 
 
