@@ -319,12 +319,36 @@ def test_transformer_estimate_against_the_pipelined_report(seed, pressure, n):
     tm = p.target.tile_memory
     for s, st in enumerate(a.stages):
         actual = int(bound[s * TILES:(s + 1) * TILES].max())
-        # below by the tied embedding's copies on the first and last IPU (the report cannot
-        # tell that the head reads the embedding), above by activations the stash keeps
-        # that the generator's does not (the loss's inputs on the last stage)
+        # the stash mapped like its activations where the generator spreads it (above), the
+        # tied embedding's copy counted at its last read only (below)
         assert -0.07 * actual <= st.max_live_bytes - actual <= 0.08 * actual, (s, st, actual)
         assert (st.verdict != "fits" or actual <= tm) and \
             (st.verdict != "cannot fit" or actual > tm)
+
+
+def test_transformer_parts_stash_and_tied_weight():
+    """The embedding's optimiser step goes with the embedding (not the last layer), the
+    attention's qkv output is stashed (not taken for a gradient accumulator by its shape),
+    and the head's gradient of the embedding tells a tied weight."""
+    m = SplitModel(tf_report(), stash="activations")
+    r, last = m.r, m.L - 1
+
+    def rows(prefix):
+        return np.array([i for i in range(r.num_vars) if r.name(i).startswith(prefix + "#")])
+
+    assert set(m.anchor[rows("embedding/tokens/adam/update")].tolist()) == {0}
+    assert set(m.anchor[rows("head/norm/gamma/weights")].tolist()) == {last}
+    stash = set(m.stash_rows(1, 3).tolist())
+    assert set(rows("layer1/attn/qkv/out").tolist()) <= stash
+    assert not set(rows("layer1/attn/qkv/grad_accum").tolist()) & stash
+    assert [(a, b) for a, b, _, _ in m.tied] == [(0, last)]
+    a, b, w, g = m.tied[0]
+    assert set(w.tolist()) == set(rows("embedding/tokens/weights").tolist())
+    assert set(g.tolist()) == set(rows("head/logits/wu/weightsGrad").tolist())
+    # the copies on the first and the last stage of two, none on a stage between
+    assert len(m._tied_copies(0, 2)) == 1 and len(m._tied_copies(2, m.L)) == 1
+    assert m._tied_copies(1, 2) == []
+    assert SplitModel(generate_report("mk1", tiles=TILES, steps=STEPS, seed=1)).tied == []
 
 
 def test_transformer_fewest_ipus_is_minimal_and_both_readings_agree():

@@ -154,6 +154,31 @@ def inferred_stash_depth(stage: int, stages: int) -> int:
     return stages - 1 - stage
 
 
+#: Inferred, and not in the report: a stash is mapped like the tensors it keeps (made of
+#: slices that clone their mapping: PopART's stash by ``createSliceableTensorFromSlice`` or
+#: one ``Graph::clone`` a slice; 003's clones preserve "the mapping of tensor elements to
+#: tiles"), so a stage's stash sits where its activations are. A framework may instead
+#: make the stash one new tensor mapped linearly over the IPU (PopART's first stash, by
+#: ``createSliceableTensor``; tilemem's generator, transformer family): the same bytes
+#: spread evenly. Which one is the framework's choice; a one-layer stage's activations
+#: crowd a few tiles, so the two readings differ most there (docs/benchmarks.md,
+#: 2026-11-27). ``SplitModel(stash_mapping="linear")`` is the other reading.
+INFERRED_STASH_MAPPING = "like"
+
+#: Inferred: a weight gradient is mapped like its weight (the same bytes on the same
+#: tiles: frameworks clone the weight for its gradient, as the generator maps it). A tensor
+#: so mapped, not persistent, of a unit with no such weight of its own is the gradient of
+#: another unit's weight read there (a tied embedding read by the head): pipelined, that
+#: weight is copied to the reading stage and its gradient back (``figures/split.py``).
+INFERRED_GRADIENT_MAPPED_LIKE_WEIGHT = True
+
+#: Inferred: a stash is live while micro-batches are in flight: from the first tensor of a
+#: micro-batch coming alive to the last dying (the report's class steps). Data live only
+#: outside that span (an optimiser step after a gradient-accumulation loop: the pipeline
+#: is drained before the weights are updated) never meets it.
+INFERRED_STASH_LIVE_OVER_MICRO_BATCHES = True
+
+
 #: Inferred: an inter-IPU copy adds a send buffer on the source IPU and a receive buffer and
 #: the copied tensor on the destination (000 "Program structure": a Copy between IPUs is a
 #: GlobalExchange, with rearranging compute sets around it; the buffers are globalMessage,

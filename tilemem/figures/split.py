@@ -15,7 +15,10 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    ordered by where their data first comes alive (the class steps) or by class id; else
    groups of classes in that order.
    Tensors of no unit (the input, the labels, the loss, ...) go with the unit before the step
-   where they come alive, or, without steps, with every stage (an upper bound).
+   where they come alive, or, without steps, with every stage (an upper bound); those of
+   one part of the program named as deep as the layers (``embedding/...``, ``head/...``)
+   go together, with the unit before that part's first per-sample tensor: its persistent
+   state, its backward and its optimiser step with its forward.
 2. *Re-mapping.* A stage recompiled on an IPU of as many tiles as the report's IPU maps each
    tensor with the same linear mapping (003: the mapping follows from the number of elements,
    the grain, the minimum per tile, the offset and the number of tiles, none of which the
@@ -34,10 +37,26 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
    activation is last read that dies first; without steps: the activation's shape) is sent
    back; each copy adds a send buffer on the source and a receive buffer and the copy on the
    destination, mapped and live like the tensor. A stage keeps a stash for the micro-batches
-   in flight, always live: of its input (``stash="inputs"``: the backward recomputes the
-   stage's activations), or of every activation of its layers still live when its forward
-   hands over to the next stage (``stash="activations"``: no recomputation; needs the class
-   steps). Which one a compilation does is an option of the framework, not in the report.
+   in flight: of its input (``stash="inputs"``: the backward recomputes the stage's
+   activations), or of every tensor of a micro-batch of its layers (come alive after the
+   micro-batches begin: not the gradient accumulators) still live when its forward hands
+   over to the next stage, with the copy of its input and without the activation sent
+   forward when only the next stage reads that (``stash="activations"``: no
+   recomputation; needs the class steps). The stash lives while micro-batches are in
+   flight (with steps: not over an optimiser step after the micro-batches), mapped like
+   the tensors it keeps (``stash_mapping``; ``"linear"``: spread over the IPU). Which
+   ones a compilation does are options of the framework, not in the report.
+   A weight read by a unit of another stage (a tied embedding read by the head) is told
+   by its gradient (``_tied_weights``: made in the other unit, exactly the weight's bytes
+   on exactly its tiles, ``rules.INFERRED_GRADIENT_MAPPED_LIKE_WEIGHT``): the reading
+   stage holds its copy at its last read, the weight's stage receives the gradient.
+
+What the estimate cannot know, measured against the generator (docs/benchmarks.md,
+2026-11-27, transformer family, one-layer stages over 8 IPUs): how the framework maps the
+stash (like its tensors here, linearly over the IPU there: up to +18 % on a one-layer
+stage, the same bytes in both); when a tied weight's copy is first read and its receive
+buffer live (the report links no vertex to the weights it reads); the code of the
+inter-IPU exchanges (a few hundred bytes a tile).
 
 The search over splits is ``tilemem.figures.splitsearch``.
 
@@ -60,10 +79,12 @@ from ..errors import ReportError
 from ..model import Report
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
-                     INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
+                     INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 from .splitunits import Units, program_units, tensor_codes_fast
 from .splitbuffers import with_buffers
+from .splitcross import Crossings
+from ..liveness.cliques import MAX_EXTRA
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
 
@@ -73,10 +94,15 @@ STASH = ("inputs", "activations")
 STASH_ASSUMPTIONS = {
     "inputs": "a stage s of N keeps N-1-s copies of its input for the micro-batches in flight "
               "(one-forward-one-backward; the backward recomputes the stage's activations), "
-              "always live",
+              "live while micro-batches are in flight",
     "activations": "a stage s of N keeps, for the N-1-s micro-batches in flight, every "
                    "activation of its layers still live when its forward hands over to the "
-                   "next stage (no recomputation), always live"}
+                   "next stage (no recomputation), live while micro-batches are, mapped "
+                   "like the activations"}
+
+#: How the stash is mapped (``SplitModel``'s ``stash_mapping``, ``SplitModel.stash_tiles``):
+#: like the tensors stashed (the default), or linearly over the IPU's tiles.
+STASH_MAPPINGS = ("like", "linear")
 
 #: Tiles whose bound a stage estimate computes first (the most bytes first); then twice as
 #: many, and so on, until no tile left could beat the worst found.
@@ -98,6 +124,9 @@ ASSUMPTIONS = (
     "the tensor copied",
     STASH_ASSUMPTIONS["inputs"],
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",
+    "a weight read by a unit of another stage (a tied embedding; told by its gradient, made "
+    "there, mapped exactly like it) is copied there, counted at its last read, and its "
+    "gradient sent back (a receive buffer and the copy, live like the gradient)",
 )
 
 
@@ -155,14 +184,19 @@ def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
 
 
 # ---- the model ---------------------------------------------------------------------------
-class SplitModel:
+class SplitModel(Crossings):
     """What every stage estimate of a report needs, computed once (see the module
     docstring). A pipelined report is folded onto one IPU's tiles, the buffers of its
     pipelining left out."""
 
-    def __init__(self, r: Report, stash: str = "inputs"):
+    def __init__(self, r: Report, stash: str = "inputs",
+                 stash_mapping: str = INFERRED_STASH_MAPPING):
         if stash not in STASH:
             raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
+        if stash_mapping not in STASH_MAPPINGS:
+            raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
+                             f"not {stash_mapping!r}")
+        self.stash_mapping = stash_mapping
         from dataclasses import replace
 
         tm = r.target
@@ -232,10 +266,12 @@ class SplitModel:
         al_model = named_al & (u < 0) & of_cats(lambda c: c == "variable")
         shared = (model | al_model) & (u < 0)
         self.anchor = np.full(r.num_vars, -1, np.int64)
+        self.part_start = np.full(r.num_vars, -1, np.int64)   # where a part's forward begins
         if self.pos is not None and shared.any():
             order = np.argsort(self.pos, kind="stable")
             k = np.searchsorted(self.pos[order], self.start[shared], "right") - 1
             self.anchor[shared] = np.where(k >= 0, order[np.maximum(k, 0)], 0)
+            self._anchor_groups(shared, codes, names)
         self.anchor[model & (u >= 0)] = u[model & (u >= 0)]
         self.anchor[named_al & (u >= 0)] = u[named_al & (u >= 0)]
         self.everywhere = shared & (self.anchor < 0)
@@ -262,148 +298,32 @@ class SplitModel:
                                      minlength=T)
         self.every_bytes = np.bincount(r.tile[self.everywhere], r.size[self.everywhere],
                                        minlength=T)
+        # the micro-batches' span: from the first per-sample tensor coming alive to the
+        # last dying (the stash is live over it); classes of the stage only outside it (an
+        # optimiser step after gradient accumulation) never meet the stash
+        self.outside = np.zeros(r.num_vars, bool)
+        self.span = None
+        mb = self.per_sample & ~self.persistent & (self.anchor >= 0)
+        # a micro-batch's data: model data of a unit (of the categories a micro-batch is
+        # made of) that comes alive after the micro-batches begin, not persistent: not
+        # the gradient accumulators, zeroed before them, whatever their shape
+        self.of_micro_batch = np.zeros(r.num_vars, bool)
+        if self.start is not None and mb.any():
+            from .batch import PER_SAMPLE_CATEGORIES
+
+            self.span = (int(self.start[mb].min()), int(self.end[mb].max()))
+            self.outside = model & ((self.end <= self.span[0]) | (self.start >= self.span[1]))
+            self.of_micro_batch = (model & ~self.persistent & (self.anchor >= 0)
+                                   & (self.start >= self.span[0])
+                                   & of_cats(lambda c: c in PER_SAMPLE_CATEGORIES))
         self._crossings()
+        self._tied_weights(r.allocated & r.always_live & of_cats(lambda c: c == "variable"))
         self._evals: dict = {}
         self._bound = None     # the report's maximal cliques, on first use
         self._stash_cand = self._stash_ptr = None
         # without steps the handover cannot be placed: the stage input is stashed
         self.stash_asked = stash
         self.stash = stash if self.start is not None else "inputs"
-
-    # ---- what crosses each boundary --------------------------------------------------------
-    def _crossings(self) -> None:
-        """Per boundary ``j`` (first unit of a stage): ``fwd[j]`` the rows of the activation
-        sent forward, ``bwd[j]`` of the gradient sent back; ``input0`` the program's input
-        (stashed by the first stage). Worked out per tensor (a tensor's variables share a
-        lifetime), from the rows that are model data and not persistent."""
-        r, L = self.r, self.L
-        cand = np.flatnonzero(r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent)
-        order = np.argsort(self.codes[cand], kind="stable")
-        rows = cand[order]
-        tcode, first = np.unique(self.codes[rows], return_index=True)
-        ptr = np.append(first, len(rows))
-        lead = rows[first]                      # a row of each tensor: its class, its unit
-        t_bytes = np.add.reduceat(r.size[rows], first) if len(rows) else np.zeros(0)
-        t_unit = self.anchor[lead]
-        t_named = self.units.of_row[lead] >= 0
-
-        def rows_of(k):
-            return np.sort(rows[ptr[k]:ptr[k + 1]])
-
-        def largest(mask):
-            k = np.flatnonzero(mask)
-            if not len(k):
-                return np.zeros(0, np.int64)
-            return rows_of(int(k[np.argmax(t_bytes[k])]))
-
-        self.fwd = [np.zeros(0, np.int64)] * (L + 1)
-        self.bwd = [np.zeros(0, np.int64)] * (L + 1)
-        if self.start is None:
-            # no steps: the activation is a per-sample tensor of an earlier unit that a
-            # vertex of unit j reads (an element or region constraint between the two:
-            # fields of one vertex, 004) or of unit j - 1, live through most of unit j's
-            # classes
-            from .batch import SHAPE_TOLERANCE
-
-            per = np.zeros(len(tcode), bool)
-            ms = np.flatnonzero(self.per_sample)
-            pos = np.searchsorted(tcode, self.codes[ms])
-            ok = (pos < len(tcode)) & (tcode[np.minimum(pos, len(tcode) - 1)]
-                                       == self.codes[ms])
-            per[pos[ok]] = True
-            pairs = [c.row_ids() for c in (r.element_constraints, r.region_constraints)]
-            src = np.concatenate(pairs)
-            dst = np.concatenate([r.element_constraints.indices, r.region_constraints.indices])
-            # constraint entries and candidate rows grouped by unit (one pass each)
-            by_dst = np.argsort(self.anchor[dst], kind="stable")
-            dst_ptr = np.searchsorted(self.anchor[dst][by_dst], np.arange(L + 1))
-            by_row = np.argsort(self.anchor[rows], kind="stable")
-            row_ptr = np.searchsorted(self.anchor[rows][by_row], np.arange(L + 1))
-
-            def most_live_through(cand, j, near=1.0):
-                """Of tensors ``cand``, the largest of those interfering with most classes
-                of unit j (with ``near`` of the most)."""
-                j_cls = np.unique(r.eq_class[rows[by_row[row_ptr[j]:row_ptr[j + 1]]]])
-                hits = np.array([np.isin(r.interference.row(int(r.eq_class[lead[c]])),
-                                         j_cls).sum() for c in cand])
-                best = cand[hits >= near * hits.max()]
-                return rows_of(int(best[np.argmax(t_bytes[best])]))
-
-            # the program's input: the largest per-sample tensor of no unit live through
-            # at least half as many of unit 0's classes as the most (the labels may be more)
-            cand0 = np.flatnonzero(per & (t_unit < 0))
-            self.input0 = (most_live_through(cand0, 0, 0.5) if len(cand0)
-                           else largest(t_unit < 0))
-            for j in range(1, L):
-                mine = by_dst[dst_ptr[j]:dst_ptr[j + 1]]
-                read = np.unique(self.codes[src[mine]])
-                k = np.searchsorted(tcode, read)
-                k = k[(k < len(tcode)) & (tcode[np.minimum(k, len(tcode) - 1)] == read)]
-                near = np.zeros(len(tcode), bool)
-                near[k] = True
-                near &= per & (t_unit < j) & (t_unit >= 0)
-                # of those and unit j - 1's per-sample tensors: the one live through most
-                # of unit j's classes (its forward; a gradient of j - 1 is made after them)
-                cand = np.flatnonzero(near | (per & (t_unit == j - 1)))
-                if not len(cand):
-                    cand = np.flatnonzero(t_unit == j - 1)
-                if len(cand):
-                    self.fwd[j] = most_live_through(cand, j)
-                # the gradient sent back has the activation's shape: unit j's per-sample
-                # tensor of its bytes (within SHAPE_TOLERANCE), else the activation's rows
-                xb = r.size[self.fwd[j]].sum()
-                same = per & (t_unit == j) & (np.abs(t_bytes - xb) <= SHAPE_TOLERANCE * xb)
-                self.bwd[j] = largest(same) if same.any() else self.fwd[j]
-            return
-        s, e = self.start[lead], self.end[lead]
-        t0 = self.pos[0]
-        at_t0 = ~t_named & (s < t0) & (e > t0)
-        per = at_t0 & self.per_sample[lead]
-        self.input0 = largest(per if per.any() else at_t0)
-        self.back = np.zeros(L + 1, np.int64)
-        self.copy_end = np.zeros(L + 1, np.int64)
-        for j in range(1, L):
-            t = self.pos[j]
-            live = (t_unit < j) & (t_unit >= 0) & (s < t) & (e > t)
-            if not live.any():
-                continue
-            x = largest(live & (s == s[live].max()))
-            self.fwd[j] = x
-            last_use = int(self.end[x].max()) - 1
-            back = (t_unit >= j) & (s <= last_use) & (e > last_use)
-            g = largest(back & (e == e[back].min())) if back.any() else np.zeros(0, np.int64)
-            self.bwd[j] = g
-            # when the later stage is done with a micro-batch: the earlier stage's backward
-            # begins (its last unit's first class after the gradient is made)
-            tg = int(self.start[g].min()) if len(g) else last_use
-            later = (t_unit == j - 1) & (s > tg)
-            self.back[j] = int(s[later].min()) if later.any() else last_use + 1
-            # the copy of the stage input: read until the stage's first unit is done with
-            # the micro-batch: past the gradient it sends back only if that unit has work
-            # after it (a weight update, which reads the input), else until the gradient
-            after = (t_unit == j) & (s > tg) & (s < self.back[j])
-            self.copy_end[j] = self.back[j] if after.any() else tg + 1
-
-    def _buffers(self, i: int, j: int):
-        """The buffers stage ``[i, j)`` holds for its boundaries, with steps: ``(rows,
-        [start, end))`` each, a class of its own live over that interval (the rows give the
-        mapping and the bytes). A send buffer lives from packing to the exchange, a receive
-        buffer from the exchange to unpacking, the copy from then until its stage is done
-        with the micro-batch (see ``_crossings``)."""
-        out = []
-        if i > 0 and len(self.fwd[i]):
-            p, back = int(self.pos[i]), int(self.back[i])
-            out += [(self.fwd[i], p, p + 1),
-                    (self.fwd[i], p, max(int(self.copy_end[i]), p + 1))]
-            if len(self.bwd[i]):
-                out.append((self.bwd[i], back - 1, back))
-        if j < self.L and len(self.fwd[j]):
-            p, back = int(self.pos[j]), int(self.back[j])
-            out.append((self.fwd[j], p - 1, p))
-            if len(self.bwd[j]):
-                e = int(self.end[self.bwd[j]].max())
-                out += [(self.bwd[j], back, back + 1), (self.bwd[j], back, max(e, back + 1))]
-        return out
 
     # ---- one stage -------------------------------------------------------------------------
     def stage(self, s: int, i: int, j: int, n: int) -> tuple[np.ndarray, np.ndarray,
@@ -459,13 +379,36 @@ class SplitModel:
 
     def _stage_bound(self, s: int, i: int, j: int, n: int):
         """``(bound, buffers, stash)``: ``bound(tiles)`` gives stage ``s``'s maximum live
-        bytes and always-live bytes on ``tiles`` (the bound on its report: its variables at
-        their sizes, its buffers); the bytes pipelining adds per tile; the stash per tile.
+        bytes and always-live bytes on ``tiles`` without its stash (the bound on its report:
+        its variables at their sizes, its buffers; the caller adds the stash); the bytes
+        pipelining adds per tile; the stash per tile.
 
         The stage's class graph is the report's restricted to its classes, plus its buffers:
         when the report's graph is chordal its maximal cliques, found once, give every
-        stage's bound exactly (``ReweightedBound``); else each stage's report is searched."""
+        stage's bound exactly (``ReweightedBound``); else each stage's report is searched.
+        The stash is live over the micro-batches (``span``): when some of the stage's
+        classes live only outside them (an optimiser step after the gradient accumulation
+        loop), the bound is the larger of the stage's bound and, plus the stash, the bound
+        of its classes that meet the micro-batches."""
         size, extra, buffers, stash = self._stage_sizes(s, i, j, n)
+        full = self._bound_of(size, extra)
+        out = self.outside & (size > 0)
+        if not stash.any() or not out.any():
+            return full, buffers, stash
+        a, e = self.span
+        inside = self._bound_of(np.where(out, 0, size), [x for x in extra
+                                                         if x[1] < e and x[2] > a])
+
+        def bound(tiles):
+            p0, al = full(tiles)
+            p1, _ = inside(tiles)
+            st = stash[tiles].astype(np.int64)
+            return np.maximum(p0, p1 + st) - st, al
+        return bound, buffers, stash
+
+    def _bound_of(self, size: np.ndarray, extra: list):
+        """``bound(tiles)``: maximum live bytes and always-live bytes on ``tiles`` of the
+        report's variables at sizes ``size`` with the classes ``extra`` added."""
         if self._bound is None:
             from ..liveness.cliques import ReweightedBound
 
@@ -476,7 +419,7 @@ class SplitModel:
             b = self._bound
             w = b.node_weights(np.where(self.r.allocated, size, 0))
             bufs = [Extra(rows, a, e) for rows, a, e in extra]
-            return (lambda tiles: b.max_live(w, tiles, bufs)), buffers, stash
+            return lambda tiles: b.max_live(w, tiles, bufs)
         from ..liveness import max_live_all
         from .whatif import changed_report
 
@@ -489,7 +432,7 @@ class SplitModel:
             got = max_live_all(changed, tiles, time_limit=0.05 * len(tiles))
             return (np.array([m.max_live_bytes for m in got], np.int64),
                     np.array([m.always_live_bytes for m in got], np.int64))
-        return bound, buffers, stash
+        return bound
 
     def _stage_sizes(self, s: int, i: int, j: int, n: int):
         """Stage ``s``'s variables: every row's size in the stage (0: not in it), its
@@ -511,49 +454,83 @@ class SplitModel:
             if j < self.L:  # the activation goes out, the gradient comes back
                 extra[self.fwd[j]] += INFERRED_COPY_ON_SOURCE
                 extra[self.bwd[j]] += INFERRED_COPY_ON_DESTINATION
+        bufs = self._buffers(i, j) if self.start is not None else []
+        tied = self._tied_copies(i, j)
+        if self.start is not None and len(bufs) + len(tied) <= MAX_EXTRA:
+            bufs += [(np.concatenate([rows] * k), a, e) for rows, a, e, k in tied]
+        else:   # live like the tensor copied (an upper bound)
+            for rows, _, _, k in tied:
+                extra[rows] += k
         size = np.ceil(r.size * (mult + extra)).astype(r.size.dtype)
         size[~r.allocated] = r.size[~r.allocated]
         buffers = np.bincount(r.tile[extra > 0], (r.size * extra)[extra > 0], minlength=T)
         buffers = buffers.astype(np.float64)
-        bufs = []
         if self.start is not None:
-            bufs = self._buffers(i, j)
             for rows, _, _ in bufs:
                 buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
+        return size, bufs, buffers, self.stash_tiles(s, i, j, n)
+
+    def stash_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
+        """Stage ``s``'s stash, bytes per tile: ``stash_mapping="like"``, each stashed
+        tensor's copies on its own tiles (a stash made as slices of the stashed tensor:
+        PopART's ``createSliceableTensorFromSlice`` or one clone a slice); ``"linear"``, one
+        new tensor of all of them mapped linearly over the IPU's tiles (003's linear
+        mapping, at most the bytes over the tiles rounded up on a tile; a stash made by
+        ``createSliceableTensor`` of its own shape). Which one a framework does is not in
+        the report (see ``STASH_MAPPINGS``)."""
+        r, T = self.r, self.tiles
         inp = self.stash_rows(i, j)
         depth = inferred_stash_depth(s, n)
-        stash = depth * np.bincount(r.tile[inp], r.size[inp], minlength=T)
-        return size, bufs, buffers, stash
+        if self.stash_mapping == "linear":
+            return np.full(T, np.ceil(depth * float(r.size[inp].sum()) / T))
+        return depth * np.bincount(r.tile[inp], r.size[inp], minlength=T).astype(np.float64)
 
     def stash_rows(self, i: int, j: int) -> np.ndarray:
         """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
-        (``stash="activations"``, a stage before the last) the per-sample tensors of its
-        units (not the gradient accumulators, live over every micro-batch) still live when
-        it hands over to unit ``j``."""
+        (``stash="activations"``, a stage before the last) the micro-batch's data of its
+        units (``of_micro_batch``: come alive after the micro-batches begin, so not the
+        gradient accumulators, whatever their shape) still live when it hands over to unit
+        ``j``, with its input's copy and without the activation it sends forward when only
+        the next stage's backward reads that."""
         inp = self.input0 if i == 0 else self.fwd[i]
         if self.stash == "inputs" or j >= self.L:
             return inp
         key = ("stash", i, j)
         if key not in self._evals:
-            if self._stash_cand is None:   # per-sample rows of a unit, by unit (once)
+            if self._stash_cand is None:   # a micro-batch's rows of a unit, by unit (once)
                 a = self.anchor
-                cand = np.flatnonzero(self.per_sample & ~self.persistent & (a >= 0))
+                cand = np.flatnonzero(self.of_micro_batch)
                 cand = cand[np.argsort(a[cand], kind="stable")]
                 self._stash_cand = cand
                 self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
             t = int(self.pos[j])
             rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
-            self._evals[key] = rows[(self.start[rows] < t) & (self.end[rows] > t)]
+            rows = rows[(self.start[rows] < t) & (self.end[rows] > t)]
+            # the activation sent forward is stashed where it is read: by the next stage
+            # (its copy), and by this one only if it is read once this stage's backward
+            # has begun; this stage's input (its copy) is stashed here if still read
+            out = self.fwd[j]
+            if len(out) and int(self.end[out].max()) <= int(self.back[j]):
+                rows = np.setdiff1d(rows, out)
+            inp = self.fwd[i] if i else np.zeros(0, np.int64)
+            if len(inp) and int(self.end[inp].max()) > t:
+                rows = np.union1d(rows, inp)
+            self._evals[key] = rows
         return self._evals[key]
 
-    def with_stash(self, stash: str) -> "SplitModel":
-        """The same model under the other reading of the stash (what a stage keeps for the
-        micro-batches in flight), sharing every per-report array; its own estimates."""
+    def with_stash(self, stash: str, stash_mapping: str | None = None) -> "SplitModel":
+        """The same model under another reading of the stash (what a stage keeps for the
+        micro-batches in flight; how it is mapped, ``None``: as this one), sharing every
+        per-report array; its own estimates."""
         import copy
 
         if stash not in STASH:
             raise ValueError(f"stash must be one of {STASH}, not {stash!r}")
+        if stash_mapping not in STASH_MAPPINGS + (None,):
+            raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
+                             f"not {stash_mapping!r}")
         other = copy.copy(self)
+        other.stash_mapping = stash_mapping or self.stash_mapping
         other.stash_asked = stash
         other.stash = stash if self.start is not None else "inputs"
         other._evals = {}
@@ -571,9 +548,10 @@ class SplitModel:
         at once (always-live data whole, every buffer, the stash)."""
         b = self.bytes[j] - self.bytes[i] + self.al_whole + self.al_scaled + self.every_bytes
         r = self.r
-        inp = self.stash_rows(i, j)
-        for rows, k in ((inp, inferred_stash_depth(s, n)),
-                        (self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
+        b = b + self.stash_tiles(s, i, j, n)
+        for rows, _, _, k in self._tied_copies(i, j):
+            b = b + k * np.bincount(r.tile[rows], r.size[rows], minlength=self.tiles)
+        for rows, k in ((self.fwd[i] if i else (), INFERRED_COPY_ON_DESTINATION),
                         (self.bwd[i] if i else (), INFERRED_COPY_ON_SOURCE),
                         (self.fwd[j] if j < self.L else (), INFERRED_COPY_ON_SOURCE),
                         (self.bwd[j] if j < self.L else (), INFERRED_COPY_ON_DESTINATION)):

@@ -1,0 +1,232 @@
+"""What crosses the boundaries of a split (``tilemem.figures.split``'s ``SplitModel``): the
+parts of the program that belong with a unit though named for none (``_anchor_groups``),
+weights read by another unit than their own (``_tied_weights``), the activation sent forward
+and the gradient sent back at each boundary (``_crossings``), and the buffers and copies a
+stage holds for them (``_buffers``, ``_tied_copies``). A mixin: these read and set the
+model's columns, worked out once in ``SplitModel.__init__``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..rules import INFERRED_COPY_ON_DESTINATION
+
+
+class Crossings:
+    """``SplitModel``'s boundary methods (see the module docstring)."""
+
+    def _anchor_groups(self, shared: np.ndarray, codes: np.ndarray, names: list) -> None:
+        """Tensors of no unit that belong to one part of the program (the embedding, the
+        head: their names' prefix as deep as the layers', ``embedding/...``) go with the
+        unit before that part's forward work (where its first per-sample tensor comes alive),
+        not each with the unit before its own step: its persistent state and its weight
+        update come alive before or after every layer (step 0, after the last backward), its
+        backward after the last layer's forward, yet the stage that holds the part holds
+        them. A part without per-sample data keeps the per-tensor rule."""
+        if self.units.source != "layer names":
+            return
+        depth = self.units.labels[0].count("/") + 1
+        keys, g_code = np.unique(np.array(["/".join(n.split("/")[:depth]) for n in names],
+                                          object), return_inverse=True)
+        g_row = g_code.reshape(-1)[codes]
+        fwd = shared & self.per_sample & ~self.persistent
+        big = np.iinfo(np.int64).max
+        g_start = np.full(len(keys), big)
+        np.minimum.at(g_start, g_row[fwd], self.start[fwd])
+        t = g_start[g_row[shared]]
+        order = np.argsort(self.pos, kind="stable")
+        k = np.searchsorted(self.pos[order], t, "right") - 1
+        self.anchor[shared] = np.where(t < big, order[np.maximum(k, 0)], self.anchor[shared])
+        self.part_start[shared] = np.where(t < big, t, -1)
+
+    def _tied_weights(self, al_state: np.ndarray) -> None:
+        """Weights read by a unit other than their own (a tied embedding read by the head):
+        ``tied``, ``(a, b, weight rows, gradient rows)``, the weight of unit ``a`` whose
+        gradient is made in unit ``b``. Told by the gradient: a tensor of ``b``, not
+        persistent, with exactly the bytes of a weight of another unit on exactly its tiles
+        (a weight gradient is mapped like its weight), while no weight of ``b`` is so.
+        Split apart, the weight is copied to ``b``'s stage every micro-batch and the
+        gradient back to ``a``'s."""
+        r = self.r
+        self.tied = []
+        state = (self.persistent | al_state) & (self.anchor >= 0)
+        grads = (r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent
+                 & (self.anchor >= 0))
+        if not state.any() or not grads.any():
+            return
+
+        def tensors(mask):   # per tensor: its rows, its (tile, bytes) layout, its unit
+            rows = np.flatnonzero(mask)
+            rows = rows[np.lexsort((r.tile[rows], self.codes[rows]))]
+            _, first = np.unique(self.codes[rows], return_index=True)
+            ends = np.append(first, len(rows))
+            for k in range(len(first)):
+                t = rows[ends[k]:ends[k + 1]]
+                tiles = np.unique(r.tile[t], return_inverse=True)
+                layout = (tiles[0].tobytes(),
+                          np.bincount(tiles[1], r.size[t]).astype(np.int64).tobytes())
+                yield t, layout, int(self.anchor[t[0]])
+
+        weights: dict = {}
+        for t, layout, u in tensors(state):
+            weights.setdefault(layout, []).append((u, t))
+        for g, layout, u in tensors(grads):
+            like = weights.get(layout, ())
+            if like and all(wu != u for wu, _ in like):
+                self.tied.append((like[0][0], u, np.sort(like[0][1]), np.sort(g)))
+
+    # ---- what crosses each boundary --------------------------------------------------------
+    def _crossings(self) -> None:
+        """Per boundary ``j`` (first unit of a stage): ``fwd[j]`` the rows of the activation
+        sent forward, ``bwd[j]`` of the gradient sent back; ``input0`` the program's input
+        (stashed by the first stage). Worked out per tensor (a tensor's variables share a
+        lifetime), from the rows that are model data and not persistent."""
+        r, L = self.r, self.L
+        cand = np.flatnonzero(r.allocated & ~r.always_live & (r.size > 0) & ~self.persistent)
+        order = np.argsort(self.codes[cand], kind="stable")
+        rows = cand[order]
+        tcode, first = np.unique(self.codes[rows], return_index=True)
+        ptr = np.append(first, len(rows))
+        lead = rows[first]                      # a row of each tensor: its class, its unit
+        t_bytes = np.add.reduceat(r.size[rows], first) if len(rows) else np.zeros(0)
+        t_unit = self.anchor[lead]
+        t_named = self.units.of_row[lead] >= 0
+
+        def rows_of(k):
+            return np.sort(rows[ptr[k]:ptr[k + 1]])
+
+        def largest(mask):
+            k = np.flatnonzero(mask)
+            if not len(k):
+                return np.zeros(0, np.int64)
+            return rows_of(int(k[np.argmax(t_bytes[k])]))
+
+        self.fwd = [np.zeros(0, np.int64)] * (L + 1)
+        self.bwd = [np.zeros(0, np.int64)] * (L + 1)
+        if self.start is None:
+            # no steps: the activation is a per-sample tensor of an earlier unit that a
+            # vertex of unit j reads (an element or region constraint between the two:
+            # fields of one vertex, 004) or of unit j - 1, live through most of unit j's
+            # classes
+            from .batch import SHAPE_TOLERANCE
+
+            per = np.zeros(len(tcode), bool)
+            ms = np.flatnonzero(self.per_sample)
+            pos = np.searchsorted(tcode, self.codes[ms])
+            ok = (pos < len(tcode)) & (tcode[np.minimum(pos, len(tcode) - 1)]
+                                       == self.codes[ms])
+            per[pos[ok]] = True
+            pairs = [c.row_ids() for c in (r.element_constraints, r.region_constraints)]
+            src = np.concatenate(pairs)
+            dst = np.concatenate([r.element_constraints.indices, r.region_constraints.indices])
+            # constraint entries and candidate rows grouped by unit (one pass each)
+            by_dst = np.argsort(self.anchor[dst], kind="stable")
+            dst_ptr = np.searchsorted(self.anchor[dst][by_dst], np.arange(L + 1))
+            by_row = np.argsort(self.anchor[rows], kind="stable")
+            row_ptr = np.searchsorted(self.anchor[rows][by_row], np.arange(L + 1))
+
+            def most_live_through(cand, j, near=1.0):
+                """Of tensors ``cand``, the largest of those interfering with most classes
+                of unit j (with ``near`` of the most)."""
+                j_cls = np.unique(r.eq_class[rows[by_row[row_ptr[j]:row_ptr[j + 1]]]])
+                hits = np.array([np.isin(r.interference.row(int(r.eq_class[lead[c]])),
+                                         j_cls).sum() for c in cand])
+                best = cand[hits >= near * hits.max()]
+                return rows_of(int(best[np.argmax(t_bytes[best])]))
+
+            # the program's input: the largest per-sample tensor of no unit live through
+            # at least half as many of unit 0's classes as the most (the labels may be more)
+            cand0 = np.flatnonzero(per & (t_unit < 0))
+            self.input0 = (most_live_through(cand0, 0, 0.5) if len(cand0)
+                           else largest(t_unit < 0))
+            for j in range(1, L):
+                mine = by_dst[dst_ptr[j]:dst_ptr[j + 1]]
+                read = np.unique(self.codes[src[mine]])
+                k = np.searchsorted(tcode, read)
+                k = k[(k < len(tcode)) & (tcode[np.minimum(k, len(tcode) - 1)] == read)]
+                near = np.zeros(len(tcode), bool)
+                near[k] = True
+                near &= per & (t_unit < j) & (t_unit >= 0)
+                # of those and unit j - 1's per-sample tensors: the one live through most
+                # of unit j's classes (its forward; a gradient of j - 1 is made after them)
+                cand = np.flatnonzero(near | (per & (t_unit == j - 1)))
+                if not len(cand):
+                    cand = np.flatnonzero(t_unit == j - 1)
+                if len(cand):
+                    self.fwd[j] = most_live_through(cand, j)
+                # the gradient sent back has the activation's shape: unit j's per-sample
+                # tensor of its bytes (within SHAPE_TOLERANCE), else the activation's rows
+                xb = r.size[self.fwd[j]].sum()
+                same = per & (t_unit == j) & (np.abs(t_bytes - xb) <= SHAPE_TOLERANCE * xb)
+                self.bwd[j] = largest(same) if same.any() else self.fwd[j]
+            return
+        s, e = self.start[lead], self.end[lead]
+        t0 = self.pos[0]
+        at_t0 = ~t_named & (s < t0) & (e > t0)
+        per = at_t0 & self.per_sample[lead]
+        self.input0 = largest(per if per.any() else at_t0)
+        self.back = np.zeros(L + 1, np.int64)
+        self.copy_end = np.zeros(L + 1, np.int64)
+        for j in range(1, L):
+            t = self.pos[j]
+            live = (t_unit < j) & (t_unit >= 0) & (s < t) & (e > t)
+            if not live.any():
+                continue
+            x = largest(live & (s == s[live].max()))
+            self.fwd[j] = x
+            last_use = int(self.end[x].max()) - 1
+            back = (t_unit >= j) & (s <= last_use) & (e > last_use)
+            g = largest(back & (e == e[back].min())) if back.any() else np.zeros(0, np.int64)
+            self.bwd[j] = g
+            # when the later stage is done with a micro-batch: the earlier stage's backward
+            # begins (its last unit's first class after the gradient is made)
+            tg = int(self.start[g].min()) if len(g) else last_use
+            later = (t_unit == j - 1) & (s > tg)
+            self.back[j] = int(s[later].min()) if later.any() else last_use + 1
+            # the copy of the stage input: read until the stage's first unit is done with
+            # the micro-batch: past the gradient it sends back only if that unit has work
+            # after it (a weight update, which reads the input), else until the gradient
+            after = (t_unit == j) & (s > tg) & (s < self.back[j])
+            self.copy_end[j] = self.back[j] if after.any() else tg + 1
+
+    def _buffers(self, i: int, j: int):
+        """The buffers stage ``[i, j)`` holds for its boundaries, with steps: ``(rows,
+        [start, end))`` each, a class of its own live over that interval (the rows give the
+        mapping and the bytes). A send buffer lives from packing to the exchange, a receive
+        buffer from the exchange to unpacking, the copy from then until its stage is done
+        with the micro-batch (see ``_crossings``)."""
+        out = []
+        if i > 0 and len(self.fwd[i]):
+            p, back = int(self.pos[i]), int(self.back[i])
+            out += [(self.fwd[i], p, p + 1),
+                    (self.fwd[i], p, max(int(self.copy_end[i]), p + 1))]
+            if len(self.bwd[i]):
+                out.append((self.bwd[i], back - 1, back))
+        if j < self.L and len(self.fwd[j]):
+            p, back = int(self.pos[j]), int(self.back[j])
+            out.append((self.fwd[j], p - 1, p))
+            if len(self.bwd[j]):
+                e = int(self.end[self.bwd[j]].max())
+                out += [(self.bwd[j], back, back + 1), (self.bwd[j], back, max(e, back + 1))]
+        return out
+
+    def _tied_copies(self, i: int, j: int) -> list:
+        """The copies stage ``[i, j)`` receives of tied weights (``tied``): ``(rows,
+        start, end, times)``. With steps: the gradient, on the weight's stage, a receive
+        buffer and the copy (``INFERRED_COPY_ON_DESTINATION``) live like the gradient; the
+        weight, on the stage reading it, its copy at its last read, the backward step
+        before the gradient is made (when its first read and the receive buffer's step
+        are, the report does not say: not counted). Without steps ``start`` and ``end``
+        are ``None``: both a receive buffer and the copy, live like the tensor copied."""
+        out = []
+        for a, b, w, g in self.tied:
+            if (i <= a < j) == (i <= b < j):
+                continue
+            k = INFERRED_COPY_ON_DESTINATION
+            if self.start is None:
+                out.append((w if i <= b < j else g, None, None, k))
+            elif i <= b < j:   # the copy, read last by the backward before the gradient
+                g0 = int(self.start[g].min())
+                out.append((w, g0 - 1, g0, 1))
+            else:
+                out.append((g, int(self.start[g].min()), int(self.end[g].max()), k))
+        return out
