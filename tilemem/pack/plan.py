@@ -180,6 +180,7 @@ class Planner:
         self.near_capacity = set(near_capacity)
         #: the worker-seconds from the first visit to the deadline
         self.span: float | None = None
+        self.span_tiles = 1
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
         self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
@@ -386,7 +387,7 @@ class Planner:
             return Order(Move.VISIT, run, p.quick, NEAR)
         left = max(self.deadline - now, 0.0) * self.workers
         if self.span is None:
-            self.span = left
+            self.span, self.span_tiles = left, max(self.unvisited, 1)
         setup, most = self.setup_seconds(), p.most * p.quick
         # capacity first: a tile whose bound is near tileMemory gets ``near_weight`` shares
         # of the time (set-up included: whether it fits is what a few more descents decide)
@@ -399,7 +400,11 @@ class Planner:
         share = min(max(unit - setup, least), most)
         seconds = [min(max(unit * p.near_weight - setup, least), most)
                    if t in self.near_capacity else share for t in run]
-        stop = p.first_stop if unit - setup >= p.least * p.quick else max(p.first_stop, NEAR)
+        # a budget short for the report (its even share of a tile, less the set-up, below
+        # the floor): within 1 %, the time saved going to the tiles that are not yet. Judged
+        # on the whole budget, not on what is left, which the savings themselves would swell
+        short = self.span / self.span_tiles - setup < p.least * p.quick
+        stop = max(p.first_stop, NEAR) if short else p.first_stop
         return Order(Move.VISIT, run, round(share, 6), stop,
                      until=now + sum(seconds) + len(run) * setup, setup=setup,
                      each=[round(x, 6) for x in seconds])
