@@ -21,7 +21,7 @@ import numpy as np
 
 
 def one(report, budget: float, scheduler: str | None, workers: int) -> dict:
-    from tilemem.pack import allocate
+    from tilemem.pack.driver import allocate
 
     t0 = time.time()
     a = allocate(report, budget=budget, scheduler=scheduler, workers=workers)

@@ -67,6 +67,25 @@ def test_the_floor_shrinks_to_what_the_budget_has_left_for_every_tile():
     assert p.next(0.0).seconds == pytest.approx(0.32)
 
 
+def test_a_visit_short_of_a_probe_stops_its_tiles_within_one_percent():
+    # 10 s of one worker for 50 tiles: 0.2 s each, 0.12 s past the set-up, above the floor
+    # (0.2 probes of 0.5 s): within first_stop. 5 s: 0.02 s past it: within 1 %
+    p = Planner(range(50), [[t] for t in range(50)], workers=1, deadline=10.0,
+                tile_memory=1000)
+    assert p.next(0.0).stop_gap == P.first_stop
+    p = Planner(range(50), [[t] for t in range(50)], workers=1, deadline=5.0,
+                tile_memory=1000)
+    for t in range(40):    # 40 tiles visited in 1 s: their starts were within 1 %
+        o = give(p, t / 40)
+        assert o.stop_gap == 0.01
+        p.update(t, 0.005, False, 0, False)
+        p.finished_order(o, [0.0], 1 / 40)
+    # judged on the whole budget (5 s for 50 tiles, short), not on what is left (4 s for
+    # 10 tiles, 0.32 s each past the set-up): still within 1 %
+    o = give(p, 1.0)
+    assert o.seconds > P.least * P.quick and o.stop_gap == 0.01
+
+
 def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
     p = Planner(range(20), [[t] for t in range(20)], workers=1, deadline=1000.0,
                 tile_memory=1000, policy=Policy(most=1000.0))

@@ -3,7 +3,8 @@
 Every tile is *visited* first (the heuristic, then the quick search from it, neighbouring
 tiles in runs, each carried over to the next): an even share of the time left that no
 revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
-shares (capacity first). After that, whenever a worker is free, the next slice goes by
+shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound, or,
+when the share is below a probe's floor (a budget short for the report), within 1 %. After that, whenever a worker is free, the next slice goes by
 one rule, learned while running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
@@ -86,7 +87,10 @@ class Policy:
     least: float = 0.2
     most: float = 4.0
     #: a visit stops a tile within this gap: far below the gaps that matter while other
-    #: tiles are still near 1 %
+    #: tiles are still near 1 %. A visit whose even share is below ``least`` probes stops
+    #: within 1 % instead: a tile whose start (the heuristic's, or its neighbour's carried
+    #: over) is already there then needs no search arrays, whose set-up is what the other
+    #: tiles lack, and a search shorter than a probe would not have gone lower
     first_stop: float = 0.002
     #: a tile within this gap of its bound is finished: below what a user reads off a
     #: memory map or a profile (None: never; the budget is spent)
@@ -176,6 +180,7 @@ class Planner:
         self.near_capacity = set(near_capacity)
         #: the worker-seconds from the first visit to the deadline
         self.span: float | None = None
+        self.span_tiles = 1
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
         self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
@@ -382,7 +387,7 @@ class Planner:
             return Order(Move.VISIT, run, p.quick, NEAR)
         left = max(self.deadline - now, 0.0) * self.workers
         if self.span is None:
-            self.span = left
+            self.span, self.span_tiles = left, max(self.unvisited, 1)
         setup, most = self.setup_seconds(), p.most * p.quick
         # capacity first: a tile whose bound is near tileMemory gets ``near_weight`` shares
         # of the time (set-up included: whether it fits is what a few more descents decide)
@@ -395,7 +400,12 @@ class Planner:
         share = min(max(unit - setup, least), most)
         seconds = [min(max(unit * p.near_weight - setup, least), most)
                    if t in self.near_capacity else share for t in run]
-        return Order(Move.VISIT, run, round(share, 6), p.first_stop,
+        # a budget short for the report (its even share of a tile, less the set-up, below
+        # the floor): within 1 %, the time saved going to the tiles that are not yet. Judged
+        # on the whole budget, not on what is left, which the savings themselves would swell
+        short = self.span / self.span_tiles - setup < p.least * p.quick
+        stop = max(p.first_stop, NEAR) if short else p.first_stop
+        return Order(Move.VISIT, run, round(share, 6), stop,
                      until=now + sum(seconds) + len(run) * setup, setup=setup,
                      each=[round(x, 6) for x in seconds])
 
