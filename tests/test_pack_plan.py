@@ -69,21 +69,31 @@ def test_the_floor_shrinks_to_what_the_budget_has_left_for_every_tile():
 
 def test_a_visit_short_of_a_probe_stops_its_tiles_within_one_percent():
     # 10 s of one worker for 50 tiles: 0.2 s each, 0.12 s past the set-up, above the floor
-    # (0.2 probes of 0.5 s): within first_stop. 5 s: 0.02 s past it: within 1 %
-    p = Planner(range(50), [[t] for t in range(50)], workers=1, deadline=10.0,
-                tile_memory=1000)
-    assert p.next(0.0).stop_gap == P.first_stop
-    p = Planner(range(50), [[t] for t in range(50)], workers=1, deadline=5.0,
-                tile_memory=1000)
-    for t in range(40):    # 40 tiles visited in 1 s: their starts were within 1 %
-        o = give(p, t / 40)
-        assert o.stop_gap == 0.01
-        p.update(t, 0.005, False, 0, False)
+    # (0.2 probes of 0.5 s): within first_stop, whatever the visits do
+    def planner(deadline):
+        return Planner(range(50), [[t] for t in range(50)], workers=1, deadline=deadline,
+                       tile_memory=1000)
+
+    def visit(p, t, now, gap):
+        o = give(p, now)
+        p.update(t, gap, False, 0, False)
         p.finished_order(o, [0.0], 1 / 40)
+        return o
+
+    p = planner(10.0)
+    assert all(visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
+    # 5 s: 0.02 s past the set-up. The first chain of visits (16 tiles) within first_stop;
+    # most of them ended short of it (at 0.5 %): the rest within 1 %
+    p = planner(5.0)
+    stops = [visit(p, t, t / 40, 0.005).stop_gap for t in range(40)]
+    assert stops[:16] == [P.first_stop] * 16 and set(stops[17:]) == {0.01}
     # judged on the whole budget (5 s for 50 tiles, short), not on what is left (4 s for
     # 10 tiles, 0.32 s each past the set-up): still within 1 %
     o = give(p, 1.0)
     assert o.seconds > P.least * P.quick and o.stop_gap == 0.01
+    # where most visits reach first_stop, the visits go on aiming at it
+    p = planner(5.0)
+    assert all(visit(p, t, t / 40, 0.001).stop_gap == P.first_stop for t in range(40))
 
 
 def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
