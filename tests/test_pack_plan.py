@@ -83,17 +83,17 @@ def test_a_visit_short_of_a_probe_stops_its_tiles_within_one_percent():
     p = planner(10.0)
     assert all(visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
     # 5 s: 0.02 s past the set-up. The first chain of visits (16 tiles) within first_stop;
-    # most of them ended short of it (at 0.5 %): the rest within 1 %
+    # most of them left their tiles above 1 % (at 1.5 %): the rest within 1 %
     p = planner(5.0)
-    stops = [visit(p, t, t / 40, 0.005).stop_gap for t in range(40)]
+    stops = [visit(p, t, t / 40, 0.015).stop_gap for t in range(40)]
     assert stops[:16] == [P.first_stop] * 16 and set(stops[17:]) == {0.01}
     # judged on the whole budget (5 s for 50 tiles, short), not on what is left (4 s for
     # 10 tiles, 0.32 s each past the set-up): still within 1 %
     o = give(p, 1.0)
     assert o.seconds > P.least * P.quick and o.stop_gap == 0.01
-    # where most visits reach first_stop, the visits go on aiming at it
+    # where most visits bring their tiles within 1 %, the visits go on aiming at first_stop
     p = planner(5.0)
-    assert all(visit(p, t, t / 40, 0.001).stop_gap == P.first_stop for t in range(40))
+    assert all(visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
 
 
 def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():

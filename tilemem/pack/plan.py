@@ -5,7 +5,7 @@ tiles in runs, each carried over to the next): an even share of the time left th
 revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
 shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound, or,
 when the budget is short for the report (its share below a probe's floor) and most visits
-so far ended short of ``first_stop`` anyway, within 1 %. After that, whenever a worker is free, the next slice goes by
+so far left their tiles above 1 %, within 1 %. After that, whenever a worker is free, the next slice goes by
 one rule, learned while running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
@@ -182,7 +182,7 @@ class Planner:
         #: the worker-seconds from the first visit to the deadline
         self.span: float | None = None
         self.span_tiles = 1
-        #: tiles visited with ``first_stop`` and those of them that ended within it
+        #: tiles visited with ``first_stop`` and those of them that ended within 1 %
         self._stopped = [0, 0]
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
@@ -244,7 +244,7 @@ class Planner:
         n = len(order.tiles)
         if order.move == Move.VISIT and order.stop_gap == self.policy.first_stop:
             self._stopped[0] += n
-            self._stopped[1] += sum(self.tiles[t].gap <= order.stop_gap for t in order.tiles)
+            self._stopped[1] += sum(self.tiles[t].gap <= NEAR for t in order.tiles)
         for t, before in zip(order.tiles, gaps_before):
             s = self.tiles[t]
             s.running = False
@@ -407,8 +407,8 @@ class Planner:
         seconds = [min(max(unit * p.near_weight - setup, least), most)
                    if t in self.near_capacity else share for t in run]
         # a budget short for the report (its even share of a tile, less the set-up, below
-        # the floor), where most visits so far ended short of ``first_stop`` (the search
-        # the share affords does not get there): within 1 %, the time saved going to the
+        # the floor), where most visits so far left their tiles above 1 % (the search the
+        # share affords does not even get there): within 1 %, the time saved going to the
         # tiles that are not yet. Judged on the whole budget, not on what is left, which
         # the savings themselves would swell
         short = (self.span / self.span_tiles - setup < p.least * p.quick
