@@ -394,3 +394,33 @@ def test_exceeds_is_worst_above_the_limit_and_fewest_unchanged():
             assert m.exceeds(s, i, j, n, limit) == (w > limit)
     a, b = fewest_ipus(fresh), fewest_ipus(m)
     assert a.ipus == b.ipus and a.split_indices == b.split_indices
+
+
+def test_stash_mapping_is_asked_for_by_the_cli_and_the_api(tmp_path):
+    # the stash of a first stage, spread over the IPU ("linear"), is its bytes over the
+    # tiles on every tile; "like" keeps each stashed tensor's bytes on its own tiles: the
+    # same bytes in all, so the one's worst tile is at most the other's
+    import tilemem
+    from tilemem.load import save_report
+
+    r = tf_report()
+    like = SplitModel(r, stash="activations")
+    lin = SplitModel(r, stash="activations", stash_mapping="linear")
+    a, b = like.stash_tiles(0, 0, 2, 2), lin.stash_tiles(0, 0, 2, 2)
+    assert a.sum() > 0 and b.max() == np.ceil(a.sum() / len(b)) and b.max() <= a.max()
+    path = str(tmp_path / "tf.json")
+    save_report(r, path)
+    got = {}
+    for mapping in ("like", "linear"):
+        code, out = run("split", path, "--ipus", "2", "--stash", "activations",
+                        "--stash-mapping", mapping, "--json")
+        assert code == 0, out
+        doc = json.loads(out)
+        api = tilemem.split(r, 2, "activations", mapping).answer
+        assert [s["maxLiveBytes"] for s in doc["stages"]] == \
+            [s.max_live_bytes for s in api.stages]
+        got[mapping] = doc
+    said = [[x for x in got[k]["assumptions"] if "stash-mapping" in x] for k in got]
+    assert said == [[], [said[1][0]]] and "evenly" in said[1][0]
+    code, out = run("split", path, "--stash-mapping", "even")
+    assert code == 2 and "even" in out

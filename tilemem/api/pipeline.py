@@ -39,7 +39,8 @@ class Split(Table):
         c.print(split_view(self.answer, self.source, None, self.asked), markup=False)
 
 
-def split(report, ipus: int | None = None, stash: str = "inputs") -> Split:
+def split(report, ipus: int | None = None, stash: str = "inputs",
+          stash_mapping: str | None = None) -> Split:
     """Where to split the program over IPUs: pipeline stages that fit.
 
     The contiguous split of the report's layers, in program order, into ``ipus`` stages that
@@ -57,6 +58,10 @@ def split(report, ipus: int | None = None, stash: str = "inputs") -> Split:
         recomputes the activations; the default) or every activation of its layers still
         live when it hands over (no recomputation). A framework option the report cannot
         tell.
+    stash_mapping : {"like", "linear"}, optional
+        How the framework lays the stash out over a stage's tiles: like the tensors it keeps
+        (the default, ``tilemem.rules.INFERRED_STASH_MAPPING``) or spread evenly over the
+        IPU. The report cannot tell; on a one-layer stage the two differ by up to a fifth.
 
     Returns
     -------
@@ -89,7 +94,8 @@ def split(report, ipus: int | None = None, stash: str = "inputs") -> Split:
     if empty:
         raise ReportError(empty, path=path, field="vars")
     try:
-        m = SplitModel(report, stash)
+        m = (SplitModel(report, stash) if stash_mapping is None
+             else SplitModel(report, stash, stash_mapping))
         have = m.source_ipus
         if ipus is not None and ipus < have:
             raise ReportError(f"--ipus {ipus}: the report is already split over {have} IPUs "

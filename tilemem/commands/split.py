@@ -15,8 +15,11 @@ from .options import report_path_argument
                    "backward recomputes its activations) or every activation still live when "
                    "it hands over (no recomputation). The report cannot tell; the framework's "
                    "recomputation option decides.")
+@click.option("--stash-mapping", type=click.Choice(["like", "linear"]), default=None,
+              help="How the framework lays the stash out: like the tensors it keeps "
+                   "(default) or spread evenly over the IPU's tiles. The report cannot tell.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-def split(report, ipus, stash, as_json):
+def split(report, ipus, stash, stash_mapping, as_json):
     """Where to split the program over IPUs: pipeline stages that fit.
 
     From REPORT (the program compiled for fewer IPUs, typically one, out of memory): the
@@ -37,7 +40,7 @@ def split(report, ipus, stash, as_json):
 
         raise ReportError(f"--ipus {ipus}: a split needs at least one IPU", path=report,
                           field="--ipus")
-    s = api.split(api.load(report), ipus, stash)
+    s = api.split(api.load(report), ipus, stash, stash_mapping)
     if as_json:
         from .options import echo_json
 

@@ -131,14 +131,22 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
         ipus=n, tile_memory=tm, tiles_per_ipu=m.tiles, units_from=m.units.source,
         units=m.L, split_points=[m.units.labels[c] for c in cuts], split_indices=list(cuts),
         stages=stages, search=how, fits=all(s.max_live_bytes <= tm for s in stages),
-        assumptions=[STASH_ASSUMPTIONS[m.stash] if x == STASH_ASSUMPTIONS["inputs"] else x
-                     for x in ASSUMPTIONS]
+        assumptions=[_mapped(STASH_ASSUMPTIONS[m.stash], m.stash_mapping)
+                     if x == STASH_ASSUMPTIONS["inputs"] else x for x in ASSUMPTIONS]
         + ([] if m.start is not None else
            ["no class steps: tensors of no unit counted on every stage; the gradient sent "
             "back has the shape of the activation"]
            + (["no class steps: the stash is the stage input, not the activations asked for "
                "(telling which are live at the handover needs the steps)"]
               if m.stash_asked != m.stash else [])))
+
+
+def _mapped(assumption: str, mapping: str) -> str:
+    """The stash's assumption as the model maps the stash (``SplitModel.stash_tiles``)."""
+    if mapping != "linear":
+        return assumption
+    return (assumption.replace(", mapped like the activations", "")
+            + ", spread evenly over the IPU's tiles (asked for: --stash-mapping linear)")
 
 
 def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
