@@ -91,6 +91,10 @@ def test_a_visit_short_of_a_probe_stops_its_tiles_within_one_percent():
     # 10 tiles, 0.32 s each past the set-up): still within 1 %
     o = give(p, 1.0)
     assert o.seconds > P.least * P.quick and o.stop_gap == 0.01
+    # visits given no search (1 s for 50 tiles: less than the set-up each) say nothing of
+    # what a search does
+    p = planner(1.0)
+    assert all(visit(p, t, 0.0, 0.015).stop_gap == P.first_stop for t in range(40))
     # where most visits bring their tiles within 1 %, the visits go on aiming at first_stop
     p = planner(5.0)
     assert all(visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))

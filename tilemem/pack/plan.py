@@ -182,7 +182,8 @@ class Planner:
         #: the worker-seconds from the first visit to the deadline
         self.span: float | None = None
         self.span_tiles = 1
-        #: tiles visited with ``first_stop`` and those of them that ended within 1 %
+        #: tiles visited with ``first_stop`` and a search, and those of them that ended
+        #: within 1 %
         self._stopped = [0, 0]
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
@@ -242,7 +243,8 @@ class Planner:
         total, count = self._setup
         self._setup = (total + sum(setups), count + len(setups))
         n = len(order.tiles)
-        if order.move == Move.VISIT and order.stop_gap == self.policy.first_stop:
+        if (order.move == Move.VISIT and order.stop_gap == self.policy.first_stop
+                and order.seconds > 0):   # a visit without a search says nothing of one
             self._stopped[0] += n
             self._stopped[1] += sum(self.tiles[t].gap <= NEAR for t in order.tiles)
         for t, before in zip(order.tiles, gaps_before):
