@@ -5,8 +5,8 @@ tiles in runs, each carried over to the next): an even share of the time left th
 revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
 shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound, or,
 when the budget is short for the report (its share below a probe's floor) and most visits
-so far left their tiles above 1 %, within 1 %. After that, whenever a worker is free, the next slice goes by
-one rule, learned while running:
+so far left their tiles above 1 %, within 1 %. After that, whenever a worker is free, the
+next slice goes by one rule, learned while running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
   an out-of-memory tile asks), fewest overflowed bytes first, with the ``FIT`` move (the
@@ -88,10 +88,10 @@ class Policy:
     least: float = 0.2
     most: float = 4.0
     #: a visit stops a tile within this gap: far below the gaps that matter while other
-    #: tiles are still near 1 %. A visit whose even share is below ``least`` probes stops
-    #: within 1 % instead: a tile whose start (the heuristic's, or its neighbour's carried
-    #: over) is already there then needs no search arrays, whose set-up is what the other
-    #: tiles lack, and a search shorter than a probe would not have gone lower
+    #: tiles are still near 1 %. Where the budget gives a tile less than ``least`` probes
+    #: and most visits that searched left their tiles above 1 %, a visit stops within 1 %
+    #: instead: a tile whose start (the heuristic's, or its neighbour's carried over) is
+    #: already there then needs no search arrays, whose set-up the other tiles lack
     first_stop: float = 0.002
     #: a tile within this gap of its bound is finished: below what a user reads off a
     #: memory map or a profile (None: never; the budget is spent)
@@ -295,12 +295,15 @@ class Planner:
         >>> round(p.rate(0, Move.QUICK), 3), round(p.rate(1, Move.QUICK), 3)
         (0.055, 0.44)
         """
-        first, later = self._pooled(move)
-        s = self.tiles[tile]
+        return self._rate(tile, self.tiles[tile], move, self._pooled(move))
+
+    def _rate(self, tile: int, s: _Tile, move: Move, pooled: tuple[float, float]) -> float:
+        """``rate`` from ``move``'s priors over all tiles (``_pooled``), computed once by a
+        caller that rates every tile."""
         if move not in s.seconds:
-            return self._first_here(tile, move, first)
-        w = self.policy.prior
-        return (s.closed[move] + w * later) / (s.seconds[move] + w)
+            return self._first_here(tile, move, pooled[0])
+        return (s.closed[move] + self.policy.prior * pooled[1]) / (s.seconds[move]
+                                                                   + self.policy.prior)
 
     def _first_here(self, tile: int, move: Move, first: float) -> float:
         """``move``'s first slice on ``tile``: what first slices did on the tiles of its run,
@@ -369,9 +372,9 @@ class Planner:
         # the tiles above 1 % of their bound first: past it a user reads the gap off a
         # memory map; below it, what is left is refinement
         high = [(t, s) for t, s in free if s.gap > NEAR or s.may_fit]
-        # ``rate`` inlined, its priors once a call: this runs for every slice, over every
-        # tile, while the workers wait
-        w, pooled = self.policy.prior, {m: self._pooled(m) for m in Move}
+        # ``rate``'s priors once a call: this runs for every slice, over every tile, while
+        # the workers wait
+        pooled = {m: self._pooled(m) for m in Move}
         budget = self.deadline is not None
         best, value = None, 0.0
         for t, s in high or free:
@@ -380,9 +383,7 @@ class Planner:
                     continue   # without a budget, one slice of each move
                 if m == Move.CARRY and not s.carry:
                     continue   # no neighbour has done better since it last tried
-                secs = s.seconds.get(m)
-                v = s.gap * (self._first_here(t, m, pooled[m][0]) if secs is None
-                             else (s.closed[m] + w * pooled[m][1]) / (secs + w))
+                v = s.gap * self._rate(t, s, m, pooled[m])
                 if v > value:
                     best, value = (t, m), v
         return None if best is None else self._slice(*best, now)
