@@ -453,15 +453,23 @@ class Planner:
         return out + [NEAR]
 
     def _paced_stop(self, afford: float) -> float:
-        """The finest stop gap whose paced visits so far cost a tile at most ``afford``
-        worker-seconds (one not tried yet is tried), else 1 %: a visit's shares shrunk below
-        a probe would cost about as much (the set-up, the heuristic) and leave its tiles
-        where the heuristic put them."""
-        for g in self.stops():
+        """The finest stop gap whose paced visits are expected to cost a tile at most
+        ``afford`` worker-seconds, else 1 %: a visit's shares shrunk below a probe would
+        cost about as much (the set-up, the heuristic) and leave its tiles where the
+        heuristic put them. A gap's cost is what its paced visits so far took a tile; one
+        not tried yet is expected to cost twice the next coarser one's (half the gap, about
+        twice the tiles that search), 1 % nothing: the gaps are tried from the coarsest, each
+        once it looks affordable, and a dear one costs a run, not the budget."""
+        expected, best = 0.0, NEAR
+        for g in reversed(self.stops()):
             seconds, tiles = self._paced.get(g, (0.0, 0))
-            if tiles == 0 or seconds / tiles <= afford:
-                return g
-        return NEAR
+            expected = seconds / tiles if tiles else 2 * expected
+            if expected > afford:
+                break
+            best = g
+            if not tiles:
+                break   # the finer ones are tried after this one
+        return best
 
     def _slice(self, t: int, move: Move, now: float) -> Order:
         s = self.tiles[t]
