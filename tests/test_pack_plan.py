@@ -67,37 +67,67 @@ def test_the_floor_shrinks_to_what_the_budget_has_left_for_every_tile():
     assert p.next(0.0).seconds == pytest.approx(0.32)
 
 
-def test_a_visit_short_of_a_probe_stops_its_tiles_within_one_percent():
+def _short_planner(deadline):
+    return Planner(range(50), [[t] for t in range(50)], workers=1, deadline=deadline,
+                   tile_memory=1000)
+
+
+def _visit(p, t, now, gap, cost=1 / 40):
+    o = give(p, now)
+    p.update(t, gap, False, 0, False)
+    p.finished_order(o, [0.0], cost)
+    return o
+
+
+def test_where_visits_short_of_a_probe_leave_tiles_above_one_percent_they_are_paced():
     # 10 s of one worker for 50 tiles: 0.2 s each, 0.12 s past the set-up, above the floor
     # (0.2 probes of 0.5 s): within first_stop, whatever the visits do
-    def planner(deadline):
-        return Planner(range(50), [[t] for t in range(50)], workers=1, deadline=deadline,
-                       tile_memory=1000)
-
-    def visit(p, t, now, gap):
-        o = give(p, now)
-        p.update(t, gap, False, 0, False)
-        p.finished_order(o, [0.0], 1 / 40)
-        return o
-
-    p = planner(10.0)
-    assert all(visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
-    # 5 s: 0.02 s past the set-up. The first chain of visits (16 tiles) within first_stop;
-    # most of them left their tiles above 1 % (at 1.5 %): the rest within 1 %
-    p = planner(5.0)
-    stops = [visit(p, t, t / 40, 0.015).stop_gap for t in range(40)]
-    assert stops[:16] == [P.first_stop] * 16 and set(stops[17:]) == {0.01}
-    # judged on the whole budget (5 s for 50 tiles, short), not on what is left (4 s for
-    # 10 tiles, 0.32 s each past the set-up): still within 1 %
-    o = give(p, 1.0)
-    assert o.seconds > P.least * P.quick and o.stop_gap == 0.01
+    p = _short_planner(10.0)
+    assert all(_visit(p, t, t / 40, 0.015).stop_gap == P.first_stop for t in range(40))
+    assert not any(o.paced for o in [give(p, 1.0)])
+    # 5 s: 0.02 s past the set-up. The first chain of visits (16 tiles) within first_stop,
+    # a share each (0.02 s); most of them left their tiles above 1 % (at 1.5 %): from then
+    # on a tile that searches gets a probe (0.5 s), and the visits are paced by their stop
+    p = _short_planner(5.0)
+    first = [_visit(p, t, t / 40, 0.015) for t in range(16)]
+    assert {(o.stop_gap, o.paced) for o in first} == {(P.first_stop, False)}
+    assert first[0].seconds == pytest.approx(0.1 - P.setup)
+    # what a tile may take at 0.4 s: (5 - 0.4 s left, less what is held for the revisits
+    # the tiles seen ask: at most 0.15 x 5 s) over the 34 tiles left, 0.113 s. The coarsest
+    # gap first (1 %), not tried yet
+    o = _visit(p, 16, 0.4, 0.005, cost=0.05)
+    assert (o.stop_gap, o.paced, o.seconds) == (0.01, True, P.quick)
+    # 0.05 s a tile at 1 %: the next finer gap, not tried yet, is expected to cost twice
+    # that, 0.1 s, which is affordable (0.117 s a tile of 33)
+    assert _visit(p, 17, 0.4, 0.005, cost=0.08).stop_gap == 0.008
+    # 0.08 s at 0.8 %: 0.4 % would cost 0.16 s, too dear; 0.8 % it stays
+    assert _visit(p, 18, 0.4, 0.005, cost=0.08).stop_gap == 0.008
+    # time saved (the clock stopped at 0.5 s: 3.75 s for the visits over fewer tiles left)
+    # affords the finer gaps: 0.4 % expected at 0.16 s with 23 tiles left (tile 27); tried,
+    # it costs 0.2 s, affordable with 18 left (tile 32); 0.2 % expected at 0.4 s with 9 left
+    cost = {0.01: 0.05, 0.008: 0.08, 0.004: 0.2, 0.002: 0.4}
+    stops = []
+    for t in range(19, 46):
+        o = give(p, 0.5)
+        p.update(t, 0.005, False, 0, False)
+        p.finished_order(o, [0.0], cost[o.stop_gap])
+        stops.append(o.stop_gap)
+    assert stops == ([0.008] * 8 + [0.004] + [0.008] * 4 + [0.004] * 9 + [0.002] * 5)
+    # where even 1 % with a probe costs more than a tile may take, still a probe within 1 %:
+    # shares shrunk below a probe cost about as much (the set-up, the heuristic)
+    p = _short_planner(5.0)
+    for t in range(16):
+        _visit(p, t, t / 40, 0.015)
+    assert _visit(p, 16, 0.4, 0.015, cost=1.0).stop_gap == 0.01
+    o = _visit(p, 17, 0.4, 0.015)
+    assert (o.stop_gap, o.paced, o.seconds) == (0.01, True, P.quick)
     # visits given no search (1 s for 50 tiles: less than the set-up each) say nothing of
     # what a search does
-    p = planner(1.0)
-    assert all(visit(p, t, 0.0, 0.015).stop_gap == P.first_stop for t in range(40))
+    p = _short_planner(1.0)
+    assert all(_visit(p, t, 0.0, 0.015).stop_gap == P.first_stop for t in range(40))
     # where most visits bring their tiles within 1 %, the visits go on aiming at first_stop
-    p = planner(5.0)
-    assert all(visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
+    p = _short_planner(5.0)
+    assert all(_visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
 
 
 def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():

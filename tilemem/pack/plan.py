@@ -3,10 +3,14 @@
 Every tile is *visited* first (the heuristic, then the quick search from it, neighbouring
 tiles in runs, each carried over to the next): an even share of the time left that no
 revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
-shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound, or,
-when the budget is short for the report (its share below a probe's floor) and most visits
-so far left their tiles above 1 %, within 1 %. After that, whenever a worker is free, the
-next slice goes by one rule, learned while running:
+shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound.
+When the budget is short for the report (its share below a probe's floor) and most visits
+so far left their tiles above 1 % (the search their share affords does not place a tile),
+the visits are *paced*: a tile that searches gets a probe, and each run stops its tiles at
+the finest gap (``first_stop`` doubling up to 1 %) whose paced visits so far cost a tile
+what the time left affords (1 % when none does), so that more tiles ride their
+neighbour's allocation carried over. After that, whenever a worker is free, the next slice goes by one rule, learned while
+running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
   an out-of-memory tile asks), fewest overflowed bytes first, with the ``FIT`` move (the
@@ -89,9 +93,9 @@ class Policy:
     most: float = 4.0
     #: a visit stops a tile within this gap: far below the gaps that matter while other
     #: tiles are still near 1 %. Where the budget gives a tile less than ``least`` probes
-    #: and most visits that searched left their tiles above 1 %, a visit stops within 1 %
-    #: instead: a tile whose start (the heuristic's, or its neighbour's carried over) is
-    #: already there then needs no search arrays, whose set-up the other tiles lack
+    #: and most visits that searched left their tiles above 1 %, paced visits stop at this
+    #: gap doubled as often as the time left asks: a tile whose start (its neighbour's
+    #: allocation carried over) is already within it needs no search arrays
     first_stop: float = 0.002
     #: a tile within this gap of its bound is finished: below what a user reads off a
     #: memory map or a profile (None: never; the budget is spent)
@@ -141,6 +145,8 @@ class Order:
     setup: float = 0.0
     #: a visit's seconds for each of its tiles (near capacity ones get more), else None
     each: list | None = None
+    #: a visit paced by its stop gap (``Planner._paced_stop``): its cost counts in the pace
+    paced: bool = False
 
 
 @dataclass
@@ -185,6 +191,8 @@ class Planner:
         #: tiles visited with ``first_stop`` and a search, and those of them that ended
         #: within 1 %
         self._stopped = [0, 0]
+        #: paced visits by stop gap: [worker-seconds, tiles]
+        self._paced: dict[float, list] = {}
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
         self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
@@ -243,7 +251,11 @@ class Planner:
         total, count = self._setup
         self._setup = (total + sum(setups), count + len(setups))
         n = len(order.tiles)
-        if (order.move == Move.VISIT and order.stop_gap == self.policy.first_stop
+        if order.paced:
+            pace = self._paced.setdefault(order.stop_gap, [0.0, 0])
+            pace[0] += seconds
+            pace[1] += n
+        elif (order.move == Move.VISIT and order.stop_gap == self.policy.first_stop
                 and order.seconds > 0):   # a visit without a search says nothing of one
             self._stopped[0] += n
             self._stopped[1] += sum(self.tiles[t].gap <= NEAR for t in order.tiles)
@@ -411,15 +423,53 @@ class Planner:
                    if t in self.near_capacity else share for t in run]
         # a budget short for the report (its even share of a tile, less the set-up, below
         # the floor), where most visits so far left their tiles above 1 % (the search the
-        # share affords does not even get there): within 1 %, the time saved going to the
-        # tiles that are not yet. Judged on the whole budget, not on what is left, which
-        # the savings themselves would swell
+        # share affords does not even place them): a tile that searches gets a probe, and
+        # fewer tiles search, stopped at the finest gap the visits' pace affords (a tile
+        # whose start, mostly its neighbour's allocation carried over, is within it builds
+        # no search arrays). Judged on the whole budget, not on what is left, which the
+        # savings themselves would swell
         short = (self.span / self.span_tiles - setup < p.least * p.quick
                  and self._stopped[0] >= p.chain and 2 * self._stopped[1] < self._stopped[0])
-        stop = max(p.first_stop, NEAR) if short else p.first_stop
+        stop, paced = p.first_stop, False
+        if short:
+            stop, paced = self._paced_stop((left - self.hold()) / max(self.unvisited, 1)), True
+            share = min(max(share, p.quick), most)
+            seconds = [min(max(x, p.quick), most) for x in seconds]
         return Order(Move.VISIT, run, round(share, 6), stop,
                      until=now + sum(seconds) + len(run) * setup, setup=setup,
-                     each=[round(x, 6) for x in seconds])
+                     each=[round(x, 6) for x in seconds], paced=paced)
+
+    def stops(self) -> list[float]:
+        """The gaps a paced visit may stop its tiles within, finest first: ``first_stop``
+        doubling, up to 1 %.
+
+        >>> Planner([], [], workers=1, deadline=None, tile_memory=1).stops()
+        [0.002, 0.004, 0.008, 0.01]
+        """
+        g, out = self.policy.first_stop, []
+        while g < NEAR:
+            out.append(g)
+            g *= 2
+        return out + [NEAR]
+
+    def _paced_stop(self, afford: float) -> float:
+        """The finest stop gap whose paced visits are expected to cost a tile at most
+        ``afford`` worker-seconds, else 1 %: a visit's shares shrunk below a probe would
+        cost about as much (the set-up, the heuristic) and leave its tiles where the
+        heuristic put them. A gap's cost is what its paced visits so far took a tile; one
+        not tried yet is expected to cost twice the next coarser one's (half the gap, about
+        twice the tiles that search), 1 % nothing: the gaps are tried from the coarsest, each
+        once it looks affordable, and a dear one costs a run, not the budget."""
+        expected, best = 0.0, NEAR
+        for g in reversed(self.stops()):
+            seconds, tiles = self._paced.get(g, (0.0, 0))
+            expected = seconds / tiles if tiles else 2 * expected
+            if expected > afford:
+                break
+            best = g
+            if not tiles:
+                break   # the finer ones are tried after this one
+        return best
 
     def _slice(self, t: int, move: Move, now: float) -> Order:
         s = self.tiles[t]
