@@ -3,10 +3,14 @@ report is generated, split over N IPUs, and the same program generated pipelined
 split points (``tilemem generate --splits``); per stage, the estimated worst-tile maximum live
 bytes against the pipelined report's (the bound, per IPU), the verdict against what the
 pipelined report shows, and the fewest IPUs checked: the best split over one IPU fewer,
-generated, does not fit.
+generated, does not fit. ``--stash-mapping`` is the reading of the stash's mapping both
+make: the generator maps the pipelined programs' stashes so and the estimate assumes it;
+each stage's estimate under the other reading (against the same generated program) is
+printed beside it.
 
     python benchmarks/split.py --preset mk2 --tiles 128 --steps 1000 --seeds 1,2,3 \\
-        --pressure 1.0 --ipus 2,4,8 [--no-steps] [--model transformer --stash activations] [--always-live-state]
+        --pressure 1.0 --ipus 2,4,8 [--no-steps] [--model transformer --stash activations] \\
+        [--stash-mapping like|linear] [--always-live-state]
 
 Prints one line a stage and a summary (error: (estimate - actual) / actual).
 """
@@ -44,16 +48,18 @@ def main(argv=None) -> int:
     ap.add_argument("--stash", default="inputs", choices=["inputs", "activations"],
                     help="split's --stash (the transformer family stashes its activations)")
     ap.add_argument("--stash-mapping", default="like", choices=["like", "linear"],
-                    help="how the estimate maps the stash: like the tensors stashed (split's "
-                         "reading) or linearly over the IPU (the generator's)")
+                    help="how the stash is mapped, by the generator (the pipelined programs) "
+                         "and the estimate alike: like the tensors stashed (split's default) "
+                         "or linearly over the IPU")
     ap.add_argument("--no-steps", action="store_true",
                     help="estimate from the report without equivalenceClassSteps (as Poplar "
                          "writes reports)")
     a = ap.parse_args(argv)
     errs, errs_other, worst_errs, wrong = [], [], [], 0
     for seed in [int(x) for x in a.seeds.split(",")]:
-        kw = dict(tiles=a.tiles or None, steps=a.steps or None, seed=seed, pressure=a.pressure, model=a.model,
-                  always_live_state=a.always_live_state)
+        kw = dict(tiles=a.tiles or None, steps=a.steps or None, seed=seed, pressure=a.pressure,
+                  model=a.model, always_live_state=a.always_live_state,
+                  stash_mapping=a.stash_mapping)
         r = generate_report(a.preset, **kw)
         if a.no_steps:
             from dataclasses import replace
@@ -88,8 +94,8 @@ def main(argv=None) -> int:
                     worst_errs.append(e)
                 print(f"seed {seed} N={ans.ipus} stage {s} {st.first_unit}..{st.last_unit}: "
                       f"estimate {st.max_live_bytes:,} actual {act[s]:,} ({e:+.2%}) "
-                      f"{st.verdict}{' WRONG' if bad else ''}; stash mapped "
-                      f"{'linearly' if m.stash_mapping == 'like' else 'like its tensors'}: "
+                      f"{st.verdict}{' WRONG' if bad else ''}; estimated with the stash "
+                      f"{'linear' if m.stash_mapping == 'like' else 'like its tensors'}: "
                       f"{other.stages[s].max_live_bytes:,} ({e2:+.2%})", flush=True)
         if least.fits and least.ipus > 1:
             fewer = best_split(m, least.ipus - 1)
@@ -103,12 +109,14 @@ def main(argv=None) -> int:
                   f"{'does not fit (minimal)' if max(act) > tm else 'FITS (not minimal)'}",
                   flush=True)
     e = np.abs(errs)
+    print(f"# generated and estimated with the stash mapped {a.stash_mapping}")
     print(f"# stages {len(errs)}: |error| median {np.median(e):.2%}, max {e.max():.2%}; "
           f"signed min {min(errs):+.2%} max {max(errs):+.2%}; worst stage |error| max "
           f"{np.abs(worst_errs).max():.2%}; wrong verdicts {wrong}")
     e2 = np.abs(errs_other)
-    print(f"# with the stash mapped the other way: |error| median {np.median(e2):.2%}, max "
-          f"{e2.max():.2%}; signed min {min(errs_other):+.2%} max {max(errs_other):+.2%}")
+    print(f"# estimated with the stash mapped the other way: |error| median "
+          f"{np.median(e2):.2%}, max {e2.max():.2%}; signed min {min(errs_other):+.2%} max "
+          f"{max(errs_other):+.2%}")
     return 0
 
 

@@ -159,10 +159,11 @@ def inferred_stash_depth(stage: int, stages: int) -> int:
 #: one ``Graph::clone`` a slice; 003's clones preserve "the mapping of tensor elements to
 #: tiles"), so a stage's stash sits where its activations are. A framework may instead
 #: make the stash one new tensor mapped linearly over the IPU (PopART's first stash, by
-#: ``createSliceableTensor``; tilemem's generator, transformer family): the same bytes
-#: spread evenly. Which one is the framework's choice; a one-layer stage's activations
-#: crowd a few tiles, so the two readings differ most there (docs/benchmarks.md,
-#: 2026-11-27). ``SplitModel(stash_mapping="linear")`` is the other reading.
+#: ``createSliceableTensor``): the same bytes spread evenly. Which one is the framework's
+#: choice; a one-layer stage's activations crowd a few tiles, so the two readings differ
+#: most there (docs/benchmarks.md, 2026-11-27). ``SplitModel(stash_mapping="linear")`` is
+#: the other reading; tilemem's generator makes both (``generate_report(stash_mapping=)``,
+#: by default the cnn family like, the transformer family linear).
 INFERRED_STASH_MAPPING = "like"
 
 #: Inferred: a weight gradient is mapped like its weight (the same bytes on the same

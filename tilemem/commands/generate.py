@@ -24,6 +24,11 @@ import click
 @click.option("--splits", default=None, metavar="L1,L2,...",
               help="The one-IPU program of this seed and --steps, pipelined: stage k starts "
                    "at layer Lk (len + 1 IPUs; e.g. the split points of 'tilemem split').")
+@click.option("--stash-mapping", type=click.Choice(["like", "linear"]), default=None,
+              help="On several IPUs, how a stage's stash (its data for the micro-batches in "
+                   "flight) is mapped: like the tensors it keeps (one part each, on their "
+                   "tiles) or linear (one tensor over the IPU); the spec allows both. "
+                   "Default: the family's own, like for cnn, linear for transformer.")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Approximate number of program steps (default: 2000 mk1, 4400 mk2 for cnn; "
                    "610 mk1, 860 mk2 for transformer; times --ipus).")
@@ -45,7 +50,7 @@ import click
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
 def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
-             partial, out, splits):
+             partial, out, splits, stash_mapping):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -78,7 +83,8 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     try:
         r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                             available_memory_proportion=amp, progress=True, ipus=ipus,
-                            model=model, splits=points, always_live_state=always_live_state)
+                            model=model, splits=points, always_live_state=always_live_state,
+                            stash_mapping=stash_mapping)
     except ValueError as e:
         if points is None:
             raise

@@ -53,10 +53,11 @@ How a stage is estimated (every inferred rule is named in ``tilemem.rules`` and 
 
 What the estimate cannot know, measured against the generator (docs/benchmarks.md,
 2026-11-27, transformer family, one-layer stages over 8 IPUs): how the framework maps the
-stash (like its tensors here, linearly over the IPU there: up to +18 % on a one-layer
-stage, the same bytes in both); when a tied weight's copy is first read and its receive
-buffer live (the report links no vertex to the weights it reads); the code of the
-inter-IPU exchanges (a few hundred bytes a tile).
+stash (``stash_mapping``; the generator makes both readings: a one-layer stage estimated
+under the other reading than the program's is off by up to +18 %, like against linear, or
+-17 %, linear against like; the same bytes in both); when a tied weight's copy is first read
+and its receive buffer live (the report links no vertex to the weights it reads); the code
+of the inter-IPU exchanges (a few hundred bytes a tile).
 
 The search over splits is ``tilemem.figures.splitsearch``.
 

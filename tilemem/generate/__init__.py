@@ -57,18 +57,22 @@ from ..figures.summary import highest_end_per_tile
 from ..model.target import PRESETS, Target
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
-from .program import Program, build_program
+from .program import STASH_MAPPINGS, Program, build_program
 from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
 from .transformer import build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
                        always_live_items, step_tiles)
 
-__all__ = ["generate_report", "DEFAULT_STEPS", "MODELS"]
+__all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS"]
 
 #: Program families: a layered convolutional/recurrent model (``program``) and a transformer
 #: with Adam and gradient accumulation (``transformer``).
 MODELS = ("cnn", "transformer")
+#: How each family maps a pipeline stage's stash unless told (``generate_report``'s
+#: ``stash_mapping``): the cnn family like the stage input it keeps, the transformer as one
+#: tensor linearly over the IPU. Both families make both readings (``STASH_MAPPINGS``).
+STASH_MAPPING = {"cnn": "like", "transformer": "linear"}
 
 #: Program steps by preset when ``steps`` is not given (a full-size report: a Mk2 report of
 #: 1472 tiles is then over 1 GB of JSON), per IPU: a model split over more IPUs is bigger.
@@ -96,7 +100,8 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                     ipus: int = 1,
                     available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
                     model: str = "cnn", splits: tuple[int, ...] | None = None,
-                    always_live_state: bool = False) -> Report:
+                    always_live_state: bool = False,
+                    stash_mapping: str | None = None) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -114,9 +119,18 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     ``always_live_state``: weights and optimiser state are marked alwaysLive (004 leaves to
     Poplar which variables it marks so; persistent training state may be) rather than live
     over every step; the rest of the report is the same.
+    ``stash_mapping``: on several IPUs, how a stage's stash (its data for the micro-batches in
+    flight) is mapped: ``"like"`` the tensors it keeps (one part each, on its tensor's tiles)
+    or ``"linear"``, one tensor over the IPU; the spec allows both. Default: the family's
+    own (``STASH_MAPPING``: cnn like, transformer linear). The rest of the report is the same.
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
+    if stash_mapping is None:
+        stash_mapping = STASH_MAPPING[model]
+    if stash_mapping not in STASH_MAPPINGS:
+        raise ValueError(f"unknown stash_mapping {stash_mapping!r}: use one of "
+                         f"{list(STASH_MAPPINGS)}")
     if not 0 < available_memory_proportion <= 1:
         raise ValueError("available_memory_proportion must be in (0, 1]")
     if preset not in PRESETS:
@@ -141,15 +155,17 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                              f"not {ipus}")
         default = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
         return pipelined_as_one(preset, per_ipu, int(steps or default[preset]), pressure,
-                                seed, progress, partials, splits, always_live_state, model)
+                                seed, progress, partials, splits, always_live_state, model,
+                                stash_mapping)
     rng = np.random.default_rng(seed)
     default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
     n_steps = int(steps or default_steps[preset] * ipus)
     if model == "cnn":
-        program = build_program(rng, n_steps, ipus=ipus)
+        program = build_program(rng, n_steps, ipus=ipus, stash_mapping=stash_mapping)
     else:
         program = build_transformer(rng, n_steps, ipus=ipus,
-                                    always_live_state=always_live_state)
+                                    always_live_state=always_live_state,
+                                    stash_mapping=stash_mapping)
     # the transformer marks its own state (``build_transformer``); the cnn family's persistent
     # tensors are marked by the assembler
     return _Assembler(program, target, rng, always_live_state and model == "cnn").report(
@@ -158,13 +174,15 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
 
 def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
                      progress: bool, partials: float, splits: tuple[int, ...],
-                     always_live_state: bool = False, model: str = "cnn") -> Report:
+                     always_live_state: bool = False, model: str = "cnn",
+                     stash_mapping: str | None = None) -> Report:
     """The program ``generate_report(preset, per_ipu, steps, pressure, seed, model=model)``
     would make for one IPU, compiled pipelined with stages starting at layers ``splits``: the
     same layers, tensors and random draws (``build_program``, ``build_transformer`` with its
     head still tied), each tensor mapped by the same rules onto
     its stage's IPU, sized as on one IPU (its scale, and the bytes per item of every
-    always-live category: what a code item costs does not change with the number of IPUs).
+    always-live category: what a code item costs does not change with the number of IPUs),
+    its stashes mapped as ``stash_mapping`` says (default: the family's, ``STASH_MAPPING``).
     ``generate_report(..., ipus=N)`` alone is another program: N times the steps, calibrated
     on its own.
 
@@ -184,11 +202,13 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     """
     one_target = PRESETS[preset].with_tiles(per_ipu)
     cnn = model == "cnn"
+    stash_mapping = stash_mapping or STASH_MAPPING[model]
 
     def build(rng, **kw):
         if cnn:
-            return build_program(rng, steps, **kw)
-        return build_transformer(rng, steps, always_live_state=always_live_state, **kw)
+            return build_program(rng, steps, stash_mapping=stash_mapping, **kw)
+        return build_transformer(rng, steps, always_live_state=always_live_state,
+                                 stash_mapping=stash_mapping, **kw)
 
     # the transformer marks its own state (``build_transformer``), the cnn family's by the
     # assembler

@@ -34,9 +34,11 @@ buffer on the source IPU, the exchange, a receive buffer on the destination IPU 
 input tensor. A stage other than the last keeps a *stash* of the stage inputs of the
 micro-batches still in flight (``ipus - 1 - s`` of them, inferred from the one-forward
 one-backward schedule; recomputation keeps only the stage input), live across iterations of
-the training loop. The loss scale and the non-finite flag exist on every IPU (``ipu=-1``), and
-the flags meet through one more ``GlobalExchange``. With one IPU nothing of this exists and the
-program is the single-IPU one, draw for draw.
+the training loop, mapped like the stage input (``stash_mapping="like"``, the default) or as
+one tensor linearly over the IPU (``"linear"``): the spec leaves that to the framework. The
+loss scale and the non-finite flag exist on every IPU (``ipu=-1``), and the flags meet
+through one more ``GlobalExchange``. With one IPU nothing of this exists and the program is
+the single-IPU one, draw for draw.
 """
 from __future__ import annotations
 
@@ -77,6 +79,10 @@ SPREAD_BPT = 1.5
 FROM_TILE0 = 0.5
 #: ``coverage=AUTO``: choose the share of tiles from the size (``_Builder.coverage``).
 AUTO = -1.0
+#: How a pipeline stage's stash is mapped (``_Builder.stash``): like the tensors it keeps, or
+#: one tensor linearly over the IPU. The spec leaves it to the framework
+#: (``tilemem.rules.INFERRED_STASH_MAPPING``); the generator makes both.
+STASH_MAPPINGS = ("like", "linear")
 CODELET_INDEX = {name.split("<")[0].split("::")[-1] + ("<half" in name) * "Half": i
                  for i, (name, _, _) in enumerate(CODELETS)}
 
@@ -208,6 +214,30 @@ class _Builder:
         self.use(unpack, recv)
         return self.tensor(f"{name}/out", t.bpt, unpack, ipu=to, **same)
 
+    def stash(self, s: int, kept, depth: int, push: int, mapping: str, dtype: int) -> list:
+        """Stage ``s``'s stash of tensors ``kept`` for ``depth`` micro-batches in flight,
+        written by step ``push``; the stash tensors (the caller says where they are read).
+
+        ``mapping="like"``: one part a kept tensor, ``depth`` times its bytes, mapped like it
+        (its place, coverage, offset and order: the same tiles; a stash of slices that clone
+        their tensor's mapping); one kept tensor's part is ``pipeline/stage{s}/stash``, more
+        are ``pipeline/stage{s}/stash/{tensor}``. ``"linear"``: one tensor
+        ``pipeline/stage{s}/stash`` of them all, of type ``dtype``, linearly over the IPU
+        (coverage 1). Neither draws at random (the callers check ``mapping``)."""
+        name = f"pipeline/stage{s}/stash"
+        ts = self.tensors
+        if mapping == "linear":
+            return [self.tensor(name, depth * sum(ts[t].bpt for t in kept), push, dtype=dtype,
+                                coverage=1.0, ipu=s)]
+        out = []
+        for t in kept:
+            k = ts[t]
+            out.append(self.tensor(name if len(kept) == 1 else f"{name}/{k.name}",
+                                   depth * k.bpt, push, dtype=k.dtype, coverage=k.coverage,
+                                   offset=k.offset, place=k.place or k.name,
+                                   ascending=k.ascending, ipu=s))
+        return out
+
     def jitter(self, x: float, spread: float = 0.25) -> float:
         return float(x * np.exp(self.rng.normal(0.0, spread)))
 
@@ -288,12 +318,18 @@ def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
 
 
 def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
-                  splits: tuple[int, ...] | None = None) -> Program:
+                  splits: tuple[int, ...] | None = None,
+                  stash_mapping: str = "like") -> Program:
     """A training program of about ``target_steps`` program steps (at least ~40), pipelined
     over ``ipus`` IPUs (see the module docstring). ``splits``: the first layer of every stage
     after the first (``ipus - 1`` increasing layer numbers); default: stages as equal in
-    number of layers as they can be. The layers, and every random draw, do not depend on
-    ``ipus`` or ``splits``: only where the stages begin does."""
+    number of layers as they can be. ``stash_mapping``: how a stage's stash of its input is
+    mapped, like the input (the family's default) or linearly over the IPU
+    (``_Builder.stash``). The layers, and every random draw, do not depend on ``ipus``,
+    ``splits`` or ``stash_mapping``: only where the stages begin does."""
+    if stash_mapping not in STASH_MAPPINGS:
+        raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
+                         f"not {stash_mapping!r}")
     b = _Builder(rng)
     num_layers = num_layers_of(target_steps, ipus)
     if splits is None:   # consecutive layers per stage, as equal in number as they can be
@@ -345,13 +381,11 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             s = stage[i - 1]
             push = b.compute(f"pipeline/stage{s}/stash/push", "Memcpy64BitSupervisor")
             b.use(push, stage_input)
-            st = b.tensors[stage_input]
             # a FIFO across iterations of the training loop: read before written in the
             # body (a loop-carried value), so it is live for the whole body
-            stash[s] = b.tensor(f"pipeline/stage{s}/stash", (last - s) * st.bpt, push,
-                                dtype=st.dtype, coverage=st.coverage, offset=st.offset,
-                                place=st.place or st.name, ipu=s)
-            b.use(body_start, stash[s])
+            stash[s] = b.stash(s, [stage_input], last - s, push, stash_mapping,
+                               b.tensors[stage_input].dtype)
+            b.use(body_start, *stash[s])
             x = stage_input = b.ipu_copy(x, stage[i], f"pipeline/fwd/stage{s}to{stage[i]}")
         b.ipu = stage[i]
         p = f"layer{i}/fwd"
@@ -452,7 +486,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
         if stage[i] in stash and (i == len(kinds) - 1 or stage[i + 1] != stage[i]):
             restore = b.compute(f"pipeline/stage{stage[i]}/stash/restore",
                                 "Memcpy64BitSupervisor")
-            b.use(restore, stash[stage[i]])
+            b.use(restore, *stash[stage[i]])
         p = f"layer{i}/bwd"
         hf = half[i]
         act = b.tensors[x_in].bpt

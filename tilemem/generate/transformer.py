@@ -40,7 +40,9 @@ What the lifetime rules (``tilemem.generate.lifetimes``) make of it:
 On several IPUs the layers are pipelined as in the first family (the embedding on the first
 stage, the head on the last, an untied head there since the embedding lives on the first
 IPU); each stage but the last stashes its saved activations of the micro-batches in flight
-(no recomputation), live over the whole micro-batch loop.
+(no recomputation), live over the whole micro-batch loop: one tensor linearly over the IPU
+(``stash_mapping="linear"``, the default) or one part an activation, mapped like it
+(``"like"``); the spec leaves that to the framework.
 
 With ``splits`` (the one-IPU program compiled pipelined, stage ``k`` from layer
 ``splits[k - 1]``) the program is the one-IPU one, head tied: the head on the last stage reads
@@ -59,7 +61,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .program import AUTO, Program, check_splits
+from .program import AUTO, STASH_MAPPINGS, Program, check_splits
 from .program import _Builder as _BaseBuilder
 
 #: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
@@ -226,11 +228,15 @@ def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: in
 
 def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                       always_live_state: bool = False,
-                      splits: tuple[int, ...] | None = None) -> Program:
+                      splits: tuple[int, ...] | None = None,
+                      stash_mapping: str = "linear") -> Program:
     """A transformer training step of about ``target_steps`` program steps, pipelined over
     ``ipus`` IPUs; ``always_live_state``: weights and Adam moments written alwaysLive;
     ``splits``: the first layer of every stage after the first (``ipus - 1`` increasing layer
-    numbers), the one-IPU program pipelined there, head tied (see the module docstring).
+    numbers), the one-IPU program pipelined there, head tied (see the module docstring);
+    ``stash_mapping``: a stage's stash as one tensor linearly over the IPU (the family's
+    default) or one part a stashed activation, mapped like it (``"like"``,
+    ``program._Builder.stash``). No random draw depends on ``stash_mapping``.
 
     >>> one = build_transformer(np.random.default_rng(3), 500)
     >>> two = build_transformer(np.random.default_rng(3), 500, ipus=2, splits=(2,))
@@ -240,6 +246,9 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     >>> sorted({t.ipu for t in two.tensors if t.name.startswith("layer2/")})
     [1]
     """
+    if stash_mapping not in STASH_MAPPINGS:
+        raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
+                         f"not {stash_mapping!r}")
     b = _Builder(rng)
     num_layers = max(1, ipus, int(round((target_steps - FIXED_STEPS) / LAYER_STEPS)))
     if splits is None:   # consecutive layers per stage, as equal in number as they can be
@@ -342,9 +351,8 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
             b.use(push, *stage_saved)
             # the activations of the micro-batches in flight, read before written in the
             # body: loop-carried, live over the whole micro-batch loop
-            stash[s] = b.tensor(f"pipeline/stage{s}/stash", (last - s) * sum(
-                b.tensors[t].bpt for t in stage_saved), push, dtype=2, coverage=1.0, ipu=s)
-            b.use(mb_start, stash[s])
+            stash[s] = b.stash(s, stage_saved, last - s, push, stash_mapping, 2)
+            b.use(mb_start, *stash[s])
             stage_saved = []
             x = b.ipu_copy(x, stage[i], f"pipeline/fwd/stage{s}to{stage[i]}")
         b.ipu = stage[i]
@@ -420,7 +428,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         if stage[i] in stash and (i == num_layers - 1 or stage[i + 1] != stage[i]):
             restore = b.compute(f"pipeline/stage{stage[i]}/stash/restore",
                                 "Memcpy64BitSupervisor")
-            b.use(restore, stash[stage[i]])
+            b.use(restore, *stash[stage[i]])
         p = f"layer{i}"
         dg = b.matmul(f"{p}/mlp/fc2/bwd", [dy], 4 * r, weight=L["fc2"]["w"], out="gradIn")
         b.weight_grad(f"{p}/mlp/fc2", [S["g"], dy], L["fc2"])
