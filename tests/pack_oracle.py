@@ -209,37 +209,59 @@ def brute_force(r: Report, tile: int = 0) -> tuple[int, int]:
     elements = list(zip(starts, starts[1:] + [tm]))
     regions = [(0, ils), (ils, tm)]
     inter = [set(r.interference.row(c).tolist()) for c in range(r.num_classes)]
+    element_partners = {i: set(r.element_constraints.row(i).tolist()) for i in rows}
+    region_partners = {i: set(r.region_constraints.row(i).tolist()) for i in rows}
 
-    def compatible(i, oi, j, oj):
+    def pair_rules(i, j):
+        """Which rules hold between rows ``i`` (the earlier) and ``j``: (conflict, element
+        constraint, region constraint)."""
         ci, cj = int(r.eq_class[i]), int(r.eq_class[j])
-        conflict = r.always_live[i] or r.always_live[j] or ci == cj or cj in inter[ci]
-        if conflict and oi < oj + size[j] and oj < oi + size[i]:
-            return False
-        if j in r.element_constraints.row(i).tolist() or i in r.element_constraints.row(
-                j).tolist():
-            if touched(i, oi, elements) & touched(j, oj, elements):
-                return False
-        if j in r.region_constraints.row(i).tolist() or i in r.region_constraints.row(
-                j).tolist():
-            if touched(i, oi, regions) & touched(j, oj, regions):
-                return False
-        return True
+        conflict = bool(r.always_live[i] or r.always_live[j] or ci == cj or cj in inter[ci])
+        return (conflict, j in element_partners[i] or i in element_partners[j],
+                j in region_partners[i] or i in region_partners[j])
 
     cands = {i: [o for o in range(0, top, align[i]) if legal(i, o)] for i in rows}
-    best = None
+    in_elements = {(i, o): touched(i, o, elements) for i in rows for o in cands[i]}
+    in_regions = {(i, o): touched(i, o, regions) for i in rows for o in cands[i]}
+
+    def compatible(i, oi, j, oj, rules):
+        conflict, element, region = rules
+        if conflict and oi < oj + size[j] and oj < oi + size[i]:
+            return False
+        if element and in_elements[i, oi] & in_elements[j, oj]:
+            return False
+        if region and in_regions[i, oi] & in_regions[j, oj]:
+            return False
+        return True
+
+    rules = {(i, j): pair_rules(i, j) for k, i in enumerate(rows) for j in rows[k + 1:]}
+    # the rules are pairwise: for each earlier row's offset, the later row's offsets it
+    # allows (computed once, where a partial assignment first needs them)
+    allowed: dict[tuple[int, int, int], set[int]] = {}
+
+    def allows(i, oi, j):
+        key = (i, oi, j)
+        if key not in allowed:
+            allowed[key] = {oj for oj in cands[j] if compatible(i, oi, j, oj, rules[i, j])}
+        return allowed[key]
+
     partial = [()]
     for k, i in enumerate(rows):
         nxt = []
         for prefix in partial:
-            for o in cands[i]:
-                if all(compatible(rows[m], prefix[m], i, o) for m in range(k)):
-                    nxt.append(prefix + (o,))
+            ok = set(cands[i])
+            for m in range(k):
+                ok &= allows(rows[m], prefix[m], i)
+                if not ok:
+                    break
+            nxt.extend(prefix + (o,) for o in sorted(ok))
         partial = nxt
+    sizes = [int(r.size[i]) for i in rows]
+    best = None
     for full in partial:
-        end = max((o + int(r.size[i]) for i, o in zip(rows, full)), default=0)
+        end = max((o + s for s, o in zip(sizes, full)), default=0)
         # overflowed bytes: the excess of the highest end past tileMemory (FACTS.md)
-        held = max((o + int(r.size[i]) for i, o in zip(rows, full) if r.size[i] > 0),
-                   default=0)
+        held = max((o + s for s, o in zip(sizes, full) if s > 0), default=0)
         over = max(0, held - tm)
         if best is None or (over, end) < best:
             best = (over, end)

@@ -32,6 +32,8 @@ def big_reports(tmp_path_factory):
 
 
 @pytest.mark.slow
+# one xdist worker for both formats: the 200 MB report (big_reports) is built once
+@pytest.mark.xdist_group("big_reports")
 @pytest.mark.parametrize("fmt", ["json", "capnp"])
 def test_peak_rss_under_three_times_file_size(big_reports, fmt):
     path = big_reports[fmt]

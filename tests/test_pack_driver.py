@@ -33,7 +33,7 @@ def keys(r, off):
     return [oracle_objective(r, off, t) for t in range(r.num_tiles)]
 
 
-@examples(1000)
+@examples(300)
 @given(small_reports(max_vars=10, tiles=2))
 def test_replay_and_heuristic_pass_the_checker(r):
     rep = allocate(r, method="replay", workers=1)
@@ -49,7 +49,7 @@ def test_replay_and_heuristic_pass_the_checker(r):
             assert over == 0 and total <= res.bound
 
 
-@examples(200)
+@examples(100)
 @given(small_reports(max_vars=9, tiles=2), st.sampled_from(["auto", "exact"]))
 def test_exact_passes_the_checker_and_beats_the_heuristic(r, method):
     heu = allocate(r, method="heuristic", workers=1)

@@ -224,7 +224,7 @@ def test_quick_search_reaches_an_exact_fit_greedy_orders_miss():
     assert int((off + p.size).max()) == 64
 
 
-# the brute force with an overflow zone is the slow part (~0.35 s a case); about one drawn
+# the brute force with an overflow zone is the slow part; about one drawn
 # tile in six must overflow, so hypothesis' filter health check (which fails the run, at
 # random, when more than five in six are filtered out) is off here
 @settings(max_examples=50, deadline=None, suppress_health_check=[
