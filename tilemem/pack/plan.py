@@ -9,8 +9,8 @@ so far left their tiles above 1 % (the search their share affords does not place
 the visits are *paced*: a tile that searches gets a probe, and each run stops its tiles at
 the finest gap (``first_stop`` doubling up to 1 %) whose paced visits so far cost a tile
 what the time left affords (1 % when none does), so that more tiles ride their
-neighbour's allocation carried over. After that, whenever a worker is free, the next slice goes by one rule, learned while
-running:
+neighbour's allocation carried over. After that, whenever a worker is free, the next slice
+goes by one rule, learned while running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
   an out-of-memory tile asks), fewest overflowed bytes first, with the ``FIT`` move (the
@@ -414,7 +414,8 @@ class Planner:
         # of the time (set-up included: whether it fits is what a few more descents decide)
         near = self.near_unvisited
         weights = (self.unvisited - near) + p.near_weight * near
-        unit = (left - self.hold()) / max(weights, 1e-9)
+        held = self.hold()   # over every tile seen: once a visit
+        unit = (left - held) / max(weights, 1e-9)
         # at least ``least`` probes, while the run's time left covers that for every tile
         # still to visit: on a report of many tiles the floor alone would outlast the budget
         least = min(p.least * p.quick, max(left / max(self.unvisited, 1) - setup, 0.0))
@@ -432,7 +433,7 @@ class Planner:
                  and self._stopped[0] >= p.chain and 2 * self._stopped[1] < self._stopped[0])
         stop, paced = p.first_stop, False
         if short:
-            stop, paced = self._paced_stop((left - self.hold()) / max(self.unvisited, 1)), True
+            stop, paced = self._paced_stop((left - held) / max(self.unvisited, 1)), True
             share = min(max(share, p.quick), most)
             seconds = [min(max(x, p.quick), most) for x in seconds]
         return Order(Move.VISIT, run, round(share, 6), stop,
