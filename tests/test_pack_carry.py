@@ -204,3 +204,59 @@ def test_tensor_keys_group_rows_as_the_tensor_names_do(parts):
     for i in range(n):
         for j in range(n):
             assert (keys[i] == keys[j]) == (base_name(names[i]) == base_name(names[j]))
+
+
+def _chain_twins() -> Report:
+    """Two identical tiles of a chain a - b - c (sizes 4, 4, 8; a and c apart): first fit
+    in the order a, b, c ends at 16, the bound is 12 (b, then a and c side by side above)."""
+    r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[4, 4, 8],
+                            alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+                            eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
+    return _twice(r)
+
+
+def _visit_run_out(r2: Report, offsets: dict[int, list[int]]):
+    """A visit run over tiles 0 and 1 as ``_solve_run`` returns it, each tile at the given
+    local offsets (a carry of its own allocation: its result as the driver records it)."""
+    from tilemem.pack.bounds import TileBound, tile_bounds
+    from tilemem.pack.result import Pass
+    from tilemem.pack.tasks import RunOut, RunTask, TileTask
+
+    bounds = tile_bounds(r2, [0, 1], 1.0)
+    run = RunTask([TileTask(t, Pass.QUICK, None, None, TileBound.of(bounds[t]), 0.5, 0)
+                   for t in (0, 1)])
+    out = RunOut()
+    for t in (0, 1):
+        p = TileProblem.from_report(r2, t)
+        res, off = solve_tile(p, "carry", hint=np.array(offsets[t], np.int64),
+                              bound=bounds[t])
+        out.append((t, res, off))
+    return run, out
+
+
+def test_the_way_back_gives_a_tile_its_successors_better_allocation():
+    from tilemem.pack.tasks import _Shared, _carry_back
+    from tilemem.rules import Rules
+
+    r2 = _chain_twins()
+    run, out = _visit_run_out(r2, {0: [0, 4, 8], 1: [4, 0, 4]})
+    assert [res.total_including_gaps for _, res, _ in out] == [16, 12]
+    _carry_back(_Shared(r2, Rules()), run, out, None)
+    tile, res, off = out[0]
+    assert tile == 0 and off.tolist() == [4, 0, 4] and res.total_including_gaps == 12
+    assert res.gap == 0.0 and "carried over from tile 1" in res.note
+    column = np.zeros(r2.num_vars, np.int64)
+    for t, _, o in out:
+        column[r2.tile_rows(t)] = o
+    passes_both_checkers(r2, column)
+
+
+def test_the_way_back_leaves_a_tile_whose_successor_did_no_better():
+    from tilemem.pack.tasks import _Shared, _carry_back
+    from tilemem.rules import Rules
+
+    r2 = _chain_twins()
+    run, out = _visit_run_out(r2, {0: [4, 0, 4], 1: [0, 4, 8]})
+    before = [(t, res, off.tolist()) for t, res, off in out]
+    _carry_back(_Shared(r2, Rules()), run, out, None)
+    assert [(t, res, off.tolist()) for t, res, off in out] == before

@@ -257,9 +257,14 @@ class _Run:
         if order.move == Move.VISIT:
             how = Pass.QUICK if self.deadline is not None else Pass.NEAR
             each = order.each or [order.seconds] * len(order.tiles)
+            # each tile carries over its predecessor's allocation, and a run's first and
+            # last tiles their neighbours' in the runs beside it (those visited already)
+            last = len(order.tiles) - 1
             return RunTask([TileTask(t, how, None, None, known[t], x, self.seed,
-                                     stop_gap=order.stop_gap, stop_end=stop_end(t))
-                            for t, x in zip(order.tiles, each)], order.until, order.setup)
+                                     stop_gap=order.stop_gap, stop_end=stop_end(t),
+                                     donors=self.donors(t) if k in (0, last) else ())
+                            for k, (t, x) in enumerate(zip(order.tiles, each))],
+                           order.until, order.setup)
         t = order.tiles[0]
         how, seed = {Move.CARRY: (Pass.CARRY, self.seed),
                      Move.QUICK: (Pass.QUICK, self.seed + 1),
@@ -272,7 +277,7 @@ class _Run:
 
     def donors(self, t: int) -> tuple[tuple[int, np.ndarray], ...]:
         """The allocations of the neighbours (up to ``Policy.reach`` tiles away in tile
-        order) that did better than tile ``t``, best first, at most ``Policy.reach`` of them:
+        order) that did better than tile ``t`` (any, before its visit), best first, at most ``Policy.reach`` of them:
         to carry over (``tilemem.pack.carry``). None with ``deterministic``: which results
         the neighbours have when a task is made depends on what finished first, and a
         resumed run (its finished tiles at their final results) would differ from the
@@ -280,7 +285,7 @@ class _Run:
         if self.deterministic or self.method not in (Method.AUTO, Method.EXACT):
             return ()
         done = self.board.done
-        own = _standing(done[t][0])
+        own = _standing(done[t][0]) if t in done else (True, float("inf"))
         better = sorted((_standing(done[d][0]), d) for d in self.near(t)
                         if d in done and _standing(done[d][0]) < own)
         return tuple((d, done[d][1]) for _, d in better[:self.policy.reach])

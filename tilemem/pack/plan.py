@@ -1,7 +1,8 @@
 """The plan of ``auto``: which tile gets a worker next, with which move, for how long.
 
 Every tile is *visited* first (the heuristic, then the quick search from it, neighbouring
-tiles in runs, each carried over to the next): an even share of the time left that no
+tiles in runs, each carried over to the next and, on the way back, each tile given its
+successor's allocation where that ended nearer its bound): an even share of the time left that no
 revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
 shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound.
 When the budget is short for the report (its share below a probe's floor) and most visits
