@@ -260,19 +260,3 @@ def test_the_way_back_leaves_a_tile_whose_successor_did_no_better():
     before = [(t, res, off.tolist()) for t, res, off in out]
     _carry_back(_Shared(r2, Rules()), run, out, None)
     assert [(t, res, off.tolist()) for t, res, off in out] == before
-
-
-def test_a_carry_chain_passes_a_better_allocation_on_to_the_next_tile():
-    from tilemem.pack.result import Pass
-    from tilemem.pack.tasks import RunTask, _Shared, _solve_run
-    from dataclasses import replace
-    from tilemem.rules import Rules
-
-    r2 = _chain_twins()
-    run, out = _visit_run_out(r2, {0: [4, 0, 4], 1: [0, 4, 8]})
-    # the revisits' carry move: each tile from its allocation so far, no donors of its own
-    chain = RunTask([replace(task, method=Pass.CARRY, hint=off, prev=res, time_limit=0.0)
-                     for task, (_, res, off) in zip(run.tasks, out)])
-    got = _solve_run(_Shared(r2, Rules()), chain, None)
-    assert [(t, res.total_including_gaps, off.tolist()) for t, res, off in got] == [
-        (0, 12, [4, 0, 4]), (1, 12, [4, 0, 4])]

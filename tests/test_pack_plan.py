@@ -293,23 +293,6 @@ def test_a_carry_is_offered_once_a_neighbour_does_better():
     assert p.tiles[1].carry
 
 
-def test_a_carry_takes_the_free_tiles_of_its_visit_run_in_tile_order():
-    # one visit run of tiles 0-4, tile 4 finished. Tile 1 (3 %) was beaten by tile 2 after
-    # its visit: the rule's first choice is a carry for it, and the order chains the run's
-    # tiles not finished nor being worked on, 0-3, in tile order; each has then tried its
-    # neighbours (no carry offered again until one does better)
-    p = Planner(range(5), [[0, 1, 2, 3, 4]], workers=2, deadline=100.0, tile_memory=1000,
-                neighbours={t: [x for x in (t - 1, t + 1) if 0 <= x < 5] for t in range(5)})
-    visited(p, {0: 0.003, 1: 0.03, 2: 0.004, 3: 0.02, 4: 0.0005}, final={4})
-    assert [p.tiles[t].carry for t in range(4)] == [False, True, False, True]
-    o = give(p)
-    assert (o.move, o.tiles, o.seconds) == (Move.CARRY, [0, 1, 2, 3], 0.0)
-    assert not any(p.tiles[t].carry for t in range(4))
-    assert all(p.tiles[t].tries[Move.CARRY] == 1 for t in range(4))
-    # while it runs, its tiles are in no other order (and the fifth is finished)
-    assert p.next(0.0) is None
-
-
 def test_the_tiles_above_one_percent_come_before_the_rest():
     # tile 1 is at 0.9 % and its quick search closes gaps fast (0.9 of a gap in 1 s: 1.63 /
     # s with its prior, 0.0147 % a second); tile 0 at 1.2 % has closed nothing in 4 s of it

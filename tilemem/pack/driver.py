@@ -265,11 +265,6 @@ class _Run:
                                      donors=self.donors(t) if k in (0, last) else ())
                             for k, (t, x) in enumerate(zip(order.tiles, each))],
                            order.until, order.setup)
-        if order.move == Move.CARRY:
-            # a chain of neighbours, each carried over to the next and back (``_solve_run``)
-            return RunTask([TileTask(t, Pass.CARRY, board.offsets(t), board.result(t),
-                                     known[t], 0.0, self.seed, donors=self.donors(t))
-                            for t in order.tiles])
         t = order.tiles[0]
         how, seed = {Move.CARRY: (Pass.CARRY, self.seed),
                      Move.QUICK: (Pass.QUICK, self.seed + 1),

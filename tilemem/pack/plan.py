@@ -27,8 +27,7 @@ goes by one rule, learned while running:
   tiles; a later one what later slices did (a search's first seconds on a tile buy most:
   the tiles the rule returns to are the hard ones, and their record is not what a fresh
   tile would do). The moves: carrying a better neighbour's allocation over (no search, its cost
-  its set-up; offered once a neighbour has done better since the tile last tried; the
-  order chains the free tiles of the tile's visit run, each carried to the next and back), the
+  its set-up; offered once a neighbour has done better since the tile last tried), the
   quick search and the exact portfolio (both from the tile's allocation and its better
   neighbours'). A move nobody has run yet is expected to close a gap in its first slice.
   A tile's slices of one move double each time it is chosen again, so a tile that needs a
@@ -202,7 +201,6 @@ class Planner:
         for t in visited:
             self.tiles[int(t)].visited = True
         runs = [list(run) for run in runs]
-        self.runs = runs
         #: tile -> the run it is visited in (its neighbours, whose first slices it expects)
         self.group = {int(t): k for k, run in enumerate(runs) for t in run}
         self.group_seconds: dict = {}
@@ -241,10 +239,9 @@ class Planner:
             self.near_unvisited -= sum(t in self.near_capacity for t in order.tiles)
         else:
             self.revisited.update(order.tiles)
-            for t in order.tiles:
-                s = self.tiles[t]
-                s.tries[order.move] = s.tries.get(order.move, 0) + 1
-                s.carry = False   # every revisit tries its better neighbours' allocations
+            s = self.tiles[order.tiles[0]]
+            s.tries[order.move] = s.tries.get(order.move, 0) + 1
+            s.carry = False   # every revisit tries its better neighbours' allocations
 
     def finished_order(self, order: Order, gaps_before: list[float], seconds: float,
                        setups: list[float] = ()) -> None:
@@ -476,21 +473,11 @@ class Planner:
                 break   # the finer ones are tried after this one
         return best
 
-    def _free(self, t: int) -> bool:
-        """Visited, not finished and not being worked on."""
-        s = self.tiles.get(t)
-        return s is not None and s.visited and not s.final and not s.running
-
     def _slice(self, t: int, move: Move, now: float) -> Order:
         s = self.tiles[t]
         k = s.tries.get(move, 0)
         if move == Move.CARRY:
-            # the tiles of its visit run free to take one, in tile order: the worker carries
-            # each over to the next and back (a tile that takes a neighbour's allocation
-            # passes it on), at the cost of a carry a tile and one order
-            run = self.runs[self.group[t]] if t in self.group else [t]
-            chain = [x for x in run if x == t or self._free(x)]
-            return Order(move, chain, 0.0, None, k)
+            return Order(move, [t], 0.0, None, k)
         first = self.first_slice(move)
         seconds = min(first * 2 ** k, max(self.time_limit, first))
         if self.deadline is None:

@@ -208,7 +208,7 @@ def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
     out = RunOut()
     out.setups = []
     for k, task in enumerate(run.tasks):
-        if out and (task.method in _SEARCHED or task.method == Pass.CARRY):
+        if out and task.method in _SEARCHED:
             task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
         if run.until is not None:
             # the tiles left keep their planned seconds while the run is on time; behind
@@ -223,9 +223,7 @@ def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
         res = out[-1][1]
         if res.status != Status.OPTIMAL and (task.stop_gap is None or res.gap > task.stop_gap):
             out.setups.append(max(time.time() - started - task.time_limit, 0.0))
-    first = run.tasks[0] if run.tasks else None
-    if first is not None and (first.method == Pass.CARRY
-                              or (first.method in _SEARCHED and first.prev is None)):
+    if run.tasks and run.tasks[0].method in _SEARCHED and run.tasks[0].prev is None:
         _carry_back(shared, run, out, deadline)
     return out
 
