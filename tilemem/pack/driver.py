@@ -277,8 +277,8 @@ class _Run:
 
     def donors(self, t: int) -> tuple[tuple[int, np.ndarray], ...]:
         """The allocations of the neighbours (up to ``Policy.reach`` tiles away in tile
-        order) that did better than tile ``t`` (any, before its visit), best first, at most ``Policy.reach`` of them:
-        to carry over (``tilemem.pack.carry``). None with ``deterministic``: which results
+        order) that did better than tile ``t`` (before its visit, every visited one), best
+        first, at most ``Policy.reach`` of them: to carry over (``tilemem.pack.carry``). None with ``deterministic``: which results
         the neighbours have when a task is made depends on what finished first, and a
         resumed run (its finished tiles at their final results) would differ from the
         uninterrupted one."""
