@@ -278,10 +278,10 @@ class _Run:
     def donors(self, t: int) -> tuple[tuple[int, np.ndarray], ...]:
         """The allocations of the neighbours (up to ``Policy.reach`` tiles away in tile
         order) that did better than tile ``t`` (before its visit, every visited one), best
-        first, at most ``Policy.reach`` of them: to carry over (``tilemem.pack.carry``). None with ``deterministic``: which results
-        the neighbours have when a task is made depends on what finished first, and a
-        resumed run (its finished tiles at their final results) would differ from the
-        uninterrupted one."""
+        first, at most ``Policy.reach`` of them: to carry over (``tilemem.pack.carry``).
+        None with ``deterministic``: which results the neighbours have when a task is made
+        depends on what finished first, and a resumed run (its finished tiles at their final
+        results) would differ from the uninterrupted one."""
         if self.deterministic or self.method not in (Method.AUTO, Method.EXACT):
             return ()
         done = self.board.done
