@@ -1,0 +1,35 @@
+"""The suite's set-up: tilemem's numba kernels compiled once, before the workers start.
+
+On a clean clone each pytest-xdist worker (and each process a test forks or spawns) would
+compile the same kernels for itself on first use; compiled once here, in two processes side
+by side (``compile_kernels.py``), they are loaded from numba's cache everywhere after.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        return   # an xdist worker: the controlling process has compiled them
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent),
+                                                      env.get("PYTHONPATH")]))
+    from compile_kernels import PARTS
+
+    procs = {part: subprocess.Popen([sys.executable, str(HERE / "compile_kernels.py"), part],
+                                     cwd=HERE.parent, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+             for part in PARTS}
+    for part, proc in procs.items():
+        out, _ = proc.communicate()
+        if proc.returncode:
+            # not a failure of the suite: the kernels are then compiled where first used,
+            # and the tests that use them say what is wrong
+            warnings.warn(f"compiling the kernels ({part}) failed:\n{out.decode()[-2000:]}")
