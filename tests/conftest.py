@@ -13,6 +13,8 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: seconds a part may take (about 45 on 2 cores from a clean clone, a few once cached)
+TIMEOUT = 600
 
 
 def pytest_configure(config):
@@ -28,7 +30,11 @@ def pytest_configure(config):
                                      stderr=subprocess.STDOUT)
              for part in PARTS}
     for part, proc in procs.items():
-        out, _ = proc.communicate()
+        try:
+            out, _ = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
         if proc.returncode:
             # not a failure of the suite: the kernels are then compiled where first used,
             # and the tests that use them say what is wrong
