@@ -93,6 +93,15 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         if carried is not None and len(carried[1]) == p.n and p.n:
             c = np.asarray(carried[1], np.int64)
             carried_off = c if self_check(p, c) else None
+        quick_start = method in ("quick", "near")
+        target = _quick_target(lower, NEAR if method == "near" else stop_gap, stop_end)
+        if (hint is None and quick_start and carried_off is not None and target is not None
+                and _meets(p, carried_off, target)):
+            # a carried allocation the quick search would stop at as it is: no heuristic
+            # (its first fit would cost a tile that rides its neighbour's allocation a
+            # sixth of its time, for a start it would not search from)
+            hint, note = carried_off, f"{CARRIED} {carried[0]}"
+            hint_given = True   # a search's allocation (the other tile's)
         if hint is None:
             extra = [replay_order] if replay_order is not None else []
             # before the quick search, which replaces the heuristic's allocation on almost
@@ -100,7 +109,6 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             # valid carried allocation the report's order alone (``CARRIED_HINT_ORDERS``)
             # (a first pass whose share is spent too: the heuristic's full orders would cost
             # the budget what a report of many tiles does not have)
-            quick_start = method in ("quick", "near")
             orders = QUICK_HINT_ORDERS if quick_start else None
             if quick_start and carried_off is not None and extra and _meets(
                     p, carried_off, lower + int(lower * CARRIED_NEAR)):
@@ -115,11 +123,6 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         status = "optimal" if _meets(p, off, lower) else "heuristic"
         if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
             ran_quick = True
-            if method == "near":
-                stop_gap = NEAR
-            target = None if stop_gap is None else lower + int(lower * stop_gap)
-            if stop_end is not None:
-                target = max(stop_end, target or 0)
             off, status, quick_note, lower = quick_search(p, off, lower, time_limit, seed,
                                                           target=target)
             note = (note + "," if note else "") + quick_note
@@ -167,6 +170,22 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                      verdict=fit_verdict(over, int(b), p.capacity, proven_on),
                      proven_on=proven_on)
     return res, off
+
+
+def _quick_target(lower: int, stop_gap: float | None, stop_end: int | None) -> int | None:
+    """The end address at or below which the quick search stops: within ``stop_gap`` of the
+    bound ``lower``, or at ``stop_end`` (where only fitting is asked), whichever is higher;
+    None: as low as it gets.
+
+    >>> _quick_target(1000, 0.01, None), _quick_target(1000, 0.01, 1200)
+    (1010, 1200)
+    >>> _quick_target(1000, None, None) is None
+    True
+    """
+    target = None if stop_gap is None else lower + int(lower * stop_gap)
+    if stop_end is not None:
+        target = max(stop_end, target or 0)
+    return target
 
 
 def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float, seed: int = 0,
