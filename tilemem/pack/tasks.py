@@ -152,11 +152,10 @@ class BoundsTask:
     time_limit: float
 
 
-def _solve(shared, task: TileTask, deadline: float | None, problems: dict | None = None):
+def _solve(shared, task: TileTask, deadline: float | None):
     """Task: solve one tile, ``(tile, TileResult, local offsets)``. The exact part gets what
     is left of the run's budget (``deadline``), at most ``time_limit``; a tile reached after
-    the deadline keeps its previous result (``prev``). ``problems``: tile -> its problem,
-    built once for the tasks of a run that come back to a tile (its way back)."""
+    the deadline keeps its previous result (``prev``)."""
     tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
     time_limit = task.time_limit
     searched = method in _SEARCHED
@@ -173,12 +172,8 @@ def _solve(shared, task: TileTask, deadline: float | None, problems: dict | None
         # every tile's problem again past the budget)
         return tile, replace(prev, seconds=0.0), hint
     report, rules = _state(shared)
-    p = None if problems is None else problems.get(tile)
-    if p is None:
-        p = TileProblem.from_report(report, tile, rules,
-                                    _report_intervals(report) if searched else None)
-        if problems is not None:
-            problems[tile] = p
+    p = TileProblem.from_report(report, tile, rules,
+                                _report_intervals(report) if searched else None)
     rows = p.rows
     carried = None
     if searched or method == Pass.CARRY:
@@ -212,8 +207,6 @@ def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
     """
     out = RunOut()
     out.setups = []
-    # each tile's problem, for the way back (a carry's largest cost after the first fit)
-    problems: dict = {}
     for k, task in enumerate(run.tasks):
         if out and task.method in _SEARCHED:
             task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
@@ -226,17 +219,16 @@ def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
             scale = min(max(left, 0.0) / planned, 1.0) if planned > 0 else 0.0
             task = replace_task(task, time_limit=task.time_limit * scale)
         started = time.time()
-        out.append(_solve(shared, task, deadline, problems))
+        out.append(_solve(shared, task, deadline))
         res = out[-1][1]
         if res.status != Status.OPTIMAL and (task.stop_gap is None or res.gap > task.stop_gap):
             out.setups.append(max(time.time() - started - task.time_limit, 0.0))
     if run.tasks and run.tasks[0].method in _SEARCHED and run.tasks[0].prev is None:
-        _carry_back(shared, run, out, deadline, problems)
+        _carry_back(shared, run, out, deadline)
     return out
 
 
-def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None,
-                problems: dict | None = None) -> None:
+def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None) -> None:
     """A visit run's way back: from its last tile but one to its first, each tile whose
     successor ended nearer its bound tries the successor's allocation carried over (no
     search), in place in ``out``. The way out carried each tile's allocation to the next,
@@ -250,7 +242,7 @@ def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None,
             continue
         task = replace_task(run.tasks[k], method=Pass.CARRY, hint=off, prev=res,
                             donors=((after, after_off),))
-        _, got, got_off = _solve(shared, task, deadline, problems)
+        _, got, got_off = _solve(shared, task, deadline)
         if _standing(got) < _standing(res):
             out[k] = (tile, replace(got, seconds=res.seconds + got.seconds,
                                     note=res.note + "," + got.note), got_off)
