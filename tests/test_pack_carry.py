@@ -260,3 +260,46 @@ def test_the_way_back_leaves_a_tile_whose_successor_did_no_better():
     before = [(t, res, off.tolist()) for t, res, off in out]
     _carry_back(_Shared(r2, Rules()), run, out, None)
     assert [(t, res, off.tolist()) for t, res, off in out] == before
+
+
+def _count_heuristic_runs(monkeypatch) -> list:
+    """The calls of the heuristic ``solve_tile`` makes, counted (each still runs)."""
+    import tilemem.pack.portfolio as portfolio
+
+    calls, real = [], portfolio.heuristic.heuristic_runs
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(portfolio.heuristic, "heuristic_runs", counted)
+    return calls
+
+
+def test_a_tile_that_rides_a_carried_allocation_within_its_stop_runs_no_heuristic(monkeypatch):
+    # tile 1's carried allocation ends at its bound (12): within any stop, so the heuristic's
+    # first fit (in the report's order: 16) is not run, and the carried one is the result
+    r2 = _chain_twins()
+    p1 = TileProblem.from_report(r2, 1)
+    calls = _count_heuristic_runs(monkeypatch)
+    res, off = solve_tile(p1, "quick", carried=(0, np.array([4, 0, 4])), stop_gap=0.01,
+                          replay_order=np.arange(3), time_limit=0.5)
+    assert calls == []
+    assert off.tolist() == [4, 0, 4] and res.total_including_gaps == 12
+    assert res.note.startswith("carried over from tile 0")
+
+
+def test_a_carried_allocation_above_the_stop_still_gets_the_heuristic(monkeypatch):
+    # carried at 16, a third above the bound: the heuristic runs, and the search from the
+    # better start reaches the bound
+    r2 = _chain_twins()
+    p1 = TileProblem.from_report(r2, 1)
+    calls = _count_heuristic_runs(monkeypatch)
+    res, off = solve_tile(p1, "quick", carried=(0, np.array([0, 4, 8])), stop_gap=0.01,
+                          replay_order=np.arange(3), time_limit=0.5)
+    assert calls == [1]
+    column = np.zeros(r2.num_vars, np.int64)
+    column[p1.rows] = off
+    column[r2.tile_rows(0)] = [4, 0, 4]
+    passes_both_checkers(r2, column)
+    assert res.total_including_gaps == 12
