@@ -276,14 +276,22 @@ def _count_heuristic_runs(monkeypatch) -> list:
     return calls
 
 
-def test_a_tile_that_rides_a_carried_allocation_within_its_stop_runs_no_heuristic(monkeypatch):
-    # tile 1's carried allocation ends at its bound (12): within any stop, so the heuristic's
-    # first fit (in the report's order: 16) is not run, and the carried one is the result
+def _visit_tile_1(monkeypatch, carried: list[int]):
+    """Tile 1 of ``_chain_twins`` visited (the quick search stopped within 1 %) with tile 0's
+    allocation ``carried`` over: the report, tile 1's problem, the heuristic's calls, and
+    ``solve_tile``'s result and offsets."""
     r2 = _chain_twins()
     p1 = TileProblem.from_report(r2, 1)
     calls = _count_heuristic_runs(monkeypatch)
-    res, off = solve_tile(p1, "quick", carried=(0, np.array([4, 0, 4])), stop_gap=0.01,
+    res, off = solve_tile(p1, "quick", carried=(0, np.array(carried)), stop_gap=0.01,
                           replay_order=np.arange(3), time_limit=0.5)
+    return r2, p1, calls, res, off
+
+
+def test_a_tile_that_rides_a_carried_allocation_within_its_stop_runs_no_heuristic(monkeypatch):
+    # tile 1's carried allocation ends at its bound (12): within any stop, so the heuristic's
+    # first fit (in the report's order: 16) is not run, and the carried one is the result
+    r2, p1, calls, res, off = _visit_tile_1(monkeypatch, [4, 0, 4])
     assert calls == []
     assert off.tolist() == [4, 0, 4] and res.total_including_gaps == 12
     assert res.note.startswith("carried over from tile 0")
@@ -292,11 +300,7 @@ def test_a_tile_that_rides_a_carried_allocation_within_its_stop_runs_no_heuristi
 def test_a_carried_allocation_above_the_stop_still_gets_the_heuristic(monkeypatch):
     # carried at 16, a third above the bound: the heuristic runs, and the search from the
     # better start reaches the bound
-    r2 = _chain_twins()
-    p1 = TileProblem.from_report(r2, 1)
-    calls = _count_heuristic_runs(monkeypatch)
-    res, off = solve_tile(p1, "quick", carried=(0, np.array([0, 4, 8])), stop_gap=0.01,
-                          replay_order=np.arange(3), time_limit=0.5)
+    r2, p1, calls, res, off = _visit_tile_1(monkeypatch, [0, 4, 8])
     assert calls == [1]
     column = np.zeros(r2.num_vars, np.int64)
     column[p1.rows] = off
