@@ -98,8 +98,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         if (hint is None and quick_start and carried_off is not None and target is not None
                 and _meets(p, carried_off, target)):
             # a carried allocation the quick search would stop at as it is: no heuristic
-            # (its first fit would cost a tile that rides its neighbour's allocation a
-            # sixth of its time, for a start it would not search from)
+            # (its first fit cost a tile that rides its neighbour's allocation about a
+            # quarter of its time, for a start it would not search from)
             hint, note = carried_off, f"{CARRIED} {carried[0]}"
             hint_given = True   # a search's allocation (the other tile's)
         if hint is None:
