@@ -351,15 +351,16 @@ class _Progress:
             self.progress.stop()
 
 
-def _warm_up() -> None:
-    """Compile the numba kernels once in the parent, so forked workers inherit them."""
+def _warm_up(part: bool = True) -> None:
+    """Compile the numba kernels once in the parent, so forked workers inherit them
+    (``part``: the search on part of a tile too, ``search.warm_up``)."""
     r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
                             tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
                             category=["variable"] * 2, eq_class=[0, 0], interference=[[]],
                             element_constraints=[[1], []], region_constraints=[[1], []])
     p = TileProblem.from_report(r, 0)
     self_check(p, first_fit(p))
-    search.warm_up()
+    search.warm_up(part=part)
     # the quick search's probes, bottom-up and mirrored, on a tile that fits and on one whose
     # live data alone is past tileMemory (the search then places in the overflow zone): each
     # kernel compiled on first use in a worker cost it tens of seconds of its budget

@@ -439,9 +439,11 @@ def _luby(i: int) -> int:
         i -= (1 << (k - 1)) - 1
 
 
-def warm_up() -> None:
+def warm_up(whole: bool = True, part: bool = True) -> None:
     """Compile the search's kernels (or load them from numba's cache) on a tiny problem, e.g.
-    before forking workers or timing."""
+    before forking workers or timing: ``whole``, the search on a whole tile; ``part``, its
+    version with domains (the search on part of a tile). Two processes may compile one each
+    at once (the test suite does)."""
     from ...model import Report
     from ...model.target import Target
 
@@ -451,12 +453,15 @@ def warm_up() -> None:
                             interference=[[], []], element_constraints=[[2], [], []],
                             region_constraints=[[], [2], []], executable=[True, False, False])
     p = TileProblem.from_report(r, 0)
-    solve_search(p, time_limit=60, hint=np.zeros(3, np.int64))
-    # the kernel with domains (neighbourhoods; always its version with a zone, SearchRun):
-    # compiled on first use it cost each worker of a run a minute or more of its budget
-    from .restrict import solve_restricted
+    if whole:
+        solve_search(p, time_limit=60, hint=np.zeros(3, np.int64))
+    if part:
+        # the kernel with domains (neighbourhoods; always its version with a zone,
+        # SearchRun): compiled on first use it cost each worker of a run a minute or more of
+        # its budget
+        from .restrict import solve_restricted
 
-    solve_restricted(p, np.array([0, 8, 64]), np.array([2]), 64, time_limit=60)
+        solve_restricted(p, np.array([0, 8, 64]), np.array([2]), 64, time_limit=60)
 
 
 def _result(sm, run, status, nodes, t0) -> SearchResult:
