@@ -307,3 +307,45 @@ def test_a_carried_allocation_above_the_stop_still_gets_the_heuristic(monkeypatc
     column[r2.tile_rows(0)] = [4, 0, 4]
     passes_both_checkers(r2, column)
     assert res.total_including_gaps == 12
+
+
+def _scripted_run(gaps: list[float], hold: bool, stop: float = 0.004):
+    """A visit run of ``len(gaps)`` tiles through ``_solve_run`` with a scripted solver: tile
+    ``k`` ends at ``gaps[k]`` (status "heuristic", its bound 100,000 bytes). Returns the stop
+    gap each tile was given and the results."""
+    from tilemem.pack.result import Pass, Stage, Status, TileResult
+    from tilemem.pack.tasks import RunTask, TileTask, _solve_run
+
+    given = []
+
+    def solve(shared, task, deadline):
+        if task.method == Pass.CARRY:     # the way back: nothing better to carry
+            return task.tile, task.prev, task.hint
+        given.append(task.stop_gap)
+        g = gaps[task.tile]
+        res = TileResult(tile=task.tile, method=Stage.QUICK, status=Status.HEURISTIC,
+                         overflow_bytes=0, total_including_gaps=int(100_000 * (1 + g)),
+                         bound=100_000, bound_exact=True, gap=g, seconds=task.time_limit)
+        return task.tile, res, np.zeros(1, np.int64)
+
+    run = RunTask([TileTask(t, Pass.QUICK, None, None, (100_000, True), 0.5, 0, stop_gap=stop)
+                   for t in range(len(gaps))], hold=hold)
+    out = _solve_run(None, run, None, solve=solve)
+    return given, [res.gap for _, res, _ in out]
+
+
+def test_a_paced_run_holds_its_next_tiles_at_the_gap_a_tile_stalled_at():
+    # tile 0 stalls at 0.6 % (its stop 0.4 %): tile 1 stops at 0.6 %; tile 1 ends at 0.5 %,
+    # within that but not within 0.4 %: still held (tile 2 at 0.6 %); tile 2 reaches 0.3 %,
+    # within the run's own stop: tile 3 is back at 0.4 %. Tile 3 stalls at 2 %: the hold is
+    # at most 1 %, the gap users read off a map (tile 4 at 1 %)
+    given, _ = _scripted_run([0.006, 0.005, 0.003, 0.02, 0.001], hold=True)
+    assert given == [0.004, 0.006, 0.006, 0.004, 0.01]
+    # a stall on a held stop raises the hold: 0.6 %, then 0.8 % (above the held 0.6 %)
+    given, _ = _scripted_run([0.006, 0.008, 0.001], hold=True)
+    assert given == [0.004, 0.006, 0.008]
+
+
+def test_an_unpaced_run_gives_every_tile_its_own_stop():
+    given, _ = _scripted_run([0.006, 0.005, 0.003, 0.02, 0.001], hold=False)
+    assert given == [0.004] * 5

@@ -57,11 +57,14 @@ def test_a_visit_shares_the_time_left_evenly_within_its_floor_and_cap():
     assert o.until == pytest.approx(4 * (o.seconds + P.setup))
 
 
-def test_the_floor_shrinks_to_what_the_budget_has_left_for_every_tile():
-    # 1 s of one worker for 100 tiles: 0.01 s each, less than the set-up: no search at all
+def test_a_share_below_the_floor_is_paced_and_one_above_it_is_not():
+    # 1 s of one worker for 100 tiles: 0.01 s each, less than the set-up: shares that small
+    # leave every tile at its start, so the visits are paced: a probe within 1 % for a tile
+    # whose start is above it (one within it costs its set-up alone)
     p = Planner(range(100), [[t] for t in range(100)], workers=1, deadline=1.0,
                 tile_memory=1000)
-    assert p.next(0.0).seconds == 0.0
+    o = p.next(0.0)
+    assert (o.paced, o.stop_gap, o.seconds) == (True, 0.01, P.quick)
     # 4 s for 10 tiles: 0.4 - 0.08 s each; the floor (0.1 s) is below it and does not bind
     p = Planner(range(10), [[t] for t in range(10)], workers=1, deadline=4.0, tile_memory=1000)
     assert p.next(0.0).seconds == pytest.approx(0.32)
@@ -79,55 +82,43 @@ def _visit(p, t, now, gap, cost=1 / 40):
     return o
 
 
-def test_where_visits_short_of_a_probe_leave_tiles_above_one_percent_they_are_paced():
+def test_where_the_budget_is_short_of_a_probe_the_visits_are_paced():
     # 10 s of one worker for 50 tiles: 0.2 s each, 0.12 s past the set-up, above the floor
     # (0.2 probes of 0.5 s): within first_stop, whatever the visits do
     p = _short_planner(10.0)
     assert all(_visit(p, t, t / 40, 0.015).stop_gap == P.first_stop for t in range(40))
     assert not any(o.paced for o in [give(p, 1.0)])
-    # 5 s: 0.02 s past the set-up. The first chain of visits (16 tiles) within first_stop,
-    # a share each (0.02 s); most of them left their tiles above 1 % (at 1.5 %): from then
-    # on a tile that searches gets a probe (0.5 s), and the visits are paced by their stop
+    # 5 s: 0.02 s past the set-up, below the floor: from the first visit a tile that searches
+    # gets a probe (0.5 s), and the visits are paced by their stop, whatever their gaps. The
+    # coarsest gap first (1 %), not tried yet
     p = _short_planner(5.0)
-    first = [_visit(p, t, t / 40, 0.015) for t in range(16)]
-    assert {(o.stop_gap, o.paced) for o in first} == {(P.first_stop, False)}
-    assert first[0].seconds == pytest.approx(0.1 - P.setup)
-    # what a tile may take at 0.4 s: (5 - 0.4 s left, less what is held for the revisits
-    # the tiles seen ask: at most 0.15 x 5 s) over the 34 tiles left, 0.113 s. The coarsest
-    # gap first (1 %), not tried yet
-    o = _visit(p, 16, 0.4, 0.005, cost=0.05)
+    o = _visit(p, 0, 0.0, 0.005, cost=0.05)
     assert (o.stop_gap, o.paced, o.seconds) == (0.01, True, P.quick)
     # 0.05 s a tile at 1 %: the next finer gap, not tried yet, is expected to cost twice
-    # that, 0.1 s, which is affordable (0.117 s a tile of 33)
-    assert _visit(p, 17, 0.4, 0.005, cost=0.08).stop_gap == 0.008
-    # 0.08 s at 0.8 %: 0.4 % would cost 0.16 s, too dear; 0.8 % it stays
-    assert _visit(p, 18, 0.4, 0.005, cost=0.08).stop_gap == 0.008
-    # time saved (the clock stopped at 0.5 s: 3.75 s for the visits over fewer tiles left)
-    # affords the finer gaps: 0.4 % expected at 0.16 s with 23 tiles left (tile 27); tried,
-    # it costs 0.2 s, affordable with 18 left (tile 32); 0.2 % expected at 0.4 s with 9 left
+    # that, 0.1 s, affordable at 0.05 s (4.95 s over the 49 tiles left: 0.101 s)
+    assert _visit(p, 1, 0.05, 0.005, cost=0.08).stop_gap == 0.008
+    # 0.08 s at 0.8 %: 0.4 % would cost 0.16 s, too dear (4.87 s over 48: 0.101 s)
+    assert _visit(p, 2, 0.13, 0.005, cost=0.08).stop_gap == 0.008
+    # time saved (the clock stopped at 0.5 s: 4.5 s for the visits over fewer tiles left)
+    # affords the finer gaps as the tiles left grow fewer: 0.4 % (expected 0.16 s) once
+    # 4.5 s covers that for every tile left (28 or fewer), 0.2 % (expected twice what 0.4 %
+    # cost) once it covers 0.4 s a tile (11 or fewer)
     cost = {0.01: 0.05, 0.008: 0.08, 0.004: 0.2, 0.002: 0.4}
     stops = []
-    for t in range(19, 46):
+    for t in range(3, 50):
         o = give(p, 0.5)
         p.update(t, 0.005, False, 0, False)
         p.finished_order(o, [0.0], cost[o.stop_gap])
-        stops.append(o.stop_gap)
-    assert stops == ([0.008] * 8 + [0.004] + [0.008] * 4 + [0.004] * 9 + [0.002] * 5)
+        stops.append((50 - t, o.stop_gap))
+    assert all(s == 0.008 for n, s in stops if n > 28)
+    assert 0.004 in {s for n, s in stops if 11 < n <= 28} <= {0.004, 0.008}
+    assert 0.002 in {s for n, s in stops if n <= 11}
     # where even 1 % with a probe costs more than a tile may take, still a probe within 1 %:
     # shares shrunk below a probe cost about as much (the set-up, the heuristic)
     p = _short_planner(5.0)
-    for t in range(16):
-        _visit(p, t, t / 40, 0.015)
-    assert _visit(p, 16, 0.4, 0.015, cost=1.0).stop_gap == 0.01
-    o = _visit(p, 17, 0.4, 0.015)
+    assert _visit(p, 0, 0.0, 0.015, cost=1.0).stop_gap == 0.01
+    o = _visit(p, 1, 1.0, 0.015)
     assert (o.stop_gap, o.paced, o.seconds) == (0.01, True, P.quick)
-    # visits given no search (1 s for 50 tiles: less than the set-up each) say nothing of
-    # what a search does
-    p = _short_planner(1.0)
-    assert all(_visit(p, t, 0.0, 0.015).stop_gap == P.first_stop for t in range(40))
-    # where most visits bring their tiles within 1 %, the visits go on aiming at first_stop
-    p = _short_planner(5.0)
-    assert all(_visit(p, t, t / 40, 0.005).stop_gap == P.first_stop for t in range(40))
 
 
 def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():

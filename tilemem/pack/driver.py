@@ -264,7 +264,7 @@ class _Run:
                                      stop_gap=order.stop_gap, stop_end=stop_end(t),
                                      donors=self.donors(t) if k in (0, last) else ())
                             for k, (t, x) in enumerate(zip(order.tiles, each))],
-                           order.until, order.setup)
+                           order.until, order.setup, hold=order.paced)
         t = order.tiles[0]
         how, seed = {Move.CARRY: (Pass.CARRY, self.seed),
                      Move.QUICK: (Pass.QUICK, self.seed + 1),

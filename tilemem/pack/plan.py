@@ -5,12 +5,13 @@ tiles in runs, each carried over to the next and, on the way back, each tile giv
 successor's allocation where that ended nearer its bound): an even share of the time left that no
 revisit is expected to need; a tile whose bound is just under tileMemory, ``near_weight``
 shares (capacity first). A visit stops a tile within ``Policy.first_stop`` of its bound.
-When the budget is short for the report (its share below a probe's floor) and most visits
-so far left their tiles above 1 % (the search their share affords does not place a tile),
-the visits are *paced*: a tile that searches gets a probe, and each run stops its tiles at
-the finest gap (``first_stop`` doubling up to 1 %) whose paced visits so far cost a tile
-what the time left affords (1 % when none does), so that more tiles ride their
-neighbour's allocation carried over. After that, whenever a worker is free, the next slice
+When the budget is short for the report (its share below a probe's floor), the visits are
+*paced*: a tile that searches gets a probe, and each run stops its tiles at the finest gap
+(``first_stop`` doubling up to 1 %) whose paced visits so far cost a tile what the time left
+affords (1 % when none does), so that more tiles ride their neighbour's allocation carried
+over; a tile that searches its whole probe without reaching its run's gap holds the run's
+next tiles at the gap it reached (``tilemem.pack.tasks``: its neighbours, alike, would stall
+there too). After that, whenever a worker is free, the next slice
 goes by one rule, learned while running:
 
 - a tile that overflows although its bound fits comes first (would it fit? what a user with
@@ -93,9 +94,8 @@ class Policy:
     least: float = 0.2
     most: float = 4.0
     #: a visit stops a tile within this gap: far below the gaps that matter while other
-    #: tiles are still near 1 %. Where the budget gives a tile less than ``least`` probes
-    #: and most visits that searched left their tiles above 1 %, paced visits stop at this
-    #: gap doubled as often as the time left asks: a tile whose start (its neighbour's
+    #: tiles are still near 1 %. Where the budget gives a tile less than ``least`` probes,
+    #: paced visits stop at this gap doubled as often as the time left asks: a tile whose start (its neighbour's
     #: allocation carried over) is already within it needs no search arrays
     first_stop: float = 0.002
     #: a tile within this gap of its bound is finished: below what a user reads off a
@@ -189,9 +189,6 @@ class Planner:
         #: the worker-seconds from the first visit to the deadline
         self.span: float | None = None
         self.span_tiles = 1
-        #: tiles visited with ``first_stop`` and a search, and those of them that ended
-        #: within 1 %
-        self._stopped = [0, 0]
         #: paced visits by stop gap: [worker-seconds, tiles]
         self._paced: dict[float, list] = {}
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
@@ -256,10 +253,6 @@ class Planner:
             pace = self._paced.setdefault(order.stop_gap, [0.0, 0])
             pace[0] += seconds
             pace[1] += n
-        elif (order.move == Move.VISIT and order.stop_gap == self.policy.first_stop
-                and order.seconds > 0):   # a visit without a search says nothing of one
-            self._stopped[0] += n
-            self._stopped[1] += sum(self.tiles[t].gap <= NEAR for t in order.tiles)
         for t, before in zip(order.tiles, gaps_before):
             s = self.tiles[t]
             s.running = False
@@ -424,14 +417,12 @@ class Planner:
         seconds = [min(max(unit * p.near_weight - setup, least), most)
                    if t in self.near_capacity else share for t in run]
         # a budget short for the report (its even share of a tile, less the set-up, below
-        # the floor), where most visits so far left their tiles above 1 % (the search the
-        # share affords does not even place them): a tile that searches gets a probe, and
-        # fewer tiles search, stopped at the finest gap the visits' pace affords (a tile
-        # whose start, mostly its neighbour's allocation carried over, is within it builds
-        # no search arrays). Judged on the whole budget, not on what is left, which the
-        # savings themselves would swell
-        short = (self.span / self.span_tiles - setup < p.least * p.quick
-                 and self._stopped[0] >= p.chain and 2 * self._stopped[1] < self._stopped[0])
+        # the floor): shares that small leave most tiles where their start put them, so a
+        # tile that searches gets a probe instead, and fewer tiles search, stopped at the
+        # finest gap the visits' pace affords (a tile whose start, mostly its neighbour's
+        # allocation carried over, is within it builds no search arrays). Judged on the
+        # whole budget, not on what is left, which the savings themselves would swell
+        short = self.span / self.span_tiles - setup < p.least * p.quick
         stop, paced = p.first_stop, False
         if short:
             stop, paced = self._paced_stop((left - held) / max(self.unvisited, 1)), True

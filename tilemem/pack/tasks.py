@@ -26,7 +26,7 @@ from .cluster import LocalPool, ReportFile, remaining
 from .firstfit import first_fit
 from .guard import self_check
 from .portfolio import solve_tile
-from .quick import quick_search
+from .quick import NEAR, quick_search
 from .problem import TileProblem
 from ..rules import overflow_bytes
 from .proof import fit_verdict
@@ -137,6 +137,9 @@ class RunTask:
     #: its tiles so far, ``setup`` until it has) falls short of them
     until: float | None = None
     setup: float = 0.0
+    #: a tile that searches its whole time without reaching its stop gap holds the next
+    #: tiles' stop at the gap it reached (paced visits: ``_solve_run``)
+    hold: bool = False
 
 
 def _cut(tasks: list["TileTask"], lengths: list[int]) -> list["RunTask"]:
@@ -200,16 +203,27 @@ class RunOut(list):
     setups: list
 
 
-def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
-    """Task: the tiles of a run in order (``_solve`` each), each given its predecessor's
-    allocation to carry over; with ``run.until``, each within its part of what is left of
-    the run (its planned seconds, less when the run is behind).
+def _solve_run(shared, run: RunTask, deadline: float | None, solve=None) -> RunOut:
+    """Task: the tiles of a run in order (``solve`` each, default ``_solve``), each given its
+    predecessor's allocation to carry over; with ``run.until``, each within its part of what
+    is left of the run (its planned seconds, less when the run is behind); with
+    ``run.hold``, each stopping no lower than the gap a tile before it stalled at.
     """
+    solve = solve or _solve
     out = RunOut()
     out.setups = []
+    visit = bool(run.tasks) and run.tasks[0].method in _SEARCHED and run.tasks[0].prev is None
+    # with ``run.hold``, the gap a tile before stalled at while none since has met its stop:
+    # neighbours hold nearly the same variables and start from that tile's allocation
+    # carried over, so a search that stalled on one mostly stalls on the next at the same
+    # place, for its whole time. Held at most at 1 % (the gap users read off a map)
+    held = None
     for k, task in enumerate(run.tasks):
         if out and task.method in _SEARCHED:
             task = replace_task(task, donors=((out[-1][0], out[-1][2]),) + task.donors)
+        stop = task.stop_gap
+        if held is not None and stop is not None:
+            task = replace_task(task, stop_gap=max(stop, held))
         if run.until is not None:
             # the tiles left keep their planned seconds while the run is on time; behind
             # it, each gets its part of what is left in proportion to them
@@ -219,16 +233,24 @@ def _solve_run(shared, run: RunTask, deadline: float | None) -> RunOut:
             scale = min(max(left, 0.0) / planned, 1.0) if planned > 0 else 0.0
             task = replace_task(task, time_limit=task.time_limit * scale)
         started = time.time()
-        out.append(_solve(shared, task, deadline))
+        out.append(solve(shared, task, deadline))
         res = out[-1][1]
-        if res.status != Status.OPTIMAL and (task.stop_gap is None or res.gap > task.stop_gap):
+        stalled = res.status != Status.OPTIMAL and (task.stop_gap is None
+                                                    or res.gap > task.stop_gap)
+        if stalled:
             out.setups.append(max(time.time() - started - task.time_limit, 0.0))
-    if run.tasks and run.tasks[0].method in _SEARCHED and run.tasks[0].prev is None:
-        _carry_back(shared, run, out, deadline)
+        if run.hold and stop is not None:
+            if stalled:
+                held = min(max(held or 0.0, res.gap), NEAR)
+            elif res.gap <= stop:
+                held = None
+    if visit:
+        _carry_back(shared, run, out, deadline, solve)
     return out
 
 
-def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None) -> None:
+def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None,
+                solve=None) -> None:
     """A visit run's way back: from its last tile but one to its first, each tile whose
     successor ended nearer its bound tries the successor's allocation carried over (no
     search), in place in ``out``. The way out carried each tile's allocation to the next,
@@ -242,7 +264,7 @@ def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None) -> No
             continue
         task = replace_task(run.tasks[k], method=Pass.CARRY, hint=off, prev=res,
                             donors=((after, after_off),))
-        _, got, got_off = _solve(shared, task, deadline)
+        _, got, got_off = (solve or _solve)(shared, task, deadline)
         if _standing(got) < _standing(res):
             out[k] = (tile, replace(got, seconds=res.seconds + got.seconds,
                                     note=res.note + "," + got.note), got_off)
