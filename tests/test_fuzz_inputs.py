@@ -12,11 +12,13 @@ CI sees the same inputs every run.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import io
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from tilemem.load import capnpio, load_report, save_report
 SEED_PATH = Path(__file__).parents[1] / "examples" / "seed.json"
 SEED = json.loads(SEED_PATH.read_text())
 WORK = Path(tempfile.mkdtemp(prefix="tilemem-fuzz-"))
+# made at import (in every xdist worker), so removed when the process ends
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 
 # The commands and options a user runs on a report (cheap settings: replay, one worker, no
 # re-pack), the report's path in place of "{}".
