@@ -95,8 +95,9 @@ class Policy:
     most: float = 4.0
     #: a visit stops a tile within this gap: far below the gaps that matter while other
     #: tiles are still near 1 %. Where the budget gives a tile less than ``least`` probes,
-    #: paced visits stop at this gap doubled as often as the time left asks: a tile whose start (its neighbour's
-    #: allocation carried over) is already within it needs no search arrays
+    #: paced visits stop at this gap doubled as often as the time left asks: a tile whose
+    #: start (its neighbour's allocation carried over) is already within it needs no search
+    #: arrays
     first_stop: float = 0.002
     #: a tile within this gap of its bound is finished: below what a user reads off a
     #: memory map or a profile (None: never; the budget is spent)

@@ -212,7 +212,6 @@ def _solve_run(shared, run: RunTask, deadline: float | None, solve=None) -> RunO
     solve = solve or _solve
     out = RunOut()
     out.setups = []
-    visit = bool(run.tasks) and run.tasks[0].method in _SEARCHED and run.tasks[0].prev is None
     # with ``run.hold``, the gap a tile before stalled at while none since has met its stop:
     # neighbours hold nearly the same variables and start from that tile's allocation
     # carried over, so a search that stalled on one mostly stalls on the next at the same
@@ -244,7 +243,7 @@ def _solve_run(shared, run: RunTask, deadline: float | None, solve=None) -> RunO
                 held = min(max(held or 0.0, res.gap), NEAR)
             elif res.gap <= stop:
                 held = None
-    if visit:
+    if run.tasks and run.tasks[0].method in _SEARCHED and run.tasks[0].prev is None:
         _carry_back(shared, run, out, deadline, solve)
     return out
 
