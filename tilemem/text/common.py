@@ -1,4 +1,5 @@
-"""Small helpers of every text view: bytes as Poplar prints them, and short names."""
+"""Small helpers of every text view: bytes as Poplar prints them, short names, and a table
+under its title."""
 from __future__ import annotations
 
 def human_bytes(n: int) -> str:
@@ -23,3 +24,14 @@ def short(s: str, n: int) -> str:
     '…weights'
     """
     return s if len(s) <= n else "…" + s[-(n - 1):]
+
+
+def titled(title: str, table):
+    """``table`` under ``title`` on a line of its own, for ``console.print``. As the table's
+    own title, rich would wrap the title at the table's width, inside the phrase; on its own
+    line it wraps where the console's other text does (the terminal's width), or, piped, not
+    at all (``tilemem.commands.options.console``)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(Text(title, style="table.title"), table)
