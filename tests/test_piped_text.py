@@ -129,3 +129,12 @@ def test_on_a_terminal_the_text_fits_its_width(tmp_path):
     # the same text piped: the long line the terminal wrapped is one line there
     piped = run(["info", EXAMPLE], None)
     assert max(len(x) for x in piped) > width
+
+
+def test_str_of_an_answer_is_the_piped_text():
+    # the API's str() is the CLI's view, as a file gets it: not wrapped at any width
+    import tilemem
+
+    text = [x.rstrip() for x in str(tilemem.load(EXAMPLE)).splitlines()]
+    assert text == run(["info", EXAMPLE], None)
+    assert max(len(x) for x in text) > 110    # the notebook's HTML width, where it wrapped

@@ -28,11 +28,6 @@ def write_json(path, obj: Any) -> None:
         f.write(_json_text(obj))
 
 
-#: the width of a console that does not wrap: wider than any table the views print, so tables
-#: keep their natural width (printed text is not wrapped at any width: ``soft_wrap``)
-UNWRAPPED = 100_000
-
-
 def console():
     """The console every command prints its text views on (made here only).
 
@@ -41,14 +36,15 @@ def console():
     would take the width of a terminal on stdin, or 80 columns, and break lines inside
     phrases and numbers; a file, a pager or ``grep`` gets each line whole, tables at their
     natural width. Asked of stdout itself, not of rich's ``is_terminal``, which
-    ``FORCE_COLOR`` turns on for colours in a pipe. The views read ``console.soft_wrap`` to
-    know there is no width to fit (``tilemem.text.oom``)."""
+    ``FORCE_COLOR`` turns on for colours in a pipe."""
     from rich.console import Console
+
+    from ..text.common import unwrapped_console
 
     isatty = getattr(sys.stdout, "isatty", None)
     if (isatty is not None and isatty()) or os.environ.get("COLUMNS"):
         return Console(highlight=False)
-    return Console(highlight=False, width=UNWRAPPED, soft_wrap=True)
+    return unwrapped_console()
 
 
 def report_path_argument(f):
