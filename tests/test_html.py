@@ -1,7 +1,8 @@
 """`tilemem html`: the page is one self-contained file whose data are the report's own
-columns, and, opened in headless Chromium as a user would, it renders without a JavaScript
-error, shows every tile in the overview, opens an out-of-memory tile (by #tile=N, the tile
-picker and a tap on the overview) with its map and its verdict, and is not blank."""
+columns, and, opened in headless Chromium (Debian's, through Playwright) as a user would, it
+renders without a JavaScript error or a load from elsewhere, shows every tile in the overview,
+opens an out-of-memory tile (by the tile picker, a link, #tile=N and a click on the overview)
+with its map and its verdict, and is not blank."""
 from __future__ import annotations
 
 import base64
@@ -18,7 +19,7 @@ from tilemem.cli import main
 from tilemem.load import load_report, save_report
 from tilemem.model import Report
 
-from browser import Browser, find_chromium
+from chromium import find_chromium, launched, opened, wait_ready
 
 pytest.importorskip("bokeh", reason="tilemem html needs the [html] extra (bokeh)")
 
@@ -155,78 +156,104 @@ def test_bad_options_fail_before_any_work(tmp_path, capsys):
 
 
 # ---- in a browser ----------------------------------------------------------------------------
+def unavailable(reason: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the browser tests (.ci/run installs chromium): {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
-def chromium():
-    exe = find_chromium()
-    if exe is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI must run the browser test: .ci/run installs chromium")
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
-    return exe
+def browser():
+    """Debian's chromium, headless, through Playwright (tests/chromium.py)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        unavailable("no Python package playwright (pip install -e '.[test]')")
+    if find_chromium() is None:
+        unavailable("no chromium on PATH (Debian: apt-get install chromium)")
+    with launched() as b:
+        yield b
 
 
-def ready(b):
-    b.wait_for("window.tilemem && window.tilemem.ready")
+def on_figure(page, name: str, x: float, y: float) -> dict:
+    """Where the point (x, y) of the Bokeh figure ``name`` is on the page, in pixels of the
+    viewport (the figure scrolled into view first)."""
+    page.evaluate("n => Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n))"
+                  ".el.scrollIntoView({block: 'center'})", name)
+    return page.evaluate("""([n, x, y]) => {
+        const v = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n));
+        const r = v.canvas_view.el.getBoundingClientRect();
+        return {x: r.left + v.frame.x_scale.compute(x), y: r.top + v.frame.y_scale.compute(y)};
+    }""", [name, x, y])
 
 
-def test_page_in_a_browser(page, example, chromium):
+def shows_tile(page, tile: int) -> None:
+    page.wait_for_selector(f"body[data-tile='{tile}']", state="attached")
+    assert page.url.endswith(f"#tile={tile}")
+
+
+def test_page_in_a_browser(page, example, browser):
     from PIL import Image
 
     tm = example.target.tile_memory
     high = highest_ends(example)
-    with Browser(chromium, width=1400, height=1000) as b:
-        b.open(page.as_uri())
-        ready(b)
-        # the overview shows all 32 tiles with their highest ends
-        ov = b.eval("(() => { const d = Bokeh.documents[0].get_model_by_name('overview').data;"
-                    " return {tile: Array.from(d.tile), incl: Array.from(d.incl)}; })()")
+    with opened(browser, page.as_uri()) as (p, problems):
+        wait_ready(p)
+        # the overview shows all 32 tiles with their highest ends, drawn
+        ov = p.evaluate("(() => { const d = Bokeh.documents[0].get_model_by_name('overview')"
+                        ".data; return {tile: Array.from(d.tile), incl: Array.from(d.incl)};"
+                        " })()")
         assert ov["tile"] == list(range(32))
         assert ov["incl"] == high.tolist()
-        assert b.eval("document.querySelectorAll('#overview .bk-Figure, #overview "
-                      "div[id]').length") >= 2
+        assert p.locator("#overview canvas").first.is_visible()
 
         def map_rects():
-            return b.eval("(() => { const d = Bokeh.documents[0].get_model_by_name('mapSrc')"
-                          ".data; return Array.from(d.var, (v, i) => [v, d.left[i], "
-                          "d.right[i] - d.left[i]]); })()")
+            return p.evaluate("(() => { const d = Bokeh.documents[0].get_model_by_name("
+                              "'mapSrc').data; return Array.from(d.var, (v, i) => [v, "
+                              "d.left[i], d.right[i] - d.left[i]]); })()")
 
-        # select the worst out-of-memory tile by the address, as a link would
-        b.eval("location.hash = 'tile=0'")
-        b.wait_for("document.body.dataset.tile === '0'")
+        def verdict():
+            return p.locator("#verdict").inner_text()
+
+        # an out-of-memory tile picked from the tile list
+        p.select_option("#tile-pick", "2")
+        shows_tile(p, 2)
+        assert sorted(map(tuple, map_rects())) == placed(example, 2)
+        assert f"Out of memory by {high[2] - tm:,} B" in verdict()
+        # the worst one by its link among the tiles the file holds
+        p.locator("#included a[href='#tile=0']").click()
+        shows_tile(p, 0)
         assert sorted(map(tuple, map_rects())) == placed(example, 0)
-        verdict = b.eval("document.getElementById('verdict').innerText")
-        assert f"Out of memory by {high[0] - tm:,} B" in verdict
-        assert re.search(r"Verdict: live data (alone exceeds memory|fits)", verdict)
+        assert f"Out of memory by {high[0] - tm:,} B" in verdict()
+        assert re.search(r"Verdict: live data (alone exceeds memory|fits)", verdict())
         from tilemem.liveness import max_live
 
-        assert f"maximum live bytes {max_live(example, 0).max_live_bytes:,} B" in verdict
-        assert "Largest variables live at the peak" in b.eval(
-            "document.getElementById('oom-peak').innerText")
+        assert f"maximum live bytes {max_live(example, 0).max_live_bytes:,} B" in verdict()
+        assert "Largest variables live at the peak" in p.locator("#oom-peak").inner_text()
+        assert "tile 0 (out of memory by" in p.locator("#tile-title").inner_text()
         # the liveness view marks the peak step the brute force finds
         live = live_by_step(example, 0)
-        assert b.eval("document.getElementById('peak-step').innerText") == \
-            f"{int(np.argmax(live)):,}"
-        b.eval("window.scrollTo(0, 0); document.getElementById('tileview').scrollIntoView()")
-        b.eval("new Promise(r => setTimeout(r, 400))")
-        shot = Image.open(io.BytesIO(b.screenshot())).convert("RGB")
-        # the other out-of-memory tile, picked from the tile list
-        b.eval("const p = document.getElementById('tile-pick'); p.value = '2';"
-               "p.dispatchEvent(new Event('change'))")
-        b.wait_for("document.body.dataset.tile === '2'")
-        assert sorted(map(tuple, map_rects())) == placed(example, 2)
-        assert f"Out of memory by {high[2] - tm:,} B" in b.eval(
-            "document.getElementById('verdict').innerText")
-        # a tap on a tile of the overview opens it
-        b.eval("Bokeh.documents[0].get_model_by_name('overview').selected.indices = [7]")
-        b.wait_for("document.body.dataset.tile === '7'")
-        assert "Fits" in b.eval("document.getElementById('verdict').innerText")
-        assert b.errors == []
+        assert p.locator("#peak-step").inner_text() == f"{int(np.argmax(live)):,}"
+        # the map as a person sees it
+        p.evaluate("window.scrollTo(0, 0); document.getElementById('tileview')"
+                   ".scrollIntoView()")
+        p.wait_for_function("Bokeh.documents[0].is_idle")
+        p.wait_for_timeout(400)
+        shot = Image.open(io.BytesIO(p.screenshot())).convert("RGB")
+        # a click on tile 7's bar in the overview opens it
+        at = on_figure(p, "ovFig", 7, high[7] / 2)
+        p.mouse.click(at["x"], at["y"])
+        shows_tile(p, 7)
+        assert "Fits" in verdict()
+        assert sorted(map(tuple, map_rects())) == placed(example, 7)
+        assert problems == []
     # a page opened on a tile's address starts there
-    with Browser(chromium, width=1000, height=800) as b:
-        b.open(page.as_uri() + "#tile=2")
-        ready(b)
-        assert b.eval("document.body.dataset.tile") == "2"
-        assert b.errors == []
+    with opened(browser, page.as_uri() + "#tile=2", 1000, 800) as (p, problems):
+        wait_ready(p)
+        assert p.evaluate("document.body.dataset.tile") == "2"
+        assert p.locator("#tile-pick").input_value() == "2"
+        assert "out of memory by" in p.locator("#tile-title").inner_text()
+        assert problems == []
     # the screenshot is a drawn page, not a blank one: varied pixels, the map's colours
     px = np.asarray(shot, np.int64)
     assert px.std() > 30
@@ -235,7 +262,7 @@ def test_page_in_a_browser(page, example, chromium):
     assert len(np.unique(px.reshape(-1, 3), axis=0)) > 50
 
 
-def test_without_steps_the_page_says_so(tmp_path, chromium):
+def test_without_steps_the_page_says_so(tmp_path, browser):
     # seed: no equivalenceClassSteps; a 4-cycle of classes has no interval model either
     cycle = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[64] * 4,
                                 alignment=[4] * 4, offset=[0, 64, 128, 192],
@@ -251,17 +278,15 @@ def test_without_steps_the_page_says_so(tmp_path, chromium):
     assert {e["live"]["kind"] for e in seed["tiles"].values() if e["live"]} == {"points"}
     assert seed["maxOverTiles"] is None
     assert page_data(pages["cycle"])["tiles"]["0"]["live"] is None
-    with Browser(chromium, width=1200, height=900) as b:
-        b.open(pages["seed"].as_uri() + "#tile=0")
-        ready(b)
-        assert "Reconstructed from interference" in b.eval(
-            "document.getElementById('live-note').innerText")
-        b.open(pages["cycle"].as_uri() + "#tile=0")
-        ready(b)
-        note = b.eval("document.getElementById('live-note').innerText")
-        assert "Timeline unavailable" in note
-        assert b.eval("Bokeh.documents[0].get_model_by_name('liveSrc').data.x.length") == 0
-        assert b.errors == []
+    with opened(browser, pages["seed"].as_uri() + "#tile=0", 1200, 900) as (p, problems):
+        wait_ready(p)
+        assert "Reconstructed from interference" in p.locator("#live-note").inner_text()
+        assert problems == []
+    with opened(browser, pages["cycle"].as_uri() + "#tile=0", 1200, 900) as (p, problems):
+        wait_ready(p)
+        assert "Timeline unavailable" in p.locator("#live-note").inner_text()
+        assert p.evaluate("Bokeh.documents[0].get_model_by_name('liveSrc').data.x.length") == 0
+        assert problems == []
 
 
 def test_ipu_boundaries_on_multi_ipu_reports():
@@ -318,12 +343,19 @@ def test_program_summary_opens_the_page_and_compilations_are_compared(compilatio
     assert 'id="program"' not in seed_page.read_text()
 
 
-def test_compilations_in_a_browser(compilations, chromium):
-    _, out = compilations
-    with Browser(chromium) as b:
-        b.open(out.resolve().as_uri())
-        ready(b)
-        assert b.errors == []
-        shown = b.eval("!!document.querySelector('#against .bk-Canvas, #against canvas, "
-                       "#against .bk-root, #against div[data-root-id]')")
-        assert shown
+def test_compilations_in_a_browser(compilations, browser):
+    (a, _), out = compilations
+    d = page_data(out)
+    with opened(browser, out.resolve().as_uri()) as (p, problems):
+        wait_ready(p)
+        # the page opens on the program and the two compilations, drawn
+        s = d["program"]
+        assert (f"{s['outOfMemory']:,} of {s['tilesInDump']:,} tiles out of memory"
+                in p.locator("#program").inner_text())
+        against = p.locator("#against")
+        assert "What grew on the tiles that went out of memory" in against.inner_text()
+        canvas = against.locator("canvas").first
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 100
+        assert problems == []

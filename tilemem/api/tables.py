@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ReportError
 
-#: Width of the views rendered for notebooks: the tables of the text views fit it.
+#: Width of the views rendered as HTML for notebooks: the tables of the text views fit it.
 VIEW_WIDTH = 110
 
 
@@ -57,10 +57,11 @@ def render_html(draw) -> str:
 
 
 def render_text(draw) -> str:
-    """What ``draw(console)`` prints, as plain text."""
-    from rich.console import Console
+    """What ``draw(console)`` prints, as plain text: as the CLI prints it to a file, each line
+    whole (no width to wrap at: a terminal or an editor wraps it where it shows it)."""
+    from ..text.common import unwrapped_console
 
-    c = Console(record=True, width=VIEW_WIDTH, file=io.StringIO(), highlight=False)
+    c = unwrapped_console(file=io.StringIO(), record=True)
     draw(c)
     return c.export_text()
 

@@ -3,6 +3,7 @@ rich console the text views (``tilemem.text``) print to. Part of the CLI: no sta
 click."""
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -28,9 +29,22 @@ def write_json(path, obj: Any) -> None:
 
 
 def console():
+    """The console every command prints its text views on (made here only).
+
+    On a terminal, lines wrap at the terminal's width (or at ``COLUMNS`` when it is set, as
+    rich reads it). With stdout piped or redirected and no ``COLUMNS``, nothing wraps: rich
+    would take the width of a terminal on stdin, or 80 columns, and break lines inside
+    phrases and numbers; a file, a pager or ``grep`` gets each line whole, tables at their
+    natural width. Asked of stdout itself, not of rich's ``is_terminal``, which
+    ``FORCE_COLOR`` turns on for colours in a pipe."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    from ..text.common import unwrapped_console
+
+    isatty = getattr(sys.stdout, "isatty", None)
+    if (isatty is not None and isatty()) or os.environ.get("COLUMNS"):
+        return Console(highlight=False)
+    return unwrapped_console()
 
 
 def report_path_argument(f):

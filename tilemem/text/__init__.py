@@ -9,7 +9,7 @@ their own JSON. Nothing here imports click: the CLI is the only layer that does.
 
 | module | view |
 |---|---|
-| ``common`` | ``human_bytes``, ``short`` |
+| ``common`` | ``human_bytes``, ``short``, ``titled``, ``unwrapped_console`` |
 | ``info`` | ``tilemem info`` |
 | ``profile`` | ``tilemem report``: the memory part of the profile summary |
 | ``liveness`` | ``tilemem liveness`` and its JSON |

@@ -5,6 +5,7 @@ import msgspec
 from msgspec.structs import replace
 
 from ..pack.result import TileResult
+from .common import titled
 
 
 class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -98,23 +99,23 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
 
         c.print(dump_note(s.tiles_in_dump, s.num_tiles))
     table = Table("tile", "vars", "method", "status", "overflow", "total", "bound", "gap",
-                  "secs", title=f"{name}: allocation ({s.method})", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+                  "secs", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in table.columns:
         col.no_wrap = True
     for col in table.columns[4:]:
         col.justify = "right"
     table.columns[1].justify = "right"
+    title = f"{name}: allocation ({s.method})"
     shown = doc.tiles
     if len(shown) > MAX_ROWS:   # a whole IPU: the tiles a user looks at first
         shown = sorted(shown, key=lambda t: (-t.overflow_bytes, -t.gap, t.tile))[:MAX_ROWS // 2]
-        table.title += f", the {len(shown)} worst of {len(doc.tiles):,} tiles (--json: all)"
+        title += f", the {len(shown)} worst of {len(doc.tiles):,} tiles (--json: all)"
     for t in shown:
         table.add_row(str(t.tile), f"{t.num_vars:,}", t.method, t.status,
                       f"{t.overflow_bytes:,}", f"{t.total_including_gaps:,}",
                       f"{t.bound:,}" + ("" if t.bound_exact else "*"), f"{100 * t.gap:.2f}%",
                       f"{t.seconds:.2f}")
-    c.print(table)
+    c.print(titled(title, table))
     if s.ended_early is not None:
         c.print(ended_early_text(s))
     if s.unreached:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from ..figures.diff import Comparison
-from .common import short
+from .common import short, titled
 
 
 def _signed(n: int) -> str:
@@ -44,13 +44,11 @@ def diff_view(c, d: Comparison) -> None:
     if d.tiles_grown:
         tab = Table(Column("tile", justify="right"), Column("used before", justify="right"),
                     Column("after", justify="right"), Column("max live before", justify="right"),
-                    Column("after", justify="right"), box=None, padding=(0, 1),
-                    title="Tiles whose memory used grew most (highest end)",
-                    title_justify="left")
+                    Column("after", justify="right"), box=None, padding=(0, 1))
         for x in d.tiles_grown:
             tab.add_row(str(x.tile), f"{x.used_before:,}", f"{x.used_after:,}",
                         f"{x.max_live_before:,}", f"{x.max_live_after:,}")
-        c.print(tab)
+        c.print(titled("Tiles whose memory used grew most (highest end)", tab))
 
 
 def _tiles(tiles: list[int], shown: int = 8) -> str:

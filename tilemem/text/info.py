@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..figures.summary import Info
-from .common import human_bytes
+from .common import human_bytes, titled
 
 
 def info_view(c, name: str, d: Info) -> None:
@@ -31,22 +31,19 @@ def info_view(c, name: str, d: Info) -> None:
             f"variables that share memory count once each), always-live "
             f"{human_bytes(d.always_live_bytes)}; tiles over memory (report's offsets): "
             f"{d.tiles_over_memory:,}")
-    cats = Table("category", Column("sum of sizes", justify="right"),
-                 title="Bytes by category (sum of sizes, before overlapping)",
-                 title_justify="left")
+    cats = Table("category", Column("sum of sizes", justify="right"))
     for cat, b in d.bytes_by_category.items():
         cats.add_row(cat, f"{b:,}")
-    c.print(cats)
+    c.print(titled("Bytes by category (sum of sizes, before overlapping)", cats))
     multi = t.num_ipus > 1
     tiles = Table(Column("tile", justify="right"),
                   *([Column("IPU", justify="right")] if multi else []),
                   Column("after overlapping", justify="right"),
                   Column("sum of sizes", justify="right"),
-                  Column("highest end", justify="right"), "out of memory",
-                  title=f"The {len(d.top_tiles)} tiles with most bytes (after overlapping: "
-                        "bytes shared by variables counted once)", title_justify="left")
+                  Column("highest end", justify="right"), "out of memory")
     for row in d.top_tiles:
         tiles.add_row(str(row.tile), *([str(row.ipu)] if multi else []),
                       f"{row.bytes:,}", f"{row.sum_of_sizes:,}", f"{row.highest_end:,}",
                       "yes" if row.out_of_memory else "")
-    c.print(tiles)
+    c.print(titled(f"The {len(d.top_tiles)} tiles with most bytes (after overlapping: bytes "
+                   "shared by variables counted once)", tiles))

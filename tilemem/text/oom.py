@@ -117,20 +117,27 @@ def oom_panel(d: TileDiagnosis, console) -> None:
                               "incl. gaps", "capacity"):
                 col.justify = "right"
 
-    body = Table.grid(padding=(1, 0))
-    body.add_row(head)
-    if d.next_steps:
-        body.add_row(steps)
-    body.add_row(pv)
+    rows = [head, *([steps] if d.next_steps else []), pv]
     if console.width >= 120:     # two tables a row on a wide terminal, else one
         for a, b in ((pc, cat), (gaps, reg)):
             g = Table.grid(padding=(0, 4))
             g.add_row(a, b)
-            body.add_row(g)
+            rows.append(g)
     else:
-        for table in (pc, cat, gaps, reg):
-            body.add_row(table)
+        rows.extend((pc, cat, gaps, reg))
     where = f"tile {d.tile}" + (f" (IPU {d.ipu})" if d.ipu is not None else "")
-    console.print(Panel(body, title=f"[bold]{where}[/bold]: out of memory by "
-                        f"{d.excess:,} B", title_align="left"))
+    title = f"[bold]{where}[/bold]: out of memory by {d.excess:,} B"
+    if console.soft_wrap:
+        # no width to fit (piped): a box would be as wide as the longest line, so a heading
+        # and the parts one after another, each line no longer than what it says
+        console.print(title)
+        for row in rows:
+            console.print()
+            console.print(row)
+        console.print()
+        return
+    body = Table.grid(padding=(1, 0))
+    for row in rows:
+        body.add_row(row)
+    console.print(Panel(body, title=title, title_align="left"))
 

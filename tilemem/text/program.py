@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from ..figures.program import ProgramSummary, verdict_of
-from .common import human_bytes, short
+from .common import human_bytes, short, titled
 
 #: Rows of the tile table beyond which only the worst are listed (the JSON has them all).
 TILE_ROWS = 30
@@ -67,9 +67,7 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
         t = Table("tensor", Column("tiles", justify="right"),
                   Column("bytes there", justify="right"), "", "layer",
                   Column("tiles", justify="right"), Column("bytes there", justify="right"),
-                  box=None, padding=(0, 1), pad_edge=False,
-                  title="Live at the most peaks: tensors (names without #tile) and layers (name prefixes)",
-                  title_justify="left")
+                  box=None, padding=(0, 1), pad_edge=False)
         for i in range(max(len(s.top_tensors), len(s.top_layers))):
             a = s.top_tensors[i] if i < len(s.top_tensors) else None
             b = s.top_layers[i] if i < len(s.top_layers) else None
@@ -77,7 +75,8 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
                       f"{a.bytes:,}" if a else "", "",
                       escape(short(b.name, 28)) if b else "", f"{b.tiles:,}" if b else "",
                       f"{b.bytes:,}" if b else "")
-        c.print(t)
+        c.print(titled("Live at the most peaks: tensors (names without #tile) and layers "
+                       "(name prefixes)", t))
     if s.next_steps:
         of = s.next_steps[0].of_tiles
         c.print(f"[bold]Next steps[/bold]: how many of the {of:,} tiles that need less data "
@@ -101,14 +100,13 @@ def tile_table(c, diagnoses: list, rows: int = TILE_ROWS) -> None:
     more = len(diagnoses) - len(shown)
     t = Table(Column("tile", justify="right"), Column("excess", justify="right"), "verdict",
               Column("max live", justify="right"), Column("re-pack end", justify="right"),
-              "re-pack", box=None, padding=(0, 1), pad_edge=False, title_justify="left",
-              title="Out-of-memory tiles, worst first"
-                    + (f" (the {len(shown)} worst of {len(diagnoses):,}; --json has all)"
-                       if more else ""))
+              "re-pack", box=None, padding=(0, 1), pad_edge=False)
     for d in shown:
         rp = d.repack
         t.add_row(str(d.tile), f"{d.excess:,}", VERDICT_WORDS[verdict_of(d.verdict_code)],
                   f"{d.max_live_bytes:,}" + ("" if d.bound_exact else "*"),
                   f"{rp.total_including_gaps:,}" if rp else "",
                   f"{rp.method} ({rp.status})" if rp else "")
-    c.print(t)
+    c.print(titled("Out-of-memory tiles, worst first"
+                   + (f" (the {len(shown)} worst of {len(diagnoses):,}; --json has all)"
+                      if more else ""), t))
