@@ -529,14 +529,14 @@ def test_partnerless_descents_alternate_with_the_usual_ones_only_where_there_are
     from tilemem.pack.search import solver as S
     from tilemem.pack.search.sweep import model_of
     sm = model_of(_three_in_a_clique())
-    d = S._Descents(sm, np.random.default_rng(0), partnerless=True)
+    d = S.Descents(sm, np.random.default_rng(0), partnerless=True)
     assert d.orders[:4] == ["DTWR", "DQTWR", "DAWT", "DQAWT"]
     assert len(d.orders) == 2 * len(S.PROBE_ORDERINGS)
     # a problem without element pairs has nothing to put first: the usual orders only
     plain = TileProblem.from_report(Report.from_columns(
         var_id=[0, 1], tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
         category=["variable"] * 2, eq_class=[0, 1], interference=[[1], [0]]), 0)
-    d = S._Descents(model_of(plain), np.random.default_rng(0), partnerless=True)
+    d = S.Descents(model_of(plain), np.random.default_rng(0), partnerless=True)
     assert d.orders == list(S.PROBE_ORDERINGS)
 
 
@@ -564,7 +564,7 @@ def test_a_failed_descent_is_completed_at_or_below_its_places(case, less, tries)
     if run.verdict is not None:
         return
     run.try_limit = tries
-    heur = S._static_order(run, "DWAT", None, sm.n - sm.rank)
+    heur = S.static_order(run, "DWAT", None, sm.n - sm.rank)
     run.reset()
     status = run.go(heur, 10 * sm.n + 64, float("inf"))
     assert run.tries <= tries     # the try limit holds
@@ -912,13 +912,13 @@ def test_a_partner_pair_fits_wherever_its_bounds_are_at_or_below_its_threshold(c
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(packed_reports(), st.integers(0, 3))
 def test_short_descents_inside_the_search_leave_it_complete(case, seed):
-    """The complete search's short descents (``solver._Descents``) cut each try at
+    """The complete search's short descents (``orders.Descents``) cut each try at
     ``probe_limit`` nodes and tries: they may place the tile or give up, never prove it
     infeasible (a packing exists), and the full-length rounds after them on the same run
     still find a packing (the try limit is lifted again)."""
     from tilemem.pack.search import kernel as K
     from tilemem.pack.search.run import SearchRun
-    from tilemem.pack.search.solver import DEFAULT_ORDERINGS, _Descents, _static_order
+    from tilemem.pack.search.orders import DEFAULT_ORDERINGS, Descents, static_order
     from tilemem.pack.search.sweep import model_of
 
     r, rules, capacity = case
@@ -927,14 +927,14 @@ def test_short_descents_inside_the_search_leave_it_complete(case, seed):
     run = SearchRun(sm, capacity)
     if run.verdict is not None:
         return  # decided without a search (nothing to place, or a bound already proves it)
-    status, spent = _Descents(sm, np.random.default_rng(seed)).run(run, 8 * sm.n, 1e18)
+    status, spent = Descents(sm, np.random.default_rng(seed)).run(run, 8 * sm.n, 1e18)
     assert status in (K.FOUND, K.ABORTED) and spent > 0
     if status == K.FOUND:
         assert_valid(r, p, _result_with(run.offsets()), capacity)
     assert run.try_limit == K.INF
     canonical = sm.n - sm.rank
     run.reset()
-    assert run.go(_static_order(run, DEFAULT_ORDERINGS[0], canonical, canonical),
+    assert run.go(static_order(run, DEFAULT_ORDERINGS[0], canonical, canonical),
                   10**9, 1e18) == K.FOUND
     assert_valid(r, p, _result_with(run.offsets()), capacity)
 
@@ -951,7 +951,7 @@ def test_a_repeated_probe_runs_other_descents(monkeypatch):
     probe repeated there would run the same descents whatever its seed; ``repeat`` skips
     them: its first descent is a perturbed order, another for another seed."""
     from tilemem.pack.search.run import SearchRun
-    from tilemem.pack.search.solver import PROBE_ORDERINGS, _Descents
+    from tilemem.pack.search.orders import PROBE_ORDERINGS, Descents
     from tilemem.pack.search.sweep import model_of
 
     rnd = np.random.default_rng(3)
@@ -964,7 +964,7 @@ def test_a_repeated_probe_runs_other_descents(monkeypatch):
     run = SearchRun(sm, 4096)
 
     def first_order(seed, skip):
-        d = _Descents(sm, np.random.default_rng(seed), skip=skip)
+        d = Descents(sm, np.random.default_rng(seed), skip=skip)
         heur = d.next_order(run)
         return tuple(heur.tolist()), tuple(run.random_key.tolist())
 
@@ -976,12 +976,12 @@ def test_a_repeated_probe_runs_other_descents(monkeypatch):
 
     skipped = []
 
-    class Spy(S._Descents):
+    class Spy(S.Descents):
         def __init__(self, *args, skip=frozenset(), **kw):
             skipped.append(tuple(skip))
             super().__init__(*args, skip=skip, **kw)
 
-    monkeypatch.setattr(S, "_Descents", Spy)
+    monkeypatch.setattr(S, "Descents", Spy)
     p = TileProblem.from_report(r, 0)
     cap = int(p.size.sum()) + 8   # a clique: it fits, found by the first descent
     for mirrored in (False, True):
