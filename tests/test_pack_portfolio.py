@@ -545,3 +545,56 @@ def test_a_fresh_start_probes_a_cap_held_at_tile_memory_once(monkeypatch):
     off, note = portfolio_mod._fresh_start(p, 64, 5.0, seed=0)
     assert off is None and note == "fresh start not found"
     assert caps == [65, 66] and time.perf_counter() - t0 < 1.0
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("big,raising,failed", [
+    (False, ("cp-sat",), ("cp-sat",)),
+    (False, ("search",), ("search",)),
+    (False, ("search", "local search"), ("search", "local search")),
+    (True, ("fresh start",), ("fresh start",)),
+    (True, ("fresh start", "quick search"), ("fresh start", "quick search")),
+    # the fresh start alone reaches the bound: the neighbourhoods run after the others fail
+    (True, ("fresh start", "quick search", "neighbourhoods"),
+     ("fresh start", "quick search", "neighbourhoods")),
+])
+def test_a_move_that_raises_costs_that_move_only(monkeypatch, big, raising, failed):
+    """Any exception inside one of the exact portfolio's moves costs that move, never the
+    tile: the best valid allocation is kept, ``failed`` names the move and the note says
+    what it raised. ``big``: the big tiles' path (a fresh start, descents, neighbourhoods)."""
+    stand_ins = {
+        "cp-sat": (portfolio_mod, "solve_cpsat", _boom),
+        "search": (portfolio_mod, "_search_function", lambda: _boom),
+        "local search": (heuristic_mod, "improve", _boom),
+        "fresh start": (portfolio_mod, "_fresh_start", _boom),
+        "quick search": (portfolio_mod, "quick_search", _boom),
+        "neighbourhoods": (portfolio_mod, "improve_by_neighbourhoods", _boom),
+    }
+    for move in raising:
+        monkeypatch.setattr(*stand_ins[move])
+    if big:
+        monkeypatch.setattr(portfolio_mod, "NEIGHBOURHOOD_VARIABLES", 1)
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    at72 = np.array([0, 24, 0, 48])          # valid, 8 bytes above the bound (64)
+    out = portfolio_mod.exact_portfolio(p, at72, 64, 1.0, polish=not big)
+    assert set(out.failed) == set(failed), out.note
+    for move in failed:
+        assert f"{move} failed: RuntimeError: boom" in out.note
+    assert self_check(p, out.offsets)
+    assert int((out.offsets + p.size).max()) <= 72
+    # and through solve_tile, the note of the tile's result says so
+    res, off = solve_tile(p, "exact", hint=at72, time_limit=1.0, bound=(64, True))
+    assert self_check(p, off) and res.total_including_gaps <= 72
+    assert f"{failed[0]} failed: RuntimeError: boom" in res.note
+
+
+def test_a_quick_search_that_raises_keeps_the_tiles_allocation(monkeypatch):
+    monkeypatch.setattr(portfolio_mod, "quick_search", _boom)
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    at72 = np.array([0, 24, 0, 48])
+    res, off = solve_tile(p, "quick", hint=at72, time_limit=0.5, bound=(64, True))
+    assert off.tolist() == at72.tolist() and res.status == "heuristic"
+    assert "quick search failed: RuntimeError: boom" in res.note

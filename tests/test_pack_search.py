@@ -381,7 +381,8 @@ def packed_reports(draw, max_vars=14):
     """A random placement first, then a problem it solves: conflicts, element / region pairs
     and windows only where the placement respects them; capacity = its highest end. With
     lifetimes: buffers are placed one by one at random offsets clear of those live at the same
-    time, and conflicts are exactly the overlaps in time."""
+    time, and conflicts are exactly the overlaps in time. Some sizes are zero: placed, like
+    the rules' strictest reading (``Rulebook``), as one byte."""
     unit = draw(st.sampled_from([16, 32]))
     nel = draw(st.integers(2, 8))
     tm = unit * nel
@@ -394,19 +395,20 @@ def packed_reports(draw, max_vars=14):
     size, align, off = [], [], []
     for i in range(n):
         a = draw(st.sampled_from([4, 8, 16]))
-        s = draw(st.integers(1, max(tm // (2 * a), 1))) * a
+        s = draw(st.integers(0, max(tm // (2 * a), 1))) * a
+        s1 = max(s, 1)
         if with_steps:
             live = [j for j in range(i) if steps[j][0] < steps[i][1] and steps[i][0] < steps[j][1]]
-            free = [o for o in range(0, tm - s + 1, a)
-                    if all(o >= off[j] + size[j] or off[j] >= o + s for j in live)]
+            free = [o for o in range(0, tm - s1 + 1, a)
+                    if all(o >= off[j] + max(size[j], 1) or off[j] >= o + s1 for j in live)]
             if not free:  # no room: stack it on top (the memory grows)
-                top = max(off[j] + size[j] for j in live)
+                top = max(off[j] + max(size[j], 1) for j in live)
                 free = [-(-top // a) * a]
             o = free[int(rnd.integers(len(free)))]
         else:
-            o = draw(st.integers(0, (tm - s) // a)) * a
+            o = draw(st.integers(0, (tm - s1) // a)) * a
         size.append(s), align.append(a), off.append(o)
-    end = [o + s for o, s in zip(off, size)]
+    end = [o + max(s, 1) for o, s in zip(off, size)]
     tm_used = max(tm, max(end))
     starts_used = starts + list(range(tm, tm_used, unit))
     nrs = not any(o < ils < e for o, e in zip(off, end))

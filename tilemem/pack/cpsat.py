@@ -265,8 +265,7 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
         m.model.clear_hints()
         if best is not None:
             m.hint(best)
-        s = solver_for(seconds)
-        st = s.solve(m.model)
+        st, s = solve_hinted(m.model, lambda: solver_for(seconds))
         work += float(s.response_proto.deterministic_time) / DETERMINISTIC_UNITS_PER_SECOND
         name = status_names.get(st, "unknown")
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -318,6 +317,26 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
         return CpsatResult(None, "unknown", seconds, ",".join(notes))
     status = "optimal" if proven and name == "optimal" else "feasible"
     return CpsatResult(np.asarray(best, np.int64), status, seconds, ",".join(notes))
+
+
+def solve_hinted(model, new_solver):
+    """``new_solver().solve(model)``: ``(status, solver)``; when it raises with the model's
+    hints, again without them (a new solver) -- an error then is the caller's.
+
+    Why: OR-Tools 9.15's presolve can raise on a hinted model that it solves without the
+    hints (``IndexError: absl::btree_map::at``, in its solution crush, seen on neighbourhoods
+    of zero-size variables with partial hints inside every domain); the hints only speed the
+    search up, so losing them loses nothing else.
+    """
+    solver = new_solver()
+    try:
+        return solver.solve(model), solver
+    except Exception:  # noqa: BLE001 - the same model without hints, once
+        if not len(model.proto.solution_hint.vars):
+            raise
+    model.clear_hints()
+    solver = new_solver()
+    return solver.solve(model), solver
 
 
 def lattice_alignment(p: TileProblem) -> np.ndarray:

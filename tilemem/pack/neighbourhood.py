@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..rules import MIN_ALIGNMENT
-from .cpsat import greedy_class_cliques, zone_touch
+from .cpsat import greedy_class_cliques, solve_hinted, zone_touch
 from .guard import element_bounds, self_check
 from .problem import TileProblem
 from .result import objective
@@ -250,6 +250,7 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
     adj = np.zeros((m, m), np.bool_)
     ban_ptr, ban_lo, ban_hi = fixed_bans(p, off, free)
     ks = []
+    hinted = np.zeros(m, bool)
     for a, i in enumerate(free.tolist()):
         nb = p.conflicts.conflicting_with(i)
         adj[a, np.searchsorted(free, nb[is_free[nb]])] = True
@@ -263,7 +264,13 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
             return None      # no place for it below the cap beside the fixed variables
         k = model.new_int_var_from_domain(cp_model.Domain.from_intervals(dom), f"k{i}")
         ks.append(k)
-        model.add_hint(k, int(off[i] // al))
+        # hinted only where its present place is in its domain: a freed variable above
+        # the cap is not, and a hint outside the domain can make CP-SAT's presolve raise
+        # (OR-Tools 9.15, ``IndexError: absl::btree_map::at`` on zero-size variables)
+        here = int(off[i] // al)
+        hinted[a] = off[i] % al == 0 and any(x <= here <= y for x, y in dom)
+        if hinted[a]:
+            model.add_hint(k, here)
     xs = [ks[a] * int(p.align[i]) for a, i in enumerate(free.tolist())]
     intervals = [model.new_fixed_size_interval_var(xs[a], int(s1[i]), f"x{i}")
                  for a, i in enumerate(free.tolist())]
@@ -289,14 +296,18 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
                 ti = zone_touch(model, ks[a], int(p.align[i]), int(s1[i]), zs, ze)
                 tj = zone_touch(model, ks[b], int(p.align[j]), int(s1[j]), zs, ze)
                 if ti is not None and tj is not None:
-                    for (t, (lo_k, hi_k)), x in ((ti, i), (tj, j)):   # hinted from now
-                        model.add_hint(t, bool(lo_k <= off[x] // p.align[x] <= hi_k))
+                    for (t, (lo_k, hi_k)), x, y in ((ti, i, a), (tj, j, b)):   # as hinted
+                        if hinted[y]:
+                            model.add_hint(t, bool(lo_k <= off[x] // p.align[x] <= hi_k))
                     model.add_bool_or([~ti[0], ~tj[0]])
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = int(seed)
-    st = solver.solve(model)
+    def new_solver():
+        s = cp_model.CpSolver()
+        s.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
+        s.parameters.num_workers = 1
+        s.parameters.random_seed = int(seed)
+        return s
+
+    st, solver = solve_hinted(model, new_solver)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     out = off.copy()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .fresh import _fresh_start
 from .guard import self_check
-from .neighbourhood import improve_by_neighbourhoods
+from .neighbourhood import NeighbourhoodResult, improve_by_neighbourhoods
 from .proof import fit_verdict, prove_no_fit
 from .problem import TileProblem
 # the quick search's names, read here too (and imported from here by benchmarks/setup.py)
@@ -84,6 +85,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     lower = max(int(b), window_bound(p), rb, pb)
     note = ""
     ran_exact = ran_quick = hint_given = False
+    moves = _Moves()
     if method == "replay":
         off = first_fit(p, replay_order)
         status = "replay"
@@ -123,15 +125,19 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         status = "optimal" if _meets(p, off, lower) else "heuristic"
         if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
             ran_quick = True
-            off, status, quick_note, lower = quick_search(p, off, lower, time_limit, seed,
-                                                          target=target)
-            note = (note + "," if note else "") + quick_note
+            q = moves.run("quick search", lambda: quick_search(
+                p, off, lower, time_limit, seed, target=target))
+            if q is not None:
+                off, status, lower = q.offsets, q.status, q.bound
+                note = (note + "," if note else "") + q.note
         if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
             ran_exact = True
-            off, status, note, lower = exact_portfolio(
+            e = moves.run("exact portfolio", lambda: exact_portfolio(
                 p, off, lower, time_limit, seed, cp_workers, deterministic,
                 polish=(method == "exact"), fit_only=(method == "fit"),
-                stop_gap=stop_gap if method == "auto" else None)
+                stop_gap=stop_gap if method == "auto" else None))
+            if e is not None:
+                off, status, note, lower = e.offsets, e.status, e.note, e.bound
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
@@ -152,9 +158,12 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             # the search exhausted every capacity up to tileMemory on the whole tile
             proven_on = p.n
         elif ran_exact and p.n > 1:
-            proven_on = prove_no_fit(p, min(PROOF_SECONDS, max(time_limit / 4, 0.2)))
+            proven_on = moves.run("proof", lambda: prove_no_fit(
+                p, min(PROOF_SECONDS, max(time_limit / 4, 0.2))))
         if proven_on is not None:
             note = (note + "," if note else "") + f"no fit proven on {proven_on:,} variables"
+    if moves.notes:   # a move that failed cost only itself: the tile keeps its best
+        note = ",".join([note] * bool(note) + moves.notes)
     # the stage whose allocation is kept: passes are internal ("near" is the quick search)
     if method in (Pass.REPLAY, Pass.HEURISTIC):
         used = Stage(method)
@@ -191,9 +200,10 @@ def _quick_target(lower: int, stop_gap: float | None, stop_end: int | None) -> i
 def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float, seed: int = 0,
                     cp_workers: int = 1, deterministic: bool = False,
                     polish: bool = False, fit_only: bool = False,
-                    stop_gap: float | None = None) -> Outcome:
-    """The exact portfolio from a valid ``hint``: an ``Outcome`` (offsets, status, note and
-    the bound, raised where a probe proved a capacity infeasible).
+                    stop_gap: float | None = None) -> PortfolioOutcome:
+    """The exact portfolio from a valid ``hint``: a ``PortfolioOutcome`` (offsets, status,
+    note, the bound, raised where a probe proved a capacity infeasible, and the moves that
+    failed).
 
     Within ``time_limit`` seconds, in turn:
 
@@ -223,6 +233,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     best = hint
     lower = int(bound)
     notes = []
+    moves = _Moves(notes)   # a move that raises costs itself only: the tile keeps its best
     proven = False
     search = _search_function() if p.n else None
 
@@ -239,9 +250,8 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                 clock.charge(r.nodes / rate)
             else:
                 r = search(p, time_limit=budget, hint=best, capacity=int(cap))
-        except Exception as e:  # a failing helper must not lose the tile
-            first_line = (str(e).strip().splitlines() or [""])[0][:120]
-            notes.append(f"search failed: {type(e).__name__}: {first_line}")
+        except Exception as e:  # noqa: BLE001 - a failing probe must not lose the tile
+            moves.failed_with("search", e)
             return "unknown"
         if r.offsets is not None:
             cand = np.asarray(r.offsets, np.int64)
@@ -266,17 +276,18 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # stopped as soon as it fits): where the full search at tileMemory stalls, they
         # often find a fit
         t_q = time.perf_counter()
-        best, _, quick_note, lower = quick_search(p, best, lower, FIT_SHARE * time_limit,
-                                                  seed=seed + 11, target=tm)
+        q = moves.run("fit quick search", lambda: quick_search(
+            p, best, lower, FIT_SHARE * time_limit, seed=seed + 11, target=tm))
         clock.charge(time.perf_counter() - t_q)
-        notes.append("fit " + quick_note)
+        if q is not None:
+            best, lower = q.offsets, q.bound
+            notes.append("fit " + q.note)
     if search is not None and np.any(best >= tm) and lower <= tm and not done():
         verdict = probe(tm, clock.used() + 0.5 * (time_limit - clock.used()))
         notes.append(f"search fit {verdict}")
     if fit_only and not np.any(best >= tm):
         # it fits: the end address is left to the passes every tile gets
-        return Outcome(best, "optimal" if _meets(p, best, lower) else "feasible",
-                       ",".join(notes), lower)
+        return moves.outcome(best, "optimal" if _meets(p, best, lower) else "feasible", lower)
     if big and not done():
         # a big tile, where the whole tile's exact models are out of reach (CP-SAT's is
         # skipped as too large, the bisection's probes stall): the search's descents with
@@ -287,58 +298,70 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                 # first a fresh start, bottom-up, lowered by the quick search; then (with
                 # time left) the quick search from the better of it and the tile's allocation
                 t_q = time.perf_counter()
-                fresh, fresh_note = _fresh_start(p, lower, FRESH_SHARE * share, seed + 3,
-                                                 target=None if stop_gap is None else stop())
+                fresh, fresh_note = moves.run("fresh start", lambda: _fresh_start(
+                    p, lower, FRESH_SHARE * share, seed + 3,
+                    target=None if stop_gap is None else stop()), (None, None))
                 spent = time.perf_counter() - t_q
                 clock.charge(spent)
                 share = max(share - spent, 0.0)
                 if fresh is not None and objective(p, fresh) < objective(p, best):
                     best = fresh
                     fresh_note += " (kept)"
-                notes.append(fresh_note)
+                if fresh_note is not None:
+                    notes.append(fresh_note)
             t_q = time.perf_counter()
             # with the usual orders' descents, by turns, ones that place the variables
             # without an element partner first (the first pass ran the usual ones only and
             # left this tile above 1%: tiles held up by element pairs, see
             # ``partnerless_order``)
             if not done() and share > 0.01:
-                best, _, quick_note, lower = quick_search(
+                q = moves.run("quick search", lambda: quick_search(
                     p, best, lower, share, seed=seed + 7, partnerless=EXACT_PARTNERLESS,
-                    target=None if stop_gap is None else stop())
-                notes.append(quick_note)
+                    target=None if stop_gap is None else stop()))
+                if q is not None:
+                    best, lower = q.offsets, q.bound
+                    notes.append(q.note)
             clock.charge(time.perf_counter() - t_q)
         if not done():
-            res = improve_by_neighbourhoods(p, best, lower,
-                                            max(time_limit - clock.used(), 0.0),
-                                            seed=seed, fit_only=fit_only)
+            t_q = time.perf_counter()
+            res = moves.run("neighbourhoods", lambda: improve_by_neighbourhoods(
+                p, best, lower, max(time_limit - clock.used(), 0.0), seed=seed,
+                fit_only=fit_only))
+            if res is None:
+                res = NeighbourhoodResult(best, 0, 0, time.perf_counter() - t_q)
+            else:
+                notes.append(res.note)
             clock.charge(res.seconds)
             if objective(p, res.offsets) < objective(p, best):
                 best = res.offsets
-            notes.append(res.note)
-        return Outcome(best, "optimal" if _meets(p, best, lower) else "feasible",
-                       ",".join(notes), lower)
+        return moves.outcome(best, "optimal" if _meets(p, best, lower) else "feasible", lower)
+    stalled_at_bound = False   # the probe at the bound could not tell: not repeated
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
         verdict = probe(lower, clock.used() + 0.2 * (time_limit - clock.used()))
         if verdict == "infeasible":
             lower = end_bound_after_infeasible(p, lower)
+        stalled_at_bound = verdict == "unknown"
         notes.append(f"search at bound {verdict}")
     if not _meets(p, best, lower) and not done() and p.n > 1:
         share = 0.4 * (time_limit - clock.used())
         start = heuristic.HeuristicResult(best, "hint", np.argsort(best, kind="stable"), False)
         # deterministic: a budget of moves from the configured limit, not the clock
         its = max(10, int(40 * time_limit)) if deterministic else None
-        res, it = heuristic.improve(p, start, time_limit=math.inf if deterministic else share,
-                                    bound=lower, seed=seed, max_iterations=its)
+        improved = moves.run("local search", lambda: heuristic.improve(
+            p, start, time_limit=math.inf if deterministic else share, bound=lower, seed=seed,
+            max_iterations=its))
         clock.charge(share)
-        if objective(p, res.offsets) < objective(p, best):
-            best = res.offsets
-        notes.append(f"local search {it} moves")
+        if improved is not None:
+            res, it = improved
+            if objective(p, res.offsets) < objective(p, best):
+                best = res.offsets
+            notes.append(f"local search {it} moves")
     if search is not None and not np.any(best >= tm) and not done():
         lo, hi = lower, objective(p, best)[1] - 1
         probe_lo = lo  # an "unknown" moves the probes up without proving anything
-        first = "search at bound unknown" not in notes  # do not repeat a probe that stalled
+        first = not stalled_at_bound  # do not repeat a probe that stalled
         while probe_lo <= hi:
             cap = probe_lo if first else (probe_lo + hi) // 2
             left = 0.8 * time_limit - clock.used()
@@ -358,14 +381,16 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                      f"[{lower:,}, {objective(p, best)[1]:,}]")
     if done() or (proven and not polish):
         status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-        return Outcome(best, status, ",".join(notes), lower)
+        return moves.outcome(best, status, lower)
     left = time_limit - clock.used()
     if left > 0.05 or polish:
-        res = solve_cpsat(p, hint=best, time_limit=max(left, 0.1), bound=lower,
-                          allow_overflow=bool(np.any(best >= tm)), workers=cp_workers,
-                          seed=seed, deterministic=deterministic, polish=polish)
-        notes.append(f"cp-sat {res.status} ({res.note})")
-        if res.offsets is not None:
+        res = moves.run("cp-sat", lambda: solve_cpsat(
+            p, hint=best, time_limit=max(left, 0.1), bound=lower,
+            allow_overflow=bool(np.any(best >= tm)), workers=cp_workers, seed=seed,
+            deterministic=deterministic, polish=polish))
+        if res is not None:
+            notes.append(f"cp-sat {res.status} ({res.note})")
+        if res is not None and res.offsets is not None:
             cand = np.asarray(res.offsets, np.int64)
             if self_check(p, cand):
                 if objective(p, cand) <= objective(p, best):
@@ -374,7 +399,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             else:
                 notes.append("cp-sat result rejected by self-check")
     status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-    return Outcome(best, status, ",".join(notes), lower)
+    return moves.outcome(best, status, lower)
 
 
 #: Seconds (at most) for a proof that an out-of-memory tile whose live data fits cannot fit.
@@ -411,6 +436,51 @@ FRESH_SHARE = 1.0
 #: the lower end of the rates measured, which keeps a deterministic run near its clocked
 #: time.
 SEARCH_NODE_VARIABLES_PER_SECOND = 5_000_000
+
+
+@dataclass(frozen=True)
+class PortfolioOutcome:
+    """What the exact portfolio leaves: the best valid ``offsets``, their status, a note
+    (for people), the ``bound`` (raised where the search proved a capacity infeasible) and
+    ``failed``: the moves that raised an exception (each cost only itself; the note says
+    what it raised), e.g. ``("cp-sat",)``."""
+
+    offsets: np.ndarray
+    status: str
+    note: str
+    bound: int
+    failed: tuple[str, ...] = ()
+
+
+class _Moves:
+    """The portfolio's moves run so that an exception inside one (the search, CP-SAT, the
+    neighbourhoods, a fresh start, the quick search, the local search, a proof) costs that
+    move, never the run: the caller keeps its best valid allocation, ``failed`` names the
+    move and ``notes`` (shared with the caller's) say what it raised.
+
+    Why: the solvers are large (numba kernels, OR-Tools); one that raises on a corner case
+    (OR-Tools 9.15's presolve on some hinted models) would otherwise stop a whole run for
+    one tile's move."""
+
+    def __init__(self, notes: list[str] | None = None):
+        self.notes = [] if notes is None else notes
+        self.failed: list[str] = []
+
+    def run(self, name: str, call, default=None):
+        """``call()``, or ``default`` when it raises (recorded as ``name`` failing)."""
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001 - any solver error costs the move only
+            self.failed_with(name, e)
+            return default
+
+    def failed_with(self, name: str, e: Exception) -> None:
+        first_line = (str(e).strip().splitlines() or [""])[0][:120]
+        self.failed.append(name)
+        self.notes.append(f"{name} failed: {type(e).__name__}: {first_line}")
+
+    def outcome(self, best: np.ndarray, status: str, lower: int) -> PortfolioOutcome:
+        return PortfolioOutcome(best, status, ",".join(self.notes), lower, tuple(self.failed))
 
 
 class _Clock:
