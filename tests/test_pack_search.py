@@ -377,12 +377,12 @@ def test_capacity_granularity(case, capacity):
 
 
 @st.composite
-def packed_reports(draw, max_vars=14):
+def packed_reports(draw, max_vars=14, zero_sizes=True):
     """A random placement first, then a problem it solves: conflicts, element / region pairs
     and windows only where the placement respects them; capacity = its highest end. With
     lifetimes: buffers are placed one by one at random offsets clear of those live at the same
-    time, and conflicts are exactly the overlaps in time. Some sizes are zero: placed, like
-    the rules' strictest reading (``Rulebook``), as one byte."""
+    time, and conflicts are exactly the overlaps in time. With ``zero_sizes`` some sizes are
+    zero: placed, like the rules' strictest reading (``Rulebook``), as one byte."""
     unit = draw(st.sampled_from([16, 32]))
     nel = draw(st.integers(2, 8))
     tm = unit * nel
@@ -395,7 +395,7 @@ def packed_reports(draw, max_vars=14):
     size, align, off = [], [], []
     for i in range(n):
         a = draw(st.sampled_from([4, 8, 16]))
-        s = draw(st.integers(0, max(tm // (2 * a), 1))) * a
+        s = draw(st.integers(0 if zero_sizes else 1, max(tm // (2 * a), 1))) * a
         s1 = max(s, 1)
         if with_steps:
             live = [j for j in range(i) if steps[j][0] < steps[i][1] and steps[i][0] < steps[j][1]]
@@ -580,11 +580,12 @@ def test_a_failed_descent_is_completed_at_or_below_its_places(case, less, tries)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(packed_reports())
+@given(packed_reports(zero_sizes=False))
 def test_the_mirror_of_a_packing_packs_the_mirror(case):
-    # the mirror adds no rule: the constructed packing (sizes are multiples of their
-    # alignment here) reversed below its end passes the guard on the mirrored problem, and
-    # maps back to itself
+    # the mirror adds no rule: the constructed packing (sizes are positive multiples of
+    # their alignment here) reversed below its end passes the guard on the mirrored problem,
+    # and maps back to itself. (The mirror rounds a zero size up to its alignment, which the
+    # reversal of a packing with one byte there need not respect: ``tilemem.pack.mirror``.)
     r, rules, capacity = case
     p = TileProblem.from_report(r, 0, rules)
     m = mirror(p, capacity)

@@ -64,14 +64,6 @@ def partnerless_order(name: str) -> str:
     """
     return name[:1] + "Q" + name[1:] if name.startswith("D") else "Q" + name
 
-#: ``solve_search``'s short descents (``Descents``): at least this many after its first
-#: complete round, then this share of each later round's nodes: without lifetimes, where the
-#: orders' keys tie, they find packings the rounds alone take far longer to, at a small
-#: cost where the rounds suffice (docs/benchmarks.md).
-OPENING_DESCENTS = 16
-ROUND_DESCENTS = 0.25
-
-
 def probe_limit(n: int) -> int:
     """Nodes (and tries, ``layout.R_TRY_LIMIT``) of one of ``_probe``'s descents on
     ``n`` variables: a descent plus ~6% of backtracking."""
@@ -144,8 +136,8 @@ class Descents:
     lifetimes places it in one descent, from its interference only DW does and DWAT does not
     in 2 M nodes). A descent that goes wrong early costs a complete round its whole node
     limit, a short one about ``n`` nodes. So after the first round (which decides easy cases
-    in a descent or two) at least ``OPENING_DESCENTS`` of them, after each later one a
-    ``ROUND_DESCENTS`` share of its nodes (Gomes, Selman & Kautz 1998: run times this
+    in a descent or two) at least ``SolverParams.descents[0]`` of them, after each later
+    one a ``descents[1]`` share of its nodes (Gomes, Selman & Kautz 1998: run times this
     heavy-tailed are what restarts are for). They never prove anything.
     """
 

@@ -15,8 +15,9 @@ from ..mirror import mirror
 from ..problem import TileProblem
 from ..result import objective
 from . import kernel as K
-from .orders import (DEFAULT_ORDERINGS, OPENING_DESCENTS, PROBE_ORDERINGS, ROUND_DESCENTS,
-                     Descents, RandomRestarts, order_keys, probe_limit, static_order)
+from ..params import DEFAULT_PARAMS, SolverParams
+from .orders import (DEFAULT_ORDERINGS, PROBE_ORDERINGS, Descents, RandomRestarts, order_keys,
+                     probe_limit, static_order)
 from .run import SearchRun
 from .sweep import SearchModel, mirrored_model_of, model_of
 
@@ -39,7 +40,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                  randomized: bool = True, max_nodes: int | None = None,
                  probe: bool = False, enough: int | None = None,
                  mirrored: bool = False, repeat: bool = False,
-                 partnerless: bool = False) -> SearchResult:
+                 partnerless: bool = False,
+                 params: SolverParams = DEFAULT_PARAMS) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
     tileMemory opens the overflow zone: variables may then also go past tileMemory, where
@@ -50,8 +52,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     size; R random, or ``hint``'s order by offset in the first round); every order ends with
     the canonical rank (``sweep._canonical_rank``). With ``randomized``, each round is followed by
     as many nodes of short restarts from perturbed orders (``RandomRestarts``) and by the
-    probe's short descents (``Descents``: a quarter as many nodes, at least
-    ``OPENING_DESCENTS`` of them after the first round). ``seed``
+    probe's short descents (``Descents``: ``params.descents``, at least that many after the
+    first round, then that share of each round's nodes). ``seed``
     makes the random orders repeatable. ``max_nodes``: stop after this many search nodes
     instead of at ``time_limit`` (the clock is then not read: the same call gives the same
     result on any machine, under any load). Repeated calls on the same problem object reuse its
@@ -138,10 +140,11 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                 return _result(sm, run, verdicts[status], nodes, t0)
         if descents is not None:
             # after the first round (which decides the easy cases in a descent or two)
-            # at least OPENING_DESCENTS of them
-            budget = int(spent * ROUND_DESCENTS)
+            # at least ``opening`` of them
+            opening, share = params.descents
+            budget = int(spent * share)
             if descents.i == 0:
-                budget = max(budget, OPENING_DESCENTS * probe_limit(sm.n))
+                budget = max(budget, opening * probe_limit(sm.n))
             status, spent = descents.run(run, budget, deadline)
             nodes += spent
             if status in verdicts:
