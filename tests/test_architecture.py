@@ -326,3 +326,70 @@ def test_no_import_cycle_in_tilemem():
 def test_an_import_cycle_is_named(files, expected):
     sources = {PACKAGE / "pack" / name: source for name, source in files.items()}
     assert import_cycles(import_graph(sources)) == expected
+
+
+#: The module-level numbers of tilemem/pack that are facts, not tuning values (those are in
+#: ``SolverParams``, ``tilemem/pack/params.py``, and the plan's ``Policy``), each with why.
+PACK_FACTS = {
+    # the search kernels' array layout, states and keys (search/layout.py), whole
+    "search/layout.py": None,
+    # sentinels and bit flags
+    "guard.py": {"INF", "K_CONFLICT", "K_ELEMENT", "K_REGION"},
+    "firstfit.py": {"_FAR"},
+    # the goal the project measures (within 1 % of the bound), not a tuning value
+    "quick.py": {"NEAR"},
+    # measured rates that turn a deterministic run's time limit into work
+    "portfolio.py": {"SEARCH_NODE_VARIABLES_PER_SECOND", "LOCAL_SEARCH_MOVES_PER_SECOND"},
+    "cpsat.py": {"DETERMINISTIC_UNITS_PER_SECOND"},
+    # the journal's format: its version, the largest record it reads, how often it syncs
+    "journal.py": {"VERSION", "MAX_PAYLOAD", "SYNC_INTERVAL"},
+    # the search model's definition (cached per problem, so not a per-call value): the
+    # canonical rank's work limits, the window groups a restricted section is compared
+    # with, the trail buffers kept for reuse (a memory bound)
+    "search/sweep.py": {"RANK_REFINE_MAX", "RANK_ROUNDS_OVER", "RANK_ROUNDS_LARGE"},
+    "search/restrict.py": {"LOOK_BACK"},
+    "search/run.py": {"KEEP_TRAILS"},
+    # the proof's subsets: the peak's clique and the windows around it, each twice as wide
+    "proof.py": {"WINDOWS"},
+}
+
+
+def module_numbers(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every module-level assignment of a value holding a number."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            if any(isinstance(c, ast.Constant) and type(c.value) in (int, float)
+                   for c in ast.walk(node.value)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for tg in targets:
+                    for name in ast.walk(tg):
+                        if isinstance(name, ast.Name):
+                            found.append((node.lineno, name.id))
+    return found
+
+
+def test_no_module_level_tuning_number_in_pack():
+    """Every tuning value of the packer is in ``SolverParams`` or the plan's ``Policy``: a
+    module-level number elsewhere in tilemem/pack is one of the named facts above."""
+    pack = PACKAGE / "pack"
+    bad = []
+    for path in sorted(pack.rglob("*.py")):
+        rel = path.relative_to(pack).as_posix()
+        if rel == "params.py" or PACK_FACTS.get(rel, set()) is None:
+            continue
+        for line, name in module_numbers(path.read_text()):
+            if name not in PACK_FACTS.get(rel, set()):
+                bad.append(f"tilemem/pack/{rel}:{line}: {name}")
+    assert not bad, "tuning numbers outside SolverParams / Policy: " + ", ".join(bad)
+
+
+@pytest.mark.parametrize("source,names", [
+    ("STEP = 0.5\n", ["STEP"]),
+    ("A, B = 1, 2\n", ["A", "B"]),
+    ("T: dict = {'x': 0.05}\n", ["T"]),
+    ("NAME = 'quick'\nFLAG = True\n", []),
+    ("def f():\n    x = 0.4\n", []),
+])
+def test_the_number_rule_sees_what_it_should(source, names):
+    assert [n for _, n in module_numbers(source)] == names
