@@ -38,8 +38,9 @@ def main(argv=None) -> int:
     from tilemem.pack.tasks import _replay_order, _warm_up  # noqa: F401
     CHAIN = DEFAULT_POLICY.chain
     from tilemem.pack.firstfit import first_fit
-    from tilemem.pack.portfolio import (CARRIED_HINT_ORDERS, CARRIED_NEAR, QUICK_HINT_ORDERS,
-                                        _meets, solve_tile)
+    from tilemem.pack.params import DEFAULT_PARAMS
+    from tilemem.pack.portfolio import _meets, solve_tile
+    from tilemem.pack.quick import NEAR
     from tilemem.pack.problem import TileProblem
     from tilemem.pack.search.sweep import build_model
 
@@ -68,10 +69,11 @@ def main(argv=None) -> int:
             # the heuristic's start as solve_tile makes it: the report's order, and the
             # heuristic's first order unless a carried allocation is near the bound
             near = carried is not None and _meets(
-                p, carried, bounds[t][0] + int(bounds[t][0] * CARRIED_NEAR))
+                p, carried, bounds[t][0] + int(bounds[t][0] * (2 * NEAR)))
+            orders = DEFAULT_PARAMS.hint_orders
             heuristic.heuristic_runs(p, bound=bounds[t][0],
                                      extra_orders=[_replay_order(r, t, p.rows)],
-                                     orders=CARRIED_HINT_ORDERS if near else QUICK_HINT_ORDERS)
+                                     orders=orders - 1 if near else orders)
             t4 = time.perf_counter()
             build_model(p)
             t5 = time.perf_counter()

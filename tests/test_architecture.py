@@ -209,3 +209,187 @@ def test_no_positional_tuple_of_more_than_four_slots_in_pack():
 ])
 def test_the_tuple_rule_sees_what_it_should(source, count):
     assert len(positional_slots(source)) == count
+
+
+def import_graph(sources: dict[Path, str], root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the tilemem modules it imports (function-level imports too). An import names
+    the module it loads: ``from .x import y`` is an arrow to ``x.y`` when that is a module,
+    else to ``x``; ``from . import name`` to the package only when ``name`` is not one of
+    its modules.
+
+    Why the parent packages an import passes through are not arrows: Python runs a package's
+    ``__init__`` before any of its modules, and a module may be loaded while that ``__init__``
+    is still running, so ``search/__init__`` re-exporting ``solver`` while ``solver`` imports
+    ``search.sweep`` is no cycle in any sense that can break. Counting those implied arrows
+    would make every re-export a cycle; a module that imports a name from its package's
+    ``__init__`` does depend on it, and that arrow is counted."""
+    names = {module_name(path, root): path for path in sources}
+    graph = {}
+    for path, source in sources.items():
+        mine = module_name(path, root)
+        out = set()
+        tree = ast.parse(source)
+        package = mine if path.name == "__init__.py" else mine.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in names)
+            elif isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                for a in node.names:
+                    if f"{target}.{a.name}" in names:
+                        out.add(f"{target}.{a.name}")
+                    elif target in names:
+                        out.add(target)
+        out.discard(mine)
+        graph[mine] = out
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) in every strongly connected component of ``graph`` that
+    has more than one module, found by depth-first search."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def visit(v):   # Tarjan's algorithm; the graph is a few hundred modules deep at most
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(set(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_shortest_cycle(graph, comp, min(comp)) for comp in components]
+
+
+def _shortest_cycle(graph: dict[str, set[str]], comp: set[str], start: str) -> list[str]:
+    """The shortest cycle from ``start`` through modules of ``comp`` (breadth first)."""
+    prev: dict[str, str] = {}
+    frontier, seen = [start], {start}
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & comp):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(prev[path[-1]])
+                    return path[::-1] + [start]
+                if w not in seen:
+                    seen.add(w)
+                    prev[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"{start} is on no cycle of its component")
+
+
+def test_no_import_cycle_in_tilemem():
+    sources = {f: f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+    cycles = import_cycles(import_graph(sources))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("files,expected", [
+    # a function-level import closes the cycle
+    ({"a.py": "def f():\n    from .b import g\n", "b.py": "from . import c\n",
+      "c.py": "from tilemem.pack.a import f\n"},
+     [["tilemem.pack.a", "tilemem.pack.b", "tilemem.pack.c", "tilemem.pack.a"]]),
+    # a re-export in the package's __init__ and a sibling import: no cycle
+    ({"__init__.py": "from .a import f\n", "a.py": "from .b import g\n", "b.py": ""}, []),
+    # a module that takes a name from its package's __init__, which re-exports it: a cycle
+    ({"__init__.py": "from .a import f\nfrom .b import g\n", "a.py": "from . import g\n",
+      "b.py": ""},
+     [["tilemem.pack", "tilemem.pack.a", "tilemem.pack"]]),
+])
+def test_an_import_cycle_is_named(files, expected):
+    sources = {PACKAGE / "pack" / name: source for name, source in files.items()}
+    assert import_cycles(import_graph(sources)) == expected
+
+
+#: The module-level numbers of tilemem/pack that are facts, not tuning values (those are in
+#: ``SolverParams``, ``tilemem/pack/params.py``, and the plan's ``Policy``), each with why.
+PACK_FACTS = {
+    # the search kernels' array layout, states and keys (search/layout.py), whole
+    "search/layout.py": None,
+    # sentinels and bit flags
+    "guard.py": {"INF", "K_CONFLICT", "K_ELEMENT", "K_REGION"},
+    "firstfit.py": {"_FAR"},
+    # the goal the project measures (within 1 % of the bound), not a tuning value
+    "quick.py": {"NEAR"},
+    # measured rates that turn a deterministic run's time limit into work
+    "portfolio.py": {"SEARCH_NODE_VARIABLES_PER_SECOND", "LOCAL_SEARCH_MOVES_PER_SECOND"},
+    "cpsat.py": {"DETERMINISTIC_UNITS_PER_SECOND"},
+    # the journal's format: its version, the largest record it reads, how often it syncs
+    "journal.py": {"VERSION", "MAX_PAYLOAD", "SYNC_INTERVAL"},
+    # the search model's definition (cached per problem, so not a per-call value): the
+    # canonical rank's work limits, the window groups a restricted section is compared
+    # with, the trail buffers kept for reuse (a memory bound)
+    "search/sweep.py": {"RANK_REFINE_MAX", "RANK_ROUNDS_OVER", "RANK_ROUNDS_LARGE"},
+    "search/restrict.py": {"LOOK_BACK"},
+    "search/run.py": {"KEEP_TRAILS"},
+    # the proof's subsets: the peak's clique and the windows around it, each twice as wide
+    "proof.py": {"WINDOWS"},
+}
+
+
+def module_numbers(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every module-level assignment of a value holding a number."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            if any(isinstance(c, ast.Constant) and type(c.value) in (int, float)
+                   for c in ast.walk(node.value)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for tg in targets:
+                    for name in ast.walk(tg):
+                        if isinstance(name, ast.Name):
+                            found.append((node.lineno, name.id))
+    return found
+
+
+def test_no_module_level_tuning_number_in_pack():
+    """Every tuning value of the packer is in ``SolverParams`` or the plan's ``Policy``: a
+    module-level number elsewhere in tilemem/pack is one of the named facts above."""
+    pack = PACKAGE / "pack"
+    bad = []
+    for path in sorted(pack.rglob("*.py")):
+        rel = path.relative_to(pack).as_posix()
+        if rel == "params.py" or PACK_FACTS.get(rel, set()) is None:
+            continue
+        for line, name in module_numbers(path.read_text()):
+            if name not in PACK_FACTS.get(rel, set()):
+                bad.append(f"tilemem/pack/{rel}:{line}: {name}")
+    assert not bad, "tuning numbers outside SolverParams / Policy: " + ", ".join(bad)
+
+
+@pytest.mark.parametrize("source,names", [
+    ("STEP = 0.5\n", ["STEP"]),
+    ("A, B = 1, 2\n", ["A", "B"]),
+    ("T: dict = {'x': 0.05}\n", ["T"]),
+    ("NAME = 'quick'\nFLAG = True\n", []),
+    ("def f():\n    x = 0.4\n", []),
+])
+def test_the_number_rule_sees_what_it_should(source, names):
+    assert [n for _, n in module_numbers(source)] == names

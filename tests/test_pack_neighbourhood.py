@@ -96,6 +96,55 @@ def test_a_freed_variable_goes_into_the_hole_below_a_fixed_one(solver):
     assert got.tolist() == [16, 0, 16]
 
 
+def _seven_zero_size_variables() -> Report:
+    """Seven zero-size variables on one tile (tileMemory 64, interleaved from 32, elements
+    [0, 16), [16, 32), [32, 64)), one region constraint (4 and 2): the case on which
+    OR-Tools 9.15's presolve raised ``IndexError: absl::btree_map::at`` from the
+    neighbourhood's CP-SAT model with its hints (found by hypothesis). Any two of the three
+    classes interfere, so all seven conflict pairwise; 0, 3, 4 and 5 are interleaved, 1 is
+    code."""
+    from tilemem.model.target import Target
+
+    n = 7
+    return Report.from_columns(
+        target=Target(1, 64, 32, np.array([0, 16, 32])), var_id=range(n), tile=[0] * n,
+        size=[0] * n, alignment=[8, 8, 2, 8, 2, 8, 1], offset=[0] * n,
+        category=["variable"] * n, eq_class=[1, 0, 2, 0, 2, 1, 2],
+        interference=[[1], [], [0, 1]],
+        always_live=[0, 0, 1, 1, 0, 0, 0], in_interleaved_mem=[1, 0, 0, 1, 1, 1, 0],
+        executable=[0, 1, 0, 0, 0, 0, 0], region_constraints=[[], [], [], [], [2], [], []])
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("cap,placeable", [(68, True), (60, True), (40, False)])
+def test_seven_zero_size_variables_are_placed_or_refused_without_an_error(solver, cap,
+                                                                          placeable):
+    # the packers read a zero-size variable as one byte (the guard's strictest reading), so
+    # the seven need seven bytes apart; the four interleaved ones need 32 and above, three
+    # of them aligned to 8 and one to 4 (2 read as the least alignment, 4): 32, 40, 48 and
+    # 36, the highest ending at 49. So a cap of 40 places nothing and 60 or more does.
+    r = _seven_zero_size_variables()
+    p = TileProblem.from_report(r, 0)
+    start = np.array([48, 8, 20, 56, 76, 32, 16])    # valid; 4 past tileMemory
+    passes_both_checkers(r, _column(r, p, start))
+    got = solve_neighbourhood(p, start, np.arange(p.n), cap, time_limit=5, solver=solver)
+    assert (got is not None) == placeable
+    if got is not None:
+        passes_both_checkers(r, _column(r, p, got))
+        assert int((got + p.size).max()) <= cap
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_seven_zero_size_variables_are_improved_without_an_error(solver):
+    r = _seven_zero_size_variables()
+    p = TileProblem.from_report(r, 0)
+    start = np.array([48, 8, 20, 56, 76, 32, 16])
+    res = improve_by_neighbourhoods(p, start, bound=0, time_limit=1.0, solver=solver)
+    passes_both_checkers(r, _column(r, p, res.offsets))
+    assert objective(r, _column(r, p, res.offsets), 0) <= objective(r, start, 0)
+    assert not np.any(res.offsets >= p.capacity)   # 4 brought into memory
+
+
 def test_an_overflowing_tile_is_brought_to_fit():
     # tileMemory 48 and three conflicting variables of 16: they fit only side by side; the
     # start puts one in the overflow zone

@@ -24,6 +24,7 @@ from tilemem.pack import quick as quick_mod
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.driver import allocate
 from tilemem.pack.guard import self_check
+from tilemem.pack.params import SolverParams
 from tilemem.pack.portfolio import solve_tile
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.search import solve_search
@@ -78,7 +79,7 @@ def test_bad_solver_results_are_rejected(monkeypatch):
                             eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
     p = TileProblem.from_report(r, 0)
 
-    def bad_search(problem, time_limit, hint=None, capacity=None):
+    def bad_search(problem, time_limit, hint=None, capacity=None, **kw):
         return SimpleNamespace(offsets=np.zeros(problem.n, np.int64), status="optimal")
 
     monkeypatch.setattr(portfolio_mod, "_search_function", lambda: bad_search)
@@ -105,7 +106,7 @@ def test_search_result_is_used_when_valid(monkeypatch):
     assert self_check(p, answer)
     calls = []
 
-    def search(problem, time_limit, hint=None, capacity=None):
+    def search(problem, time_limit, hint=None, capacity=None, **kw):
         calls.append(hint is not None)
         return SimpleNamespace(offsets=answer.copy(), status="optimal")
 
@@ -147,20 +148,21 @@ def test_conflict_cliques_cover_every_conflicting_pair():
 
 
 def test_cpsat_skipped_when_too_large_keeps_a_valid_allocation(monkeypatch):
-    from tilemem.pack import cpsat as cpsat_mod
-
-    monkeypatch.setattr(cpsat_mod, "MAX_CLIQUE_ENTRIES", 0)
+    small = SolverParams(max_clique_entries=0)
     monkeypatch.setattr(portfolio_mod, "_search_function", lambda: None)
     r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[40, 30, 20, 10],
                             alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
                             eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 3], [0], [1]])
     p = TileProblem.from_report(r, 0)
-    res = solve_cpsat(p, hint=np.array([0, 40, 40, 0]), time_limit=5)
+    res = solve_cpsat(p, hint=np.array([0, 40, 40, 0]), time_limit=5, params=small)
     assert res.status == "unknown" and "too large" in res.note
     assert res.offsets.tolist() == [0, 40, 40, 0]
-    out = allocate(r, method="exact", workers=1, time_limit=2)
-    passes_both_checkers(r, out.offsets)
-    assert "skipped" in out.tiles[0].note or out.tiles[0].status == "optimal"
+    # the portfolio hands its params down to CP-SAT
+    res, off = solve_tile(p, "exact", time_limit=2, params=small)
+    col = r.offset.copy()
+    col[p.rows] = off
+    passes_both_checkers(r, col)
+    assert "skipped, model too large" in res.note
 
 
 def test_exact_keeps_its_time_limit_on_overflowing_tiles():
@@ -292,9 +294,9 @@ def test_quick_stops_at_the_gap_it_is_given(monkeypatch):
     targets = []
     real = portfolio_mod.quick_search
 
-    def spy(p, hint, bound, time_limit, seed=0, target=None):
+    def spy(p, hint, bound, time_limit, seed=0, target=None, **kw):
         targets.append(target)
-        return real(p, hint, bound, time_limit, seed, target=target)
+        return real(p, hint, bound, time_limit, seed, target=target, **kw)
 
     monkeypatch.setattr(portfolio_mod, "quick_search", spy)
     hint = np.array([0, 24, 0, 72])          # ends at 96; the bound is 64
@@ -302,7 +304,7 @@ def test_quick_stops_at_the_gap_it_is_given(monkeypatch):
         res, off = solve_tile(p, method, hint=hint, time_limit=0.5, bound=(64, True),
                               stop_gap=gap)
         assert self_check(p, off) and res.total_including_gaps <= 96
-    assert targets == [72, None, 64 + int(64 * portfolio_mod.NEAR)], targets
+    assert targets == [72, None, 64 + int(64 * quick_mod.NEAR)], targets
 
 
 def test_a_stalled_probes_completion_is_kept(monkeypatch):
@@ -357,7 +359,7 @@ def test_a_stalled_probe_is_tried_top_down_before_the_cap_is_loosened(monkeypatc
     monkeypatch.setattr(quick_mod, "solve_search", search)
     off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
     assert off.tolist() == at64.tolist() and status == "optimal", note
-    near = 64 + int(64 * portfolio_mod.NEAR)
+    near = 64 + int(64 * quick_mod.NEAR)
     assert calls == [(calls[0][0], False), (max(calls[0][0], near), True)], calls
     calls.clear()
     monkeypatch.setattr(quick_mod, "solve_search", lambda *a, mirrored=False, **k: (
@@ -480,7 +482,7 @@ def test_quick_search_with_a_step_comes_down_from_its_start(monkeypatch):
     assert calls[:3] == [(88, False), (70, False), (70, True)], calls
     calls.clear()
     portfolio_mod.quick_search(p, start, 64, 0.05)
-    assert calls[0] == (64 + max(1, int(64 * quick_mod.NEAR * quick_mod.AIM)), False)
+    assert calls[0] == (64 + max(1, int(64 * quick_mod.NEAR * SolverParams().aim)), False)
 
 
 def test_a_fresh_start_is_valid_repeatable_and_reaches_the_only_layout():
@@ -508,19 +510,19 @@ def test_a_fresh_start_passes_both_checkers(r):
 
 
 @pytest.mark.parametrize("big", [False, True])
-def test_auto_stops_at_the_gap_it_is_given(monkeypatch, big):
+def test_auto_stops_at_the_gap_it_is_given(big):
     """``solve_tile("auto", stop_gap=g)`` (the driver's exact stage on the tiles left above
     1%): a hint already within ``g`` of the bound comes back as it is, "feasible", not
     "optimal"; without ``g`` the exact portfolio goes on to the only layout at the bound.
     ``big``: a tile on the path of the big tiles (the fresh start, descents, neighbourhoods)."""
-    if big:
-        monkeypatch.setattr(portfolio_mod, "NEIGHBOURHOOD_VARIABLES", 1)
+    params = SolverParams(big_tile=1 if big else SolverParams().big_tile)
     p = four_variables(Target(1, 128, 128, np.array([0])))
     at72 = np.array([0, 24, 0, 48])          # ends at 72, 12.5 % above the bound (64)
     res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True),
-                          stop_gap=0.125)
+                          stop_gap=0.125, params=params)
     assert off.tolist() == at72.tolist() and res.status == "feasible", res.note
-    res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True))
+    res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True),
+                          params=params)
     assert self_check(p, off) and res.total_including_gaps == 64 and res.status == "optimal"
 
 
@@ -545,3 +547,56 @@ def test_a_fresh_start_probes_a_cap_held_at_tile_memory_once(monkeypatch):
     off, note = portfolio_mod._fresh_start(p, 64, 5.0, seed=0)
     assert off is None and note == "fresh start not found"
     assert caps == [65, 66] and time.perf_counter() - t0 < 1.0
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("big,raising,failed", [
+    (False, ("cp-sat",), ("cp-sat",)),
+    (False, ("search",), ("search",)),
+    (False, ("search", "local search"), ("search", "local search")),
+    (True, ("fresh start",), ("fresh start",)),
+    (True, ("fresh start", "quick search"), ("fresh start", "quick search")),
+    # the fresh start alone reaches the bound: the neighbourhoods run after the others fail
+    (True, ("fresh start", "quick search", "neighbourhoods"),
+     ("fresh start", "quick search", "neighbourhoods")),
+])
+def test_a_move_that_raises_costs_that_move_only(monkeypatch, big, raising, failed):
+    """Any exception inside one of the exact portfolio's moves costs that move, never the
+    tile: the best valid allocation is kept, ``failed`` names the move and the note says
+    what it raised. ``big``: the big tiles' path (a fresh start, descents, neighbourhoods)."""
+    stand_ins = {
+        "cp-sat": (portfolio_mod, "solve_cpsat", _boom),
+        "search": (portfolio_mod, "_search_function", lambda: _boom),
+        "local search": (heuristic_mod, "improve", _boom),
+        "fresh start": (portfolio_mod, "_fresh_start", _boom),
+        "quick search": (portfolio_mod, "quick_search", _boom),
+        "neighbourhoods": (portfolio_mod, "improve_by_neighbourhoods", _boom),
+    }
+    for move in raising:
+        monkeypatch.setattr(*stand_ins[move])
+    params = SolverParams(big_tile=1 if big else SolverParams().big_tile)
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    at72 = np.array([0, 24, 0, 48])          # valid, 8 bytes above the bound (64)
+    out = portfolio_mod.exact_portfolio(p, at72, 64, 1.0, polish=not big, params=params)
+    assert set(out.failed) == set(failed), out.note
+    for move in failed:
+        assert f"{move} failed: RuntimeError: boom" in out.note
+    assert self_check(p, out.offsets)
+    assert int((out.offsets + p.size).max()) <= 72
+    # and through solve_tile, the note of the tile's result says so
+    res, off = solve_tile(p, "exact", hint=at72, time_limit=1.0, bound=(64, True),
+                          params=params)
+    assert self_check(p, off) and res.total_including_gaps <= 72
+    assert f"{failed[0]} failed: RuntimeError: boom" in res.note
+
+
+def test_a_quick_search_that_raises_keeps_the_tiles_allocation(monkeypatch):
+    monkeypatch.setattr(portfolio_mod, "quick_search", _boom)
+    p = four_variables(Target(1, 128, 128, np.array([0])))
+    at72 = np.array([0, 24, 0, 48])
+    res, off = solve_tile(p, "quick", hint=at72, time_limit=0.5, bound=(64, True))
+    assert off.tolist() == at72.tolist() and res.status == "heuristic"
+    assert "quick search failed: RuntimeError: boom" in res.note

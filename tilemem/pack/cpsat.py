@@ -40,14 +40,9 @@ from numba import njit
 
 from ..liveness.sorting import argsort
 from .lattice import aligned_grain
+from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .result import objective
-
-
-#: Past this many interval references in no-overlap cliques CP-SAT is not tried: building
-#: and presolving such a model takes longer than the time limits it would get (a 2,700-variable
-#: Mk2 tile with 2,200 classes needs 1,500 cliques and a million references).
-MAX_CLIQUE_ENTRIES = 250_000
 
 
 @dataclass(frozen=True)
@@ -204,18 +199,21 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
 
 #: CP-SAT's deterministic time per second of a ``deterministic`` run's time limit: on tile
 #: models its unit of work costs about 20-50 wall seconds, so a limit is converted for the
-#: deterministic run to take about as long as the clocked one.
+#: deterministic run to take about as long as the clocked one. A measured rate, not a
+#: tuning value (``SolverParams`` holds those).
 DETERMINISTIC_UNITS_PER_SECOND = 0.03
 
 
 def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: float = 10.0,
                 bound: int | None = None, allow_overflow: bool = True, workers: int = 1,
                 seed: int = 0, deterministic: bool = False, log: bool = False,
-                polish: bool = False) -> CpsatResult:
+                polish: bool = False, params: SolverParams = DEFAULT_PARAMS) -> CpsatResult:
     """Pack ``p`` (see the module docstring). ``hint``: a valid allocation to start from.
 
     ``polish``: with time left after the highest end address, lower the regions'
     high-water marks too (the objective's last criterion; not part of the proof).
+    ``params``: ``max_clique_entries`` (a model past it is skipped as too large) and
+    ``fit_share`` (the overflow phase's share of the time).
     """
     from ortools.sat.python import cp_model
 
@@ -225,7 +223,7 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
         return CpsatResult(np.zeros(0, np.int64), "optimal", 0.0)
     if hint is not None and not allow_overflow and np.any(hint >= p.capacity):
         hint = None
-    m = _Model(p, allow_overflow)
+    m = _Model(p, allow_overflow, params.max_clique_entries)
     if m.too_big:
         return CpsatResult(hint, "unknown", time.perf_counter() - t0,
                            f"skipped, model too large: {m.too_big}")
@@ -265,8 +263,7 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
         m.model.clear_hints()
         if best is not None:
             m.hint(best)
-        s = solver_for(seconds)
-        st = s.solve(m.model)
+        st, s = solve_hinted(m.model, lambda: solver_for(seconds))
         work += float(s.response_proto.deterministic_time) / DETERMINISTIC_UNITS_PER_SECOND
         name = status_names.get(st, "unknown")
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -278,7 +275,7 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
                                                            np.any(hint >= p.capacity)):
         # phase A: fewest overflowed bytes
         m.model.minimize(m.overflow_expr)
-        name, s = run(time_limit * 0.5)
+        name, s = run(time_limit * params.fit_share)
         if name in ("infeasible", "invalid"):
             return CpsatResult(best, name, time.perf_counter() - t0, ",".join(notes))
         if best is None:
@@ -318,6 +315,26 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: f
         return CpsatResult(None, "unknown", seconds, ",".join(notes))
     status = "optimal" if proven and name == "optimal" else "feasible"
     return CpsatResult(np.asarray(best, np.int64), status, seconds, ",".join(notes))
+
+
+def solve_hinted(model, new_solver):
+    """``new_solver().solve(model)``: ``(status, solver)``; when it raises with the model's
+    hints, again without them (a new solver) -- an error then is the caller's.
+
+    Why: OR-Tools 9.15's presolve can raise on a hinted model that it solves without the
+    hints (``IndexError: absl::btree_map::at``, in its solution crush, seen on neighbourhoods
+    of zero-size variables with partial hints inside every domain); the hints only speed the
+    search up, so losing them loses nothing else.
+    """
+    solver = new_solver()
+    try:
+        return solver.solve(model), solver
+    except Exception:  # noqa: BLE001 - the same model without hints, once
+        if not len(model.proto.solution_hint.vars):
+            raise
+    model.clear_hints()
+    solver = new_solver()
+    return solver.solve(model), solver
 
 
 def lattice_alignment(p: TileProblem) -> np.ndarray:
@@ -363,7 +380,7 @@ def zone_touch(model, k, align: int, s1: int, zs: int, ze: int,
 class _Model:
     """The CP-SAT model of one tile and how to hint it and read its solution."""
 
-    def __init__(self, p: TileProblem, allow_overflow: bool):
+    def __init__(self, p: TileProblem, allow_overflow: bool, max_clique_entries: int):
         from ortools.sat.python import cp_model
 
         self.p = p
@@ -405,7 +422,7 @@ class _Model:
                 self.in_mem.append(bool(mem_parts))
         self.intervals = [model.new_fixed_size_interval_var(self.k[i] * int(a[i]), int(s[i]),
                                                             f"x{i}") for i in range(n)]
-        self._no_overlap()
+        self._no_overlap(max_clique_entries)
         if self.too_big:
             return
         self.touch: dict[tuple[int, int], object] = {}
@@ -438,7 +455,7 @@ class _Model:
                 self.overflow_expr = over
         self._end = None
 
-    def _no_overlap(self):
+    def _no_overlap(self, max_clique_entries: int):
         p, model = self.p, self.model
         if lifetimes_decide_conflicts(p):
             al = p.conflicts.always_live.astype(bool)
@@ -457,9 +474,9 @@ class _Model:
             self.too_big = (f"{len(p.conflicts.classes):,} classes, past the dense class "
                             f"matrix limit")
             return
-        cliques = conflict_cliques(p, max_entries=MAX_CLIQUE_ENTRIES)
+        cliques = conflict_cliques(p, max_entries=max_clique_entries)
         if cliques is None:
-            self.too_big = f"more than {MAX_CLIQUE_ENTRIES:,} intervals in no-overlap cliques"
+            self.too_big = f"more than {max_clique_entries:,} intervals in no-overlap cliques"
             return
         for cl in cliques:
             model.add_no_overlap([self.intervals[i] for i in cl.tolist()])

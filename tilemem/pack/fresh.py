@@ -10,21 +10,16 @@ import numpy as np
 
 from .firstfit import first_fit
 from .guard import self_check
+from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .quick import NEAR, quick_search
 from .result import objective
 from .search import solve_search
 
 
-#: The fresh start's quick search comes down from it a quarter of the way to the bound at a
-#: time (not from ``AIM`` below ``NEAR``, where a fresh start's first probes stall).
-FRESH_STEP = 0.25
-#: The fresh start's first fit by size with each log size perturbed by this much noise.
-FRESH_NOISE = 0.1
-
-
 def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
-                 target: int | None = None) -> tuple[np.ndarray | None, str]:
+                 target: int | None = None,
+                 params: SolverParams = DEFAULT_PARAMS) -> tuple[np.ndarray | None, str]:
     """A packing of ``p`` built afresh bottom-up and lowered by the quick search, within
     ``seconds``: ``(offsets or None, note)``.
 
@@ -37,15 +32,19 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
     regions' boundary, in one part: a layout whose first packing is looser but that goes
     lower.
 
-    The first packing: bottom-up probes from first fit by size, at twice ``NEAR`` above
-    ``lower`` and doubling, a fifth of the time at most each.
+    The first packing: bottom-up probes from first fit by size (each log size perturbed by
+    ``params.fresh[0]``), at twice ``NEAR`` above ``lower`` and doubling, ``params.fresh[1]``
+    of the time at most each; then the quick search comes down from it ``params.step / 2``
+    of the way to the bound at a time (not from ``aim`` of ``NEAR``, where a fresh start's
+    first probes stall).
     """
+    noise, probe_share = params.fresh
     deadline = time.perf_counter() + seconds
     # first fit by size, perturbed by the seed and the tile: neighbouring tiles hold nearly
     # the same problem, and the same start would give them the same descents (the probes'
     # static orders follow the start), where a run of them carries the best one along
     rng = np.random.default_rng([seed, p.tile])
-    noisy = np.log(np.maximum(p.size, 1)) + FRESH_NOISE * rng.standard_normal(p.n)
+    noisy = np.log(np.maximum(p.size, 1)) + noise * rng.standard_normal(p.n)
     start = first_fit(p, np.argsort(-noisy, kind="stable"))
     slack = max(1, int(lower * 2 * NEAR))
     probed = -1
@@ -60,8 +59,8 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
         if left <= 0.01 or min(cap, p.capacity) == probed:
             return None, "fresh start not found"
         probed = min(cap, p.capacity)
-        r = solve_search(p, time_limit=min(left, 0.2 * seconds), hint=start,
-                         capacity=int(probed), probe=True, seed=seed)
+        r = solve_search(p, time_limit=min(left, probe_share * seconds), hint=start,
+                         capacity=int(probed), probe=True, seed=seed, params=params)
         if r.status == "optimal" and r.offsets is not None:
             off = np.asarray(r.offsets, np.int64)
             if self_check(p, off):
@@ -69,8 +68,9 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
         slack *= 2
     left = deadline - time.perf_counter()
     if left > 0.01:
-        off, _, note, _ = quick_search(p, off, lower, left, seed=seed, step=FRESH_STEP,
-                                       target=target)
+        q = quick_search(p, off, lower, left, seed=seed, step=params.step / 2, target=target,
+                         params=params)
+        off, note = q.offsets, q.note
     else:
         note = ""
     return off, f"fresh start {slack:+,}, then {note}"

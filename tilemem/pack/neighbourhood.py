@@ -46,31 +46,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..rules import MIN_ALIGNMENT
-from .cpsat import greedy_class_cliques, zone_touch
+from .cpsat import greedy_class_cliques, solve_hinted, zone_touch
 from .guard import element_bounds, self_check
+from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .result import objective
 from .search.restrict import fixed_bans, solve_restricted
 
-#: Variables freed per neighbourhood at first, by solver: CP-SAT settles a hinted model of
-#: 120 in a fraction of a second, which covers the top of a Mk2 tile's peak (700-800 live
-#: variables) for the few hundred bytes a cap asks to win; the search's descents place a few
-#: hundred in milliseconds (20-50 neighbourhoods of a Mk2 tile a second, their models built
-#: included, against CP-SAT's 2-4), and smaller ones, more of them, did better, down to
-#: about a hundred (fewer did worse again).
-MAX_FREE = {"search": 100, "cp-sat": 120}
-SOLVERS = tuple(MAX_FREE)
-#: Tries of each high variable's neighbourhood (growing each time) before a cap is eased,
-#: and before the fit question is left undecided.
-TRIES, FIT_TRIES = 2, 4
-#: The smallest step down of the cap: the least alignment of any variable (``rules``).
-MIN_STEP = MIN_ALIGNMENT
-#: Seconds a solver gets per neighbourhood (at most; less when the tile's time runs out).
-NEIGHBOURHOOD_SECONDS = {"search": 0.05, "cp-sat": 0.25}
-#: Descents the search makes on one neighbourhood before it is given up: another
-#: neighbourhood (or a smaller step) is the better use of the time than many more orders,
-#: though fewer than this many did worse.
-NEIGHBOURHOOD_DESCENTS = 16
+#: The solvers of a neighbourhood (``solve_neighbourhood``); their sizes and seconds are
+#: ``SolverParams.neighbourhood``. The search's descents place a few hundred variables in
+#: milliseconds (20-50 neighbourhoods of a Mk2 tile a second, their models built included,
+#: against CP-SAT's 2-4); CP-SAT settles a hinted model of 120 in a fraction of a second.
+SOLVERS = ("search", "cp-sat")
 
 
 @dataclass(frozen=True)
@@ -90,11 +77,13 @@ class NeighbourhoodResult:
 
 def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
                               time_limit: float, *, seed: int = 0, max_free: int | None = None,
-                              fit_only: bool = False,
-                              solver: str = "search") -> NeighbourhoodResult:
+                              fit_only: bool = False, solver: str = "search",
+                              params: SolverParams = DEFAULT_PARAMS) -> NeighbourhoodResult:
     """Lower the end (or the overflow) of a valid allocation ``offsets`` of ``p`` within
     ``time_limit`` seconds by neighbourhoods solved exactly (the module docstring), by
-    ``solver`` ("search" or "cp-sat"; ``max_free``: default ``MAX_FREE[solver]``).
+    ``solver`` ("search" or "cp-sat"; ``max_free``: default ``params.free(solver)``). Each
+    high variable's neighbourhood is tried ``params.tries`` times (twice as many while the
+    question is whether the tile fits) before the cap is eased.
 
     ``bound``: a lower bound on the end; the search stops there. On a tile that overflows
     although ``bound`` fits in memory, the first cap is tileMemory (does it fit?); with
@@ -103,7 +92,8 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, not {solver!r}")
-    max_free = MAX_FREE[solver] if max_free is None else max_free
+    max_free = params.free(solver) if max_free is None else max_free
+    tries_per_cap = params.tries
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     rng = np.random.default_rng(seed)
@@ -116,7 +106,7 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
         return NeighbourhoodResult(best, 0, 0, time.perf_counter() - t0)
     end = int((best + size).max())
     fitting = bool(np.any(best >= tm)) and lower <= tm   # the question: does it fit?
-    step = max(MIN_STEP, (end - lower) // 8)
+    step = max(MIN_ALIGNMENT, (end - lower) // 8)
     cap = tm if fitting else max(lower, end - step)
     failures: dict[int, int] = {}
     while time.perf_counter() < deadline - 0.01:
@@ -135,11 +125,11 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
             continue
         # the high variable tried least, highest end first
         tries = np.array([failures.get(int(v), 0) for v in high])
-        if tries.min() >= (FIT_TRIES if fitting else TRIES):
+        if tries.min() >= (2 * tries_per_cap if fitting else tries_per_cap):
             if fitting:
                 break        # undecided within this budget
             step //= 2       # the cap resists: a smaller step down
-            if step < MIN_STEP:
+            if step < MIN_ALIGNMENT:   # the smallest step down: the least alignment
                 break
             cap, failures = max(lower, end - step), {}
             continue
@@ -151,8 +141,8 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
         if left < 0.02:
             break
         cand = solve_neighbourhood(p, best, free, cap,
-                                   min(NEIGHBOURHOOD_SECONDS[solver] * grow, left),
-                                   seed=seed + solved, solver=solver)
+                                   min(params.neighbourhood_seconds(solver) * grow, left),
+                                   seed=seed + solved, solver=solver, params=params)
         solved += 1
         if cand is not None and objective(p, cand)[:2] <= objective(p, best)[:2] \
                 and self_check(p, cand):
@@ -196,17 +186,18 @@ def neighbourhood_of(p: TileProblem, offsets: np.ndarray, v: int, max_free: int,
 
 
 def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: int,
-                        time_limit: float, seed: int = 0,
-                        solver: str = "search") -> np.ndarray | None:
+                        time_limit: float, seed: int = 0, solver: str = "search",
+                        params: SolverParams = DEFAULT_PARAMS) -> np.ndarray | None:
     """New offsets for the variables ``free`` (the rest kept at ``offsets``), every one of
     them ending at or below ``cap``: the whole tile's offsets, or None when ``solver`` found
     none in ``time_limit`` seconds (or proved there is none).
 
     - "search": the search's short descents on the freed variables, the fixed ones as holes
       in their domains (``tilemem.pack.search.restrict.solve_restricted``), at most
-      ``NEIGHBOURHOOD_DESCENTS`` of them: in the exact stage they bring more tiles within
-      1 % of their bound than CP-SAT's neighbourhoods or the descents alone, most with about
-      a hundred freed (``MAX_FREE``).
+      ``params.descents[0]`` of them (another neighbourhood, or a smaller step, is the
+      better use of the time than many more orders): in the exact stage they bring more
+      tiles within 1 % of their bound than CP-SAT's neighbourhoods or the descents alone,
+      most with about a hundred freed (``params.neighbourhood``).
     - "cp-sat": a satisfaction problem, not an optimisation: CP-SAT stops at its first
       solution, which on the neighbourhoods of a Mk2 tile takes a fraction of a second where
       minimising the freed variables' excess over the cap ran into every time limit.
@@ -225,7 +216,7 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
     """
     if solver == "search":
         return solve_restricted(p, offsets, free, cap, time_limit, seed=seed,
-                                max_descents=NEIGHBOURHOOD_DESCENTS)
+                                max_descents=params.descents[0])
     if solver != "cp-sat":
         raise ValueError(f"solver must be one of {SOLVERS}, not {solver!r}")
     return _solve_by_cpsat(p, offsets, free, cap, time_limit, seed)
@@ -250,6 +241,7 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
     adj = np.zeros((m, m), np.bool_)
     ban_ptr, ban_lo, ban_hi = fixed_bans(p, off, free)
     ks = []
+    hinted = np.zeros(m, bool)
     for a, i in enumerate(free.tolist()):
         nb = p.conflicts.conflicting_with(i)
         adj[a, np.searchsorted(free, nb[is_free[nb]])] = True
@@ -263,7 +255,13 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
             return None      # no place for it below the cap beside the fixed variables
         k = model.new_int_var_from_domain(cp_model.Domain.from_intervals(dom), f"k{i}")
         ks.append(k)
-        model.add_hint(k, int(off[i] // al))
+        # hinted only where its present place is in its domain: a freed variable above
+        # the cap is not, and a hint outside the domain can make CP-SAT's presolve raise
+        # (OR-Tools 9.15, ``IndexError: absl::btree_map::at`` on zero-size variables)
+        here = int(off[i] // al)
+        hinted[a] = off[i] % al == 0 and any(x <= here <= y for x, y in dom)
+        if hinted[a]:
+            model.add_hint(k, here)
     xs = [ks[a] * int(p.align[i]) for a, i in enumerate(free.tolist())]
     intervals = [model.new_fixed_size_interval_var(xs[a], int(s1[i]), f"x{i}")
                  for a, i in enumerate(free.tolist())]
@@ -289,14 +287,18 @@ def _solve_by_cpsat(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: 
                 ti = zone_touch(model, ks[a], int(p.align[i]), int(s1[i]), zs, ze)
                 tj = zone_touch(model, ks[b], int(p.align[j]), int(s1[j]), zs, ze)
                 if ti is not None and tj is not None:
-                    for (t, (lo_k, hi_k)), x in ((ti, i), (tj, j)):   # hinted from now
-                        model.add_hint(t, bool(lo_k <= off[x] // p.align[x] <= hi_k))
+                    for (t, (lo_k, hi_k)), x, y in ((ti, i, a), (tj, j, b)):   # as hinted
+                        if hinted[y]:
+                            model.add_hint(t, bool(lo_k <= off[x] // p.align[x] <= hi_k))
                     model.add_bool_or([~ti[0], ~tj[0]])
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = int(seed)
-    st = solver.solve(model)
+    def new_solver():
+        s = cp_model.CpSolver()
+        s.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
+        s.parameters.num_workers = 1
+        s.parameters.random_seed = int(seed)
+        return s
+
+    st, solver = solve_hinted(model, new_solver)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     out = off.copy()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,12 +38,11 @@ from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .fresh import _fresh_start
 from .guard import self_check
-from .neighbourhood import improve_by_neighbourhoods
+from .neighbourhood import NeighbourhoodResult, improve_by_neighbourhoods
+from .params import DEFAULT_PARAMS, SolverParams
 from .proof import fit_verdict, prove_no_fit
 from .problem import TileProblem
-# the quick search's names, read here too (and imported from here by benchmarks/setup.py)
-from .quick import (CARRIED_HINT_ORDERS, CARRIED_NEAR, NEAR, QUICK_HINT_ORDERS,  # noqa: F401
-                    Outcome, _meets, end_bound_after_infeasible, quick_search)
+from .quick import NEAR, _meets, end_bound_after_infeasible, quick_search
 from .result import Pass, Stage, Status, TileResult, gap_of, objective
 from .search import solve_search
 
@@ -54,7 +54,8 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                given: np.ndarray | None = None,
                stop_gap: float | None = None,
                carried: tuple[int, np.ndarray] | None = None,
-               stop_end: int | None = None) -> tuple[TileResult, np.ndarray]:
+               stop_end: int | None = None,
+               params: SolverParams = DEFAULT_PARAMS) -> tuple[TileResult, np.ndarray]:
     """Pack one tile problem; ``(result, local offsets)``.
 
     ``method``: "replay", "heuristic", "quick" (``quick_search`` from ``hint`` or from the
@@ -73,7 +74,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     similar tile (``tilemem.pack.carry``): the start instead of ``hint`` or the heuristic's
     when it passes the guard and is better. ``stop_end``: "quick" also stops once the end is
     at or below this address (``tileMemory`` where the question is only whether the tile
-    fits).
+    fits). ``params``: the solvers' tuning values, handed down to every move.
     """
     t0 = time.perf_counter()
     # the maximum live bytes and, when given, the peak's clique with the padding its
@@ -84,6 +85,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     lower = max(int(b), window_bound(p), rb, pb)
     note = ""
     ran_exact = ran_quick = hint_given = False
+    moves = _Moves()
     if method == "replay":
         off = first_fit(p, replay_order)
         status = "replay"
@@ -106,13 +108,16 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             extra = [replay_order] if replay_order is not None else []
             # before the quick search, which replaces the heuristic's allocation on almost
             # every tile, only the report's order and the first of the heuristic's; with a
-            # valid carried allocation the report's order alone (``CARRIED_HINT_ORDERS``)
+            # valid carried allocation the report's order alone (``hint_orders - 1``: the
+            # carried one starts where the neighbour's search ended, so the heuristic's first
+            # order seldom beats both it and the report's order; only when it is within twice
+            # ``NEAR``: where neighbours are not alike it is a plain first fit)
             # (a first pass whose share is spent too: the heuristic's full orders would cost
             # the budget what a report of many tiles does not have)
-            orders = QUICK_HINT_ORDERS if quick_start else None
+            orders = params.hint_orders if quick_start else None
             if quick_start and carried_off is not None and extra and _meets(
-                    p, carried_off, lower + int(lower * CARRIED_NEAR)):
-                orders = CARRIED_HINT_ORDERS
+                    p, carried_off, lower + int(lower * (2 * NEAR))):
+                orders = params.hint_orders - 1
             h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed,
                                          orders=orders)
             hint, note = h.offsets, h.name
@@ -123,15 +128,19 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         status = "optimal" if _meets(p, off, lower) else "heuristic"
         if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
             ran_quick = True
-            off, status, quick_note, lower = quick_search(p, off, lower, time_limit, seed,
-                                                          target=target)
-            note = (note + "," if note else "") + quick_note
+            q = moves.run("quick search", lambda: quick_search(
+                p, off, lower, time_limit, seed, target=target, params=params))
+            if q is not None:
+                off, status, lower = q.offsets, q.status, q.bound
+                note = (note + "," if note else "") + q.note
         if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
             ran_exact = True
-            off, status, note, lower = exact_portfolio(
+            e = moves.run("exact portfolio", lambda: exact_portfolio(
                 p, off, lower, time_limit, seed, cp_workers, deterministic,
                 polish=(method == "exact"), fit_only=(method == "fit"),
-                stop_gap=stop_gap if method == "auto" else None)
+                stop_gap=stop_gap if method == "auto" else None, params=params))
+            if e is not None:
+                off, status, note, lower = e.offsets, e.status, e.note, e.bound
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
@@ -152,9 +161,12 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             # the search exhausted every capacity up to tileMemory on the whole tile
             proven_on = p.n
         elif ran_exact and p.n > 1:
-            proven_on = prove_no_fit(p, min(PROOF_SECONDS, max(time_limit / 4, 0.2)))
+            proven_on = moves.run("proof", lambda: prove_no_fit(
+                p, min(params.proof_seconds, max(time_limit / 4, 0.2))))
         if proven_on is not None:
             note = (note + "," if note else "") + f"no fit proven on {proven_on:,} variables"
+    if moves.notes:   # a move that failed cost only itself: the tile keeps its best
+        note = ",".join([note] * bool(note) + moves.notes)
     # the stage whose allocation is kept: passes are internal ("near" is the quick search)
     if method in (Pass.REPLAY, Pass.HEURISTIC):
         used = Stage(method)
@@ -191,11 +203,14 @@ def _quick_target(lower: int, stop_gap: float | None, stop_end: int | None) -> i
 def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float, seed: int = 0,
                     cp_workers: int = 1, deterministic: bool = False,
                     polish: bool = False, fit_only: bool = False,
-                    stop_gap: float | None = None) -> Outcome:
-    """The exact portfolio from a valid ``hint``: an ``Outcome`` (offsets, status, note and
-    the bound, raised where a probe proved a capacity infeasible).
+                    stop_gap: float | None = None,
+                    params: SolverParams = DEFAULT_PARAMS) -> PortfolioOutcome:
+    """The exact portfolio from a valid ``hint``: a ``PortfolioOutcome`` (offsets, status,
+    note, the bound, raised where a probe proved a capacity infeasible, and the moves that
+    failed).
 
-    Within ``time_limit`` seconds, in turn:
+    Within ``time_limit`` seconds, in turn (the shares: ``params.fit_share`` and
+    ``params.exact_split``):
 
     1. when the hint overflows, the compiled search (if installed) decides whether everything
        fits in memory (up to half the time);
@@ -208,9 +223,9 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     4. CP-SAT for the rest, with the best allocation as its complete hint and the raised bound
        (always run with ``polish``, to lower the regions' high-water marks).
 
-    A tile of ``NEIGHBOURHOOD_VARIABLES`` or more (not ``deterministic``: these stop on the
+    A tile of ``params.big_tile`` variables or more (not ``deterministic``: these stop on the
     clock) goes from step 1 to the search's descents instead of steps 2-4: from a fresh
-    start (``_fresh_start``; ``FRESH_SHARE``: their whole share), the better of it and the
+    start (``_fresh_start``, their whole share, ``params.quick_share``), the better of it and the
     hint kept (then, with time left, the descents from it: ``quick_search``), then
     neighbourhoods solved exactly (``tilemem.pack.neighbourhood``) for the rest of its time.
 
@@ -223,6 +238,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     best = hint
     lower = int(bound)
     notes = []
+    moves = _Moves(notes)   # a move that raises costs itself only: the tile keeps its best
     proven = False
     search = _search_function() if p.n else None
 
@@ -235,13 +251,12 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             if deterministic:   # a node budget: the same verdict on any machine
                 rate = SEARCH_NODE_VARIABLES_PER_SECOND / max(p.n, 1)   # nodes a second
                 r = search(p, time_limit=budget, hint=best, capacity=int(cap),
-                           max_nodes=int(budget * rate))
+                           max_nodes=int(budget * rate), params=params)
                 clock.charge(r.nodes / rate)
             else:
-                r = search(p, time_limit=budget, hint=best, capacity=int(cap))
-        except Exception as e:  # a failing helper must not lose the tile
-            first_line = (str(e).strip().splitlines() or [""])[0][:120]
-            notes.append(f"search failed: {type(e).__name__}: {first_line}")
+                r = search(p, time_limit=budget, hint=best, capacity=int(cap), params=params)
+        except Exception as e:  # noqa: BLE001 - a failing probe must not lose the tile
+            moves.failed_with("search", e)
             return "unknown"
         if r.offsets is not None:
             cand = np.asarray(r.offsets, np.int64)
@@ -260,91 +275,108 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # the end a tile may stop at: its bound, or within ``stop_gap`` of it
         return lower if stop_gap is None else lower + int(lower * stop_gap)
 
-    big = p.n >= NEIGHBOURHOOD_VARIABLES and not deterministic
+    big = p.n >= params.big_tile and not deterministic
     if big and np.any(best >= tm) and lower <= tm:
         # would it fit? on a big tile the search's descents first (bottom-up and top-down,
         # stopped as soon as it fits): where the full search at tileMemory stalls, they
         # often find a fit
         t_q = time.perf_counter()
-        best, _, quick_note, lower = quick_search(p, best, lower, FIT_SHARE * time_limit,
-                                                  seed=seed + 11, target=tm)
+        q = moves.run("fit quick search", lambda: quick_search(
+            p, best, lower, params.fit_share * time_limit, seed=seed + 11, target=tm,
+            params=params))
         clock.charge(time.perf_counter() - t_q)
-        notes.append("fit " + quick_note)
+        if q is not None:
+            best, lower = q.offsets, q.bound
+            notes.append("fit " + q.note)
     if search is not None and np.any(best >= tm) and lower <= tm and not done():
-        verdict = probe(tm, clock.used() + 0.5 * (time_limit - clock.used()))
+        verdict = probe(tm, clock.used() + params.fit_share * (time_limit - clock.used()))
         notes.append(f"search fit {verdict}")
     if fit_only and not np.any(best >= tm):
         # it fits: the end address is left to the passes every tile gets
-        return Outcome(best, "optimal" if _meets(p, best, lower) else "feasible",
-                       ",".join(notes), lower)
+        return moves.outcome(best, "optimal" if _meets(p, best, lower) else "feasible", lower)
     if big and not done():
         # a big tile, where the whole tile's exact models are out of reach (CP-SAT's is
         # skipped as too large, the bisection's probes stall): the search's descents with
         # most of the time (on a tile that fits), then neighbourhoods solved exactly
         if not np.any(best >= tm):
-            share = QUICK_SHARE * max(time_limit - clock.used(), 0.0)
-            if FRESH_SHARE:
-                # first a fresh start, bottom-up, lowered by the quick search; then (with
-                # time left) the quick search from the better of it and the tile's allocation
-                t_q = time.perf_counter()
-                fresh, fresh_note = _fresh_start(p, lower, FRESH_SHARE * share, seed + 3,
-                                                 target=None if stop_gap is None else stop())
-                spent = time.perf_counter() - t_q
-                clock.charge(spent)
-                share = max(share - spent, 0.0)
-                if fresh is not None and objective(p, fresh) < objective(p, best):
-                    best = fresh
-                    fresh_note += " (kept)"
+            share = params.quick_share * max(time_limit - clock.used(), 0.0)
+            # first a fresh start, bottom-up, lowered by the quick search, with the whole
+            # share (a fresh start's descents need a second or two to reach their lowest, and
+            # descents from the better of the two after a shorter one seldom found anything);
+            # then (with time left) the quick search from the better of it and the tile's
+            t_q = time.perf_counter()
+            fresh, fresh_note = moves.run("fresh start", lambda: _fresh_start(
+                p, lower, share, seed + 3, target=None if stop_gap is None else stop(),
+                params=params), (None, None))
+            spent = time.perf_counter() - t_q
+            clock.charge(spent)
+            share = max(share - spent, 0.0)
+            if fresh is not None and objective(p, fresh) < objective(p, best):
+                best = fresh
+                fresh_note += " (kept)"
+            if fresh_note is not None:
                 notes.append(fresh_note)
             t_q = time.perf_counter()
             # with the usual orders' descents, by turns, ones that place the variables
             # without an element partner first (the first pass ran the usual ones only and
             # left this tile above 1%: tiles held up by element pairs, see
-            # ``partnerless_order``)
+            # ``partnerless_order``; the fresh start's own descents use the usual orders,
+            # what was measured for it)
             if not done() and share > 0.01:
-                best, _, quick_note, lower = quick_search(
-                    p, best, lower, share, seed=seed + 7, partnerless=EXACT_PARTNERLESS,
-                    target=None if stop_gap is None else stop())
-                notes.append(quick_note)
+                q = moves.run("quick search", lambda: quick_search(
+                    p, best, lower, share, seed=seed + 7, partnerless=True,
+                    target=None if stop_gap is None else stop(), params=params))
+                if q is not None:
+                    best, lower = q.offsets, q.bound
+                    notes.append(q.note)
             clock.charge(time.perf_counter() - t_q)
         if not done():
-            res = improve_by_neighbourhoods(p, best, lower,
-                                            max(time_limit - clock.used(), 0.0),
-                                            seed=seed, fit_only=fit_only)
+            t_q = time.perf_counter()
+            res = moves.run("neighbourhoods", lambda: improve_by_neighbourhoods(
+                p, best, lower, max(time_limit - clock.used(), 0.0), seed=seed,
+                fit_only=fit_only, params=params))
+            if res is None:
+                res = NeighbourhoodResult(best, 0, 0, time.perf_counter() - t_q)
+            else:
+                notes.append(res.note)
             clock.charge(res.seconds)
             if objective(p, res.offsets) < objective(p, best):
                 best = res.offsets
-            notes.append(res.note)
-        return Outcome(best, "optimal" if _meets(p, best, lower) else "feasible",
-                       ",".join(notes), lower)
+        return moves.outcome(best, "optimal" if _meets(p, best, lower) else "feasible", lower)
+    stalled_at_bound = False   # the probe at the bound could not tell: not repeated
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
-        verdict = probe(lower, clock.used() + 0.2 * (time_limit - clock.used()))
+        verdict = probe(lower, clock.used() + params.exact_split[0] * (time_limit - clock.used()))
         if verdict == "infeasible":
             lower = end_bound_after_infeasible(p, lower)
+        stalled_at_bound = verdict == "unknown"
         notes.append(f"search at bound {verdict}")
     if not _meets(p, best, lower) and not done() and p.n > 1:
-        share = 0.4 * (time_limit - clock.used())
+        share = params.exact_split[1] * (time_limit - clock.used())
         start = heuristic.HeuristicResult(best, "hint", np.argsort(best, kind="stable"), False)
         # deterministic: a budget of moves from the configured limit, not the clock
-        its = max(10, int(40 * time_limit)) if deterministic else None
-        res, it = heuristic.improve(p, start, time_limit=math.inf if deterministic else share,
-                                    bound=lower, seed=seed, max_iterations=its)
+        its = (max(LOCAL_SEARCH_MOVES_PER_SECOND // 4,
+                   int(LOCAL_SEARCH_MOVES_PER_SECOND * time_limit)) if deterministic else None)
+        improved = moves.run("local search", lambda: heuristic.improve(
+            p, start, time_limit=math.inf if deterministic else share, bound=lower, seed=seed,
+            max_iterations=its))
         clock.charge(share)
-        if objective(p, res.offsets) < objective(p, best):
-            best = res.offsets
-        notes.append(f"local search {it} moves")
+        if improved is not None:
+            res, it = improved
+            if objective(p, res.offsets) < objective(p, best):
+                best = res.offsets
+            notes.append(f"local search {it} moves")
     if search is not None and not np.any(best >= tm) and not done():
         lo, hi = lower, objective(p, best)[1] - 1
         probe_lo = lo  # an "unknown" moves the probes up without proving anything
-        first = "search at bound unknown" not in notes  # do not repeat a probe that stalled
+        first = not stalled_at_bound  # do not repeat a probe that stalled
         while probe_lo <= hi:
             cap = probe_lo if first else (probe_lo + hi) // 2
-            left = 0.8 * time_limit - clock.used()
+            left = params.exact_split[2] * time_limit - clock.used()
             if left <= 0.01:
                 break
-            verdict = probe(cap, clock.used() + (0.5 if first else 0.35) * left)
+            verdict = probe(cap, clock.used() + params.exact_split[3 if first else 4] * left)
             first = False
             if verdict == "found":
                 hi = objective(p, best)[1] - 1
@@ -358,14 +390,16 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                      f"[{lower:,}, {objective(p, best)[1]:,}]")
     if done() or (proven and not polish):
         status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-        return Outcome(best, status, ",".join(notes), lower)
+        return moves.outcome(best, status, lower)
     left = time_limit - clock.used()
     if left > 0.05 or polish:
-        res = solve_cpsat(p, hint=best, time_limit=max(left, 0.1), bound=lower,
-                          allow_overflow=bool(np.any(best >= tm)), workers=cp_workers,
-                          seed=seed, deterministic=deterministic, polish=polish)
-        notes.append(f"cp-sat {res.status} ({res.note})")
-        if res.offsets is not None:
+        res = moves.run("cp-sat", lambda: solve_cpsat(
+            p, hint=best, time_limit=max(left, 0.1), bound=lower,
+            allow_overflow=bool(np.any(best >= tm)), workers=cp_workers, seed=seed,
+            deterministic=deterministic, polish=polish, params=params))
+        if res is not None:
+            notes.append(f"cp-sat {res.status} ({res.note})")
+        if res is not None and res.offsets is not None:
             cand = np.asarray(res.offsets, np.int64)
             if self_check(p, cand):
                 if objective(p, cand) <= objective(p, best):
@@ -374,43 +408,62 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             else:
                 notes.append("cp-sat result rejected by self-check")
     status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-    return Outcome(best, status, ",".join(notes), lower)
+    return moves.outcome(best, status, lower)
 
 
-#: Seconds (at most) for a proof that an out-of-memory tile whose live data fits cannot fit.
-PROOF_SECONDS = 2.0
-
-#: From this many variables on, the exact portfolio gives a tile the search's descents
-#: (``quick_search``, ``QUICK_SHARE`` of its time) and then neighbourhoods solved exactly
-#: (``tilemem.pack.neighbourhood``) instead of the local search, the bisection and CP-SAT on
-#: the whole tile: on tiles that large CP-SAT's model is skipped as too large and the
-#: bisection's probes end "unknown", and the descents lower a tile furthest, then the
-#: neighbourhoods, then the whole-tile methods. MiniMalloc's instances (up to ~320 buffers)
-#: stay with the whole-tile methods. The descents take most of the time: the neighbourhoods
-#: after them seldom improve a tile.
-NEIGHBOURHOOD_VARIABLES = 1000
-QUICK_SHARE = 0.9
-#: The exact stage's descents on a big tile from the better of the fresh start and its
-#: allocation: by turns the usual orders and ones that place the variables without an
-#: element partner first (``tilemem.pack.search.partnerless_order``). Since the fresh start
-#: takes the whole share (``FRESH_SHARE``) they run only on the time it leaves (when it
-#: reaches its target or its bound early); the fresh start's own descents use the usual
-#: orders (what was measured for it).
-EXACT_PARTNERLESS = True
-#: On a big tile that overflows although its bound fits: the share of its time the search's
-#: descents get to make it fit, before the full search at tileMemory and the neighbourhoods.
-FIT_SHARE = 0.5
-
-#: The share of a big tile's descents in the exact stage that goes first to a fresh start
-#: (``_fresh_start``), the rest to descents from the better of it and the tile's allocation.
-#: All of it: a fresh start's descents need a second or two to reach their lowest, and the
-#: descents from the better of the two after a shorter fresh start seldom found anything.
-FRESH_SHARE = 1.0
 #: Deterministic runs measure the compiled search's work in nodes; a node costs about as much
 #: as the tile has variables, so a second of time limit buys this many nodes x variables:
 #: the lower end of the rates measured, which keeps a deterministic run near its clocked
 #: time.
 SEARCH_NODE_VARIABLES_PER_SECOND = 5_000_000
+#: And the local search's in moves: this many a second of time limit (at least a quarter
+#: second's). Both are measured rates, not tuning values (``SolverParams`` holds those).
+LOCAL_SEARCH_MOVES_PER_SECOND = 40
+
+
+@dataclass(frozen=True)
+class PortfolioOutcome:
+    """What the exact portfolio leaves: the best valid ``offsets``, their status, a note
+    (for people), the ``bound`` (raised where the search proved a capacity infeasible) and
+    ``failed``: the moves that raised an exception (each cost only itself; the note says
+    what it raised), e.g. ``("cp-sat",)``."""
+
+    offsets: np.ndarray
+    status: str
+    note: str
+    bound: int
+    failed: tuple[str, ...] = ()
+
+
+class _Moves:
+    """The portfolio's moves run so that an exception inside one (the search, CP-SAT, the
+    neighbourhoods, a fresh start, the quick search, the local search, a proof) costs that
+    move, never the run: the caller keeps its best valid allocation, ``failed`` names the
+    move and ``notes`` (shared with the caller's) say what it raised.
+
+    Why: the solvers are large (numba kernels, OR-Tools); one that raises on a corner case
+    (OR-Tools 9.15's presolve on some hinted models) would otherwise stop a whole run for
+    one tile's move."""
+
+    def __init__(self, notes: list[str] | None = None):
+        self.notes = [] if notes is None else notes
+        self.failed: list[str] = []
+
+    def run(self, name: str, call, default=None):
+        """``call()``, or ``default`` when it raises (recorded as ``name`` failing)."""
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001 - any solver error costs the move only
+            self.failed_with(name, e)
+            return default
+
+    def failed_with(self, name: str, e: Exception) -> None:
+        first_line = (str(e).strip().splitlines() or [""])[0][:120]
+        self.failed.append(name)
+        self.notes.append(f"{name} failed: {type(e).__name__}: {first_line}")
+
+    def outcome(self, best: np.ndarray, status: str, lower: int) -> PortfolioOutcome:
+        return PortfolioOutcome(best, status, ",".join(self.notes), lower, tuple(self.failed))
 
 
 class _Clock:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .guard import self_check
+from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .result import objective
 from .search import solve_search
@@ -63,43 +64,16 @@ def _meets(p: TileProblem, off: np.ndarray, bound: int, overflow_ok: bool = Fals
 
 
 
-#: How near the lower bound is near enough, as a fraction of it: where the "near" method,
-#: the driver's first pass over every tile, stops: within 1%.
+#: How near the lower bound is near enough, as a fraction of it: the goal the project
+#: measures (within 1 %), where the "near" method, the driver's first pass over every tile,
+#: stops. A definition, not a tuning value (those are ``SolverParams``).
 NEAR = 0.01
-#: The heuristic's orders tried before the quick search (besides the report's own): its
-#: allocation is the search's first hint and what is kept if the search finds nothing
-#: better (on Mk2 tiles the first order is within a few tenths of a percent of the best of
-#: all, and the search ends about 2 % below either; the others cost a tenth of a tile's time).
-QUICK_HINT_ORDERS = 1
-#: The same with a valid allocation carried over from a neighbour (``tilemem.pack.carry``):
-#: the report's order alone. The carried one starts where the neighbour's search ended, so
-#: the heuristic's first order seldom beats both it and the report's order, and then by
-#: little, for the cost of a first fit; the report's order is sometimes the best start of
-#: all. Only when the carried allocation fits within ``CARRIED_NEAR`` of the bound: where
-#: neighbours are not alike (few twins), a carried allocation is a plain first fit, and the
-#: heuristic's order may well be better.
-CARRIED_HINT_ORDERS, CARRIED_NEAR = 0, 2 * NEAR
-#: Where ``quick_search`` probes first, as a share of ``NEAR``: a little below it, because a
-#: probe that finds no placement returns its best failed descent completed by first fit,
-#: which lands a little above the cap (``search.solver._completion``), so then often still
-#: within ``NEAR``.
-AIM = 0.8
-#: After a probe places the tile, the next cap is this share of the way from its end down
-#: to the bound (at least one byte lower).
-STEP = 0.5
-#: The part of the time left a probe may take, bottom-up and then top-down at the same cap:
-#: a stalled probe must leave time for the other direction and a looser cap.
-PLAIN_PART, MIRROR_PART = 0.5, 0.85
-#: And at most this many seconds, about ten descents on a Mk2 tile: a cap that many
-#: descents have not placed seldom gives way with more, and with seconds to spend (the
-#: later passes, the exact stage's descents) half of them went to one stalled cap, so a
-#: tile whose 1% cap stalls never reached the looser caps that place it.
-PROBE_MAX_SECONDS = 0.3
 
 
 def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float,
                  seed: int = 0, target: int | None = None, partnerless: bool = False,
-                 step: float | None = None) -> Outcome:
+                 step: float | None = None,
+                 params: SolverParams = DEFAULT_PARAMS) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: an ``Outcome``, status
     "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
@@ -109,7 +83,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     legal place first, left-justified, pruned by the sections' capacities) usually places a
     whole Mk2 tile within 1% of the bound with hardly any backtracking, where the greedy
     orders stay 2-5% above it (the sections keep the peak's variables from being scattered
-    by earlier choices). So: a probe a little below ``bound`` + 1% (``AIM``); one that stalls
+    by earlier choices). So: a probe a little below ``bound`` + 1% (``params.aim``); one that stalls
     is given up and the cap loosened (to ``NEAR`` itself, then doubled above the bound); one
     that succeeds is followed by a probe
     halfway between the bound and what it reached, while time remains (and until the end is
@@ -129,8 +103,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     (``solve_search``). ``partnerless``: every other descent of each probe places the
     variables without an element partner first (``tilemem.pack.search.partnerless_order``).
     ``step``: every cap that share of the way
-    from the end reached down to the bound, the first one too (default: ``STEP``, and the
-    first cap ``AIM`` below ``NEAR``).
+    from the end reached down to the bound, the first one too (default: ``params.step``, and
+    the first cap ``params.aim`` of ``NEAR``).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 8, 4],
@@ -155,14 +129,14 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
     near = int(lower * NEAR)
-    slack = max(1, int(lower * NEAR * AIM))
+    slack = max(1, int(lower * NEAR * params.aim))
     cap = lower + slack
     end = objective(p, best)[1]
     if end < cap or step is not None:
         # a start already below the first cap (an allocation carried over from a similar
         # tile, a good heuristic order): its first probe halfway down to the bound, as
         # after a probe that placed the tile, not just below its end (which lowers it less)
-        cap = end - max(int((end - lower) * (step or STEP)), 1)
+        cap = end - max(int((end - lower) * (step or params.step)), 1)
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under
     aiming = step is None  # the first cap: AIM below NEAR
@@ -182,8 +156,9 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                 break
             # most of what is left, not all: a stalled probe must leave time for the other
             # direction and a looser cap
-            part = MIRROR_PART if mirrored else PLAIN_PART
-            budget = left if left < 0.02 else min(max(part * left, 0.02), PROBE_MAX_SECONDS)
+            plain_part, mirror_part, most = params.probe
+            part = mirror_part if mirrored else plain_part
+            budget = left if left < 0.02 else min(max(part * left, 0.02), most)
             c = cap
             if mirrored and aiming:
                 # top-down placements are pressed down after the reversal (they end at or
@@ -199,7 +174,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                              seed=seed + len(tried),
                              probe=True, enough=stop if target is not None else None,
                              mirrored=mirrored, repeat=again in probed,
-                             partnerless=partnerless)
+                             partnerless=partnerless, params=params)
             probed.add(again)
             tried.append(f"{c - lower:+,}{'v' if mirrored else ''}:{r.status}")
             if r.offsets is not None:
@@ -219,7 +194,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             break
         if found:
             end = objective(p, best)[1]
-            cap = end - max(int((end - lower) * (step or STEP)), 1)
+            cap = end - max(int((end - lower) * (step or params.step)), 1)
             continue
         if infeasible:
             lower, refuted = end_bound_after_infeasible(p, cap), cap

@@ -13,7 +13,10 @@ job:
   loop, with its helpers by job in ``layout`` (the numbers its arrays speak), ``legal`` (where
   a variable may go), ``candidates`` (which variable a node tries), ``propagate`` (a placement
   and its undoing) and ``partners`` (the partner look-ahead);
-- ``solver``: ``solve_search`` -- restarts, probes, the mirror probe -- and ``SearchResult``.
+- ``orders``: the static orders of the rounds and probes, the perturbed orders of the
+  restarts and the short descents, shared by ``solver`` and ``restrict``;
+- ``solver``: ``solve_search`` -- restarts, probes, the mirror probe -- and ``SearchResult``;
+- ``restrict``: the search on part of a tile (the others fixed), for the neighbourhoods.
 
 The search places variables bottom-up. Its pruning rests on one fact: if anything fits, a
 *left-justified* placement fits, where no variable can move to a lower legal offset with the
@@ -70,8 +73,8 @@ from __future__ import annotations
 
 from .state import KernelModel, SearchState
 from .run import SearchRun
-from .solver import (DEFAULT_ORDERINGS, PROBE_ORDERINGS, SearchResult, partnerless_order,
-                     probe_limit, solve_search, warm_up)
+from .orders import DEFAULT_ORDERINGS, PROBE_ORDERINGS, partnerless_order, probe_limit
+from .solver import SearchResult, solve_search, warm_up
 from .sweep import SearchModel, build_model, model_of
 
 __all__ = ["DEFAULT_ORDERINGS", "PROBE_ORDERINGS", "KernelModel", "SearchModel", "SearchResult",

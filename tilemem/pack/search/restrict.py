@@ -84,7 +84,7 @@ def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap:
     """
     from . import kernel as K
     from .run import SearchRun
-    from .solver import PROBE_ORDERINGS, _RandomRestarts, _static_order, probe_limit
+    from .orders import PROBE_ORDERINGS, RandomRestarts, probe_limit, static_order
     from .sweep import model_of
 
     deadline = time.perf_counter() + max(float(time_limit), 0.0)
@@ -100,11 +100,11 @@ def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap:
     hinted = -off[free]    # descending: the lowest offset first
     limit = probe_limit(sub.n)
     run.try_limit = limit
-    restarts = _RandomRestarts(sub, np.random.default_rng(seed))
+    restarts = RandomRestarts(sub, np.random.default_rng(seed))
     orders = ("R",) + PROBE_ORDERINGS
     for i in itertools.count():
         if i < len(orders):
-            heur = _static_order(run, orders[i], hinted, canonical)
+            heur = static_order(run, orders[i], hinted, canonical)
         else:
             key, heur = restarts.key()
             run.random_key[:] = key

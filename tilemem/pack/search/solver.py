@@ -15,16 +15,11 @@ from ..mirror import mirror
 from ..problem import TileProblem
 from ..result import objective
 from . import kernel as K
+from ..params import DEFAULT_PARAMS, SolverParams
+from .orders import (DEFAULT_ORDERINGS, PROBE_ORDERINGS, Descents, RandomRestarts, order_keys,
+                     probe_limit, static_order)
 from .run import SearchRun
 from .sweep import SearchModel, mirrored_model_of, model_of
-
-#: Static orders tried in turn each round: MiniMalloc's three, then section total and width
-#: with ties broken at random ("R", reseeded every round; the hint's order in the first round);
-#: all after the deadline ("D": variables whose window closes first), which only matters when
-#: windows differ.
-DEFAULT_ORDERINGS = ("DWAT", "DTAW", "DTWA", "DTWR")
-_CODES = {"W": K.KEY_W, "A": K.KEY_A, "T": K.KEY_T, "R": K.KEY_R, "D": K.KEY_D, "Z": K.KEY_Z,
-          "Q": K.KEY_Q}
 
 
 @dataclass(frozen=True)
@@ -45,7 +40,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                  randomized: bool = True, max_nodes: int | None = None,
                  probe: bool = False, enough: int | None = None,
                  mirrored: bool = False, repeat: bool = False,
-                 partnerless: bool = False) -> SearchResult:
+                 partnerless: bool = False,
+                 params: SolverParams = DEFAULT_PARAMS) -> SearchResult:
     """Place every variable of ``problem`` below ``capacity`` (default: tileMemory) with every
     rule respected, or prove it impossible, within ``time_limit`` seconds. A capacity past
     tileMemory opens the overflow zone: variables may then also go past tileMemory, where
@@ -55,9 +51,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     ascending, then descending keys: W lifetime width, A area, T largest section total, Z
     size; R random, or ``hint``'s order by offset in the first round); every order ends with
     the canonical rank (``sweep._canonical_rank``). With ``randomized``, each round is followed by
-    as many nodes of short restarts from perturbed orders (``_RandomRestarts``) and by the
-    probe's short descents (``_Descents``: a quarter as many nodes, at least
-    ``OPENING_DESCENTS`` of them after the first round). ``seed``
+    as many nodes of short restarts from perturbed orders (``RandomRestarts``) and by the
+    probe's short descents (``Descents``: ``params.descents``, at least that many after the
+    first round, then that share of each round's nodes). ``seed``
     makes the random orders repeatable. ``max_nodes``: stop after this many search nodes
     instead of at ``time_limit`` (the clock is then not read: the same call gives the same
     result on any machine, under any load). Repeated calls on the same problem object reuse its
@@ -113,12 +109,12 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     limit = max(sm.n, 1)
     first = True
     canonical = sm.n - sm.rank  # the R key is descending: rank 0 first
-    restarts = _RandomRestarts(sm, rng) if randomized else None
+    restarts = RandomRestarts(sm, rng) if randomized else None
     # their own random orders: the complete rounds' restarts draw the same ones as without
     # them; the probe's orders the first round has run with the same keys are skipped
     # (an R order's key there is the hint's only when there is a hint)
-    ran = {o for o in orderings if K.KEY_R not in _keys(o) or hint is not None}
-    descents = (_Descents(sm, np.random.default_rng([seed, 1]), hint, skip=ran)
+    ran = {o for o in orderings if K.KEY_R not in order_keys(o) or hint is not None}
+    descents = (Descents(sm, np.random.default_rng([seed, 1]), hint, skip=ran)
                 if randomized else None)
     verdicts = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible", K.PAUSED: "unknown"}
     while True:
@@ -130,7 +126,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         first = False
         spent = 0
         for name in orderings:
-            heur = _static_order(run, name, random_key, canonical)
+            heur = static_order(run, name, random_key, canonical)
             run.reset()
             status = run.go(heur, limit, deadline)
             spent += run.nodes
@@ -144,71 +140,17 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
                 return _result(sm, run, verdicts[status], nodes, t0)
         if descents is not None:
             # after the first round (which decides the easy cases in a descent or two)
-            # at least OPENING_DESCENTS of them
-            budget = int(spent * ROUND_DESCENTS)
+            # at least ``opening`` of them
+            opening, share = params.descents
+            budget = int(spent * share)
             if descents.i == 0:
-                budget = max(budget, OPENING_DESCENTS * probe_limit(sm.n))
+                budget = max(budget, opening * probe_limit(sm.n))
             status, spent = descents.run(run, budget, deadline)
             nodes += spent
             if status in verdicts:
                 return _result(sm, run, verdicts[status], nodes, t0)
         if time.perf_counter() >= deadline or run.spent():
             return _result(sm, run, "unknown", nodes, t0)
-
-
-def _static_order(run: "SearchRun", name: str, random_key, canonical) -> np.ndarray:
-    """The keys of static order ``name`` (letters, see ``solve_search``), with ``run``'s R key
-    set: ``random_key`` when the order uses R, else the canonical rank, which then ends the
-    order as its last tie-break."""
-    heur = _keys(name)
-    run.random_key[:] = random_key if K.KEY_R in heur else canonical
-    if K.KEY_R not in heur:
-        heur.append(K.KEY_R)
-    return np.array(heur, np.int64)
-
-
-def _keys(name: str) -> list[int]:
-    """The kernel's keys of static order ``name`` (its letters)."""
-    return [_CODES[ch] for ch in name]
-
-
-#: The static orders of ``_probe``'s first descents: the hint's order (by offset, ties by
-#: section total and width), then orders that put the largest areas first and the longest
-#: lives first by turns (which of the two families places a tile differs from tile to tile;
-#: alternating finds one that works in the fewest descents).
-PROBE_ORDERINGS = ("DTWR", "DAWT", "DW", "DTAW", "DTWA")
-
-
-def partnerless_order(name: str) -> str:
-    """Static order ``name`` with "the variables without an element partner first" (Q) as
-    its first tie-break after the window's end (D).
-
-    Why: the search places, at each height, the candidates in its static order; a variable
-    placed there pushes each of its element partners past the end of that memory element.
-    On tiles with hundreds of element pairs between variables with lifetimes, the usual
-    orders end well above where the same search without the pairs ends (docs/benchmarks.md);
-    placing the partnerless variables first at each height leaves the partnered ones for
-    later, with more elements to choose from. It is not better everywhere (as the only orders
-    of a first pass it is worse on typical tiles), so the exact stage runs it alongside
-    the usual orders (``solve_search(partnerless=True)``), never instead of them.
-
-    >>> partnerless_order("DTWR"), partnerless_order("DW")
-    ('DQTWR', 'DQW')
-    """
-    return name[:1] + "Q" + name[1:] if name.startswith("D") else "Q" + name
-
-#: ``solve_search``'s short descents (``_Descents``): at least this many after its first
-#: complete round, then this share of each later round's nodes: without lifetimes, where the
-#: orders' keys tie, they find packings the rounds alone take far longer to, at a small
-#: cost where the rounds suffice (docs/benchmarks.md).
-OPENING_DESCENTS = 16
-ROUND_DESCENTS = 0.25
-
-
-def probe_limit(n: int) -> int:
-    """Nodes (and tries, ``layout.R_TRY_LIMIT``) of one of ``_probe``'s descents on
-    ``n`` variables: a descent plus ~6% of backtracking."""
-    return n + n // 16 + 64
 
 
 def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadline: float,
@@ -227,13 +169,13 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
     heavy-tailed are what restarts are for (Gomes, Selman & Kautz 1998): cut every descent
     at ``probe_limit`` nodes and tries and change the order instead (then completed by
     first fit: ``_completion``). The orders: ``PROBE_ORDERINGS`` (the hint's first), then
-    the perturbed orders of ``_RandomRestarts`` (where the first orders fail, another
+    the perturbed orders of ``RandomRestarts`` (where the first orders fail, another
     within a few descents mostly succeeds). ``repeat``: the static orders ran before at
     this capacity from this hint, so only perturbed ones.
     ``partnerless``: every other descent with ``partnerless_order``.
     """
     nodes = 0
-    descents = _Descents(sm, rng, hint, skip=PROBE_ORDERINGS if repeat else frozenset(),
+    descents = Descents(sm, rng, hint, skip=PROBE_ORDERINGS if repeat else frozenset(),
                          partnerless=partnerless)
     limit = descents.limit
     run.try_limit = limit  # a descent gone wrong tries many candidates a node: cut it too
@@ -306,137 +248,6 @@ def _completion(p: TileProblem, partial: np.ndarray) -> np.ndarray:
     order = np.concatenate([placed[np.argsort(partial[placed], kind="stable")],
                             rest[np.argsort(-p.size[rest], kind="stable")]])
     return first_fit(p, order)
-
-
-class _RandomRestarts:
-    """Short restarts from perturbed orders, their node limits following Luby's sequence
-    (``base`` x 1, 1, 2, 1, 1, 2, 4, ...: within a log factor of the best fixed limit for a run
-    time distribution nobody knows; Luby, Sinclair & Zuckerman 1993).
-
-    Why: a static order either leads the search straight to a packing or into a subtree it
-    does not leave for millions of nodes, and which one is a matter of fine detail. The width
-    key is the lifetime when lifetimes are known, but only the number of sections spanned when
-    they come from interference -- the same ranking give or take near-ties, which is enough to
-    turn one case into the other. So each restart perturbs width and area by random factors
-    (log-normal, ``sigma``) and sorts by one or the other first (MiniMalloc's WAT / AWT), or
-    by largest section total first; the noise is drawn per canonical position, so it does not
-    depend on how the problem is numbered.
-    """
-
-    def __init__(self, sm: SearchModel, rng, base: int = 8, sigma: float = 0.3):
-        self.sm = sm
-        self.rng = rng
-        self.base = base * max(sm.n, 1)
-        self.sigma = sigma
-        self.i = 0
-        self.log_w = np.log(np.maximum(sm.width, 1).astype(np.float64))
-        self.log_z = np.log(np.maximum(sm.size, 1).astype(np.float64))
-
-    def key(self, partnerless: bool = False):
-        """One perturbed order as an R key (descending) and the letters to use it with
-        (with ``partnerless``, Q after D: ``partnerless_order``)."""
-        sm, rng = self.sm, self.rng
-        noise = rng.standard_normal((2, sm.n))[:, sm.rank]
-        w = self.log_w + self.sigma * noise[0]
-        a = w + self.log_z + self.sigma * noise[1]
-        first = rng.integers(3)
-        order = np.lexsort((sm.rank, -a, -w) if first == 0 else (sm.rank, -w, -a))
-        key = np.empty(sm.n, np.int64)
-        key[order] = np.arange(sm.n, 0, -1)
-        heur = [K.KEY_D, K.KEY_T, K.KEY_R] if first == 2 else [K.KEY_D, K.KEY_R]
-        if partnerless:
-            heur.insert(1, K.KEY_Q)
-        return key, np.array(heur, np.int64)
-
-    def run(self, run: "SearchRun", budget: int, deadline: float):
-        """Restarts until ``budget`` nodes are spent: ``(status, nodes)``, status ABORTED
-        when none decided."""
-        spent = 0
-        while spent < budget:
-            self.i += 1
-            key, heur = self.key()
-            run.random_key[:] = key
-            run.reset()
-            status = run.go(heur, self.base * _luby(self.i), deadline)
-            spent += run.nodes
-            if status != K.ABORTED:
-                return status, spent
-        return K.ABORTED, spent
-
-
-class _Descents:
-    """``_probe``'s short descents inside the complete search: ``PROBE_ORDERINGS`` (the
-    hint's order first), then perturbed orders, each cut at ``probe_limit`` nodes and tries.
-
-    Why: without lifetimes the static orders' keys tie often (the width is the number of
-    sections spanned), and which tie-break leads straight to a packing is a matter of fine
-    detail (MiniMalloc-like instance g4 of ``benchmarks/minimalloc.py``: DWAT with its
-    lifetimes places it in one descent, from its interference only DW does and DWAT does not
-    in 2 M nodes). A descent that goes wrong early costs a complete round its whole node
-    limit, a short one about ``n`` nodes. So after the first round (which decides easy cases
-    in a descent or two) at least ``OPENING_DESCENTS`` of them, after each later one a
-    ``ROUND_DESCENTS`` share of its nodes (Gomes, Selman & Kautz 1998: run times this
-    heavy-tailed are what restarts are for). They never prove anything.
-    """
-
-    def __init__(self, sm: SearchModel, rng, hint=None, skip=frozenset(),
-                 partnerless: bool = False):
-        # ``skip``: probe orders not to run: inside the complete search, the ones its first
-        # round ran with the same keys and at least as many nodes once n >= 68 (below that
-        # a descent may go a few nodes further, which the later rounds go far beyond); in a
-        # repeated probe (``solve_search(repeat=True)``), all of them
-        self.orders = [o for o in PROBE_ORDERINGS if o not in skip]
-        # with ``partnerless`` (and element pairs to tell apart), every other descent places
-        # the variables without an element partner first at each height (``partnerless_order``)
-        self.partnerless = partnerless and bool(np.any(sm.has_elem))
-        if self.partnerless:
-            self.orders = [o for name in self.orders for o in (name, partnerless_order(name))]
-        self.restarts = _RandomRestarts(sm, rng)
-        self.canonical = sm.n - sm.rank
-        self.hinted = self.canonical  # the hint's order as an R key (lowest offset first)
-        if hint is not None and len(hint) == sm.n:
-            self.hinted = -np.asarray(hint, np.int64)
-        self.limit = probe_limit(sm.n)
-        self.i = 0
-
-    def next_order(self, run: "SearchRun") -> np.ndarray:
-        """The next descent's static order (its keys; ``run``'s R key set for it)."""
-        self.i += 1
-        if self.i <= len(self.orders):
-            return _static_order(run, self.orders[self.i - 1], self.hinted, self.canonical)
-        key, heur = self.restarts.key(partnerless=self.partnerless and self.i % 2 == 0)
-        run.random_key[:] = key
-        return heur
-
-    def run(self, run: "SearchRun", budget: int, deadline: float):
-        """Descents until ``budget`` nodes are spent: ``(status, nodes)``, status FOUND (or
-        INFEASIBLE, when one exhausted the space), else ABORTED."""
-        spent = 0
-        run.try_limit = self.limit
-        try:
-            while spent < budget and time.perf_counter() < deadline and not run.spent():
-                heur = self.next_order(run)
-                run.reset()
-                status = run.go(heur, self.limit, deadline)
-                spent += run.nodes
-                if status in (K.FOUND, K.INFEASIBLE):
-                    return status, spent
-        finally:
-            run.try_limit = K.INF
-        return K.ABORTED, spent
-
-
-def _luby(i: int) -> int:
-    """The ``i``-th term (from 1) of Luby's sequence 1, 1, 2, 1, 1, 2, 4, 1, ...
-
-    >>> [_luby(i) for i in range(1, 16)]
-    [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
-    """
-    while True:
-        k = i.bit_length()
-        if i == (1 << k) - 1:
-            return 1 << (k - 1)
-        i -= (1 << (k - 1)) - 1
 
 
 def warm_up(whole: bool = True, part: bool = True) -> None:
