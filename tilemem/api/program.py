@@ -157,10 +157,11 @@ class WhatIf(Diagnosis):
         return self.summary.edits
 
 
-def what_if_edits(offload=(), scale=None, micro_batch: float | None = None) -> list:
+def what_if_edits(offload=(), scale=None, micro_batch: float | None = None, **levers) -> list:
     """The edits of ``what_if`` (``scale`` a dict, or ``"PATTERN=FACTOR"`` strings as the
-    CLI's options give them; ``micro_batch`` a factor), refused in one line (``ReportError``) when a pattern or factor
-    is not valid or there is nothing to change."""
+    CLI's options give them; ``micro_batch`` a factor; ``levers``: ``what_if``'s ``amp``,
+    ``amp_was``, ``half_partials``, ``half_momentum``, ``rts``), refused in one line
+    (``ReportError``) when a pattern or value is not valid or there is nothing to change."""
     from ..errors import ReportError
     from ..figures.whatif import parse_edits
 
@@ -168,10 +169,11 @@ def what_if_edits(offload=(), scale=None, micro_batch: float | None = None) -> l
         offload = [offload]
     if isinstance(scale, dict):
         scale = [f"{p}={f}" for p, f in scale.items()]
-    edits = parse_edits(list(offload or ()), list(scale or ()), micro_batch)
+    edits = parse_edits(list(offload or ()), list(scale or ()), micro_batch, **levers)
     if not edits:
-        raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR "
-                          "or --micro-batch FACTOR", field="--offload")
+        raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR, "
+                          "--micro-batch FACTOR or a lever (--amp, --half-partials, "
+                          "--half-momentum, --rts N)", field="--offload")
     return edits
 
 
@@ -190,6 +192,8 @@ def _bounds(r, tiles, time_limit):
 
 
 def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
+            amp=None, amp_was: float | None = None, half_partials: bool = False,
+            half_momentum: bool = False, rts: int | None = None,
             repack: bool = False, method: str = "auto", budget: float | None = 180.0,
             time_limit: float = 10.0) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
@@ -209,6 +213,19 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     micro_batch : float, optional
         Scale what is per sample (told by lifetime and layout, ``tilemem.figures.batch``) by
         this factor, leaving persistent state and tensors of its shape alone.
+    amp : float, str or tuple of float, optional
+        availableMemoryProportion of the convolutions and matmuls (one value, or one an IPU,
+        ``"0.3,0.6"``): their partial sums (told by lifetime and element constraints,
+        ``tilemem.figures.levers``) scale by ``amp / amp_was``.
+    amp_was : float, optional
+        The availableMemoryProportion the report was compiled with (default 0.6, Poplar's).
+    half_partials : bool
+        FP16 partials: the partial sums in half the bytes.
+    half_momentum : bool
+        The first-order momentum (persistent state named so) in FP16.
+    rts : int, optional
+        Replicas sharing the optimiser state (replicated tensor sharding): each keeps 1/rts
+        of it, spread over its IPU. Levers apply after the other edits, in this order.
     repack : bool
         Also re-pack the tiles in question (slower).
     method, budget, time_limit
@@ -229,9 +246,10 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
-    from ..figures.whatif import ASSUMPTIONS, apply_edits
+    from ..figures.whatif import ASSUMPTIONS, apply_edits, lever_assumptions
 
-    edits = what_if_edits(offload, scale, micro_batch)
+    edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
+                          half_partials=half_partials, half_momentum=half_momentum, rts=rts)
     r = report
     changed, applied = apply_edits(r, edits)
     tm = r.target.tile_memory
@@ -255,7 +273,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
                                                 method=method, budget=budget,
                                                 time_limit=time_limit, known=after)
     summary.edits = applied
-    summary.assumptions = [ASSUMPTIONS]
+    summary.assumptions = [ASSUMPTIONS, *lever_assumptions(edits)]
     summary.reduce_data_before = int((bound_before > tm).sum())
     out = Report.of(changed if repacked is None else changed.with_offsets(repacked),
                     source=getattr(report, "source", "report"))

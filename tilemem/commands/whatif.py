@@ -22,6 +22,21 @@ from .options import report_path_argument
                    "buffers) by FACTOR, leaving persistent state and tensors of its shape "
                    "(weight gradients, accumulators) alone; told by lifetime and layout, not "
                    "by name (0.5: a micro-batch half as large).")
+@click.option("--amp", default=None, metavar="A[,A...]",
+              help="availableMemoryProportion of the convolutions and matmuls, one value or "
+                   "one an IPU: their partial sums (told by lifetime and element constraints) "
+                   "scale by A / --amp-was.")
+@click.option("--amp-was", "amp_was", type=float, default=None, metavar="A",
+              help="The availableMemoryProportion the report was compiled with (default "
+                   "0.6, Poplar's).")
+@click.option("--half-partials", is_flag=True,
+              help="FP16 partials: the convolution and matmul partial sums in half the bytes.")
+@click.option("--half-momentum", is_flag=True,
+              help="FP16 first-order momentum: the persistent state named as momentum in half.")
+@click.option("--rts", type=int, default=None, metavar="N",
+              help="Replicated tensor sharding over N replicas: each keeps 1/N of the "
+                   "optimiser state (persistent, named as an optimiser's), spread over its "
+                   "IPU.")
 @click.option("--repack", is_flag=True,
               help="Also re-pack the tiles in question (slower): which fit, checked by "
                    "tilemem check's rules, and which stay undecided.")
@@ -36,7 +51,7 @@ from .options import report_path_argument
               help="Write the changed report (.json or .capnp): every other command opens it; "
                    "with --repack it holds the re-packed tiles' offsets.")
 def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output,
-            micro_batch):
+            micro_batch, amp, amp_was, half_partials, half_momentum, rts):
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     Answers with `tilemem oom`'s program summary for the changed data: by the bound (each
@@ -46,6 +61,10 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     the same variables on the same tiles, with the same lifetimes and interference (a real
     recompilation also changes lifetimes -- recomputation shortens them --, the mapping and
     the code).
+
+    The memory levers (--amp, --half-partials, --half-momentum, --rts N) find the variables
+    they change by lifetime, layout and constraints first, names only as a hint, and each
+    says what it assumes.
 
     Example: tilemem what-if report.capnp --offload '*/momentum' --scale '*/activations=0.5'
     """
@@ -57,10 +76,12 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
 
     output_path(output, (".json", ".capnp"))
     # a bad pattern is refused before the report is read
-    what_if_edits(offload, scale, micro_batch)
+    levers = dict(amp=amp, amp_was=amp_was, half_partials=half_partials,
+                  half_momentum=half_momentum, rts=rts)
+    what_if_edits(offload, scale, micro_batch, **levers)
     r = api.load(report)
     w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,
-                    budget=budget, time_limit=time_limit)
+                    budget=budget, time_limit=time_limit, **levers)
     for a in w.edits:
         if not a.variables:
             click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "
