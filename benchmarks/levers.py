@@ -7,7 +7,8 @@ other way round; ``--margin`` (a share of tileMemory) leaves out tiles within it
 tileMemory in the compiled program.
 
     python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 --ipus 1,2 \\
-        [--levers amp,half-partials,half-momentum,rts] [--models cnn,transformer] \\
+        [--levers amp,amp-per-stage,half-partials,half-momentum,rts,recompute,recompute-at] \\
+        [--models cnn,transformer] \\
         [--pressure 1.2]
 
 Prints one line per case and a summary per lever (error: (estimate - actual) / actual).
@@ -26,6 +27,8 @@ LEVERS = {
     "half-partials": (dict(half_partials=True), dict(half_partials=True)),
     "half-momentum": (dict(half_momentum=True), dict(half_momentum=True)),
     "rts": (dict(replicas=4, rts=True), dict(rts=4)),
+    "recompute": (dict(recompute="all"), dict(recompute="all")),
+    "recompute-at": (dict(recompute=(2,)), dict(recompute="2")),
 }
 #: Program steps of the one-IPU program a family is generated with.
 STEPS = {"cnn": 400, "transformer": 740}
@@ -44,10 +47,12 @@ def bounds(r) -> np.ndarray:
 
 def estimate(r, **kw) -> np.ndarray:
     """Every tile's maximum live bytes by what-if's edits (``tilemem.what_if``'s bound)."""
-    from tilemem.figures.whatif import apply_edits, lever_edits
+    from tilemem.figures.whatif import apply_edits, apply_recompute, lever_edits
 
-    changed, _ = apply_edits(r, lever_edits(**kw))
-    return bounds(changed)
+    edits = lever_edits(**kw)
+    changed, _ = apply_edits(r, edits)
+    changed, _, _ = apply_recompute(changed, edits)
+    return bounds(changed)[:r.num_tiles]
 
 
 def case(preset, tiles, model, ipus, seed, lever, pressure):

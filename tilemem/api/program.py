@@ -173,7 +173,7 @@ def what_if_edits(offload=(), scale=None, micro_batch: float | None = None, **le
     if not edits:
         raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR, "
                           "--micro-batch FACTOR or a lever (--amp, --half-partials, "
-                          "--half-momentum, --rts N)", field="--offload")
+                          "--half-momentum, --rts N, --recompute)", field="--offload")
     return edits
 
 
@@ -193,7 +193,7 @@ def _bounds(r, tiles, time_limit):
 
 def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
             amp=None, amp_was: float | None = None, half_partials: bool = False,
-            half_momentum: bool = False, rts: int | None = None,
+            half_momentum: bool = False, rts: int | None = None, recompute=None,
             repack: bool = False, method: str = "auto", budget: float | None = 180.0,
             time_limit: float = 10.0) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
@@ -226,6 +226,11 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     rts : int, optional
         Replicas sharing the optimiser state (replicated tensor sharding): each keeps 1/rts
         of it, spread over its IPU. Levers apply after the other edits, in this order.
+    recompute : True, "all", or list of int, optional
+        Recompute activations in the backward pass: from every layer's input (``True``,
+        ``"all"``) or from checkpoints at these layers' inputs; told by lifetime
+        (``tilemem.figures.recompute``): their lifetimes shorten and recomputed copies
+        appear in the backward pass (the report needs class steps). Applied last.
     repack : bool
         Also re-pack the tiles in question (slower).
     method, budget, time_limit
@@ -246,12 +251,16 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
-    from ..figures.whatif import ASSUMPTIONS, apply_edits, lever_assumptions
+    from ..figures.whatif import (ASSUMPTIONS, apply_edits, apply_recompute,
+                                  lever_assumptions)
 
     edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
-                          half_partials=half_partials, half_momentum=half_momentum, rts=rts)
+                          half_partials=half_partials, half_momentum=half_momentum, rts=rts,
+                          recompute=recompute)
     r = report
     changed, applied = apply_edits(r, edits)
+    changed, more, relived = apply_recompute(changed, edits)
+    applied += more
     tm = r.target.tile_memory
     before = memory_figures(r).out_of_memory()
     # every tile's bound before the change; again after it on the tiles it touched
@@ -259,8 +268,10 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     before_ml = _bounds(r, tiles, time_limit)
     bound_before = np.array([before_ml[t].max_live_bytes for t in tiles.tolist()], np.int64)
     touched = np.zeros(r.num_tiles, bool)
-    diff = (changed.size != r.size) | (changed.allocated != r.allocated)
+    n = r.num_vars   # recomputation adds rows after the report's own
+    diff = (changed.size[:n] != r.size) | (changed.allocated[:n] != r.allocated)
     touched[r.tile[diff & r.allocated]] = True
+    touched[r.tile[relived]] = True
     after = {t: m for t, m in before_ml.items() if not touched[t]}
     redo = tiles[touched[tiles]]
     if len(redo):

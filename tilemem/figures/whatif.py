@@ -60,6 +60,9 @@ class Edit(msgspec.Struct, frozen=True):
             return "FP16 partials: matmul and convolution partial sums in half"
         if self.kind == "half-momentum":
             return "FP16 first-order momentum"
+        if self.kind == "recompute":
+            return ("recompute every layer's activations from its input" if self.pattern == "all"
+                    else f"recompute activations from checkpoints at layers {self.pattern}")
         if self.kind == "rts":
             return (f"optimiser state sharded over {self.factor:g} replicas (1/{self.factor:g} "
                     "a replica, spread over its IPU)")
@@ -79,11 +82,14 @@ class Applied(msgspec.Struct, rename="camel"):
 
 #: Edits that are memory levers (``tilemem.figures.levers``), applied after the others.
 LEVER_KINDS = ("amp", "half-partials", "half-momentum", "rts")
+#: The lever that changes lifetimes, applied last (``apply_recompute``).
+RECOMPUTE = "recompute"
 
 
 def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=None,
                 amp_was: float | None = None, half_partials: bool = False,
-                half_momentum: bool = False, rts: int | None = None) -> list[Edit]:
+                half_momentum: bool = False, rts: int | None = None,
+                recompute=None) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
     first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
     ``tilemem.figures.batch`` finds per sample, scaled); ``ReportError`` naming the option
@@ -114,12 +120,13 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=N
             raise ReportError(f"--micro-batch: {micro_batch!r} is not a factor of 0 or more",
                               field="--micro-batch")
         edits.append(Edit("micro-batch", "", float(micro_batch)))
-    edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts)
+    edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute)
     return edits
 
 
 def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = False,
-                half_momentum: bool = False, rts: int | None = None) -> list[Edit]:
+                half_momentum: bool = False, rts: int | None = None,
+                recompute=None) -> list[Edit]:
     """The memory levers' edits (``tilemem.figures.levers``); ``ReportError`` naming the
     option for a value that is not valid.
 
@@ -155,7 +162,40 @@ def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = Fa
             raise ReportError(f"--rts: {rts!r} is not a number of replicas of 2 or more",
                               field="--rts")
         edits.append(Edit("rts", "", float(rts)))
+    if recompute is not None and recompute is not False:
+        edits.append(Edit(RECOMPUTE, _recompute_text(recompute)))
     return edits
+
+
+def _recompute_text(recompute) -> str:
+    """``"all"`` or the checkpoint layers as ``"2,4"``; ``ReportError`` otherwise."""
+    if recompute is True or recompute == "all":
+        return "all"
+    values = recompute if isinstance(recompute, (tuple, list)) else str(recompute).split(",")
+    try:
+        layers = sorted({int(x) for x in values})
+    except ValueError:
+        layers = [-1]
+    if not layers or layers[0] < 0:
+        raise ReportError(f"--recompute-at: {recompute!r} is not layer numbers separated by "
+                          "commas", field="--recompute-at")
+    return ",".join(map(str, layers))
+
+
+def apply_recompute(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied], np.ndarray]:
+    """``r`` recomputed as the ``recompute`` edit says (``tilemem.figures.recompute``; no
+    change without one), what it matched, and the rows whose lifetimes changed."""
+    e = next((x for x in edits if x.kind == RECOMPUTE), None)
+    if e is None:
+        return r, [], np.zeros(0, np.int64)
+    from .recompute import recomputed
+
+    out, rows, _ = recomputed(r, "all" if e.pattern == "all"
+                              else tuple(int(x) for x in e.pattern.split(",")))
+    codes, _ = tensor_codes(r)
+    b = int(r.size[rows].sum())
+    return out, [Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+                         variables=len(rows), bytes_before=b, bytes_after=b)], rows
 
 
 def lever_assumptions(edits: list[Edit]) -> list[str]:
@@ -168,6 +208,11 @@ def lever_assumptions(edits: list[Edit]) -> list[str]:
             out.append(ASSUMES["amp"].format(was=e.factor))
         elif e.kind == "rts":
             out.append(ASSUMES["rts"].format(n=int(e.factor)))
+        elif e.kind == RECOMPUTE:
+            from .recompute import ASSUMES as RECOMPUTE_ASSUMES
+
+            out.append(RECOMPUTE_ASSUMES.format(
+                at="" if e.pattern == "all" else f"-at {e.pattern}"))
         elif e.kind in ASSUMES:
             out.append(ASSUMES[e.kind])
     return out
@@ -196,6 +241,8 @@ def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
     allocated = r.allocated.copy()
     applied = []
     for e in edits:
+        if e.kind == RECOMPUTE:   # lifetimes, not sizes: ``apply_recompute``
+            continue
         if e.kind in LEVER_KINDS:
             applied.append(_apply_lever(r, e, size, allocated))
             continue
