@@ -61,7 +61,8 @@ def _digest(offsets) -> str:
 def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top: int = 10,
              method: str = "auto", budget: float | None = 180.0, repack: bool = True,
              progress: Callable | None = None, output=None, resume: bool = False,
-             echo: Callable | None = None, figures=None) -> Diagnosis:
+             echo: Callable | None = None, figures=None, plan: bool = True,
+             prefer=(), avoid=()) -> Diagnosis:
     """Diagnose the out-of-memory tiles: the program first, then each tile.
 
     Parameters
@@ -87,6 +88,13 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top:
         Also write the diagnosis as JSON here (atomically); the re-packed tiles are
         journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
         interrupted run from it.
+    plan : bool
+        End the next steps with the plan that fits (``summary.plan``,
+        ``tilemem.figures.plan``): the cheapest combination of memory levers that brings
+        every tile that needs less data under tileMemory by the bound.
+    prefer, avoid : list of str
+        Levers (``tilemem.figures.plan.LEVER_NAMES``) the plan tries first (rank 0) or
+        leaves out.
 
     Returns
     -------
@@ -108,6 +116,9 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top:
 
     if output is not None:
         check_output(output, (".json",))
+    from ..figures.plan import check_names
+
+    check_names(prefer, avoid)
     off = offset_column(report, offsets)
     chosen = None if tiles is None else np.unique(np.asarray(tiles, np.int64))
     settings = {"command": "oom", "method": method, "time_limit": time_limit,
@@ -132,6 +143,11 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top:
             report, chosen, offsets=off, time_limit=time_limit, top=top, repack=repack,
             method=method, figures=fig, journal=recorder, budget=budget,
             progress=bound_done if progress is not None else None)
+        if plan:
+            from ..figures.plan import plan_that_fits
+
+            need = [d.tile for d in found if d.verdict_code == "reduceData"]
+            summary.plan = plan_that_fits(report, need, prefer, avoid, time_limit)
         if output is not None:
             from .files import json_text
 
