@@ -300,7 +300,8 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
                                                 method=method, budget=budget,
                                                 time_limit=time_limit, known=after)
     summary.edits = applied
-    summary.assumptions = [ASSUMPTIONS, *lever_assumptions(edits)]
+    # with recomputation the lifetimes change too: its own assumption says how
+    summary.assumptions = ([] if more else [ASSUMPTIONS]) + lever_assumptions(edits)
     summary.reduce_data_before = int((bound_before > tm).sum())
     out = Report.of(changed if repacked is None else changed.with_offsets(repacked),
                     source=getattr(report, "source", "report"))
