@@ -24,10 +24,12 @@ be changed and the question is refused):
    class of its recomputed lifetime, both interfering with every class whose steps they share
    (the original interference elsewhere); the bound is that report's maximum live bytes.
 
-What it does not estimate (said with the answer, ``ASSUMES``): the recomputation's own
-temporaries (partial sums, exchange buffers of the replayed operations), the code of the
-replayed compute sets, and a pipeline stage's stash (a framework stashes the checkpoints
-only; the stash is left as it is).
+A pipeline stage's stash (kept per-sample data of no layer, live around all of its IPU's kept
+activations) that holds at least half their bytes stashes the activations: a framework then
+stashes the checkpoints only, so it keeps their share (``_stash_resized``); a smaller stash
+(the stage input alone) stays. What it does not estimate (said with the answer, ``ASSUMES``):
+the recomputation's own temporaries (partial sums, exchange buffers of the replayed
+operations) and the code of the replayed compute sets.
 """
 from __future__ import annotations
 
@@ -43,8 +45,8 @@ ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the f
            "prefixes, a layer's last-defined kept tensor is the next layer's input; the rest "
            "is recomputed (its forward copy living to the end of its layer's forward, a "
            "recomputed copy from the segment's recomputation to its last backward use); the "
-           "recomputation's own temporaries and code, and a pipeline stash, are not "
-           "estimated")
+           "recomputation's own temporaries and code are not estimated; a pipeline stage's "
+           "stash that holds its activations keeps the checkpoints' share")
 
 
 def turn_step(r: Report, rows: np.ndarray) -> int:
@@ -78,13 +80,15 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     codes, names = tensor_codes_fast(r)
     units = program_units(r, kept, start, codes, names)
     layer = units.of_row[kept]
-    kept, layer = kept[layer >= 0], layer[layer >= 0]
-    if not len(kept) or units.source != "layer names":
+    if not (layer >= 0).any() or units.source != "layer names":
         raise ReportError("--recompute: no numbered layers among the activations kept for "
                           "the backward pass", field="--recompute")
     U = len(units.labels)
     numbers = [int(m.group(1)) if (m := re.search(r"(\d+)$", lab)) else None
                for lab in units.labels]
+    tpi = r.target.tiles_per_ipu or r.num_tiles
+    every, every_layer = kept, layer
+    kept, layer = kept[layer >= 0], layer[layer >= 0]
     # each layer's output: its kept tensor defined last
     out_code = np.full(U, -1)
     last_start = np.full(U, -1)
@@ -106,7 +110,6 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
         ckpt_in = np.array([n in want for n in numbers])
     ckpt_in[0] = True
     # a pipelined report: every stage's first layer starts from its input (a checkpoint)
-    tpi = r.target.tiles_per_ipu or r.num_tiles
     ipu = np.array([np.bincount(r.tile[kept[layer == u]] // tpi).argmax()
                     if (layer == u).any() else -1 for u in range(U)])
     ckpt_in[1:] |= (ipu[1:] != ipu[:-1]) & (ipu[1:] >= 0) & (ipu[:-1] >= 0)
@@ -119,6 +122,7 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     lay = layer[~(is_out & keep_out[layer])]
     if not len(again):
         return r, again, again
+    size = _stash_resized(r, every, every_layer, again, start, end, tpi)
     # each segment's last layer, and when its recomputation runs
     seg_last = np.zeros(U, np.int64)
     nxt = U - 1
@@ -134,10 +138,37 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     replay = back_end[seg_last + 1][lay]
     fwd = (start[again], np.maximum(last_start[lay] + 1, start[again] + 1))
     bwd = (np.minimum(replay, end[again] - 1), end[again])
-    return _with_lifetimes(r, again, fwd, bwd)
+    return _with_lifetimes(r, again, fwd, bwd, size)
 
 
-def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd):
+def _stash_resized(r: Report, kept, layer, again, start, end, tpi) -> np.ndarray:
+    """Sizes with each pipeline stage's stash of activations cut to its checkpoints: a stash
+    is kept per-sample data of no layer on an IPU, live around every kept activation of the
+    IPU's layers (a FIFO over the micro-batches in flight); when it holds at least half the
+    bytes of those activations it stashes them (a stash of the stage input alone holds far
+    less, and stays), and keeps only the checkpoints' share after recomputation."""
+    size = r.size.copy()
+    ipu_of = r.tile // tpi
+    loose = kept[layer < 0] if (layer < 0).any() else None
+    if loose is None:
+        return size
+    recomputed_row = np.zeros(r.num_vars, bool)
+    recomputed_row[again] = True
+    for k in np.unique(ipu_of[kept]).tolist():
+        mine = kept[(layer >= 0) & (ipu_of[kept] == k)]
+        if not len(mine):
+            continue
+        lo, hi = start[mine].min(), end[mine].max()
+        st = loose[(ipu_of[loose] == k) & (start[loose] <= lo) & (end[loose] >= hi)]
+        total = int(r.size[mine].sum())
+        if not len(st) or r.size[st].sum() < 0.5 * total:
+            continue
+        stays = int(r.size[mine[~recomputed_row[mine]]].sum())
+        size[st] = np.ceil(r.size[st] * stays / total).astype(size.dtype)
+    return size
+
+
+def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None):
     """``r`` with ``rows`` in classes of the ``fwd`` intervals and a copy of each in classes
     of the ``bwd`` intervals; new classes interfere with every class whose steps they share."""
     C = r.num_classes
@@ -171,7 +202,8 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd):
                            np.concatenate([ao.indices, np.arange(n, n + k)]))
     out = Report.from_columns(
         target=r.target, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
-        tile=r.tile[take], size=r.size[take], alignment=r.alignment[take],
+        tile=r.tile[take], size=(r.size if size is None else size)[take],
+        alignment=r.alignment[take],
         offset=np.concatenate([r.offset, np.zeros(k, np.int64)]),
         category=[cats[c] for c in r.category[take].tolist()], eq_class=eq,
         interference=interference, names=names, allocated=r.allocated[take],
