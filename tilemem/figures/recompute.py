@@ -113,9 +113,10 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     ipu = np.array([np.bincount(r.tile[kept[layer == u]] // tpi).argmax()
                     if (layer == u).any() else -1 for u in range(U)])
     ckpt_in[1:] |= (ipu[1:] != ipu[:-1]) & (ipu[1:] >= 0) & (ipu[:-1] >= 0)
-    # a layer's output is kept when the next layer's input is a checkpoint
+    # a layer's output is kept when the next layer's input is a checkpoint, on the same IPU
+    # (the next stage starts from a copy of it: the last layer of a stage is recomputed)
     keep_out = np.zeros(U, bool)
-    keep_out[:-1] = ckpt_in[1:]
+    keep_out[:-1] = ckpt_in[1:] & (ipu[1:] == ipu[:-1])
     keep_out[-1] = True
     is_out = codes[kept] == out_code[layer]
     again = kept[~(is_out & keep_out[layer])]
