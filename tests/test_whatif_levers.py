@@ -161,3 +161,14 @@ def test_bad_lever_values_are_one_line_exit_2(small, args, field, capsys):
     lines = [x for x in err.splitlines() if x.strip()]
     assert field in err and "Traceback" not in err
     assert len(lines) == 1, err
+
+
+def test_recompute_needs_class_steps(tmp_path, capsys):
+    from dataclasses import replace
+
+    r = generate_report("mk1", tiles=8, steps=500, seed=1, model="transformer")
+    p = tmp_path / "nosteps.capnp"
+    save_report(replace(r, class_steps=None), p)
+    assert main(["what-if", str(p), "--recompute"]) == 2
+    err = capsys.readouterr().err
+    assert "equivalenceClassSteps" in err and len(err.strip().splitlines()) == 1
