@@ -95,11 +95,13 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                 kw[k] = [v] if k == "offload" else v
         return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
 
-    def bound(combo):
+    def bound(combo, alone=False):
         edits = edits_of(combo)
         changed, applied = apply_edits(r, edits)
         changed, more, _ = apply_recompute(changed, edits)
-        if any(a.variables == 0 for a in applied + more):
+        # alone, a lever that changes nothing is not tried; in a combination one may leave
+        # another nothing to change (the optimiser state offloaded is not then in FP16)
+        if alone and any(a.variables == 0 for a in applied + more):
             return None
         return np.array([m.max_live_bytes for m in
                          max_live_all(changed, need, time_limit=time_limit * len(need))])
@@ -107,7 +109,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     useful = []
     for x in levers:   # a lever that applies to nothing is not tried
         try:
-            b = bound([x])
+            b = bound([x], alone=True)
         except ReportError:
             b = None
         if b is not None:
