@@ -61,7 +61,8 @@ def _digest(offsets) -> str:
 def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top: int = 10,
              method: str = "auto", budget: float | None = 180.0, repack: bool = True,
              progress: Callable | None = None, output=None, resume: bool = False,
-             echo: Callable | None = None, figures=None) -> Diagnosis:
+             echo: Callable | None = None, figures=None, plan: bool = True,
+             prefer=(), avoid=()) -> Diagnosis:
     """Diagnose the out-of-memory tiles: the program first, then each tile.
 
     Parameters
@@ -87,6 +88,13 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top:
         Also write the diagnosis as JSON here (atomically); the re-packed tiles are
         journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
         interrupted run from it.
+    plan : bool
+        End the next steps with the plan that fits (``summary.plan``,
+        ``tilemem.figures.plan``): the cheapest combination of memory levers that brings
+        every tile that needs less data under tileMemory by the bound.
+    prefer, avoid : list of str
+        Levers (``tilemem.figures.plan.LEVER_NAMES``) the plan tries first (rank 0) or
+        leaves out.
 
     Returns
     -------
@@ -108,6 +116,9 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top:
 
     if output is not None:
         check_output(output, (".json",))
+    from ..figures.plan import check_names
+
+    check_names(prefer, avoid)
     off = offset_column(report, offsets)
     chosen = None if tiles is None else np.unique(np.asarray(tiles, np.int64))
     settings = {"command": "oom", "method": method, "time_limit": time_limit,
@@ -132,6 +143,11 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top:
             report, chosen, offsets=off, time_limit=time_limit, top=top, repack=repack,
             method=method, figures=fig, journal=recorder, budget=budget,
             progress=bound_done if progress is not None else None)
+        if plan:
+            from ..figures.plan import plan_that_fits
+
+            need = [d.tile for d in found if d.verdict_code == "reduceData"]
+            summary.plan = plan_that_fits(report, need, prefer, avoid, time_limit)
         if output is not None:
             from .files import json_text
 
@@ -157,10 +173,11 @@ class WhatIf(Diagnosis):
         return self.summary.edits
 
 
-def what_if_edits(offload=(), scale=None, micro_batch: float | None = None) -> list:
+def what_if_edits(offload=(), scale=None, micro_batch: float | None = None, **levers) -> list:
     """The edits of ``what_if`` (``scale`` a dict, or ``"PATTERN=FACTOR"`` strings as the
-    CLI's options give them; ``micro_batch`` a factor), refused in one line (``ReportError``) when a pattern or factor
-    is not valid or there is nothing to change."""
+    CLI's options give them; ``micro_batch`` a factor; ``levers``: ``what_if``'s ``amp``,
+    ``amp_was``, ``half_partials``, ``half_momentum``, ``rts``), refused in one line
+    (``ReportError``) when a pattern or value is not valid or there is nothing to change."""
     from ..errors import ReportError
     from ..figures.whatif import parse_edits
 
@@ -168,10 +185,11 @@ def what_if_edits(offload=(), scale=None, micro_batch: float | None = None) -> l
         offload = [offload]
     if isinstance(scale, dict):
         scale = [f"{p}={f}" for p, f in scale.items()]
-    edits = parse_edits(list(offload or ()), list(scale or ()), micro_batch)
+    edits = parse_edits(list(offload or ()), list(scale or ()), micro_batch, **levers)
     if not edits:
-        raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR "
-                          "or --micro-batch FACTOR", field="--offload")
+        raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR, "
+                          "--micro-batch FACTOR or a lever (--amp, --half-partials, "
+                          "--half-momentum, --rts N, --recompute)", field="--offload")
     return edits
 
 
@@ -190,6 +208,8 @@ def _bounds(r, tiles, time_limit):
 
 
 def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
+            amp=None, amp_was: float | None = None, half_partials: bool = False,
+            half_momentum: bool = False, rts: int | None = None, recompute=None,
             repack: bool = False, method: str = "auto", budget: float | None = 180.0,
             time_limit: float = 10.0) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
@@ -209,6 +229,24 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     micro_batch : float, optional
         Scale what is per sample (told by lifetime and layout, ``tilemem.figures.batch``) by
         this factor, leaving persistent state and tensors of its shape alone.
+    amp : float, str or tuple of float, optional
+        availableMemoryProportion of the convolutions and matmuls (one value, or one an IPU,
+        ``"0.3,0.6"``): their partial sums (told by lifetime and element constraints,
+        ``tilemem.figures.levers``) scale by ``amp / amp_was``.
+    amp_was : float, optional
+        The availableMemoryProportion the report was compiled with (default 0.6, Poplar's).
+    half_partials : bool
+        FP16 partials: the partial sums in half the bytes.
+    half_momentum : bool
+        The first-order momentum (persistent state named so) in FP16.
+    rts : int, optional
+        Replicas sharing the optimiser state (replicated tensor sharding): each keeps 1/rts
+        of it, spread over its IPU. Levers apply after the other edits, in this order.
+    recompute : True, "all", or list of int, optional
+        Recompute activations in the backward pass: from every layer's input (``True``,
+        ``"all"``) or from checkpoints at these layers' inputs; told by lifetime
+        (``tilemem.figures.recompute``): their lifetimes shorten and recomputed copies
+        appear in the backward pass (the report needs class steps). Applied last.
     repack : bool
         Also re-pack the tiles in question (slower).
     method, budget, time_limit
@@ -229,11 +267,16 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
-    from ..figures.whatif import ASSUMPTIONS, apply_edits
+    from ..figures.whatif import (ASSUMPTIONS, apply_edits, apply_recompute,
+                                  lever_assumptions)
 
-    edits = what_if_edits(offload, scale, micro_batch)
+    edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
+                          half_partials=half_partials, half_momentum=half_momentum, rts=rts,
+                          recompute=recompute)
     r = report
     changed, applied = apply_edits(r, edits)
+    changed, more, relived = apply_recompute(changed, edits)
+    applied += more
     tm = r.target.tile_memory
     before = memory_figures(r).out_of_memory()
     # every tile's bound before the change; again after it on the tiles it touched
@@ -241,8 +284,10 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     before_ml = _bounds(r, tiles, time_limit)
     bound_before = np.array([before_ml[t].max_live_bytes for t in tiles.tolist()], np.int64)
     touched = np.zeros(r.num_tiles, bool)
-    diff = (changed.size != r.size) | (changed.allocated != r.allocated)
+    n = r.num_vars   # recomputation adds rows after the report's own
+    diff = (changed.size[:n] != r.size) | (changed.allocated[:n] != r.allocated)
     touched[r.tile[diff & r.allocated]] = True
+    touched[r.tile[relived]] = True
     after = {t: m for t, m in before_ml.items() if not touched[t]}
     redo = tiles[touched[tiles]]
     if len(redo):
@@ -255,7 +300,8 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
                                                 method=method, budget=budget,
                                                 time_limit=time_limit, known=after)
     summary.edits = applied
-    summary.assumptions = [ASSUMPTIONS]
+    # with recomputation the lifetimes change too: its own assumption says how
+    summary.assumptions = ([] if more else [ASSUMPTIONS]) + lever_assumptions(edits)
     summary.reduce_data_before = int((bound_before > tm).sum())
     out = Report.of(changed if repacked is None else changed.with_offsets(repacked),
                     source=getattr(report, "source", "report"))

@@ -38,19 +38,53 @@ import click
                    "memory (the transformer's tiles are alike: they go out of memory together, "
                    "not one by one, as pressure grows).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--available-memory-proportion", "amp", type=click.FloatRange(0, 1, min_open=True),
-              default=0.6, show_default=True,
+@click.option("--available-memory-proportion", "amp", default="0.6", show_default=True,
+              metavar="A[,A...]",
               help="Poplar's availableMemoryProportion for convolutions and matmuls: their "
-                   "temporaries (partial sums) are sized in proportion to it; the rest of the "
-                   "program is the same for one seed (two values: two compilations to "
-                   "compare with tilemem diff).")
+                   "temporaries (partial sums) are sized in proportion to it; one value, or "
+                   "one per pipeline stage (0.3,0.6). The rest of the program is the same for "
+                   "one seed (two values: two compilations to compare with tilemem diff).")
+@click.option("--half-partials", is_flag=True,
+              help="Compile with FP16 partials for convolutions and matmuls: every partial "
+                   "sum in half the bytes, the same elements on the same tiles.")
+@click.option("--half-momentum", is_flag=True,
+              help="Compile with the first-order momentum (SGD's momentum, Adam's first "
+                   "moment) in FP16.")
+@click.option("--replicas", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Replicas of the program (the report is one replica's); with --rts they "
+                   "share the optimiser state.")
+@click.option("--rts", is_flag=True,
+              help="Replicated tensor sharding: each of the --replicas keeps 1/N of the "
+                   "optimiser state, one flat shard linearly over its IPU; the gradient is "
+                   "reduce-scattered and the updated weights all-gathered.")
+@click.option("--recompute", is_flag=True,
+              help="Recompute activations: a checkpoint at every layer's input; the rest "
+                   "is recomputed in the backward pass (see --recompute-at).")
+@click.option("--recompute-at", "recompute_at", default=None, metavar="L1,L2,...",
+              help="Recompute activations with checkpoints at these layers' inputs (and the "
+                   "first layer's, and every pipeline stage's first): only the checkpoints "
+                   "are kept for the backward pass.")
+@click.option("--layers", type=click.IntRange(min=1), default=None,
+              help="Transformer of a named shape: number of layers (with --hidden, --heads, "
+                   "--seq-len, --vocab; sizes in real bytes, not calibrated, --steps unused).")
+@click.option("--hidden", type=click.IntRange(min=1), default=None,
+              help="Transformer shape: hidden size.")
+@click.option("--heads", type=click.IntRange(min=1), default=None,
+              help="Transformer shape: attention heads.")
+@click.option("--seq-len", "seq_len", type=click.IntRange(min=1), default=None,
+              help="Transformer shape: sequence length.")
+@click.option("--vocab", type=click.IntRange(min=1), default=None,
+              help="Transformer shape: vocabulary size.")
+@click.option("--micro-batch", "micro_batch", type=click.IntRange(min=1), default=1,
+              show_default=True, help="Transformer shape: sequences a micro-batch.")
 @click.option("--partial", type=click.IntRange(min=1), default=None, metavar="K",
               help="Write a partial report, as Poplar does with debug.loweredVarDumpNumOOMTiles: "
                    "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
               help="Output report, .json or .capnp.")
 def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
-             partial, out, splits, stash_mapping):
+             partial, out, splits, stash_mapping, half_partials, half_momentum, replicas, rts,
+             recompute, recompute_at, layers, hidden, heads, seq_len, vocab, micro_batch):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -59,7 +93,13 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     tilemem extension equivalenceClassSteps. --model picks the program family. With
     --ipus N the layers are split into N
     pipeline stages, one per IPU, joined by inter-IPU copies (globalMessage buffers on both
-    sides), and the report records the extension field tilesPerIPU. Deterministic for a seed.
+    sides), and the report records the extension field tilesPerIPU. The memory levers
+    (--available-memory-proportion, --half-partials, --half-momentum, --replicas with --rts,
+    --recompute, --recompute-at) compile the same program with them: the one of this seed
+    without them, sized as it is. Deterministic for a seed.
+
+    Example: tilemem generate --model transformer --preset mk2 --layers 24 --hidden 1024
+    --heads 16 --seq-len 128 --vocab 30522 -o bert-large.capnp
     """
     from ..figures.summary import highest_end_per_tile
     from ..load import FORMATS, save_report
@@ -69,6 +109,9 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     from .options import console
 
     output_path(out, FORMATS)
+    levers, shape = _levers_and_shape(amp, half_partials, half_momentum, replicas, rts,
+                                      recompute, recompute_at, model, layers, hidden, heads,
+                                      seq_len, vocab, micro_batch)
     points = None
     if splits is not None:
         try:
@@ -82,13 +125,14 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     c = console()
     try:
         r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
-                            available_memory_proportion=amp, progress=True, ipus=ipus,
-                            model=model, splits=points, always_live_state=always_live_state,
-                            stash_mapping=stash_mapping)
+                            progress=True, ipus=ipus, model=model, splits=points,
+                            always_live_state=always_live_state, stash_mapping=stash_mapping,
+                            levers=levers, shape=shape)
     except ValueError as e:
-        if points is None:
-            raise
-        raise click.BadParameter(str(e), param_hint="--splits") from None
+        hint = ("--recompute-at" if str(e).startswith("recompute")
+                else "--available-memory-proportion" if "availableMemoryProportion" in str(e)
+                else "--layers" if "layers" in str(e) and shape is not None else "--splits")
+        raise click.BadParameter(str(e), param_hint=hint) from None
     over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     if partial is not None:
         from ..generate.partial import keep_worst_oom_tiles
@@ -104,3 +148,44 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
             f"(first fit, pressure {pressure:g}, seed {seed})"
             + ("" if partial is None else
                f"; partial: the variables of {len(r.tiles_in_use()):,} of them only"))
+
+
+def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recompute,
+                      recompute_at, model, layers, hidden, heads, seq_len, vocab, micro_batch):
+    """The ``Levers`` and ``Shape`` of the options; ``click.BadParameter`` (exit 2, one line)
+    for a value that is not valid, before any work."""
+    from ..generate.levers import Levers, parse_amp, parse_recompute
+    from ..generate.transformer import Shape
+
+    try:
+        amps = parse_amp(amp)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--available-memory-proportion") from None
+    if rts and replicas < 2:
+        raise click.BadParameter("--rts needs --replicas 2 or more",
+                                 param_hint="--rts")
+    if recompute and recompute_at is not None:
+        raise click.BadParameter("give --recompute or --recompute-at, not both",
+                                 param_hint="--recompute-at")
+    try:
+        rec = "all" if recompute else parse_recompute(recompute_at)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--recompute-at") from None
+    levers = Levers(amp=amps, half_partials=half_partials, half_momentum=half_momentum,
+                    replicas=replicas, rts=rts, recompute=rec)
+    given = {"--layers": layers, "--hidden": hidden, "--heads": heads, "--seq-len": seq_len,
+             "--vocab": vocab}
+    shape = None
+    if any(v is not None for v in given.values()):
+        missing = [k for k, v in given.items() if v is None]
+        if missing:
+            raise click.BadParameter(f"a transformer's shape needs {', '.join(missing)} too",
+                                     param_hint=missing[0])
+        if model != "transformer":
+            raise click.BadParameter("a named shape is the transformer family's: add "
+                                     "--model transformer", param_hint="--layers")
+        try:
+            shape = Shape(layers, hidden, heads, seq_len, vocab, micro_batch)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--heads") from None
+    return levers, shape

@@ -32,8 +32,15 @@ from .options import report_path_argument
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run with -o OUT: re-packed tiles recorded in "
                    "OUT.journal (same report, same settings) are not solved again.")
+@click.option("--prefer", multiple=True, metavar="LEVER",
+              help="A lever the plan that fits tries first (rank 0): half-momentum, "
+                   "half-partials, amp, recompute, offload, rts, micro-batch. Repeat for more.")
+@click.option("--avoid", multiple=True, metavar="LEVER",
+              help="A lever the plan that fits leaves out. Repeat for more.")
+@click.option("--no-plan", is_flag=True,
+              help="Do not search for the plan that fits (the cheapest combination of levers).")
 def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repack, panels,
-        as_json, output, resume):
+        as_json, output, resume, prefer, avoid, no_plan):
     """Diagnose the out-of-memory tiles of REPORT: the program first, then each tile.
 
     First the answer for the program: how many tiles are out of memory, how many cannot fit
@@ -56,7 +63,12 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     from ..load.allocation import offsets_from_file
     from .options import console, echo_json, parse_tiles
 
+    from ..figures.plan import check_names
+
     output_path(output, (".json",))
+    prefer = [x for p in prefer for x in p.split(",") if x]
+    avoid = [x for p in avoid for x in p.split(",") if x]
+    check_names(prefer, avoid)   # before the report is read
     r = api.load(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None
@@ -65,7 +77,8 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     # the journal (-o OUT), the run, OUT written, the journal discarded: all in api.diagnose
     run = dict(offsets=offsets, time_limit=time_limit, top=top, repack=not no_repack,
                method=method, figures=fig, budget=budget, output=output, resume=resume,
-               echo=lambda m: click.echo(m, err=True))
+               echo=lambda m: click.echo(m, err=True), plan=not no_plan, prefer=prefer,
+               avoid=avoid)
     if as_json or not c.is_terminal:
         d = api.diagnose(r, tiles, **run)
     else:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..model import Report
 from ..model.names import name_matcher, tensor_codes
+from .plan import Plan
 
 #: Verdict codes of the program summary; ``undecided`` is the per-tile ``repackOverflows``.
 VERDICT_ORDER = ("reduceData", "provenNoFit", "repackFits", "undecided", "notRepacked")
@@ -101,6 +102,8 @@ class ProgramSummary(msgspec.Struct, rename="camel"):
     edits: list = []
     assumptions: list[str] = []
     reduce_data_before: int | None = None
+    #: the cheapest combination of memory levers that fits (``tilemem.figures.plan``)
+    plan: "Plan | None" = None
 
 
 def verdict_of(code: str) -> str:
@@ -220,7 +223,9 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     for t in tensors[:4]:
         candidates.append((f"offload {t.name}", "offload", t.name, None))
     for lay in layers[:3]:
-        candidates.append((f"offload {lay.name}/* (or recompute it)", "offload",
+        # only a framework's layer can be recomputed: not a pipeline buffer, a copy, a stash
+        recompute = " (or recompute it)" if is_layer(lay.name) else ""
+        candidates.append((f"offload {lay.name}/*{recompute}", "offload",
                            f"{lay.name}/*", None))
     candidates += list(GROUP_STEPS)
     out = []
@@ -252,8 +257,25 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     split = split_step(r, tiles, rows)
     if split is not None:
         out.append(split)
+    # a step that brings no tile under tileMemory is no step
+    out = [s for s in out if s.tiles_fixed > 0]
     out.sort(key=lambda s: (-s.tiles_fixed, s.bytes, s.action))
     return out[:steps]
+
+
+def is_layer(name: str) -> bool:
+    """Whether a name prefix is a framework's layer (a numbered part such as ``layer12``,
+    ``layer12/fwd`` or ``encoder/layer3``), not the program's plumbing (pipeline buffers, stashes, copies,
+    exchange buffers).
+
+    >>> is_layer("layer12"), is_layer("pipeline/stage0"), is_layer("pipeline/fwd/stage0to1")
+    (True, False, False)
+    """
+    import re
+
+    if re.search(r"pipeline|stash|copy|<|globalMessage|exchange", name, re.I):
+        return False
+    return any(re.search(r"\d+$", part) for part in name.split("/"))
 
 
 def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | None:

@@ -46,10 +46,26 @@ class Edit(msgspec.Struct, frozen=True):
     kind: str
     pattern: str
     factor: float = 0.0
+    #: ``amp``: the availableMemoryProportion, one value or one an IPU (``factor``: the one
+    #: the report was compiled with)
+    factors: tuple = ()
 
     def describe(self) -> str:
         if self.kind == "micro-batch":
             return f"micro-batch x{self.factor:g} (per-sample tensors scaled)"
+        if self.kind == "amp":
+            return (f"availableMemoryProportion {','.join(f'{a:g}' for a in self.factors)} "
+                    f"(from {self.factor:g}): matmul and convolution partial sums")
+        if self.kind == "half-partials":
+            return "FP16 partials: matmul and convolution partial sums in half"
+        if self.kind == "half-momentum":
+            return "FP16 first-order momentum"
+        if self.kind == "recompute":
+            return ("recompute every layer's activations from its input" if self.pattern == "all"
+                    else f"recompute activations from checkpoints at layers {self.pattern}")
+        if self.kind == "rts":
+            return (f"optimiser state sharded over {self.factor:g} replicas (1/{self.factor:g} "
+                    "a replica, spread over its IPU)")
         return (f"offload {self.pattern}" if self.kind == "offload"
                 else f"scale {self.pattern} by {self.factor:g}")
 
@@ -64,7 +80,16 @@ class Applied(msgspec.Struct, rename="camel"):
     bytes_after: int
 
 
-def parse_edits(offload=(), scale=(), micro_batch: float | None = None) -> list[Edit]:
+#: Edits that are memory levers (``tilemem.figures.levers``), applied after the others.
+LEVER_KINDS = ("amp", "half-partials", "half-momentum", "rts")
+#: The lever that changes lifetimes, applied last (``apply_recompute``).
+RECOMPUTE = "recompute"
+
+
+def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=None,
+                amp_was: float | None = None, half_partials: bool = False,
+                half_momentum: bool = False, rts: int | None = None,
+                recompute=None) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
     first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
     ``tilemem.figures.batch`` finds per sample, scaled); ``ReportError`` naming the option
@@ -95,7 +120,102 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None) -> list[
             raise ReportError(f"--micro-batch: {micro_batch!r} is not a factor of 0 or more",
                               field="--micro-batch")
         edits.append(Edit("micro-batch", "", float(micro_batch)))
+    edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute)
     return edits
+
+
+def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = False,
+                half_momentum: bool = False, rts: int | None = None,
+                recompute=None) -> list[Edit]:
+    """The memory levers' edits (``tilemem.figures.levers``); ``ReportError`` naming the
+    option for a value that is not valid.
+
+    >>> [e.describe() for e in lever_edits(amp="0.3,0.6", rts=4)][1]
+    'optimiser state sharded over 4 replicas (1/4 a replica, spread over its IPU)'
+    """
+    from .levers import DEFAULT_AMP
+
+    edits = []
+    if amp_was is not None and amp is None:
+        raise ReportError("--amp-was: give --amp too (the value to compare with)",
+                          field="--amp-was")
+    if amp is not None:
+        values = amp if isinstance(amp, (tuple, list)) else str(amp).split(",")
+        try:
+            amps = tuple(float(a) for a in values)
+        except ValueError:
+            amps = (float("nan"),)
+        if not amps or not all(math.isfinite(a) and 0 < a <= 1 for a in amps):
+            raise ReportError(f"--amp: {amp!r} is not one value in (0, 1], or one an IPU "
+                              "separated by commas", field="--amp")
+        was = DEFAULT_AMP if amp_was is None else amp_was
+        if not (math.isfinite(was) and 0 < was <= 1):
+            raise ReportError(f"--amp-was: {amp_was!r} is not a value in (0, 1]",
+                              field="--amp-was")
+        edits.append(Edit("amp", "", float(was), amps))
+    if half_partials:
+        edits.append(Edit("half-partials", "", 0.5))
+    if half_momentum:
+        edits.append(Edit("half-momentum", "", 0.5))
+    if rts is not None:
+        if isinstance(rts, bool) or not isinstance(rts, (int, np.integer)) or rts < 2:
+            raise ReportError(f"--rts: {rts!r} is not a number of replicas of 2 or more",
+                              field="--rts")
+        edits.append(Edit("rts", "", float(rts)))
+    if recompute is not None and recompute is not False:
+        edits.append(Edit(RECOMPUTE, _recompute_text(recompute)))
+    return edits
+
+
+def _recompute_text(recompute) -> str:
+    """``"all"`` or the checkpoint layers as ``"2,4"``; ``ReportError`` otherwise."""
+    if recompute is True or recompute == "all":
+        return "all"
+    values = recompute if isinstance(recompute, (tuple, list)) else str(recompute).split(",")
+    try:
+        layers = sorted({int(x) for x in values})
+    except ValueError:
+        layers = [-1]
+    if not layers or layers[0] < 0:
+        raise ReportError(f"--recompute-at: {recompute!r} is not layer numbers separated by "
+                          "commas", field="--recompute-at")
+    return ",".join(map(str, layers))
+
+
+def apply_recompute(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied], np.ndarray]:
+    """``r`` recomputed as the ``recompute`` edit says (``tilemem.figures.recompute``; no
+    change without one), what it matched, and the rows whose lifetimes changed."""
+    e = next((x for x in edits if x.kind == RECOMPUTE), None)
+    if e is None:
+        return r, [], np.zeros(0, np.int64)
+    from .recompute import recomputed
+
+    out, rows, _ = recomputed(r, "all" if e.pattern == "all"
+                              else tuple(int(x) for x in e.pattern.split(",")))
+    codes, _ = tensor_codes(r)
+    b = int(r.size[rows].sum())
+    return out, [Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+                         variables=len(rows), bytes_before=b, bytes_after=b)], rows
+
+
+def lever_assumptions(edits: list[Edit]) -> list[str]:
+    """What the lever edits assume, one sentence each (``tilemem.figures.levers.ASSUMES``)."""
+    from .levers import ASSUMES
+
+    out = []
+    for e in edits:
+        if e.kind == "amp":
+            out.append(ASSUMES["amp"].format(was=e.factor))
+        elif e.kind == "rts":
+            out.append(ASSUMES["rts"].format(n=int(e.factor)))
+        elif e.kind == RECOMPUTE:
+            from .recompute import ASSUMES as RECOMPUTE_ASSUMES
+
+            out.append(RECOMPUTE_ASSUMES.format(
+                at="" if e.pattern == "all" else f"-at {e.pattern}"))
+        elif e.kind in ASSUMES:
+            out.append(ASSUMES[e.kind])
+    return out
 
 
 def _check_pattern(p: str, option: str) -> None:
@@ -121,6 +241,11 @@ def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
     allocated = r.allocated.copy()
     applied = []
     for e in edits:
+        if e.kind == RECOMPUTE:   # lifetimes, not sizes: ``apply_recompute``
+            continue
+        if e.kind in LEVER_KINDS:
+            applied.append(_apply_lever(r, e, size, allocated))
+            continue
         if e.kind == "micro-batch":
             from .batch import micro_batch_rows
 
@@ -140,6 +265,39 @@ def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
         applied.append(Applied(edit=e.describe(), tensors=tensors, variables=len(rows),
                                bytes_before=before, bytes_after=after))
     return changed_report(r, size, allocated), applied
+
+
+def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) -> Applied:
+    """Apply a memory lever's edit to ``size`` in place; what it matched."""
+    from . import levers
+
+    codes, _ = tensor_codes(r)
+    if e.kind == "rts":
+        rows, new, matched = levers.rts_sizes(r, size, allocated, int(e.factor))
+        before = int(size[rows].sum())
+        size[rows] = new
+        return Applied(edit=e.describe(), tensors=int(np.unique(codes[matched]).size),
+                       variables=len(matched), bytes_before=before,
+                       bytes_after=int(size[rows].sum()))
+    if e.kind == "amp":
+        tpi = r.target.tiles_per_ipu or r.num_tiles
+        ipus = max(1, r.num_tiles // tpi)
+        if len(e.factors) not in (1, ipus):
+            raise ReportError(f"--amp: {len(e.factors)} values for a report of {ipus} IPU(s): "
+                              "give one, or one an IPU", field="--amp")
+        rows, new = levers.amp_sizes(r, size, e.factors, e.factor)
+    elif e.kind == "half-partials":
+        rows = levers.partials_rows(r)
+        new = np.ceil(size[rows] * 0.5).astype(size.dtype)
+    else:
+        rows = levers.first_order_rows(r)
+        new = np.ceil(size[rows] * 0.5).astype(size.dtype)
+    keep = allocated[rows]
+    rows, new = rows[keep], new[keep]
+    before = int(size[rows].sum())
+    size[rows] = new
+    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+                   variables=len(rows), bytes_before=before, bytes_after=int(new.sum()))
 
 
 def changed_report(r: Report, size: np.ndarray, allocated: np.ndarray) -> Report:

@@ -49,22 +49,25 @@ True
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 
 import numpy as np
 
 from ..model import CATEGORIES, Csr, Report
 from ..figures.summary import highest_end_per_tile
 from ..model.target import PRESETS, Target
+from .levers import Levers
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .program import STASH_MAPPINGS, Program, build_program
 from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
-from .transformer import build_transformer
+from .transformer import Shape, build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
                        always_live_items, step_tiles)
 
-__all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS"]
+__all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS",
+           "Levers", "Shape"]
 
 #: Program families: a layered convolutional/recurrent model (``program``) and a transformer
 #: with Adam and gradient accumulation (``transformer``).
@@ -98,10 +101,11 @@ DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,
                     pressure: float = 1.0, seed: int = 0, progress: bool = False,
                     ipus: int = 1,
-                    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+                    available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION,
                     model: str = "cnn", splits: tuple[int, ...] | None = None,
                     always_live_state: bool = False,
-                    stash_mapping: str | None = None) -> Report:
+                    stash_mapping: str | None = None, levers: Levers | None = None,
+                    shape: Shape | None = None) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -109,9 +113,10 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     multiplies tensor sizes (1 = a few tiles out of memory; 0.5 = none; 1.5 = many);
     ``ipus``: pipeline stages, one per IPU; ``progress``: show a progress bar.
     ``available_memory_proportion``: Poplar's option of that name for convolutions and
-    matmuls, which bounds their temporaries: the partial sums (``*/partials``) are sized in
-    proportion to it (the default, 0.6, gives the calibrated sizes; everything else is the
-    same for one seed, so two values make two compilations of one program to compare).
+    matmuls, one value or one per pipeline stage, which bounds their temporaries: the
+    partial sums are sized in proportion to it (the default, 0.6, gives the calibrated sizes;
+    everything else is the same for one seed, so two values make two compilations of one
+    program to compare).
     ``model``: the program family, ``"cnn"`` (``program``) or ``"transformer"``
     (``transformer``: Adam, gradient accumulation); ``splits``:
     the one-IPU program of this seed and ``steps`` compiled pipelined over ``len(splits) + 1``
@@ -123,16 +128,36 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     flight) is mapped: ``"like"`` the tensors it keeps (one part each, on its tensor's tiles)
     or ``"linear"``, one tensor over the IPU; the spec allows both. Default: the family's
     own (``STASH_MAPPING``: cnn like, transformer linear). The rest of the report is the same.
+    ``levers``: the memory levers it is compiled with (``tilemem.generate.levers``: FP16
+    partials, FP16 momentum, the optimiser state sharded over replicas, recomputation; its
+    ``amp`` is replaced by ``available_memory_proportion`` when that is not the default):
+    the program of the same seed without them, calibrated, then compiled with them.
+    ``shape``: the transformer of a named architecture (``Shape``: layers, hidden size,
+    heads, sequence, vocabulary, micro-batch) in real bytes, not calibrated (``steps`` is
+    then not used).
+
+    >>> base = generate_report("mk1", tiles=8, steps=60, seed=1)
+    >>> half = generate_report("mk1", tiles=8, steps=60, seed=1,
+    ...                        levers=Levers(half_partials=True))
+    >>> p = [i for i in range(base.num_vars) if base.name(i).endswith("/Conv_1/partials#3")]
+    >>> int(half.size[p].sum()) * 2 == int(base.size[p].sum())
+    True
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
+    if shape is not None and model != "transformer":
+        raise ValueError("a named shape is the transformer family's (model='transformer')")
     if stash_mapping is None:
         stash_mapping = STASH_MAPPING[model]
     if stash_mapping not in STASH_MAPPINGS:
         raise ValueError(f"unknown stash_mapping {stash_mapping!r}: use one of "
                          f"{list(STASH_MAPPINGS)}")
-    if not 0 < available_memory_proportion <= 1:
+    amp = available_memory_proportion
+    amp = (float(amp),) if np.isscalar(amp) else tuple(float(x) for x in amp)
+    if any(not 0 < a <= 1 for a in amp):
         raise ValueError("available_memory_proportion must be in (0, 1]")
+    if levers is None or amp != (DEFAULT_AVAILABLE_MEMORY_PROPORTION,):
+        levers = replace(levers or Levers(), amp=amp)
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
     if pressure <= 0:
@@ -147,42 +172,58 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
         target = target.with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
     elif tiles is not None:
         target = target.with_tiles(per_ipu)
-    partials = available_memory_proportion / DEFAULT_AVAILABLE_MEMORY_PROPORTION
+    stages = ipus if splits is None else len(splits) + 1
+    if len(levers.amp) not in (1, stages):
+        raise ValueError(f"{len(levers.amp)} availableMemoryProportion values for "
+                         f"{stages} pipeline stage(s): give one, or one a stage")
+    default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
     if splits is not None:
         splits = tuple(int(x) for x in splits)
         if ipus not in (1, len(splits) + 1):
             raise ValueError(f"{len(splits)} split points make {len(splits) + 1} stages, "
                              f"not {ipus}")
-        default = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
-        return pipelined_as_one(preset, per_ipu, int(steps or default[preset]), pressure,
-                                seed, progress, partials, splits, always_live_state, model,
-                                stash_mapping)
-    rng = np.random.default_rng(seed)
-    default_steps = DEFAULT_STEPS if model == "cnn" else TRANSFORMER_STEPS
+        return pipelined_as_one(preset, per_ipu, int(steps or default_steps[preset]), pressure,
+                                seed, progress, levers, splits, always_live_state, model,
+                                stash_mapping, shape)
     n_steps = int(steps or default_steps[preset] * ipus)
-    if model == "cnn":
-        program = build_program(rng, n_steps, ipus=ipus, stash_mapping=stash_mapping)
-    else:
-        program = build_transformer(rng, n_steps, ipus=ipus,
-                                    always_live_state=always_live_state,
-                                    stash_mapping=stash_mapping)
+
+    def build(rng, lev=None):
+        if model == "cnn":
+            return build_program(rng, n_steps, ipus=ipus, stash_mapping=stash_mapping,
+                                 levers=lev)
+        return build_transformer(rng, n_steps, ipus=ipus, always_live_state=always_live_state,
+                                 stash_mapping=stash_mapping, levers=lev, shape=shape)
+
     # the transformer marks its own state (``build_transformer``); the cnn family's persistent
     # tensors are marked by the assembler
-    return _Assembler(program, target, rng, always_live_state and model == "cnn").report(
-        pressure, progress, partials)
+    mark = always_live_state and model == "cnn"
+    rng = np.random.default_rng(seed)
+    ref = _Assembler(build(rng), target, rng, mark)
+    scale = None if shape is None else shape.scale(per_ipu)
+    if levers.sizes_only:
+        return ref.report(pressure, progress, levers, scale=scale)
+    # the program without the levers sizes the one with them
+    if scale is None:
+        scale = ref.calibrated(progress)
+    owner, tile, _ = ref.parts(scale * pressure)
+    per_weight = ref._items(owner, tile).per_weight
+    rng = np.random.default_rng(seed)
+    return _Assembler(build(rng, levers), target, rng, mark, per_weight).report(
+        pressure, progress, levers, scale=scale)
 
 
 def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
-                     progress: bool, partials: float, splits: tuple[int, ...],
+                     progress: bool, levers: Levers, splits: tuple[int, ...],
                      always_live_state: bool = False, model: str = "cnn",
-                     stash_mapping: str | None = None) -> Report:
+                     stash_mapping: str | None = None, shape: Shape | None = None) -> Report:
     """The program ``generate_report(preset, per_ipu, steps, pressure, seed, model=model)``
     would make for one IPU, compiled pipelined with stages starting at layers ``splits``: the
     same layers, tensors and random draws (``build_program``, ``build_transformer`` with its
     head still tied), each tensor mapped by the same rules onto
     its stage's IPU, sized as on one IPU (its scale, and the bytes per item of every
     always-live category: what a code item costs does not change with the number of IPUs),
-    its stashes mapped as ``stash_mapping`` says (default: the family's, ``STASH_MAPPING``).
+    its stashes mapped as ``stash_mapping`` says (default: the family's, ``STASH_MAPPING``),
+    compiled with ``levers``.
     ``generate_report(..., ipus=N)`` alone is another program: N times the steps, calibrated
     on its own.
 
@@ -208,22 +249,22 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
         if cnn:
             return build_program(rng, steps, stash_mapping=stash_mapping, **kw)
         return build_transformer(rng, steps, always_live_state=always_live_state,
-                                 stash_mapping=stash_mapping, **kw)
+                                 stash_mapping=stash_mapping, shape=shape, **kw)
 
     # the transformer marks its own state (``build_transformer``), the cnn family's by the
     # assembler
     mark = always_live_state and cnn
     rng = np.random.default_rng(seed)
     ref = _Assembler(build(rng), one_target, rng, mark)
-    scale = ref.calibrated(progress)
+    scale = ref.calibrated(progress) if shape is None else shape.scale(per_ipu)
     owner, tile, _ = ref.parts(scale * pressure)
     per_weight = ref._items(owner, tile).per_weight
     ipus = len(splits) + 1
     target = PRESETS[preset].with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
     rng = np.random.default_rng(seed)
-    program = build(rng, ipus=ipus, splits=splits)
+    program = build(rng, ipus=ipus, splits=splits, levers=levers)
     return _Assembler(program, target, rng, mark, per_weight).report(
-        pressure, progress, partials, scale=scale)
+        pressure, progress, levers, scale=scale)
 
 
 class _Assembler:
@@ -239,6 +280,10 @@ class _Assembler:
         self.bpt = np.array([x.bpt for x in ts])
         self.scaled = np.array([x.scaled for x in ts])
         self.dtype = np.array([x.dtype for x in ts], np.int64)
+        # the type a tensor is laid out by (grain, minimum per tile): a lever that changes a
+        # type after calibration keeps the elements where they were (``levers``)
+        self.layout_dtype = self.dtype.copy()
+        self.role = np.array([x.role for x in ts], dtype=object)
         self.ipu = np.array([x.ipu for x in ts], np.int64)
         self.cov_tiles = np.maximum(1, np.round(np.array([x.coverage for x in ts]) * T))
         self.offset = np.array([x.offset % T if x.offset >= 0
@@ -279,8 +324,8 @@ class _Assembler:
         total = np.where(self.scaled, self.bpt * scale * self.tpi, self.bpt * self.cov_tiles)
         elems = np.maximum(1, np.round(total / self.dtype)).astype(np.int64)
         min_elems = np.maximum(-(-elems // self.cov_tiles.astype(np.int64)),
-                               MIN_BYTES_PER_TILE // self.dtype)
-        grain = np.array([GRAIN_BY_DTYPE[d] for d in self.dtype.tolist()], np.int64)
+                               MIN_BYTES_PER_TILE // self.layout_dtype)
+        grain = np.array([GRAIN_BY_DTYPE[d] for d in self.layout_dtype.tolist()], np.int64)
         c = self.clone_of >= 0
         if c.any():   # a clone has its source's elements on each tile, whatever its type
             src = self.clone_of[c]
@@ -389,17 +434,33 @@ class _Assembler:
             owner, tile, size = self.parts(scale)
             return self.refine(scale, self._items(owner, tile))
 
-    def report(self, pressure: float, progress: bool, partials: float = 1.0,
+    def report(self, pressure: float, progress: bool, levers: Levers | None = None,
                scale: float | None = None) -> Report:
         if scale is None:
             scale = self.calibrated(progress)
-        if partials != 1.0:   # after calibration: the rest of the program stays as it was
-            is_partials = np.array([x.name.endswith("/partials") for x in self.p.tensors])
-            self.bpt = np.where(is_partials, self.bpt * partials, self.bpt)
+        if levers is not None:   # after calibration: the rest of the program stays as it was
+            self.resize(levers)
         with _phase(progress, "mapping tensors, naming variables, constraints"):
             owner, tile, size = self.parts(scale * pressure)
             r = self.build(owner, tile, size, self._items(owner, tile), names=True)
         return r.with_offsets(first_fit_offsets(r, progress))
+
+    def resize(self, levers: Levers) -> None:
+        """The sizes the levers change (``tilemem.generate.levers``): partial sums by the
+        availableMemoryProportion of their stage and in half with FP16 partials, the
+        first-order momentum in half; the same elements on the same tiles."""
+        stage = np.maximum(self.ipu, 0)
+        amp = np.array([levers.amp_of(int(k)) for k in range(self.p.ipus)])
+        partials = self.role == "partials"
+        factor = np.where(partials, amp[stage] / DEFAULT_AVAILABLE_MEMORY_PROPORTION, 1.0)
+        half = np.zeros(len(factor), bool)
+        if levers.half_partials:
+            half |= partials
+        if levers.half_momentum:
+            half |= self.role == "momentum"
+        half &= self.dtype == 4
+        self.bpt = self.bpt * np.where(half, 0.5 * factor, factor)
+        self.dtype = np.where(half, 2, self.dtype)
 
     def build(self, owner, tile, size, items, names: bool) -> Report:
         """The report of these tensor parts and always-live items (offsets 0)."""

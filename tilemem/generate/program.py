@@ -42,7 +42,7 @@ the single-IPU one, draw for draw.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -120,6 +120,10 @@ class Tensor:
     uses: list = field(default_factory=list)
     always_live: bool = False   # written alwaysLive (004) rather than live over its steps
     clone_of: int = -1          # a tensor whose elements it maps alike (Graph::clone), or -1
+    #: what a compile option changes (``tilemem.generate.levers``): "partials" (a
+    #: convolution's or matmul's partial sums), "momentum" (first-order momentum),
+    #: "state" (other optimiser state), "update" (the optimiser's temporaries), or ""
+    role: str = ""
 
 
 @dataclass
@@ -238,6 +242,58 @@ class _Builder:
                                    ascending=k.ascending, ipu=s))
         return out
 
+    # recomputation and sharding (``tilemem.generate.levers``) ----------------------------
+    def mark(self) -> tuple[int, int]:
+        """Where the next step and the next tensor will be: a range's start or end."""
+        return self.here, len(self.tensors)
+
+    def replay(self, start: tuple[int, int], end: tuple[int, int]) -> dict[int, int]:
+        """The steps between the marks ``start`` and ``end`` run again here (recomputation):
+        the same steps, with a copy of every tensor they define (mapped as the original:
+        the same place, coverage and order), reading the copies where the originals read
+        what the range defines and the originals elsewhere (weights, the checkpoint). The
+        loops inside the range and the constraints of its tensors come along. Returns
+        ``{original: copy}``. Draws nothing at random."""
+        (s0, t0), (s1, t1) = start, end
+        shift = self.here - s0
+        for s in range(s0, s1):
+            self.step(self.kind[s], recomputed_name(self.name[s]), self.cl[s])
+        before = len(self.tensors)
+        copies = {}
+        for t in range(t0, t1):
+            x = self.tensors[t]
+            if not s0 <= x.define < s1:
+                continue
+            self.tensors.append(replace(x, name=recomputed_name(x.name), define=x.define + shift,
+                                        uses=[], place=x.place or x.name, persistent=False))
+            copies[t] = len(self.tensors) - 1
+        for c in copies.values():
+            x = self.tensors[c]
+            if x.clone_of in copies:
+                x.clone_of = copies[x.clone_of]
+        for t in range(before):
+            for u in list(self.tensors[t].uses):
+                if s0 <= u < s1:
+                    self.tensors[copies.get(t, t)].uses.append(u + shift)
+        self.loops += [(a + shift, b + shift) for a, b in self.loops if s0 <= a and b <= s1]
+        for pairs in (self.element_pairs, self.region_pairs):
+            pairs += [(copies.get(a, a), copies.get(b, b)) for a, b in list(pairs)
+                      if a in copies or b in copies]
+        return copies
+
+    def shard(self, name: str, bpt: float, define: int, shards: int, *, dtype: int = 4,
+              like: int | None = None, **kw) -> int:
+        """A replica's shard (``1 / shards`` of a tensor of ``bpt``) of a tensor sharded
+        over the replicas: one flat tensor linearly over the IPU (``INFERRED_RTS_LINEAR``),
+        or, with ``like``, the same elements on the same tiles as that shard."""
+        if like is not None:
+            s = self.tensors[like]
+            return self.tensor(name, bpt / shards, define, dtype=dtype, coverage=1.0,
+                               offset=s.offset, place=s.place, ascending=True, ipu=s.ipu,
+                               clone_of=like, **kw)
+        return self.tensor(name, bpt / shards, define, dtype=dtype, coverage=1.0,
+                           place=name + "/shard", ascending=True, **kw)
+
     def jitter(self, x: float, spread: float = 0.25) -> float:
         return float(x * np.exp(self.rng.normal(0.0, spread)))
 
@@ -282,6 +338,16 @@ class _Builder:
         return then_start, self.here
 
 
+def recomputed_name(name: str) -> str:
+    """A recomputed step's or tensor's name: ``recompute`` after the layer.
+
+    >>> recomputed_name("layer3/fwd/Conv_1/out")
+    'layer3/recompute/fwd/Conv_1/out'
+    """
+    head, sep, tail = name.partition("/")
+    return f"{head}/recompute/{tail}" if sep else f"{name}/recompute"
+
+
 def check_splits(splits, ipus: int, num_layers: int) -> None:
     """``ValueError`` unless ``splits`` are ``ipus - 1`` increasing layer numbers in
     ``[1, num_layers)`` (every stage keeps at least one layer).
@@ -296,6 +362,22 @@ def check_splits(splits, ipus: int, num_layers: int) -> None:
     if len(s) != ipus - 1 or any(not 0 < a < num_layers for a in s) or s != sorted(set(s)):
         raise ValueError(f"splits must be {ipus - 1} increasing layer numbers in "
                          f"[1, {num_layers}), got {','.join(map(str, s)) or 'none'}")
+
+
+def _layer_ends(b: _Builder, starts: list, stage: list, ends: list) -> list:
+    """Each layer's forward end mark: the next layer's start on the same stage; before a
+    stage boundary, where the boundary's code (the stash push, the inter-IPU copy) starts:
+    the first step and tensor named ``pipeline/`` after the layer's start."""
+    out = list(ends)
+    for i in range(len(starts)):
+        if i + 1 < len(starts) and stage[i + 1] == stage[i]:
+            continue
+        s0, t0 = starts[i]
+        s1, t1 = ends[i]
+        s = next((k for k in range(s0, s1) if b.name[k].startswith("pipeline/")), s1)
+        t = next((k for k in range(t0, t1) if b.tensors[k].name.startswith("pipeline/")), t1)
+        out[i] = (s, t)
+    return out
 
 
 def num_layers_of(target_steps: int, ipus: int = 1) -> int:
@@ -319,14 +401,20 @@ def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
 
 def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                   splits: tuple[int, ...] | None = None,
-                  stash_mapping: str = "like") -> Program:
+                  stash_mapping: str = "like", levers=None) -> Program:
     """A training program of about ``target_steps`` program steps (at least ~40), pipelined
     over ``ipus`` IPUs (see the module docstring). ``splits``: the first layer of every stage
     after the first (``ipus - 1`` increasing layer numbers); default: stages as equal in
     number of layers as they can be. ``stash_mapping``: how a stage's stash of its input is
     mapped, like the input (the family's default) or linearly over the IPU
     (``_Builder.stash``). The layers, and every random draw, do not depend on ``ipus``,
-    ``splits`` or ``stash_mapping``: only where the stages begin does."""
+    ``splits`` or ``stash_mapping``: only where the stages begin does. ``levers``
+    (``tilemem.generate.levers.Levers``): recomputation from checkpoints and the optimiser
+    state sharded over replicas, compiled into the program (no other random draw changes)."""
+    from .levers import Levers
+
+    levers = levers or Levers()
+    shards = levers.shards
     if stash_mapping not in STASH_MAPPINGS:
         raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
                          f"not {stash_mapping!r}")
@@ -340,6 +428,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     last = ipus - 1
     every = -1 if ipus > 1 else 0
     kinds = _layer_kinds(rng, num_layers)
+    ckpt = levers.checkpoints(num_layers, stage)
     width = [b.jitter(1.0, 0.35) for _ in kinds]     # relative layer widths
     half = [bool(rng.random() < 0.5) for _ in kinds]  # mixed precision per layer
 
@@ -357,9 +446,14 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                                   coverage=AUTO, interleaved=bool(rng.random() < 0.7),
                                   ascending=bool(rng.random() < 0.7), persistent=True)
             wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
-            momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5), init,
-                                   coverage=wt.coverage, ascending=wt.ascending,
-                                   place=wt.name, offset=wt.offset, persistent=True)
+            if shards > 1:   # a replica's shard, linearly over the IPU
+                momentum[i] = b.shard(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5),
+                                      init, shards, persistent=True, role="momentum")
+            else:
+                momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5),
+                                       init, coverage=wt.coverage, ascending=wt.ascending,
+                                       place=wt.name, offset=wt.offset, persistent=True,
+                                       role="momentum")
             biases[i] = b.tensor(f"layer{i}/biases", 0.02 * width[i], init,
                                  coverage=0.05, offset=0 if rng.random() < 0.5 else -1,
                                  persistent=True)
@@ -375,6 +469,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     labels = b.tensor("labels", 0.05, sc2, coverage=0.1, alignment=4, ipu=last)
     saved = []  # per layer: what the backward pass needs
     stash = {}  # stage -> its stash of stage inputs
+    starts = []  # per layer: marks where its forward pass starts (recomputation replays it)
     stage_input = x
     for i, k in enumerate(kinds):
         if i and stage[i] != stage[i - 1]:   # leave stage s for s + 1
@@ -391,6 +486,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
         p = f"layer{i}/fwd"
         hf = half[i]
         dt = 2 if hf else 4
+        starts.append(b.mark())
         act = b.jitter(0.6) * width[i]
         if k == "matmul":
             ex = b.exchange(f"{p}/Conv_1/ExchangePre")
@@ -403,7 +499,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
             b.use(cs, x, weights[i], rearr)
             partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
-                                coverage=AUTO, interleaved=bool(rng.random() < 0.3))
+                                coverage=AUTO, interleaved=bool(rng.random() < 0.3),
+                                role="partials")
             b.element_pairs.append((rearr if rearr is not None else msg, partials))
             if not b.region_pairs or rng.random() < 0.2:  # a few: weights vs its input
                 b.region_pairs.append((weights[i], rearr if rearr is not None else msg))
@@ -428,7 +525,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             msg = b.message(f"{p}/cell/ExchangePre", ex, 0.3 * act)
             cs = b.compute(f"{p}/cell/Convolve", "ConvPartial1x1Out", hf)
             b.use(cs, weights[i], h, x)
-            partials = b.tensor(f"{p}/cell/partials", 0.5 * act, cs, coverage=AUTO)
+            partials = b.tensor(f"{p}/cell/partials", 0.5 * act, cs, coverage=AUTO,
+                                role="partials")
             b.element_pairs.append((msg, partials))
             red = b.compute(f"{p}/cell/Reduce", "ReduceAdd", hf)
             b.use(red, partials)
@@ -467,6 +565,9 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             b.element_pairs.append((x, y))
             saved.append(("elementwise", x, y))
             x = y
+    # a layer's forward ends where the next starts, less a stage boundary's code (the stash
+    # and the inter-IPU copy are not the layer's: never replayed)
+    ends = _layer_ends(b, starts, stage, starts[1:] + [b.mark()])
 
     # ---- loss ---------------------------------------------------------------------------
     b.ipu = last
@@ -480,13 +581,18 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
 
     # ---- backward -----------------------------------------------------------------------
     weight_grads = {}
+    again = {}   # recomputed copies of the forward's tensors
     for i in range(len(kinds) - 1, -1, -1):
-        kind, x_in, y_out = saved[i][:3]
         b.ipu = stage[i]
         if stage[i] in stash and (i == len(kinds) - 1 or stage[i + 1] != stage[i]):
             restore = b.compute(f"pipeline/stage{stage[i]}/stash/restore",
                                 "Memcpy64BitSupervisor")
             b.use(restore, *stash[stage[i]])
+        if ckpt is not None and (i == num_layers - 1 or ckpt[i + 1]):
+            first = max(k for k in range(i + 1) if ckpt[k])   # the segment's checkpoint
+            again.update(b.replay(starts[first], ends[i]))
+        kind, x_in, y_out = (again.get(t, t) if isinstance(t, int) else t
+                             for t in saved[i][:3])
         p = f"layer{i}/bwd"
         hf = half[i]
         act = b.tensors[x_in].bpt
@@ -500,7 +606,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                 cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
                 b.use(cs, weights[i], dy)
                 partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
-                                    coverage=AUTO)
+                                    coverage=AUTO, role="partials")
                 b.element_pairs.append((msg, partials))
                 red = b.compute(f"{p}/Conv_1/Reduce", "ReduceAdd", hf)
                 b.use(red, partials)
@@ -519,7 +625,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             cs = b.compute(f"{wp}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
             b.use(cs, x_in, dy, tr)
             partials = b.tensor(f"{wp}/Conv_1/partials", 0.6 * b.tensors[weights[i]].bpt, cs,
-                                coverage=AUTO, interleaved=bool(rng.random() < 0.3))
+                                coverage=AUTO, interleaved=bool(rng.random() < 0.3),
+                                role="partials")
             red = b.compute(f"{wp}/Conv_1/Reduce", "ReduceAdd")
             b.use(red, partials)
             wt = b.tensors[weights[i]]
@@ -533,7 +640,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                           offset=bt.offset, place=bt.name)
             weight_grads[i] = (dw, db)
         elif kind == "reduction":
-            stats = saved[i][3]
+            stats = again.get(saved[i][3], saved[i][3])
             cs1 = b.compute(f"{p}/Norm/ReducePartials", "Reduce")
             b.use(cs1, dy, x_in)
             part = b.tensor(f"{p}/Norm/partials", 0.08 * act, cs1, coverage=0.5)
@@ -567,15 +674,33 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     for i, (dw, db) in sorted(weight_grads.items()):
         b.ipu = stage[i]
         wp = f"layer{i}/wu"
+        grad = dw
+        if shards > 1:   # the gradient reduce-scattered over the replicas: this one's shard
+            ex = b.step("GlobalExchange", f"{wp}/rts/ReduceScatter")
+            b.use(ex, dw)
+            grad = b.shard(f"{wp}/rts/gradShard", b.tensors[dw].bpt, ex, shards,
+                           like=momentum[i], role="update")
         cs = b.compute(f"{wp}/momentum", "ScaledAddSupervisor", half[i])
-        b.use(cs, momentum[i], dw)
-        b.element_pairs.append((momentum[i], dw))
+        b.use(cs, momentum[i], grad)
+        b.element_pairs.append((momentum[i], grad))
         if rng.random() < 0.3:
-            tmp = b.tensor(f"{wp}/scaledGrad", 0.5 * b.tensors[dw].bpt, cs)
+            if shards > 1:
+                tmp = b.shard(f"{wp}/scaledGrad", 0.5 * b.tensors[dw].bpt, cs, shards,
+                              like=momentum[i], role="update")
+            else:
+                tmp = b.tensor(f"{wp}/scaledGrad", 0.5 * b.tensors[dw].bpt, cs,
+                               role="update")
             b.use(cs + 1, tmp)
         cs = b.compute(f"{wp}/ScaledAdd", "ScaledAddSupervisor", half[i])
         b.use(cs, weights[i], momentum[i])
-        b.element_pairs.append((weights[i], momentum[i]))
+        if shards > 1:   # the update on the shard, all-gathered into the whole weights
+            wt = b.tensors[weights[i]]
+            new = b.shard(f"{wp}/rts/weightsShard", wt.bpt, cs, shards, dtype=wt.dtype,
+                          like=momentum[i], role="update")
+            b.element_pairs.append((new, momentum[i]))
+            b.use(b.step("GlobalExchange", f"{wp}/rts/AllGather"), new)
+        else:
+            b.element_pairs.append((weights[i], momentum[i]))
         cs = b.compute(f"{wp}/ScaledAddBiases", "ScaledAddSupervisor")
         b.use(cs, biases[i], db)
     cs = b.compute("lossScaling/else/increase", "ScaledAddSupervisor")

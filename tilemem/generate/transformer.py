@@ -59,9 +59,11 @@ as on one IPU.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .program import AUTO, STASH_MAPPINGS, Program, check_splits
+from .program import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
 from .program import _Builder as _BaseBuilder
 
 #: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
@@ -110,6 +112,41 @@ MASKED = 0.15
 PARTIALS, MESSAGE = 0.7, 0.35
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A named architecture's shape instead of a random one: layers, hidden size, attention
+    heads, sequence length, vocabulary and micro-batch (sequences a micro-batch). Sizes are
+    then real bytes, not calibrated: a weight of ``hidden x hidden`` halves holds
+    ``2 hidden^2`` bytes (``scale``).
+
+    >>> Shape(24, 1024, 16, 128, 30522).tokens
+    128
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    micro_batch: int = 1
+
+    def __post_init__(self):
+        for k in ("layers", "hidden", "heads", "seq_len", "vocab", "micro_batch"):
+            if int(getattr(self, k)) < 1:
+                raise ValueError(f"{k} must be at least 1")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
+
+    @property
+    def tokens(self) -> int:
+        return self.micro_batch * self.seq_len
+
+    def scale(self, tiles_per_ipu: int) -> float:
+        """The generator's scale (bytes of a tensor = ``bpt * scale * tiles``) at which the
+        unit of ``bpt`` is ``hidden x hidden`` halves."""
+        return 2.0 * self.hidden ** 2 / tiles_per_ipu
+
+
 class _Builder(_BaseBuilder):
     """The first family's builder with this family's vertex types and a few composite ops."""
 
@@ -133,7 +170,7 @@ class _Builder(_BaseBuilder):
         cs = self.compute(f"{p}/Conv_1/Convolve", "matmul")
         self.use(cs, *inputs, weight)
         partials = self.tensor(f"{p}/Conv_1/partials", PARTIALS * out_bpt, cs, coverage=AUTO,
-                               interleaved=bool(self.rng.random() < 0.3))
+                               interleaved=bool(self.rng.random() < 0.3), role="partials")
         self.element_pairs.append((msg, partials))
         if weight is not None and self.rng.random() < 0.15:
             self.region_pairs.append((weight, msg))
@@ -209,9 +246,12 @@ class _Builder(_BaseBuilder):
 
 
 def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: int,
-               always_live: bool, small: bool = False, ipu: int | None = None) -> dict:
+               always_live: bool, small: bool = False, ipu: int | None = None,
+               shards: int = 1) -> dict:
     """A weight (half), its Adam moments (float) and its gradient accumulator, clones of the
-    weight (the same elements on each tile): the update runs elementwise on each tile."""
+    weight (the same elements on each tile): the update runs elementwise on each tile. With
+    ``shards`` replicas sharing the optimiser state, the moments are a replica's shards,
+    linearly over the IPU (``_BaseBuilder.shard``)."""
     ipu = b.ipu if ipu is None else ipu
     rng = b.rng
     kw = dict(coverage=0.02 if small else AUTO, ipu=ipu)
@@ -221,15 +261,34 @@ def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: in
     t = b.tensors[w]
     same = dict(coverage=t.coverage, offset=t.offset, place=t.name, ascending=t.ascending,
                 ipu=ipu, clone_of=w)
-    m = b.tensor(f"{name}/adam/firstMoment", 2 * bpt, init, always_live=always_live, **same)
-    v = b.tensor(f"{name}/adam/secondMoment", 2 * bpt, init, always_live=always_live, **same)
+    if shards > 1:
+        m = b.shard(f"{name}/adam/firstMoment", 2 * bpt, init, shards, ipu=ipu,
+                    always_live=always_live, role="momentum")
+        v = b.shard(f"{name}/adam/secondMoment", 2 * bpt, init, shards, like=m,
+                    always_live=always_live, role="state")
+    else:
+        m = b.tensor(f"{name}/adam/firstMoment", 2 * bpt, init, always_live=always_live,
+                     role="momentum", **same)
+        v = b.tensor(f"{name}/adam/secondMoment", 2 * bpt, init, always_live=always_live,
+                     role="state", **same)
     return dict(name=name, w=w, m=m, v=v, small=small, accum_dtype=accum_dtype, **same)
+
+
+def _gather(b: _Builder, n: str, w: int, m: int, cs: int, shards: int) -> int:
+    """The updated weights' shard written by step ``cs`` (laid out like the moments' shard),
+    all-gathered into the whole weights over the replicas; the shard."""
+    t = b.tensors[w]
+    new = b.shard(f"{n}/rts/weightsShard", t.bpt, cs, shards, dtype=t.dtype, like=m,
+                  role="update")
+    b.use(b.step("GlobalExchange", f"{n}/rts/AllGather"), new)
+    return new
 
 
 def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                       always_live_state: bool = False,
                       splits: tuple[int, ...] | None = None,
-                      stash_mapping: str = "linear") -> Program:
+                      stash_mapping: str = "linear", levers=None,
+                      shape: Shape | None = None) -> Program:
     """A transformer training step of about ``target_steps`` program steps, pipelined over
     ``ipus`` IPUs; ``always_live_state``: weights and Adam moments written alwaysLive;
     ``splits``: the first layer of every stage after the first (``ipus - 1`` increasing layer
@@ -237,6 +296,9 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     ``stash_mapping``: a stage's stash as one tensor linearly over the IPU (the family's
     default) or one part a stashed activation, mapped like it (``"like"``,
     ``program._Builder.stash``). No random draw depends on ``stash_mapping``.
+    ``levers`` (``tilemem.generate.levers.Levers``): recomputation from checkpoints and the
+    optimiser state sharded over replicas, compiled in (no random draw changes); ``shape``:
+    a named architecture (``Shape``) instead of the drawn one (the draws still happen).
 
     >>> one = build_transformer(np.random.default_rng(3), 500)
     >>> two = build_transformer(np.random.default_rng(3), 500, ipus=2, splits=(2,))
@@ -249,8 +311,16 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     if stash_mapping not in STASH_MAPPINGS:
         raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
                          f"not {stash_mapping!r}")
+    from .levers import Levers
+
+    levers = levers or Levers()
+    shards = levers.shards
     b = _Builder(rng)
     num_layers = max(1, ipus, int(round((target_steps - FIXED_STEPS) / LAYER_STEPS)))
+    if shape is not None:
+        num_layers = shape.layers
+        if num_layers < ipus:
+            raise ValueError(f"{num_layers} layers cannot make {ipus} pipeline stages")
     if splits is None:   # consecutive layers per stage, as equal in number as they can be
         stage = [i * ipus // num_layers for i in range(num_layers)]
     else:
@@ -265,12 +335,18 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     probs = r * heads * seq                       # scores: micro-batch x heads x seq x seq
     vocab = float(rng.uniform(8, 32))             # vocabulary / hidden
     accum_dtype = 4 if rng.random() < 0.5 else 2  # PopART's accumulation type: float or half
+    if shape is not None:    # the named shape in the same units
+        hidden, heads = shape.hidden, shape.heads
+        r, seq = shape.tokens / hidden, shape.seq_len / hidden
+        probs = shape.micro_batch * heads * shape.seq_len ** 2 / hidden ** 2
+        vocab = shape.vocab / hidden
+    ckpt = levers.checkpoints(num_layers, stage)
     feat = 1.0 / hidden                           # one vector of hidden halves
     al = always_live_state
 
     def param(name, bpt, small=False, ipu=None):
         return _parameter(b, name, bpt, init, accum_dtype=accum_dtype, always_live=al,
-                          small=small, ipu=ipu)
+                          small=small, ipu=ipu, shards=shards)
 
     # ---- init: state from the host -----------------------------------------------------
     init = b.step("StreamCopy", "init/weightsFromHost")
@@ -344,6 +420,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     b.use(cs, x_emb, pos["w"])
     x, emb_stats = b.norm("embedding/norm", x_emb, emb_ln["gamma"]["w"], emb_ln["beta"]["w"], r)
     saved, stash, stage_saved = [], {}, []
+    starts = []  # per layer: where its forward pass starts (recomputation replays it)
     for i, L in enumerate(layers):
         if i and stage[i] != stage[i - 1]:
             s = stage[i - 1]
@@ -357,6 +434,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
             x = b.ipu_copy(x, stage[i], f"pipeline/fwd/stage{s}to{stage[i]}")
         b.ipu = stage[i]
         p = f"layer{i}"
+        starts.append(b.mark())
         an, mn = L["attn_norm"], L["mlp_norm"]
         ln1, st1 = b.norm(f"{p}/attn/norm", x, an["gamma"]["w"], an["beta"]["w"], r)
         qkv = b.matmul(f"{p}/attn/qkv", [ln1], 3 * r, weight=L["qkv"]["w"])
@@ -392,9 +470,11 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         saved.append(dict(x=x, ln1=ln1, st1=st1, qkv=qkv, probs=scores, ctx=ctx, x1=x1,
                           ln2=ln2, st2=st2, h1=h1, g=g))
         # everything the layer's backward reads of this micro-batch (the residual inputs and
-        # the norms' statistics too): overwritten by the next micro-batch otherwise
-        stage_saved += list(saved[-1].values())
+        # the norms' statistics too): overwritten by the next micro-batch otherwise; with
+        # recomputation only the checkpoints
+        stage_saved += list(saved[-1].values()) if ckpt is None else [x] * ckpt[i]
         x = x2
+    ends = _layer_ends(b, starts, stage, starts[1:] + [b.mark()])
 
     # ---- head and loss -------------------------------------------------------------------
     b.ipu = last                       # the last layer is on the last stage
@@ -422,13 +502,18 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     b.use(cs, dxm, labels)
     dlnf = b.tensor("head/maskedPositions/bwd/gradIn", r, cs, dtype=2, coverage=AUTO)
     dy = b.norm_grad("head/norm/bwd", dlnf, x, stf, head_ln, r)
+    again = {}   # recomputed copies of the forward's tensors
     for i in range(num_layers - 1, -1, -1):
-        L, S = layers[i], saved[i]
+        L = layers[i]
         b.ipu = stage[i]
         if stage[i] in stash and (i == num_layers - 1 or stage[i + 1] != stage[i]):
             restore = b.compute(f"pipeline/stage{stage[i]}/stash/restore",
                                 "Memcpy64BitSupervisor")
             b.use(restore, *stash[stage[i]])
+        if ckpt is not None and (i == num_layers - 1 or ckpt[i + 1]):
+            first = max(k for k in range(i + 1) if ckpt[k])   # the segment's checkpoint
+            again.update(b.replay(starts[first], ends[i]))
+        S = {k: again.get(v, v) for k, v in saved[i].items()}
         p = f"layer{i}"
         dg = b.matmul(f"{p}/mlp/fc2/bwd", [dy], 4 * r, weight=L["fc2"]["w"], out="gradIn")
         b.weight_grad(f"{p}/mlp/fc2", [S["g"], dy], L["fc2"])
@@ -478,27 +563,45 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     for q in params:
         b.ipu = q["ipu"]
         n, w, m, v, acc = q["name"], q["w"], q["m"], q["v"], q["accum"]
+        wb = b.tensors[w].bpt
+        grad = acc
+        if shards > 1:   # the accumulated gradient reduce-scattered: this replica's shard
+            ex = b.step("GlobalExchange", f"{n}/rts/ReduceScatter")
+            b.use(ex, acc)
+            grad = b.shard(f"{n}/rts/gradShard", b.tensors[acc].bpt, ex, shards, like=m,
+                           dtype=q["accum_dtype"], role="update")
         cs = b.compute(f"{n}/adam/moments", "scaledAdd")
-        b.use(cs, m, v, acc, loss_scale)
-        b.element_pairs.append((m, acc))
+        b.use(cs, m, v, grad, loss_scale)
+        b.element_pairs.append((m, grad))
         if q["small"]:
             cs = b.compute(f"{n}/adam/update", "adam")
             b.use(cs, w, m, v, lr_t, step_count)
+            if shards > 1:
+                _gather(b, n, w, m, cs, shards)
             continue
         # bias-corrected moments, defined and read together: one class, a temporary
         cs = b.compute(f"{n}/adam/biasCorrection", "sqrt")
         b.use(cs, m, v, step_count)
         same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
-        wb = b.tensors[w].bpt
-        mh = b.tensor(f"{n}/adam/correctedFirstMoment", 2 * wb, cs, **same)
-        vh = b.tensor(f"{n}/adam/correctedSecondMoment", 2 * wb, cs, **same)
+        if shards > 1:   # on the shard, laid out like it
+            t = b.tensors[m]
+            same = dict(coverage=1.0, offset=t.offset, place=t.place, ascending=True,
+                        ipu=t.ipu, clone_of=m)
+        wb_here = wb / shards
+        mh = b.tensor(f"{n}/adam/correctedFirstMoment", 2 * wb_here, cs, role="update", **same)
+        vh = b.tensor(f"{n}/adam/correctedSecondMoment", 2 * wb_here, cs, role="update",
+                      **same)
         cs = b.compute(f"{n}/adam/direction", "adam")
         b.use(cs, mh, vh)
-        d = b.tensor(f"{n}/adam/update", 2 * wb, cs, **same)
+        d = b.tensor(f"{n}/adam/update", 2 * wb_here, cs, role="update", **same)
         b.element_pairs.append((mh, d))
         cs = b.compute(f"{n}/adam/ScaledAdd", "scaledAdd")
         b.use(cs, w, d, lr_t)
-        b.element_pairs.append((w, d))
+        if shards > 1:
+            new = _gather(b, n, w, m, cs, shards)
+            b.element_pairs.append((new, d))
+        else:
+            b.element_pairs.append((w, d))
     b.ipu = last
     cs = b.compute("lossScaling/else/increase", "scaledAdd")
     b.use(cs, loss_scale)

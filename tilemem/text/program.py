@@ -88,6 +88,30 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
             line = (f"tilemem {cmd} {report_arg} {rest}" if st.command
                     else f"tilemem what-if {report_arg} {st.what_if}")
             c.print(f"     [dim]{escape(line)}[/dim]", soft_wrap=True)
+    plan_view(c, s, report_arg)
+
+
+def plan_view(c, s: ProgramSummary, report_arg: str = "REPORT") -> None:
+    """The plan that fits (``tilemem.figures.plan``): the cheapest combination of levers,
+    what each costs, what it leaves, and the command that tries it."""
+    p = s.plan
+    if p is None:
+        return
+    if p.tiles_left == 0:
+        head = (f"[bold]Plan that fits[/bold]: every one of the {p.of_tiles:,} tiles that need "
+                f"less data under tileMemory by the bound, at cost {p.cost} (sum of ranks; "
+                f"{p.tried} combination(s) tried, cheapest first)")
+    else:
+        head = (f"[bold]Plan that fits best[/bold]: no combination of levers tried brings "
+                f"every tile under tileMemory; this one leaves {p.tiles_left:,} of "
+                f"{p.of_tiles:,} tiles over, {human_bytes(p.bytes_to_free)} still to free "
+                f"there (cost {p.cost}; {p.tried} tried)")
+    c.print(head)
+    for lever, cost in zip(p.levers, p.costs):
+        c.print(f"  - {escape(lever)} [dim]({escape(cost)})[/dim]")
+    c.print(f"     [dim]{escape(f'tilemem what-if {report_arg} {p.what_if}')}[/dim]",
+            soft_wrap=True)
+    c.print("     [dim]ranks: --prefer LEVER tries it first, --avoid LEVER leaves it out[/dim]")
 
 
 def tile_table(c, diagnoses: list, rows: int = TILE_ROWS) -> None:

@@ -1,0 +1,97 @@
+"""The plan that fits (``tilemem.figures.plan``): on a generated report that does not fit, the
+plan's levers, compiled into the program (``tilemem generate`` with them), fit every tile by
+the bound, and every cheaper combination it tried, compiled so, does not."""
+import functools
+import json
+
+import numpy as np
+import pytest
+
+import tilemem
+from tilemem.cli import main
+from tilemem.figures.plan import PLAN_LEVERS
+from tilemem.generate import Levers, generate_report
+from tilemem.liveness import max_live_all
+from tilemem.load import save_report
+
+KW = dict(tiles=16, steps=740, seed=1, model="transformer", pressure=1.3)
+#: the plan's levers as the generator's options (offloading and the micro-batch are not
+#: compile options of the generator: the plan is asked to avoid them)
+GENERATOR = {"half-momentum": dict(half_momentum=True), "half-partials": dict(half_partials=True),
+             "amp": dict(amp=(0.3,)), "recompute": dict(recompute="all"),
+             "rts": dict(replicas=4, rts=True)}
+WHAT = {x[1]: x[0] for x in PLAN_LEVERS}
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(*names):
+    kw = {}
+    for n in names:
+        kw.update(GENERATOR[n])
+    return generate_report("mk1", levers=Levers(**kw), **KW)
+
+
+def worst(r):
+    return max(m.max_live_bytes for m in max_live_all(r, r.tiles_in_use()))
+
+
+def test_the_plan_compiled_fits_and_nothing_cheaper_does():
+    base = compiled()
+    tm = base.target.tile_memory
+    assert worst(base) > tm
+    d = tilemem.diagnose(base, repack=False, avoid=["offload", "micro-batch"])
+    p = d.summary.plan
+    assert p is not None and p.tiles_left == 0 and p.tried >= 1
+    names = tuple(WHAT[x] for x in p.levers)
+    assert worst(compiled(*names)) <= tm
+    # the cheaper combinations (by the plan's own ranks) do not fit, compiled so
+    rank = {x[0]: x[4] for x in PLAN_LEVERS}
+    cost = sum(rank[n] for n in names)
+    cheaper = [(n,) for n in GENERATOR if rank[n] < cost]
+    cheaper += [(a, b) for a in GENERATOR for b in GENERATOR
+                if a < b and rank[a] + rank[b] < cost]
+    assert cheaper
+    for c in cheaper:
+        assert worst(compiled(*c)) > tm, c
+
+
+def test_prefer_moves_a_lever_first_and_avoid_leaves_it_out():
+    base = compiled()
+    a = tilemem.diagnose(base, repack=False, avoid=["offload", "micro-batch", "recompute"])
+    assert "recompute every layer" not in a.summary.plan.levers
+    b = tilemem.diagnose(base, repack=False, prefer=["micro-batch"])
+    assert b.summary.plan.levers[0] == "half the micro-batch" and b.summary.plan.cost == 0
+
+
+def test_next_steps_fix_a_tile_each_and_plumbing_is_not_recomputed():
+    base = generate_report("mk1", tiles=12, steps=500, seed=2, model="transformer",
+                           splits=(1,), pressure=2.2)
+    d = tilemem.diagnose(base, repack=False, plan=False)
+    assert d.summary.next_steps
+    for s in d.summary.next_steps:
+        assert s.tiles_fixed > 0
+        if "recompute" in s.action:
+            assert "pipeline" not in s.action
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("plan") / "t.capnp"
+    save_report(compiled(), p)
+    return p
+
+
+def test_cli_prints_the_plan_and_its_json(path, capsys):
+    assert main(["oom", str(path), "--no-repack", "--avoid", "offload,micro-batch"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Plan that fits" in out and "tilemem what-if" in out
+    assert main(["oom", str(path), "--no-repack", "--json", "--avoid", "offload"]) == 0
+    plan = json.loads(capsys.readouterr().out)["summary"]["plan"]
+    assert plan["tilesLeft"] == 0 and plan["whatIf"]
+
+
+@pytest.mark.parametrize("opt", ["--prefer", "--avoid"])
+def test_an_unknown_lever_is_one_line_exit_2(path, opt, capsys):
+    assert main(["oom", str(path), "--no-repack", opt, "cheaper"]) == 2
+    err = capsys.readouterr().err
+    assert opt in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,193 @@
+"""What each memory lever of Graphcore's memory guide would change in a report: the variables
+it touches, told by lifetime, layout and structure first and by names only as a hint (names
+differ between frameworks), and the sizes they would take (``tilemem what-if``'s ``--amp``,
+``--half-partials``, ``--half-momentum``, ``--rts``; ``tilemem.figures.whatif`` applies them).
+
+- *partial sums* of convolutions and matmuls (``partials_rows``): model data (``variable``),
+  neither persistent nor alwaysLive, short-lived (a class live for at most ``SHORT_STEPS``
+  program steps, when the report has class steps), and element-constrained on some tile to
+  an exchange buffer (``message``, ``rearrangement``: the convolution's vertex reads the
+  exchanged input and writes the partials in the same cycle, so 004's ``elem(*a) !=
+  elem(*b)``); or element-constrained to other model data with a name that says "partial"
+  (a weight-update's partials, written beside the weight gradient). Reductions' partials have
+  no such constraint and are not planned under availableMemoryProportion.
+- *optimiser state* (``optimiser_state_rows``): persistent training state
+  (``tilemem.figures.batch.persistent_rows``: alwaysLive model data, or live from the first
+  step to the last) whose name is an optimiser's (``OPTIMISER_HINT``); the *first-order
+  momentum* is the part of it named so (``FIRST_ORDER_HINT``). The weights are persistent
+  too and nothing in a report's structure tells them apart, so here names decide, among
+  tensors the lifetime already marks as state.
+- the optimiser's *temporaries* (``optimiser_temporary_rows``): not persistent, named as
+  the optimiser's (bias-corrected moments, the update).
+
+What each lever does to them (the Poplar memory guide's chapter on common memory
+optimisations):
+
+- ``amp``: availableMemoryProportion bounds a convolution's or matmul's temporaries, and
+  Poplar plans them to use the share it allows: partial sums scale by ``new / was`` (``was``:
+  the value the report was compiled with, Poplar's default 0.6 unless told), per pipeline
+  stage (a tile's IPU) when one value a stage is given;
+- ``half_partials``: partial sums in FP16 rather than FP32: half the bytes (assumes they are
+  FP32 in the report, Poplar's default partials type);
+- ``half_momentum``: the first-order momentum in FP16: half the bytes (assumes FP32 now);
+- ``rts``: the optimiser state sharded over ``N`` replicas: each replica keeps ``1/N`` of it,
+  as one flat tensor linearly over its IPU (``tilemem.generate.levers.INFERRED_RTS_LINEAR``):
+  the state's bytes of an IPU divided by ``N`` and spread evenly over its tiles. Being live
+  throughout, the share adds to every live set of a tile: it is carried by the tile's state
+  variables (or, on a tile without any, its largest alwaysLive variable), which leaves the
+  bound as a new variable's would. The optimiser's temporaries shrink by ``N`` in place.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..model import Report
+
+#: A partial sum lives from the step that writes it to the one that reduces it.
+SHORT_STEPS = 3
+#: Categories of the exchange buffers a convolution's partials are constrained against.
+EXCHANGE_CATEGORIES = ("message", "rearrangement")
+#: Name hints (case-insensitive, on the name without ``#tile``).
+PARTIALS_HINT = re.compile(r"partial", re.I)
+OPTIMISER_HINT = re.compile(r"momentum|velocity|optimi[sz]er|adam|lamb|accl|moment|exp_avg|"
+                            r"/m$|/v$", re.I)
+FIRST_ORDER_HINT = re.compile(r"momentum|velocity|first_?moment|accl1|exp_avg(?!_sq)|/m$",
+                              re.I)
+#: The availableMemoryProportion a report is taken to be compiled with unless told.
+DEFAULT_AMP = 0.6
+
+#: What each lever assumes, said with its answer.
+ASSUMES = {
+    "amp": ("--amp: convolution and matmul partial sums (short-lived model data "
+            "element-constrained to an exchange buffer, or named partial) scale by new / old "
+            "availableMemoryProportion (old: {was:g}, --amp-was to change), per IPU when one "
+            "value an IPU is given; the exchange and code a plan changes are not estimated"),
+    "half-partials": ("--half-partials: those partial sums are FP32 now and take half the "
+                      "bytes in FP16, on the same tiles"),
+    "half-momentum": ("--half-momentum: persistent state named as first-order momentum "
+                      "(momentum, velocity, first moment, accl1, /m) is FP32 now and takes "
+                      "half the bytes"),
+    "rts": ("--rts {n}: each replica keeps 1/{n} of the persistent state named as an "
+            "optimiser's, spread evenly over its IPU's tiles (one flat shard mapped "
+            "linearly, inferred), and its update temporaries at 1/{n} in place; the weights "
+            "stay whole; the code and buffers of the reduce-scatter and all-gather between "
+            "replicas are not estimated (they add a little on every tile)"),
+}
+
+
+def _base_names(r: Report):
+    from ..model.names import tensor_codes
+
+    codes, names = tensor_codes(r)
+    return codes, names
+
+
+def _named(r: Report, rx) -> np.ndarray:
+    codes, names = _base_names(r)
+    hit = np.fromiter((bool(rx.search(n)) for n in names), bool, count=len(names))
+    return hit[codes]
+
+
+def _category_is(r: Report, cats) -> np.ndarray:
+    return np.isin(r.category, [k for k, c in enumerate(r.categories) if c in cats])
+
+
+def partials_rows(r: Report) -> np.ndarray:
+    """Rows of convolution and matmul partial sums (see the module docstring)."""
+    from .batch import persistent_rows
+
+    var = _category_is(r, ("variable",)) & r.allocated & ~r.always_live & ~persistent_rows(r)
+    if r.class_steps is not None and len(r.class_steps) == r.num_classes:
+        hull = r.class_steps[r.eq_class]
+        var &= (hull[:, 1] - hull[:, 0]) <= SHORT_STEPS
+    ec = r.element_constraints
+    src, dst = ec.row_ids(), ec.indices
+    exchange = _category_is(r, EXCHANGE_CATEGORIES)
+    by_exchange = np.zeros(r.num_vars, bool)
+    by_exchange[src[exchange[dst]]] = True
+    to_data = np.zeros(r.num_vars, bool)
+    to_data[src[_category_is(r, ("variable",))[dst]]] = True
+    row_ok = var & (by_exchange | (to_data & _named(r, PARTIALS_HINT)))
+    # a tensor is partials if its parts are so on some tile (a constraint exists only where
+    # both tensors have a part)
+    codes, _ = _base_names(r)
+    tensor_ok = np.zeros(int(codes.max()) + 1 if len(codes) else 0, bool)
+    tensor_ok[codes[row_ok]] = True
+    return np.flatnonzero(tensor_ok[codes] & var)
+
+
+def optimiser_state_rows(r: Report) -> np.ndarray:
+    """Persistent rows named as an optimiser's state."""
+    from .batch import persistent_rows
+
+    return np.flatnonzero(persistent_rows(r) & _named(r, OPTIMISER_HINT))
+
+
+def first_order_rows(r: Report) -> np.ndarray:
+    """The optimiser state named as first-order momentum."""
+    rows = optimiser_state_rows(r)
+    return rows[_named(r, FIRST_ORDER_HINT)[rows]]
+
+
+def optimiser_temporary_rows(r: Report) -> np.ndarray:
+    """Model data named as the optimiser's that is not persistent (its update's
+    temporaries)."""
+    from .batch import persistent_rows
+
+    var = _category_is(r, ("variable",)) & r.allocated & ~r.always_live
+    return np.flatnonzero(var & ~persistent_rows(r) & _named(r, OPTIMISER_HINT))
+
+
+def ipu_of_rows(r: Report, rows: np.ndarray) -> np.ndarray:
+    tpi = r.target.tiles_per_ipu or r.num_tiles
+    return r.tile[rows] // tpi
+
+
+def amp_sizes(r: Report, size: np.ndarray, amps: tuple, was: float):
+    """Partial sums' rows and their sizes at availableMemoryProportion ``amps`` (one value,
+    or one an IPU) compiled at ``was``."""
+    rows = partials_rows(r)
+    a = np.asarray(amps, float)
+    f = a[np.minimum(ipu_of_rows(r, rows), len(a) - 1)] if len(a) > 1 else np.full(len(rows), a[0])
+    return rows, np.ceil(size[rows] * f / was).astype(size.dtype)
+
+
+def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int):
+    """Rows whose sizes change when ``n`` replicas share the optimiser state, and their
+    sizes (see the module docstring); ``(rows, sizes, state_rows)``."""
+    state = optimiser_state_rows(r)
+    state = state[allocated[state]]
+    temp = optimiser_temporary_rows(r)
+    temp = temp[allocated[temp]]
+    new = size.copy()
+    new[temp] = np.ceil(size[temp] / n).astype(size.dtype)
+    tpi = r.target.tiles_per_ipu or r.num_tiles
+    T = r.num_tiles
+    per_tile = np.bincount(r.tile[state], size[state], minlength=T)
+    in_use = np.zeros(T, bool)
+    in_use[r.tile[allocated & (r.tile >= 0)]] = True
+    ipu = np.arange(T) // tpi
+    k = int(ipu.max()) + 1
+    share_ipu = np.bincount(ipu, per_tile, minlength=k) / n
+    tiles_ipu = np.bincount(ipu[in_use], minlength=k)
+    share = np.where(in_use, share_ipu[ipu] / np.maximum(tiles_ipu[ipu], 1), 0.0)
+    # the tile's state variables carry its share, in proportion to their sizes
+    ratio = np.where(per_tile > 0, share / np.maximum(per_tile, 1), 0.0)
+    new[state] = np.ceil(size[state] * ratio[r.tile[state]]).astype(size.dtype)
+    # a tile without state: its largest alwaysLive variable carries the share
+    bare = np.flatnonzero(in_use & (per_tile == 0) & (share > 0))
+    if len(bare):
+        al = np.flatnonzero(r.always_live & allocated)
+        if len(al):
+            order = np.lexsort((-size[al], r.tile[al]))
+            al = al[order]
+            first = al[np.r_[True, r.tile[al][1:] != r.tile[al][:-1]]]
+            carrier = np.full(T, -1)
+            carrier[r.tile[first]] = first
+            c = carrier[bare]
+            c = c[c >= 0]
+            new[c] = size[c] + np.ceil(share[r.tile[c]]).astype(size.dtype)
+    changed = np.flatnonzero(new != size)
+    return changed, new[changed], state

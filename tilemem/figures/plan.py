@@ -1,0 +1,138 @@
+"""The plan that fits: the cheapest combination of memory levers that brings every tile that
+needs less data under tileMemory by the bound (``tilemem oom``'s last next step).
+
+Each lever (``PLAN_LEVERS``) is a ``tilemem what-if`` option with a stated cost, a *rank*
+(1 cheapest): FP16 momentum and FP16 partials cost precision, a lower availableMemoryProportion
+and recomputation cost cycles, offloading the optimiser state costs host I/O, sharding it
+needs replicas, a smaller micro-batch costs throughput. A combination costs the sum of its
+levers' ranks; the ranks are a default the user overrides (``prefer``: rank 0, tried first;
+``avoid``: left out), not cycle counts. Combinations are tried cheapest first (fewer levers
+first at equal cost), each by what-if's bound on the tiles that need less data; the first
+that brings them all under tileMemory is the plan. When none does within ``MAX_TRIES``, the
+plan is the tried combination that leaves the fewest tiles over, with the bytes still to free.
+A lever that changes nothing in the report (no variable it applies to) is not tried.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import msgspec
+import numpy as np
+
+from ..errors import ReportError
+from ..model import Report
+
+#: (name, what it does, ``what_if`` keywords, its ``what-if`` option, rank, its cost).
+PLAN_LEVERS = (
+    ("half-momentum", "FP16 first-order momentum", dict(half_momentum=True),
+     "--half-momentum", 1, "precision of the momentum"),
+    ("half-partials", "FP16 partials", dict(half_partials=True), "--half-partials", 2,
+     "precision of the partial sums"),
+    ("amp", "availableMemoryProportion 0.3", dict(amp="0.3"), "--amp 0.3", 3,
+     "cycles (matmuls and convolutions planned in less memory)"),
+    ("recompute", "recompute every layer", dict(recompute="all"), "--recompute", 4,
+     "cycles (the forward pass again in the backward)"),
+    ("offload", "optimiser state off chip",
+     dict(offload=r"re:(?i)momentum|velocity|optimi[sz]er|adam|lamb|accl|/m$|/v$"),
+     "--offload 're:(?i)momentum|velocity|optimi[sz]er|adam|lamb|accl|/m$|/v$'", 5,
+     "host I/O (streaming memory)"),
+    ("rts", "optimiser state sharded over 4 replicas", dict(rts=4), "--rts 4", 6,
+     "4 replicas (data parallel)"),
+    ("micro-batch", "half the micro-batch", dict(micro_batch=0.5), "--micro-batch 0.5", 7,
+     "throughput (more gradient accumulation)"),
+)
+LEVER_NAMES = tuple(x[0] for x in PLAN_LEVERS)
+#: Combinations tried at most (each is a bound over the tiles that need less data).
+MAX_TRIES = 40
+#: Seconds the search may take before it settles for the best tried.
+MAX_SECONDS = 60.0
+
+
+class Plan(msgspec.Struct, rename="camel"):
+    """The cheapest combination found: its levers, cost (sum of ranks), the ``what-if``
+    options that try it, how many of ``of_tiles`` tiles it leaves over tileMemory and the
+    bytes still to free there, and how many combinations were tried."""
+
+    levers: list[str]
+    costs: list[str]
+    cost: int
+    what_if: str
+    tiles_left: int
+    of_tiles: int
+    bytes_to_free: int
+    tried: int
+
+
+def check_names(prefer=(), avoid=()) -> None:
+    """``ReportError`` (one line) for a lever name that is not one of ``LEVER_NAMES``."""
+    for opt, names in (("--prefer", prefer), ("--avoid", avoid)):
+        for n in names:
+            if n not in LEVER_NAMES:
+                raise ReportError(f"{opt}: {n!r} is not a lever: use one of "
+                                  f"{', '.join(LEVER_NAMES)}", field=opt)
+
+
+def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
+                   time_limit: float = 10.0) -> Plan | None:
+    """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``
+    when there are none or no lever applies. See the module docstring."""
+    from ..liveness import max_live_all
+    from .whatif import apply_edits, apply_recompute, parse_edits
+
+    check_names(prefer, avoid)
+    need = np.asarray(need, np.int64)
+    if not len(need):
+        return None
+    tm = r.target.tile_memory
+    levers = [x for x in PLAN_LEVERS if x[0] not in set(avoid)]
+    rank = {x[0]: (0 if x[0] in set(prefer) else x[4]) for x in levers}
+
+    def edits_of(combo):
+        kw: dict = {}
+        for x in combo:
+            for k, v in x[2].items():
+                kw[k] = [v] if k == "offload" else v
+        return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
+
+    def bound(combo, alone=False):
+        edits = edits_of(combo)
+        changed, applied = apply_edits(r, edits)
+        changed, more, _ = apply_recompute(changed, edits)
+        # alone, a lever that changes nothing is not tried; in a combination one may leave
+        # another nothing to change (the optimiser state offloaded is not then in FP16)
+        if alone and any(a.variables == 0 for a in applied + more):
+            return None
+        return np.array([m.max_live_bytes for m in
+                         max_live_all(changed, need, time_limit=time_limit * len(need))])
+
+    useful = []
+    for x in levers:   # a lever that applies to nothing is not tried
+        try:
+            b = bound([x], alone=True)
+        except ReportError:
+            b = None
+        if b is not None:
+            useful.append(x)
+    if not useful:
+        return None
+    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)]
+    combos.sort(key=lambda c: (sum(rank[x[0]] for x in c), len(c)))
+    # the combination of every lever (the most any can do) is tried too, last
+    order = combos[:MAX_TRIES - 1] + ([combos[-1]] if len(combos) >= MAX_TRIES else [])
+    best, tried, t0 = None, 0, time.monotonic()
+    for c in order:
+        if tried and time.monotonic() - t0 > MAX_SECONDS and c is not combos[-1]:
+            continue
+        b = bound(c)
+        tried += 1
+        over = b > tm
+        left, free = int(over.sum()), int((b[over] - tm).sum())
+        if best is None or (left, free) < best[1:]:
+            best = (c, left, free)
+        if left == 0:
+            break
+    c, left, free = best
+    return Plan(levers=[x[1] for x in c], costs=[f"{x[0]}: rank {rank[x[0]]}, {x[5]}" for x in c],
+                cost=int(sum(rank[x[0]] for x in c)), what_if=" ".join(x[3] for x in c),
+                tiles_left=left, of_tiles=len(need), bytes_to_free=free, tried=tried)

@@ -1,0 +1,228 @@
+"""What-if recomputation: the report as it would be with activations recomputed in the backward
+pass from checkpoints, told by lifetime, with layers from the names as a hint.
+
+From the report's class steps (``equivalenceClassSteps``; without them the lifetimes cannot
+be changed and the question is refused):
+
+1. the activations kept for the backward pass are the per-sample model data
+   (``tilemem.figures.batch.micro_batch_rows``, category ``variable``) whose lifetime spans
+   the turn from the forward to the backward pass: the step that the most per-sample classes
+   span (``turn``); they are nested around it, the first layer's outermost;
+2. each is given to its layer (``tilemem.figures.splitunits.program_units``: numbered name
+   prefixes in program order, the hint); a layer's *output* is its kept tensor defined last,
+   the next layer's input: a checkpoint when that layer's input is one (every layer, or the
+   layers given, and on a pipelined report every stage's first layer: the layer's kept
+   tensors are on another IPU than the previous layer's; the first layer's input is never a
+   layer's output and stays as it is);
+3. every other kept activation of a layer is recomputed: its forward copy lives from its
+   definition to the end of its layer's forward pass (the last definition of a kept tensor
+   of the layer), and a recomputed copy lives from the recomputation of its segment (a
+   checkpoint to the next: before the backward of the segment's last layer, which starts
+   when the next layer's backward has read its last kept activation) to its last use in the
+   backward (its original lifetime's end);
+4. the changed report: those rows in classes of their forward lifetimes, a copy of each in a
+   class of its recomputed lifetime, both interfering with every class whose steps they share
+   (the original interference elsewhere); the bound is that report's maximum live bytes.
+
+A pipeline stage's stash (kept per-sample data of no layer, live around all of its IPU's kept
+activations) that holds at least half their bytes stashes the activations: a framework then
+stashes the checkpoints only, so it keeps their share (``_stash_resized``); a smaller stash
+(the stage input alone) stays. What it does not estimate (said with the answer, ``ASSUMES``):
+the recomputation's own temporaries (partial sums, exchange buffers of the replayed
+operations) and the code of the replayed compute sets.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..errors import ReportError
+from ..model import Csr, Report
+
+ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the forward to the "
+           "backward pass is what is kept for the backward, layers are numbered name "
+           "prefixes, a layer's last-defined kept tensor is the next layer's input; the rest "
+           "is recomputed (its forward copy living to the end of its layer's forward, a "
+           "recomputed copy from the segment's recomputation to its last backward use); the "
+           "recomputation's own temporaries and code are not estimated; a pipeline stage's "
+           "stash that holds its activations keeps the checkpoints' share")
+
+
+def turn_step(r: Report, rows: np.ndarray) -> int:
+    """The step the most classes of ``rows`` span: the forward pass's turn to the backward."""
+    cls = np.unique(r.eq_class[rows])
+    s, e = r.class_steps[cls, 0], r.class_steps[cls, 1]
+    n = int(e.max()) + 1
+    cover = np.cumsum(np.bincount(s, minlength=n + 1) - np.bincount(e, minlength=n + 1))
+    return int(np.argmax(cover))
+
+
+def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
+    """The report with activations recomputed (``checkpoints``: ``"all"``, or the layer
+    numbers whose input is a checkpoint); ``(report, recomputed rows, copy rows)``: the
+    rows given forward lifetimes and the rows added for their recomputed copies."""
+    from .batch import micro_batch_rows
+    from .splitunits import program_units, tensor_codes_fast
+
+    if r.class_steps is None or len(r.class_steps) != r.num_classes:
+        raise ReportError("--recompute: the report has no equivalenceClassSteps (the "
+                          "lifetimes to change)", field="--recompute")
+    var = np.isin(r.category, [k for k, c in enumerate(r.categories) if c == "variable"])
+    cand = micro_batch_rows(r)
+    cand = cand[var[cand]]
+    if not len(cand):
+        raise ReportError("--recompute: no per-sample model data in the report",
+                          field="--recompute")
+    start, end = r.class_steps[r.eq_class, 0], r.class_steps[r.eq_class, 1]
+    turn = turn_step(r, cand)
+    kept = cand[(start[cand] <= turn) & (end[cand] > turn)]
+    codes, names = tensor_codes_fast(r)
+    units = program_units(r, kept, start, codes, names)
+    layer = units.of_row[kept]
+    if not (layer >= 0).any() or units.source != "layer names":
+        raise ReportError("--recompute: no numbered layers among the activations kept for "
+                          "the backward pass", field="--recompute")
+    U = len(units.labels)
+    numbers = [int(m.group(1)) if (m := re.search(r"(\d+)$", lab)) else None
+               for lab in units.labels]
+    tpi = r.target.tiles_per_ipu or r.num_tiles
+    every, every_layer = kept, layer
+    kept, layer = kept[layer >= 0], layer[layer >= 0]
+    # each layer's output: its kept tensor defined last
+    out_code = np.full(U, -1)
+    last_start = np.full(U, -1)
+    for u in range(U):
+        sel = kept[layer == u]
+        if len(sel):
+            i = sel[np.argmax(start[sel])]
+            out_code[u], last_start[u] = codes[i], start[i]
+    if checkpoints == "all":
+        ckpt_in = np.ones(U, bool)
+    else:
+        want = {int(x) for x in checkpoints}
+        top = max((n for n in numbers if n is not None), default=-1)
+        bad = sorted(x for x in want if not 0 <= x <= top)
+        if bad:
+            raise ReportError(f"--recompute-at: layer {bad[0]} is not among the report's "
+                              f"layers ({units.labels[0]} .. {units.labels[-1]})",
+                              field="--recompute-at")
+        ckpt_in = np.array([n in want for n in numbers])
+    ckpt_in[0] = True
+    # a pipelined report: every stage's first layer starts from its input (a checkpoint)
+    ipu = np.array([np.bincount(r.tile[kept[layer == u]] // tpi).argmax()
+                    if (layer == u).any() else -1 for u in range(U)])
+    ckpt_in[1:] |= (ipu[1:] != ipu[:-1]) & (ipu[1:] >= 0) & (ipu[:-1] >= 0)
+    # a layer's output is kept when the next layer's input is a checkpoint, on the same IPU
+    # (the next stage starts from a copy of it: the last layer of a stage is recomputed)
+    keep_out = np.zeros(U, bool)
+    keep_out[:-1] = ckpt_in[1:] & (ipu[1:] == ipu[:-1])
+    keep_out[-1] = True
+    is_out = codes[kept] == out_code[layer]
+    again = kept[~(is_out & keep_out[layer])]
+    lay = layer[~(is_out & keep_out[layer])]
+    if not len(again):
+        return r, again, again
+    size = _stash_resized(r, every, every_layer, again, start, end, tpi)
+    # each segment's last layer, and when its recomputation runs
+    seg_last = np.zeros(U, np.int64)
+    nxt = U - 1
+    for u in range(U - 1, -1, -1):
+        seg_last[u] = nxt
+        if ckpt_in[u]:
+            nxt = u - 1
+    back_end = np.full(U + 1, turn + 1)
+    for u in range(U):
+        sel = kept[layer == u]
+        if len(sel):
+            back_end[u] = int(end[sel].max())
+    replay = back_end[seg_last + 1][lay]
+    fwd = (start[again], np.maximum(last_start[lay] + 1, start[again] + 1))
+    bwd = (np.minimum(replay, end[again] - 1), end[again])
+    return _with_lifetimes(r, again, fwd, bwd, size)
+
+
+def _stash_resized(r: Report, kept, layer, again, start, end, tpi) -> np.ndarray:
+    """Sizes with each pipeline stage's stash of activations cut to its checkpoints: a stash
+    is kept per-sample data of no layer on an IPU, live around every kept activation of the
+    IPU's layers (a FIFO over the micro-batches in flight); when it holds at least half the
+    bytes of those activations it stashes them (a stash of the stage input alone holds far
+    less, and stays), and keeps only the checkpoints' share after recomputation."""
+    size = r.size.copy()
+    ipu_of = r.tile // tpi
+    loose = kept[layer < 0] if (layer < 0).any() else None
+    if loose is None:
+        return size
+    recomputed_row = np.zeros(r.num_vars, bool)
+    recomputed_row[again] = True
+    for k in np.unique(ipu_of[kept]).tolist():
+        mine = kept[(layer >= 0) & (ipu_of[kept] == k)]
+        if not len(mine):
+            continue
+        lo, hi = start[mine].min(), end[mine].max()
+        st = loose[(ipu_of[loose] == k) & (start[loose] <= lo) & (end[loose] >= hi)]
+        total = int(r.size[mine].sum())
+        if not len(st) or r.size[st].sum() < 0.5 * total:
+            continue
+        stays = int(r.size[mine[~recomputed_row[mine]]].sum())
+        size[st] = np.ceil(r.size[st] * stays / total).astype(size.dtype)
+    return size
+
+
+def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None):
+    """``r`` with ``rows`` in classes of the ``fwd`` intervals and a copy of each in classes
+    of the ``bwd`` intervals; new classes interfere with every class whose steps they share."""
+    C = r.num_classes
+    hull = r.class_steps
+    iv = np.concatenate([np.stack(fwd, 1), np.stack(bwd, 1)]).astype(np.int64)
+    uniq, inv = np.unique(iv, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    new_cls = C + inv
+    steps = np.concatenate([hull, uniq])
+    # interference of the new classes: shared steps with any class (old ones by their hulls)
+    src, dst = [r.interference.row_ids()], [r.interference.indices]
+    for k, (a, b) in enumerate(uniq.tolist()):
+        hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
+        hit = hit[hit != C + k]
+        src += [np.full(len(hit), C + k), hit]
+        dst += [hit, np.full(len(hit), C + k)]
+    n_cls = C + len(uniq)
+    s, d = np.concatenate(src), np.concatenate(dst)
+    key = np.unique(s * n_cls + d)
+    interference = Csr.from_pairs(n_cls, key // n_cls, key % n_cls)
+    n, k = r.num_vars, len(rows)
+    take = np.concatenate([np.arange(n), rows])
+    eq = r.eq_class[take].copy()
+    eq[rows] = new_cls[:k]
+    eq[n:] = new_cls[k:]
+    names = [r.name(i) for i in range(n)]
+    names += [_recomputed_name(names[i]) for i in rows.tolist()]
+    cats = list(r.categories)
+    ao = r.allocation_order
+    order = Csr.from_pairs(ao.num_rows, np.concatenate([ao.row_ids(), r.tile[rows]]),
+                           np.concatenate([ao.indices, np.arange(n, n + k)]))
+    out = Report.from_columns(
+        target=r.target, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
+        tile=r.tile[take], size=(r.size if size is None else size)[take],
+        alignment=r.alignment[take],
+        offset=np.concatenate([r.offset, np.zeros(k, np.int64)]),
+        category=[cats[c] for c in r.category[take].tolist()], eq_class=eq,
+        interference=interference, names=names, allocated=r.allocated[take],
+        is_constant=r.is_constant[take], always_live=r.always_live[take],
+        executable=r.executable[take], vertex_code=r.vertex_code[take],
+        in_interleaved_mem=r.in_interleaved_mem[take],
+        element_constraints=_grown(r.element_constraints, k),
+        region_constraints=_grown(r.region_constraints, k),
+        allocation_order=order, class_steps=steps)
+    return out, rows, np.arange(n, n + k)
+
+
+def _grown(csr: Csr, k: int) -> Csr:
+    """``csr`` with ``k`` more rows, empty."""
+    return Csr.from_lengths(np.concatenate([csr.lengths(), np.zeros(k, np.int64)]),
+                            csr.indices)
+
+
+def _recomputed_name(name: str) -> str:
+    head, sep, tail = name.partition("/")
+    return f"{head}/recompute/{tail}" if sep else f"{name}/recompute"
