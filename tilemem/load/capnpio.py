@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import FLAG_FIELDS, Csr, Report
+from ..model.interference import pruned
 from ..model.target import Target
 
 FORMAT_VERSION = 1
@@ -62,6 +63,7 @@ def _set_csr(msg, csr: Csr, values: np.ndarray | None = None) -> None:
 
 
 def write_capnp(r: Report, f: BinaryIO) -> None:
+    r = pruned(r)   # a report over several IPUs: the pairs that share a tile
     s = schema()
     m = s.Report.new_message()
     m.formatVersion = FORMAT_VERSION
@@ -75,6 +77,9 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
         t.hasSupervisorInstrFetchDelay = True
     if r.target.tiles_per_ipu is not None:
         m.tilesPerIPU = r.target.tiles_per_ipu
+    if r.interference_dropped is not None:
+        m.interferencePruned = True
+        m.interferenceDropped = r.interference_dropped
     for field, (attr, _) in _COLUMNS.items():
         _set_column(m.init(field), getattr(r, attr))
     m.categoryNames = list(r.categories)
@@ -92,6 +97,9 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
 
 # ---- reading ------------------------------------------------------------------------------
 
+#: The root struct's size (data words, pointers) in the first release of the schema: a file
+#: of ours is never smaller (the schema only grows; fields added since read as absent).
+_FIRST_ROOT = (2, 23)
 #: Cap'n Proto readers refuse messages of more segments than this (capnp's own limit).
 _MAX_SEGMENTS = 512
 #: Said when a Cap'n Proto message is not in our schema (most likely Poplar's own dump).
@@ -217,10 +225,9 @@ def read_capnp(buf) -> Report:
     from .validate import MAX_CATEGORIES, repair_names, validate_report, validate_target
 
     s = schema()
-    ours = s.Report.schema.node.struct
     found = message_header(buf)
     if found is not None and found.root is not None and (
-            found.root[0] < ours.dataWordCount or found.root[1] < ours.pointerCount):
+            found.root[0] < _FIRST_ROOT[0] or found.root[1] < _FIRST_ROOT[1]):
         raise ReportError(NOT_OURS)  # our schema only ever grows: older files are not smaller
     words = max(len(buf) // 8, 1)
     rd = _Reader(buf)
@@ -281,7 +288,8 @@ def read_capnp(buf) -> Report:
             target=target, **cols, name_blob=name_blob, name_offsets=name_offsets,
             categories=cats, element_constraints=Csr.empty(n), region_constraints=Csr.empty(n),
             interference=rd.csr(m, "equivalenceClassInterference"),
-            allocation_order=Csr.empty(target.num_tiles), class_steps=steps)
+            allocation_order=Csr.empty(target.num_tiles), class_steps=steps,
+            interference_dropped=m.interferenceDropped if m.interferencePruned else None)
         lookup = report.rows_of_vars
         for attr, field in (("element_constraints", "elementConstraints"),
                             ("region_constraints", "regionConstraints"),
@@ -291,7 +299,7 @@ def read_capnp(buf) -> Report:
     except capnp.KjException as e:
         raise ReportError(f"damaged Cap'n Proto report: {_plain(e)}", field=rd.field) from None
     validate_report(report)
-    return report
+    return pruned(report)   # a file written before the pairs were pruned: pruned now
 
 
 def _categories(names, limit: int) -> list[str]:
@@ -383,6 +391,7 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
     """Write ``r`` in tilemem's capnp schema (as ``write_capnp``) with bounded memory: the
     columns may be file mappings (``np.memmap``), which are copied to ``f`` piece by piece.
     ``f`` must be a binary file (it is written in order, never sought)."""
+    r = pruned(r)   # a report over several IPUs: the pairs that share a tile
     s = schema()
     L = {name: _Layout(getattr(s, name)) for name in ("Report", "TargetMemoryInfo", "Column",
                                                       "Csr", "Chunk")}
@@ -395,6 +404,9 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
     rl.set(seg, root, "numTiles", r.target.num_tiles)
     if r.target.tiles_per_ipu is not None:
         rl.set(seg, root, "tilesPerIPU", r.target.tiles_per_ipu)
+    if r.interference_dropped is not None:
+        rl.set(seg, root, "interferencePruned", True)
+        rl.set(seg, root, "interferenceDropped", r.interference_dropped)
     tl = L["TargetMemoryInfo"]
     tm = seg.struct(rl.ptr(root, "targetMemoryInfo"), tl.data_words, tl.pointers)
     tl.set(seg, tm, "tileMemory", r.target.tile_memory)

@@ -165,6 +165,10 @@ class Report:
     ``allocation_order``: CSR over tiles, entries are rows.
     ``class_steps``: optional tilemem extension ``equivalenceClassSteps``: ``(num_classes, 2)``
     half-open program-step intervals ``[start, end)``, or ``None``.
+    ``interference_dropped``: ``None`` when ``interference`` is the report's relation as
+    written; else it was kept to the pairs of classes that share a tile
+    (``tilemem.model.interference``) and this many entries (each direction counts) were
+    dropped. Not compared by ``==`` (a fact of how it was read, not of the program).
     """
 
     target: Target
@@ -190,6 +194,7 @@ class Report:
     interference: Csr
     allocation_order: Csr
     class_steps: np.ndarray | None = None
+    interference_dropped: int | None = None
     _tile_index: tuple = field(default=None, repr=False, compare=False)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -337,7 +342,7 @@ class Report:
         if not isinstance(other, Report):
             return NotImplemented
         for f in self.__dataclass_fields__:
-            if f in ("_tile_index", "_cache"):
+            if f in ("_tile_index", "_cache", "interference_dropped"):
                 continue
             a, b = getattr(self, f), getattr(other, f)
             if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
