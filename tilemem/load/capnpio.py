@@ -162,6 +162,7 @@ class _Reader:
                               field=f"{name}.dtype")
         dt = np.dtype(dtype)
         parts = []
+        at = []   # offsets in the file of the parts that are views of it
         for chunk in col.chunks:
             if not chunk._has("data"):  # a null chunk holds no bytes (the length check below)
                 continue
@@ -174,6 +175,11 @@ class _Reader:
                 parts.append(np.frombuffer(bytes(view), np.uint8))
             else:  # a view of the mapped file that keeps the mapping alive
                 parts.append(np.frombuffer(self.buf, np.uint8, len(view), off))
+                at.append(off)
+        if len(parts) > 1 and len(at) == len(parts) and all(
+                at[i] + len(parts[i]) == at[i + 1] for i in range(len(parts) - 1)):
+            # chunks back to back in the file (``write_capnp_streaming``): one view, no copy
+            parts = [np.frombuffer(self.buf, np.uint8, sum(map(len, parts)), at[0])]
         raw = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts
                                                 else np.zeros(0, np.uint8))
         if len(raw) != col.length * dt.itemsize:
@@ -276,7 +282,8 @@ def read_capnp(buf) -> Report:
         if len(name_offsets) != n + 1 or name_offsets[0] != 0 or np.any(
                 np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob):
             raise ReportError("name offsets do not partition nameBlob", field="nameOffsets")
-        name_blob, name_offsets = repair_names(blob.tobytes(), name_offsets, cols["var_id"])
+        # names as a view of the file (bytes only if one had to be repaired)
+        name_blob, name_offsets = repair_names(blob, name_offsets, cols["var_id"])
         steps = None
         if m.hasEquivalenceClassSteps:
             flat = rd.column(m, "equivalenceClassSteps", "<i8")
@@ -440,8 +447,13 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
             if len(data) > _MAX_WRITE_SEGMENTS:
                 raise ReportError(f"too large for one Cap'n Proto message ({len(data)} chunks "
                                   f"of {CHUNK_BYTES >> 20} MiB; at most {_MAX_WRITE_SEGMENTS})")
-            # a far pointer to the landing pad, word 0 of the chunk's own segment
-            seg.word(kl.ptr(first + 1 + i * words, "data"), 2 | len(data) << 32)
+            # a double-far pointer: its landing pad (in segment 0) points at word 0 of the
+            # chunk's own segment, which holds the bytes alone, so that the chunks of a
+            # column follow each other in the file: the reader views them as one array
+            pad = seg.alloc(2)
+            seg.word(pad, 2 | len(data) << 32)
+            seg.word(pad + 1, 1 | 2 << 32 | len(piece) << 35)
+            seg.word(kl.ptr(first + 1 + i * words, "data"), 2 | 1 << 2 | pad << 3)
 
     for field, (attr, _) in _COLUMNS.items():
         column(rl.ptr(root, field), getattr(r, attr))
@@ -465,14 +477,13 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
         rl.set(seg, root, "hasEquivalenceClassSteps", True)
         column(rl.ptr(root, "equivalenceClassSteps"), r.class_steps)
 
-    sizes = [len(seg.buf) // 8] + [1 + -(-len(d) // 8) for d in data]
+    sizes = [len(seg.buf) // 8] + [-(-len(d) // 8) for d in data]
     table = np.zeros(1 + len(sizes) + (len(sizes) + 1) % 2, "<u4")
     table[0] = len(sizes) - 1
     table[1:1 + len(sizes)] = sizes
     f.write(table.tobytes())
     f.write(seg.buf)
     for d in data:
-        f.write((0 << 2 | 1 | 2 << 32 | len(d) << 35).to_bytes(8, "little"))  # landing pad
         for start in range(0, len(d), _PIECE):
             f.write(memoryview(d[start:start + _PIECE]))
         f.write(bytes(-len(d) % 8))

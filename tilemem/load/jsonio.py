@@ -397,8 +397,9 @@ def _var_dicts(r: Report, start: int, stop: int) -> list[dict]:
             r.category[sl].tolist(), r.is_constant[sl].tolist(), r.always_live[sl].tolist(),
             r.executable[sl].tolist(), r.vertex_code[sl].tolist(), r.lowest_256kb[sl].tolist(),
             r.eq_class[sl].tolist(), r.in_interleaved_mem[sl].tolist()]
-    blob = r.name_blob
-    no = r.name_offsets[start:stop + 1].tolist()
+    base = int(r.name_offsets[start])
+    blob = bytes(r.name_blob[base:int(r.name_offsets[stop])])   # this window's names
+    no = (r.name_offsets[start:stop + 1] - base).tolist()
     cats = r.categories
     ec, rc = r.element_constraints, r.region_constraints
     ec_ip, rc_ip = ec.indptr[start:stop + 1].tolist(), rc.indptr[start:stop + 1].tolist()

@@ -186,7 +186,7 @@ class Report:
     vertex_code: np.ndarray
     lowest_256kb: np.ndarray
     in_interleaved_mem: np.ndarray
-    name_blob: bytes
+    name_blob: bytes   # or a uint8 view of a mapped file (any buffer: slice, then bytes())
     name_offsets: np.ndarray
     categories: tuple[str, ...]
     element_constraints: Csr
@@ -283,7 +283,7 @@ class Report:
 
     # ---- names and categories -------------------------------------------------------------
     def name(self, row: int) -> str:
-        return self.name_blob[self.name_offsets[row]:self.name_offsets[row + 1]].decode()
+        return bytes(self.name_blob[self.name_offsets[row]:self.name_offsets[row + 1]]).decode()
 
     def names(self, rows: Iterable[int] | None = None) -> list[str]:
         rows = range(self.num_vars) if rows is None else rows
@@ -345,6 +345,8 @@ class Report:
             if f in ("_tile_index", "_cache", "interference_dropped"):
                 continue
             a, b = getattr(self, f), getattr(other, f)
+            if f == "name_blob":   # bytes, or a view of a mapped file
+                a, b = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
             if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
                 if a is None or b is None or not np.array_equal(a, b):
                     return False
