@@ -385,8 +385,8 @@ def _row_lookup(var_id: np.ndarray, strict: bool = True):
     if n and var_id[0] == 0 and var_id[-1] == n - 1 and np.all(np.diff(var_id) == 1):
         def lookup(ids):
             ids = np.asarray(ids, np.int64)
-            if strict:
-                return ids
+            if strict or not len(ids) or (ids.min() >= 0 and ids.max() < n):
+                return ids   # as given: a view of a mapped file stays one
             return np.where((ids >= 0) & (ids < n), ids, -1)
         return lookup
     order = np.argsort(var_id, kind="stable")
