@@ -176,3 +176,6 @@ def test_info_says_what_was_kept(tmp_path):
     assert d.interference_pruned.kept == r.interference.nnz
     assert d.interference_pruned.dropped == full.interference.nnz - r.interference.nnz
     assert info(r).interference_pruned.dropped is None   # never built
+    save_report(r, tmp_path / "gen.capnp")    # as generate --ipus N writes it
+    back = load_report(tmp_path / "gen.capnp")
+    assert back.interference_dropped == -1 and back.interference == r.interference
