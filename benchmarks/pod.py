@@ -78,7 +78,7 @@ def measure(argv: list[str], env: dict, interval: float = 0.05) -> dict:
 def row(label: str, ipus: int | str, command: str, m: dict) -> str:
     gb = 1 << 30
     return (f"| {label} | {ipus} | {command} | {m['wall']:.1f} s | {m['rss'] / gb:.2f} GB | "
-            f"{m['anon'] / gb:.2f} GB |" + ("" if m["code"] in (0, 1) else
+            f"{m['anon'] / gb:.2f} GB |" + ("" if m["code"] == 0 else
                                             f" exit {m['code']}: {m['stderr']}"))
 
 
