@@ -66,4 +66,12 @@ struct Report {
 
   # tilemem extension (optional): tiles per IPU (the graph profile's tilesPerIPU); 0 = absent.
   tilesPerIPU @26 :UInt32;
+
+  # tilemem extension: the interference holds only the pairs of classes that share a tile
+  # (a report over several IPUs: conflicts are only asked within a tile); interferenceDropped
+  # entries (each direction counts) of the relation as written were left out, -1 when they
+  # were never built (generate --ipus N finds the pairs IPU by IPU). A file without it
+  # (older) is pruned when read.
+  interferencePruned @27 :Bool;
+  interferenceDropped @28 :Int64;
 }

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Report
+from ..model.interference import tile_interference
 
 #: Inferred: two tensors on the same tiles whose bytes differ by at most this share have the
 #: same shape (a weight and its gradient, its accumulator).
@@ -63,7 +64,7 @@ def persistent_rows(r: Report) -> np.ndarray:
         slack = PERSISTENT_SLACK * (last - first)
         out |= model & (s <= first + slack) & (e >= last - slack)
     else:
-        deg = np.diff(r.interference.indptr)[r.eq_class]
+        deg = np.diff(tile_interference(r).indptr)[r.eq_class]
         out |= model & (deg >= PERSISTENT_DEGREE * deg[model].max())
     return out
 

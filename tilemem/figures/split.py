@@ -78,6 +78,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
+from ..model.interference import tile_interference
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
@@ -218,8 +219,9 @@ class SplitModel(Crossings):
         if self.source_ipus > 1 or old.any():
             allocated = r.allocated & ~old
             tile = np.where(allocated, r.tile % self.tiles, -1)
+            # the fold keeps the pairs that share a tile (pruned or not as read: the same)
             r = replace(r, tile=tile, allocated=allocated, target=tm.with_tiles(self.tiles),
-                        _tile_index=None, _cache={k: v for k, v in r._cache.items()
+                        interference=tile_interference(r), _tile_index=None, _cache={k: v for k, v in r._cache.items()
                                                   if k in ("sorted_interference",
                                                            "tensor_keys")})
         self.r = r
@@ -257,7 +259,7 @@ class SplitModel(Crossings):
                 np.minimum.at(pos, u[late], self.start[late])
                 self.pos[none] = pos[none]
         else:
-            deg = np.diff(r.interference.indptr)
+            deg = np.diff(tile_interference(r).indptr)
             cdeg = deg[r.eq_class]
             self.persistent = model & (cdeg >= 0.95 * cdeg[model].max())
             self.pos = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Report
+from ..model.interference import tile_interference
 
 
 def with_buffers(r: Report, bufs: list, orig: Report) -> Report:
@@ -25,7 +26,8 @@ def with_buffers(r: Report, bufs: list, orig: Report) -> Report:
     new_cls = np.repeat(np.arange(C, C + len(bufs)), [len(b[0]) for b in bufs])
     span = np.array([[b[1], b[2]] for b in bufs], np.int64)
     steps = np.concatenate([r.class_steps, span])
-    src, dst = [r.interference.row_ids()], [r.interference.indices]
+    inter = tile_interference(r)
+    src, dst = [inter.row_ids()], [inter.indices]
     for k, (a, b) in enumerate(span.tolist()):
         hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
         hit = hit[hit != C + k]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.interference import tile_interference
 from ..rules import INFERRED_COPY_ON_DESTINATION
 
 
@@ -128,7 +129,7 @@ class Crossings:
                 """Of tensors ``cand``, the largest of those interfering with most classes
                 of unit j (with ``near`` of the most)."""
                 j_cls = np.unique(r.eq_class[rows[by_row[row_ptr[j]:row_ptr[j + 1]]]])
-                hits = np.array([np.isin(r.interference.row(int(r.eq_class[lead[c]])),
+                hits = np.array([np.isin(tile_interference(r).row(int(r.eq_class[lead[c]])),
                                          j_cls).sum() for c in cand])
                 best = cand[hits >= near * hits.max()]
                 return rows_of(int(best[np.argmax(t_bytes[best])]))

@@ -126,6 +126,15 @@ class TopTile(msgspec.Struct, rename="camel", omit_defaults=True):
     ipu: int | None = None
 
 
+class InterferencePruned(msgspec.Struct, rename="camel"):
+    """How much of the interference was kept: entries (each direction counts)."""
+
+    kept: int
+    #: entries of the relation as written left out; ``None`` when they were never built
+    #: (``tilemem generate --ipus N`` finds the pairs IPU by IPU)
+    dropped: int | None
+
+
 class Info(msgspec.Struct, rename="camel"):
     """Everything ``tilemem info`` shows."""
 
@@ -147,6 +156,9 @@ class Info(msgspec.Struct, rename="camel"):
     top_tiles: list[TopTile]
     #: bytes covered on all tiles, variables sharing bytes counted once
     total_bytes_after_overlapping: int = 0
+    #: the interference was kept to the pairs of classes that share a tile (a report over
+    #: several IPUs, ``tilemem.model.interference``); absent (not in the JSON) otherwise
+    interference_pruned: InterferencePruned | msgspec.UnsetType = msgspec.UNSET
 
 
 def info(r: Report, top: int = 5) -> Info:
@@ -193,4 +205,7 @@ def info(r: Report, top: int = 5) -> Info:
                            out_of_memory=bool(ends[i] > t.tile_memory),
                            ipu=int(t.ipu_of(i)) if t.num_ipus > 1 else None)
                    for i in top_tiles],
+        interference_pruned=msgspec.UNSET if r.interference_dropped is None else
+        InterferencePruned(kept=r.interference.nnz, dropped=r.interference_dropped
+                           if r.interference_dropped >= 0 else None),
     )

@@ -56,6 +56,7 @@ import numpy as np
 from ..model import CATEGORIES, Csr, Report
 from ..figures.summary import highest_end_per_tile
 from ..model.target import PRESETS, Target
+from ..model.overlap import overlap_relation
 from .levers import Levers
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
@@ -305,7 +306,8 @@ class _Assembler:
         al_cats = ALWAYS_LIVE_CATEGORIES + (GLOBAL_EXCHANGE_CATEGORIES
                                             if "GlobalExchange" in program.step_kind else ())
         self.al_class = {c: self.lt.class_of([(0, S)], key=c) for c in al_cats}
-        self.interference = self.lt.interference()
+        # one IPU: every pair sharing a step; several: per IPU, when the tiles are known
+        self.interference = self.lt.interference() if program.ipus == 1 else None
         self.class_steps = self.lt.hulls()
         self.tensor_cat = np.array([CAT_CODE[x.category] for x in ts], np.int16)
         self.persistent = np.array([x.persistent for x in ts], bool)
@@ -505,14 +507,49 @@ class _Assembler:
         order = np.lexsort((rows, -size_all, group, tile_all))
         allocation_order = Csr.from_lengths(np.bincount(tile_all, minlength=T), order)
 
-        return Report.from_columns(
+        inter, dropped = self._interference(tile_all, eq_class)
+        report = Report.from_columns(
             target=t, var_id=rows, tile=tile_all, size=size_all, alignment=alignment,
             offset=np.zeros(n, np.int64), category=category, eq_class=eq_class,
-            interference=self.interference, names=name_list, always_live=always_live,
+            interference=inter, names=name_list, always_live=always_live,
             executable=code, vertex_code=category == CAT_CODE["vertexCode"],
             is_constant=category == CAT_CODE["constant"], in_interleaved_mem=interleaved,
             element_constraints=elem, region_constraints=region,
             allocation_order=allocation_order, class_steps=self.class_steps)
+        if dropped is None:
+            return report
+        from dataclasses import replace
+
+        return replace(report, interference_dropped=dropped)
+
+    def _interference(self, tile, eq_class):
+        """The classes sharing a step; over several IPUs only the pairs that share a tile
+        (``tilemem.model.interference``), found IPU by IPU, so the pairs of classes of
+        different IPUs (most of them, and growing with the square of the IPUs) are never
+        built: ``(Csr, dropped)``, ``dropped`` ``None`` (not pruned) or -1 (pruned, the pairs
+        left out never counted)."""
+        if self.interference is not None:
+            return self.interference, None
+        from ..model import symmetric_closure
+        from ..model.interference import SharedTiles
+
+        k = self.lt.num_classes
+        shares = SharedTiles.of(tile, eq_class, np.ones(len(tile), bool), k)
+        seg_ptr, seg_start, seg_end = self.lt.arrays()   # with the always-live classes
+        seg_cls = np.repeat(np.arange(k), np.diff(seg_ptr))
+        ipu_of = tile // self.tpi
+        src, dst = [], []
+        for ipu in range(self.p.ipus):
+            here = np.zeros(k, bool)
+            here[eq_class[ipu_of == ipu]] = True
+            seg = here[seg_cls]
+            rel = overlap_relation(k, seg_cls[seg], seg_start[seg], seg_end[seg])
+            a = rel.row_ids()
+            keep = (a < rel.indices) & shares.mask(a, rel.indices)
+            src.append(a[keep])
+            dst.append(rel.indices[keep])
+            del rel, a, keep
+        return symmetric_closure(k, np.concatenate(src), np.concatenate(dst)), -1
 
     def _items(self, owner, tile):
         """Always-live items; the same random draws for the same mapping."""

@@ -7,15 +7,18 @@ import numpy as np
 from numba import njit
 
 from ..model import Csr, Report
+from ..model.interference import tile_interference
 
 
 def sorted_interference(r: Report) -> Csr:
     """The interference CSR with every row sorted and unique, symmetric, without self entries.
 
     tilemem's readers already give that; a ``Csr`` passed to ``Report.from_columns`` may not
-    be. Cached per report (the check sorts once), so per-tile calls stay cheap.
+    be. Cached per report (the check sorts once), so per-tile calls stay cheap. Of a report
+    over several IPUs only the pairs of classes that share a tile
+    (``tilemem.model.interference.tile_interference``): the same whether it was read pruned.
     """
-    return r.cached("sorted_interference", lambda: _normalise(r.interference))
+    return r.cached("sorted_interference", lambda: _normalise(tile_interference(r)))
 
 
 def _normalise(inter: Csr) -> Csr:
@@ -103,7 +106,7 @@ def class_graph(r: Report, tile: int | None = None):
     """
     import networkx as nx
 
-    inter = r.interference
+    inter = tile_interference(r)
     src, dst = inter.row_ids(), inter.indices
     g = nx.Graph()
     if tile is None:

@@ -255,12 +255,14 @@ def check_output(path, formats: tuple[str, ...] = (), *, option: str = "--output
 
 def save_report(report: Report, path) -> None:
     """Write a report as JSON or capnp by the extension of ``path`` (atomically)."""
-    from .capnpio import write_capnp
+    from .capnpio import write_capnp_streaming
     from .jsonio import write_json
 
     fmt = Path(path).suffix.lower()
     if fmt not in FORMATS:
         raise ReportError(f"unknown output format {fmt!r}: use .json or .capnp", path=str(path))
-    writer: Callable = write_json if fmt == ".json" else write_capnp
+    # the streaming writer: no second copy of the report in Cap'n Proto's memory, and every
+    # column's chunks back to back in the file (read as one view)
+    writer: Callable = write_json if fmt == ".json" else write_capnp_streaming
     with atomic_write(path) as f:
         writer(report, f)

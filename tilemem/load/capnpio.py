@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import FLAG_FIELDS, Csr, Report
+from ..model.interference import pruned
 from ..model.target import Target
 
 FORMAT_VERSION = 1
@@ -62,6 +63,7 @@ def _set_csr(msg, csr: Csr, values: np.ndarray | None = None) -> None:
 
 
 def write_capnp(r: Report, f: BinaryIO) -> None:
+    r = pruned(r)   # a report over several IPUs: the pairs that share a tile
     s = schema()
     m = s.Report.new_message()
     m.formatVersion = FORMAT_VERSION
@@ -75,6 +77,9 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
         t.hasSupervisorInstrFetchDelay = True
     if r.target.tiles_per_ipu is not None:
         m.tilesPerIPU = r.target.tiles_per_ipu
+    if r.interference_dropped is not None:
+        m.interferencePruned = True
+        m.interferenceDropped = r.interference_dropped
     for field, (attr, _) in _COLUMNS.items():
         _set_column(m.init(field), getattr(r, attr))
     m.categoryNames = list(r.categories)
@@ -92,6 +97,9 @@ def write_capnp(r: Report, f: BinaryIO) -> None:
 
 # ---- reading ------------------------------------------------------------------------------
 
+#: The root struct's size (data words, pointers) in the first release of the schema: a file
+#: of ours is never smaller (the schema only grows; fields added since read as absent).
+_FIRST_ROOT = (2, 23)
 #: Cap'n Proto readers refuse messages of more segments than this (capnp's own limit).
 _MAX_SEGMENTS = 512
 #: Said when a Cap'n Proto message is not in our schema (most likely Poplar's own dump).
@@ -154,6 +162,7 @@ class _Reader:
                               field=f"{name}.dtype")
         dt = np.dtype(dtype)
         parts = []
+        at = []   # offsets in the file of the parts that are views of it
         for chunk in col.chunks:
             if not chunk._has("data"):  # a null chunk holds no bytes (the length check below)
                 continue
@@ -166,6 +175,11 @@ class _Reader:
                 parts.append(np.frombuffer(bytes(view), np.uint8))
             else:  # a view of the mapped file that keeps the mapping alive
                 parts.append(np.frombuffer(self.buf, np.uint8, len(view), off))
+                at.append(off)
+        if len(parts) > 1 and len(at) == len(parts) and all(
+                at[i] + len(parts[i]) == at[i + 1] for i in range(len(parts) - 1)):
+            # chunks back to back in the file (``write_capnp_streaming``): one view, no copy
+            parts = [np.frombuffer(self.buf, np.uint8, sum(map(len, parts)), at[0])]
         raw = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts
                                                 else np.zeros(0, np.uint8))
         if len(raw) != col.length * dt.itemsize:
@@ -217,10 +231,9 @@ def read_capnp(buf) -> Report:
     from .validate import MAX_CATEGORIES, repair_names, validate_report, validate_target
 
     s = schema()
-    ours = s.Report.schema.node.struct
     found = message_header(buf)
     if found is not None and found.root is not None and (
-            found.root[0] < ours.dataWordCount or found.root[1] < ours.pointerCount):
+            found.root[0] < _FIRST_ROOT[0] or found.root[1] < _FIRST_ROOT[1]):
         raise ReportError(NOT_OURS)  # our schema only ever grows: older files are not smaller
     words = max(len(buf) // 8, 1)
     rd = _Reader(buf)
@@ -269,7 +282,8 @@ def read_capnp(buf) -> Report:
         if len(name_offsets) != n + 1 or name_offsets[0] != 0 or np.any(
                 np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob):
             raise ReportError("name offsets do not partition nameBlob", field="nameOffsets")
-        name_blob, name_offsets = repair_names(blob.tobytes(), name_offsets, cols["var_id"])
+        # names as a view of the file (bytes only if one had to be repaired)
+        name_blob, name_offsets = repair_names(blob, name_offsets, cols["var_id"])
         steps = None
         if m.hasEquivalenceClassSteps:
             flat = rd.column(m, "equivalenceClassSteps", "<i8")
@@ -281,7 +295,8 @@ def read_capnp(buf) -> Report:
             target=target, **cols, name_blob=name_blob, name_offsets=name_offsets,
             categories=cats, element_constraints=Csr.empty(n), region_constraints=Csr.empty(n),
             interference=rd.csr(m, "equivalenceClassInterference"),
-            allocation_order=Csr.empty(target.num_tiles), class_steps=steps)
+            allocation_order=Csr.empty(target.num_tiles), class_steps=steps,
+            interference_dropped=m.interferenceDropped if m.interferencePruned else None)
         lookup = report.rows_of_vars
         for attr, field in (("element_constraints", "elementConstraints"),
                             ("region_constraints", "regionConstraints"),
@@ -291,7 +306,7 @@ def read_capnp(buf) -> Report:
     except capnp.KjException as e:
         raise ReportError(f"damaged Cap'n Proto report: {_plain(e)}", field=rd.field) from None
     validate_report(report)
-    return report
+    return pruned(report)   # a file written before the pairs were pruned: pruned now
 
 
 def _categories(names, limit: int) -> list[str]:
@@ -383,6 +398,7 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
     """Write ``r`` in tilemem's capnp schema (as ``write_capnp``) with bounded memory: the
     columns may be file mappings (``np.memmap``), which are copied to ``f`` piece by piece.
     ``f`` must be a binary file (it is written in order, never sought)."""
+    r = pruned(r)   # a report over several IPUs: the pairs that share a tile
     s = schema()
     L = {name: _Layout(getattr(s, name)) for name in ("Report", "TargetMemoryInfo", "Column",
                                                       "Csr", "Chunk")}
@@ -395,6 +411,9 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
     rl.set(seg, root, "numTiles", r.target.num_tiles)
     if r.target.tiles_per_ipu is not None:
         rl.set(seg, root, "tilesPerIPU", r.target.tiles_per_ipu)
+    if r.interference_dropped is not None:
+        rl.set(seg, root, "interferencePruned", True)
+        rl.set(seg, root, "interferenceDropped", r.interference_dropped)
     tl = L["TargetMemoryInfo"]
     tm = seg.struct(rl.ptr(root, "targetMemoryInfo"), tl.data_words, tl.pointers)
     tl.set(seg, tm, "tileMemory", r.target.tile_memory)
@@ -428,8 +447,13 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
             if len(data) > _MAX_WRITE_SEGMENTS:
                 raise ReportError(f"too large for one Cap'n Proto message ({len(data)} chunks "
                                   f"of {CHUNK_BYTES >> 20} MiB; at most {_MAX_WRITE_SEGMENTS})")
-            # a far pointer to the landing pad, word 0 of the chunk's own segment
-            seg.word(kl.ptr(first + 1 + i * words, "data"), 2 | len(data) << 32)
+            # a double-far pointer: its landing pad (in segment 0) points at word 0 of the
+            # chunk's own segment, which holds the bytes alone, so that the chunks of a
+            # column follow each other in the file: the reader views them as one array
+            pad = seg.alloc(2)
+            seg.word(pad, 2 | len(data) << 32)
+            seg.word(pad + 1, 1 | 2 << 32 | len(piece) << 35)
+            seg.word(kl.ptr(first + 1 + i * words, "data"), 2 | 1 << 2 | pad << 3)
 
     for field, (attr, _) in _COLUMNS.items():
         column(rl.ptr(root, field), getattr(r, attr))
@@ -453,14 +477,13 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
         rl.set(seg, root, "hasEquivalenceClassSteps", True)
         column(rl.ptr(root, "equivalenceClassSteps"), r.class_steps)
 
-    sizes = [len(seg.buf) // 8] + [1 + -(-len(d) // 8) for d in data]
+    sizes = [len(seg.buf) // 8] + [-(-len(d) // 8) for d in data]
     table = np.zeros(1 + len(sizes) + (len(sizes) + 1) % 2, "<u4")
     table[0] = len(sizes) - 1
     table[1:1 + len(sizes)] = sizes
     f.write(table.tobytes())
     f.write(seg.buf)
     for d in data:
-        f.write((0 << 2 | 1 | 2 << 32 | len(d) << 35).to_bytes(8, "little"))  # landing pad
         for start in range(0, len(d), _PIECE):
             f.write(memoryview(d[start:start + _PIECE]))
         f.write(bytes(-len(d) % 8))

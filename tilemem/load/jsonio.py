@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ReportError, ReportWarning
 from ..model import (CATEGORIES, FLAG_FIELDS, Csr, Report, encode_categories, encode_names,
                      symmetric_closure)
+from ..model.interference import BLOCK, prune_csr, prunes
 from ..model.target import Target
 
 BATCH = 32768
@@ -325,7 +326,8 @@ def read_json(buf) -> Report:
     del names
 
     inter = _lists_to_csr(top.equivalenceClassInterference, "equivalenceClassInterference")
-    interference = class_interference(inter)
+    interference, dropped = class_interference(inter, target, ints[:, 0], ints[:, 4],
+                                               flags[:, 0])
     del inter
 
     steps = None
@@ -344,7 +346,7 @@ def read_json(buf) -> Report:
         name_blob=blob, name_offsets=offs, categories=cats,
         element_constraints=Csr.empty(n), region_constraints=Csr.empty(n),
         interference=interference, allocation_order=Csr.empty(target.num_tiles),
-        class_steps=steps)
+        class_steps=steps, interference_dropped=dropped)
     del ints, flags
     lookup = report.rows_of_vars
     order = _lists_to_csr(top.allocationOrderByTile, "allocationOrderByTile")
@@ -395,8 +397,9 @@ def _var_dicts(r: Report, start: int, stop: int) -> list[dict]:
             r.category[sl].tolist(), r.is_constant[sl].tolist(), r.always_live[sl].tolist(),
             r.executable[sl].tolist(), r.vertex_code[sl].tolist(), r.lowest_256kb[sl].tolist(),
             r.eq_class[sl].tolist(), r.in_interleaved_mem[sl].tolist()]
-    blob = r.name_blob
-    no = r.name_offsets[start:stop + 1].tolist()
+    base = int(r.name_offsets[start])
+    blob = bytes(r.name_blob[base:int(r.name_offsets[stop])])   # this window's names
+    no = (r.name_offsets[start:stop + 1] - base).tolist()
     cats = r.categories
     ec, rc = r.element_constraints, r.region_constraints
     ec_ip, rc_ip = ec.indptr[start:stop + 1].tolist(), rc.indptr[start:stop + 1].tolist()
@@ -458,18 +461,29 @@ def write_json(r: Report, f: BinaryIO) -> None:
     f.write(b"}\n")
 
 
-def class_interference(inter: Csr) -> Csr:
+def class_interference(inter: Csr, target: Target | None = None, tile=None, eq_class=None,
+                       allocated=None) -> tuple[Csr, int | None]:
     """The classes' interference from ``equivalenceClassInterference`` as written (one list per
     class): every entry must name a class (else one ``ReportError`` line naming the list), and
-    the relation is made symmetric (``tilemem.model.symmetric_closure``)."""
+    the relation is made symmetric (``tilemem.model.symmetric_closure``).
+
+    Given the variables' columns of a report over several IPUs, only the entries whose classes
+    share a tile are kept, before the closure (``tilemem.model.interference``): returns the
+    relation and how many entries as listed were dropped (``None``: not pruned)."""
     num_classes = inter.num_rows
-    bad = np.flatnonzero((inter.indices < 0) | (inter.indices >= num_classes))
-    if len(bad):
-        c = int(inter.row_ids()[bad[0]])
-        raise ReportError(f"names class {inter.indices[bad[0]]}, but there are only "
-                          f"{num_classes} classes", field=f"equivalenceClassInterference[{c}]",
-                          eq_class=c)
-    return symmetric_closure(num_classes, inter.row_ids(), inter.indices)
+    for start in range(0, inter.nnz, BLOCK):   # in blocks: the list may be a file mapping
+        piece = np.asarray(inter.indices[start:start + BLOCK])
+        bad = np.flatnonzero((piece < 0) | (piece >= num_classes))
+        if len(bad):
+            at = start + int(bad[0])
+            c = int(np.searchsorted(inter.indptr, at, side="right")) - 1
+            raise ReportError(f"names class {piece[bad[0]]}, but there are only "
+                              f"{num_classes} classes",
+                              field=f"equivalenceClassInterference[{c}]", eq_class=c)
+    dropped = None
+    if target is not None and prunes(target):
+        inter, dropped = prune_csr(inter, tile, eq_class, allocated)
+    return symmetric_closure(num_classes, inter.row_ids(), inter.indices), dropped
 
 
 def target_of(top) -> Target:

@@ -301,7 +301,8 @@ def _assemble(cols: _Columns, target: Target, cats: tuple, n: int, seen: dict) -
     inter_len = cols.map("equivalenceClassInterference.len", np.int64)
     inter_flat = cols.map("equivalenceClassInterference.flat", np.int64)
     inter = Csr.from_lengths(inter_len, inter_flat)
-    interference = class_interference(inter)
+    interference, dropped = class_interference(inter, target, c["tile"], c["equivalenceClass"],
+                                               flags["allocated"])
     del inter, inter_len, inter_flat
     steps = None
     if "equivalenceClassSteps" in seen:
@@ -318,7 +319,8 @@ def _assemble(cols: _Columns, target: Target, cats: tuple, n: int, seen: dict) -
         eq_class=c["equivalenceClass"], **flags, name_blob=cols.map("name_blob", np.uint8),
         name_offsets=name_offsets, categories=cats, element_constraints=Csr.empty(n),
         region_constraints=Csr.empty(n), interference=interference,
-        allocation_order=Csr.empty(target.num_tiles), class_steps=steps)
+        allocation_order=Csr.empty(target.num_tiles), class_steps=steps,
+        interference_dropped=dropped)
     lookup = report.rows_of_vars
     for attr, key in (("element_constraints", "ec"), ("region_constraints", "rc")):
         object.__setattr__(report, attr, Csr.from_lengths(

@@ -55,10 +55,31 @@ def validate_target(num_tiles: int, tile_memory: int, ils: int, offsets,
                           f"{tile_memory}", field=f"{field}[{len(offs) - 1}]")
 
 
-def repair_names(blob: bytes, offsets: np.ndarray, var_id: np.ndarray):
+#: Bytes of names decoded at a time to check them (a temporary string of about this size).
+NAME_SLICE = 1 << 26
+
+
+def _valid_utf8(blob) -> bool:
+    """Whether ``blob`` (any buffer) decodes, slice by slice (a sequence cut by a slice's end
+    is decoded with the next)."""
+    mv = memoryview(blob).cast("B")
+    start, total = 0, len(mv)
+    while start < total:
+        end = min(total, start + NAME_SLICE)
+        try:
+            _, used = codecs.utf_8_decode(mv[start:end], "strict", end == total)
+        except UnicodeDecodeError:
+            return False
+        start += used
+    return True
+
+
+def repair_names(blob, offsets: np.ndarray, var_id: np.ndarray):
     """``(blob, offsets)`` with every name valid UTF-8: a name that is not keeps its valid
     characters and gets U+FFFD for the rest (names are labels, not keys), with one
-    ``ReportWarning`` saying how many. Cheap when all is well: one decode of the blob.
+    ``ReportWarning`` saying how many. Cheap when all is well: one decode of the blob, in
+    slices, and ``blob`` returned as given (a view of a mapped file stays one); ``bytes``
+    when names were repaired.
 
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as w:
@@ -73,6 +94,10 @@ def repair_names(blob: bytes, offsets: np.ndarray, var_id: np.ndarray):
     # A sequence may run from one name into the next: then a name starts with a continuation
     # byte (10xxxxxx) even though the whole blob decodes.
     bad_start = starts[(a[starts] & 0xC0) == 0x80]
+    del starts
+    if not len(bad_start) and _valid_utf8(blob):
+        return blob, offsets
+    blob = bytes(blob)   # the error path: a copy to repair
     errors: list[int] = []
 
     def record(e: UnicodeDecodeError):
@@ -111,6 +136,28 @@ def _first(mask) -> int | None:
     return int(idx[0]) if len(idx) else None
 
 
+#: Rows checked at a time: a check's temporaries are a slice's, not a whole column's.
+ROW_SLICE = 1 << 22
+
+
+def _first_in_slices(n: int, mask_of) -> int | None:
+    """The first row where ``mask_of(slice)`` (the mask of those rows) holds."""
+    for s in range(0, n, ROW_SLICE):
+        got = _first(mask_of(slice(s, min(n, s + ROW_SLICE))))
+        if got is not None:
+            return s + got
+    return None
+
+
+def _increasing(a: np.ndarray) -> bool:
+    """Whether ``a`` is strictly increasing (checked in slices)."""
+    for s in range(0, len(a), ROW_SLICE):
+        piece = a[max(s - 1, 0):s + ROW_SLICE]
+        if len(piece) > 1 and not bool(np.all(piece[1:] > piece[:-1])):
+            return False
+    return True
+
+
 def validate_report(r: Report) -> None:
     """Raise ``ReportError`` for the first inconsistency of the report's columns."""
     t = r.target
@@ -121,9 +168,11 @@ def validate_report(r: Report) -> None:
         if len(getattr(r, name)) != n:
             raise ReportError(f"column {name} has {len(getattr(r, name))} rows, expected {n}",
                               field=name)
-    # duplicate var ids
-    order = np.argsort(r.var_id, kind="stable")
-    dup = _first(np.diff(r.var_id[order]) == 0)
+    # duplicate var ids (no sort when they increase, as tilemem and Poplar write them)
+    dup = None
+    if not _increasing(r.var_id):
+        order = np.argsort(r.var_id, kind="stable")
+        dup = _first(np.diff(r.var_id[order]) == 0)
     if dup is not None:
         row = int(order[dup + 1])
         raise ReportError("duplicate var id", field=f"vars[{row}].var", var=int(r.var_id[row]))
@@ -134,29 +183,34 @@ def validate_report(r: Report) -> None:
 
     a = r.allocated
 
-    def fail(mask, field, message):
-        row = _first(mask & a)
+    def fail(mask_of, field, message):
+        row = _first_in_slices(n, lambda s: mask_of(s) & a[s])
         if row is not None:
             raise ReportError(message(row), field=f"vars[{row}].info.{field}",
                               var=int(r.var_id[row]),
                               tile=int(r.tile[row]) if 0 <= r.tile[row] < t.num_tiles else None)
 
-    fail((r.tile < 0) | (r.tile >= t.num_tiles), "tile",
+    fail(lambda s: (r.tile[s] < 0) | (r.tile[s] >= t.num_tiles), "tile",
          lambda i: f"tile {r.tile[i]} is outside [0, {t.num_tiles}) (numTiles)")
-    fail(r.size < 0, "sizeBytes", lambda i: f"sizeBytes must not be negative, got {r.size[i]}")
-    fail(r.size > ABSURD_BYTES, "sizeBytes", lambda i: f"sizeBytes {r.size[i]} is absurd")
+    fail(lambda s: r.size[s] < 0, "sizeBytes",
+         lambda i: f"sizeBytes must not be negative, got {r.size[i]}")
+    fail(lambda s: r.size[s] > ABSURD_BYTES, "sizeBytes",
+         lambda i: f"sizeBytes {r.size[i]} is absurd")
     al = r.alignment
-    fail((al <= 0) | (al & (al - 1) != 0), "alignment",
+    fail(lambda s: (al[s] <= 0) | (al[s] & (al[s] - 1) != 0), "alignment",
          lambda i: f"alignment must be a power of two, got {al[i]}")
-    fail(al > ABSURD_BYTES, "alignment", lambda i: f"alignment {al[i]} is absurd")
-    fail(r.offset < 0, "offset", lambda i: f"offset must not be negative, got {r.offset[i]}")
-    fail(r.offset > ABSURD_BYTES, "offset", lambda i: f"offset {r.offset[i]} is absurd")
-    fail((r.eq_class < 0) | (r.eq_class >= r.num_classes), "equivalenceClass",
+    fail(lambda s: al[s] > ABSURD_BYTES, "alignment", lambda i: f"alignment {al[i]} is absurd")
+    fail(lambda s: r.offset[s] < 0, "offset",
+         lambda i: f"offset must not be negative, got {r.offset[i]}")
+    fail(lambda s: r.offset[s] > ABSURD_BYTES, "offset",
+         lambda i: f"offset {r.offset[i]} is absurd")
+    fail(lambda s: (r.eq_class[s] < 0) | (r.eq_class[s] >= r.num_classes), "equivalenceClass",
          lambda i: f"equivalence class {r.eq_class[i]} is outside the "
                    f"{r.num_classes} lists of equivalenceClassInterference")
 
     # interference
-    bad = _first((r.interference.indices < 0) | (r.interference.indices >= r.num_classes))
+    ix = r.interference.indices
+    bad = _first_in_slices(len(ix), lambda s: (ix[s] < 0) | (ix[s] >= r.num_classes))
     if bad is not None:
         c = int(r.interference.row_ids()[bad])
         raise ReportError(f"names class {r.interference.indices[bad]}, but there are only "
@@ -187,18 +241,25 @@ def validate_report(r: Report) -> None:
         raise ReportError(f"has {order_csr.num_rows} lists but numTiles is {t.num_tiles}",
                           field="allocationOrderByTile")
     rows = order_csr.indices
-    tiles = order_csr.row_ids()
-    bad = _first(rows < 0)
+    ip = order_csr.indptr
+
+    def tile_of(k):   # the list (tile) of entries ``k``, without a whole column of them
+        return np.searchsorted(ip, k, side="right") - 1
+
+    bad = _first_in_slices(len(rows), lambda s: rows[s] < 0)
     if bad is not None:
-        raise ReportError("names an unknown var", field=f"allocationOrderByTile[{tiles[bad]}]",
-                          tile=int(tiles[bad]))
-    bad = _first((r.tile[rows] != tiles) | ~a[rows])
+        tile = int(tile_of(bad))
+        raise ReportError("names an unknown var", field=f"allocationOrderByTile[{tile}]",
+                          tile=tile)
+    bad = _first_in_slices(len(rows), lambda s: (r.tile[rows[s]]
+                                                 != tile_of(np.arange(s.start, s.stop)))
+                           | ~a[rows[s]])
     if bad is not None:
-        row = int(rows[bad])
+        row, tile = int(rows[bad]), int(tile_of(bad))
         raise ReportError(f"lists var {r.var_id[row]}, which is "
                           + (f"on tile {r.tile[row]}" if a[row] else "not allocated"),
-                          field=f"allocationOrderByTile[{tiles[bad]}]", var=int(r.var_id[row]),
-                          tile=int(tiles[bad]))
+                          field=f"allocationOrderByTile[{tile}]", var=int(r.var_id[row]),
+                          tile=tile)
 
     if r.class_steps is not None:
         s = r.class_steps

@@ -165,6 +165,10 @@ class Report:
     ``allocation_order``: CSR over tiles, entries are rows.
     ``class_steps``: optional tilemem extension ``equivalenceClassSteps``: ``(num_classes, 2)``
     half-open program-step intervals ``[start, end)``, or ``None``.
+    ``interference_dropped``: ``None`` when ``interference`` is the report's relation as
+    written; else it was kept to the pairs of classes that share a tile
+    (``tilemem.model.interference``) and this many entries (each direction counts) were
+    dropped. Not compared by ``==`` (a fact of how it was read, not of the program).
     """
 
     target: Target
@@ -182,7 +186,7 @@ class Report:
     vertex_code: np.ndarray
     lowest_256kb: np.ndarray
     in_interleaved_mem: np.ndarray
-    name_blob: bytes
+    name_blob: bytes   # or a uint8 view of a mapped file (any buffer: slice, then bytes())
     name_offsets: np.ndarray
     categories: tuple[str, ...]
     element_constraints: Csr
@@ -190,6 +194,7 @@ class Report:
     interference: Csr
     allocation_order: Csr
     class_steps: np.ndarray | None = None
+    interference_dropped: int | None = None
     _tile_index: tuple = field(default=None, repr=False, compare=False)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -278,7 +283,7 @@ class Report:
 
     # ---- names and categories -------------------------------------------------------------
     def name(self, row: int) -> str:
-        return self.name_blob[self.name_offsets[row]:self.name_offsets[row + 1]].decode()
+        return bytes(self.name_blob[self.name_offsets[row]:self.name_offsets[row + 1]]).decode()
 
     def names(self, rows: Iterable[int] | None = None) -> list[str]:
         rows = range(self.num_vars) if rows is None else rows
@@ -337,9 +342,11 @@ class Report:
         if not isinstance(other, Report):
             return NotImplemented
         for f in self.__dataclass_fields__:
-            if f in ("_tile_index", "_cache"):
+            if f in ("_tile_index", "_cache", "interference_dropped"):
                 continue
             a, b = getattr(self, f), getattr(other, f)
+            if f == "name_blob":   # bytes, or a view of a mapped file
+                a, b = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
             if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
                 if a is None or b is None or not np.array_equal(a, b):
                     return False
@@ -378,8 +385,8 @@ def _row_lookup(var_id: np.ndarray, strict: bool = True):
     if n and var_id[0] == 0 and var_id[-1] == n - 1 and np.all(np.diff(var_id) == 1):
         def lookup(ids):
             ids = np.asarray(ids, np.int64)
-            if strict:
-                return ids
+            if strict or not len(ids) or (ids.min() >= 0 and ids.max() < n):
+                return ids   # as given: a view of a mapped file stays one
             return np.where((ids >= 0) & (ids < n), ids, -1)
         return lookup
     order = np.argsort(var_id, kind="stable")

@@ -55,6 +55,9 @@ def tensor_codes(r, rows=None) -> tuple[np.ndarray, list[str]]:
 
 def _tensor_codes(r, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     blob, offs = r.name_blob, r.name_offsets
+    if not isinstance(blob, bytes):   # a view of a mapped file: slices must be bytes
+        lo, hi = (int(offs[rows].min()), int(offs[rows + 1].max())) if len(rows) else (0, 0)
+        blob, offs = bytes(blob[lo:hi]), offs - lo
     ids: dict[bytes, int] = {}
     codes = np.fromiter(
         (ids.setdefault(_base_bytes(blob[a:b]), len(ids))

@@ -26,6 +26,12 @@ def info_view(c, name: str, d: Info) -> None:
             f"region; class steps: {'yes' if d.class_steps else 'no'}")
     if partial:
         c.print(f"  {partial}")
+    pr = d.interference_pruned
+    if pr:
+        c.print(f"  interference pruned to the pairs of classes that share a tile: "
+                f"{pr.kept:,} entries kept, "
+                + (f"{pr.dropped:,} dropped" if pr.dropped is not None
+                   else "the pairs of other tiles never built (generated IPU by IPU)"))
     c.print(f"  bytes: {human_bytes(d.total_bytes_after_overlapping)} after overlapping "
             f"(report's offsets; sum of sizes {d.total_bytes:,} (before overlapping): "
             f"variables that share memory count once each), always-live "

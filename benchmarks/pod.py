@@ -1,0 +1,117 @@
+"""Pod scale: wall time and peak memory of the commands on N-IPU generated reports.
+
+For each report, runs ``tilemem info``, ``tilemem check`` and ``tilemem oom --no-repack`` (and
+``generate`` itself when it makes the report) as a user would, one at a time, and records
+
+- wall time,
+- peak resident set (``VmHWM`` of each process, summed over the run's processes),
+- peak anonymous memory (``RssAnon``: what the kernel cannot drop, unlike a mapped report's
+  file pages), sampled every 50 ms and summed over the run's processes.
+
+    python benchmarks/pod.py --ipus 1 2 4                 # generates mk2 seed 12 reports
+    python benchmarks/pod.py --report /tmp/pod/r4.capnp   # an existing report
+    python benchmarks/pod.py --report r4.capnp --src /tmp/base  # another checkout's code
+
+``--src`` runs the commands from another source tree (``PYTHONPATH``), so a before / after
+table comes from one script on the same reports. Prints one Markdown table row a run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+COMMANDS = {"info": ["info"], "check": ["check"], "oom --no-repack": ["oom", "--no-repack"]}
+
+
+def _status(pid: int) -> dict[str, int]:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("RssAnon", "VmHWM", "VmRSS"):
+                    out[key] = int(rest.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants (from /proc/PID/task/*/children)."""
+    pids, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+def measure(argv: list[str], env: dict, interval: float = 0.05) -> dict:
+    """Runs ``argv``; wall seconds, peak summed RssAnon, peak summed VmHWM (each process's own
+    peak, summed over the processes seen), exit code."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak_anon, hwm = 0, {}
+    while proc.poll() is None:
+        anon = 0
+        for p in _tree(proc.pid):
+            s = _status(p)
+            anon += s.get("RssAnon", 0)
+            if "VmHWM" in s:
+                hwm[p] = max(hwm.get(p, 0), s["VmHWM"])
+        peak_anon = max(peak_anon, anon)
+        time.sleep(interval)
+    err = proc.stderr.read().decode(errors="replace")
+    return {"wall": time.perf_counter() - t0, "anon": peak_anon, "rss": sum(hwm.values()),
+            "code": proc.returncode, "stderr": err.strip().splitlines()[-1:] if err else []}
+
+
+def row(label: str, ipus: int | str, command: str, m: dict) -> str:
+    gb = 1 << 30
+    return (f"| {label} | {ipus} | {command} | {m['wall']:.1f} s | {m['rss'] / gb:.2f} GB | "
+            f"{m['anon'] / gb:.2f} GB |" + ("" if m["code"] == 0 else
+                                            f" exit {m['code']}: {m['stderr']}"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ipus", type=int, nargs="*", default=[],
+                    help="generate mk2 reports over these IPU counts (timed too)")
+    ap.add_argument("--report", nargs="*", default=[], help="existing reports to measure")
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--out", default="/tmp/pod", help="folder for generated reports")
+    ap.add_argument("--src", default=str(Path(__file__).resolve().parents[1]),
+                    help="source tree whose tilemem runs (PYTHONPATH)")
+    ap.add_argument("--label", default="", help="first column of the table (e.g. before)")
+    ap.add_argument("--commands", nargs="*", default=list(COMMANDS), choices=list(COMMANDS))
+    a = ap.parse_args(argv)
+    env = dict(os.environ, PYTHONPATH=a.src)
+    tm = [sys.executable, "-m", "tilemem"]
+    label = a.label or Path(a.src).name
+    print("| code | IPUs | command | wall | peak RSS (sum) | peak RssAnon (sum) |")
+    print("|---|---|---|---|---|---|")
+    reports = [(r, "?") for r in a.report]
+    for n in a.ipus:
+        path = Path(a.out) / f"r{n}-seed{a.seed}.capnp"
+        m = measure(tm + ["generate", "--preset", "mk2", "--ipus", str(n), "--seed",
+                          str(a.seed), "-o", str(path)], env)
+        print(row(label, n, "generate", m), flush=True)
+        reports.append((str(path), n))
+    for path, n in reports:
+        for name in a.commands:
+            m = measure(tm + COMMANDS[name] + [path], env)
+            print(row(label, n, f"{name} `{Path(path).name}`", m), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
