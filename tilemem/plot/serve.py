@@ -41,6 +41,8 @@ def tile_server(r, page: Path, built: dict, *, offsets=None, compare=None,
                 e["oom"] = diagnosed.get(t)
                 body = json.dumps(e, separators=(",", ":")).encode()
                 self._send(200, "application/json", body)
+            elif path == "/favicon.ico":   # browsers ask; none, but not an error
+                self._send(204, "image/x-icon", b"")
             else:
                 self._send(404, "text/plain", b"not found\n")
 
