@@ -155,6 +155,20 @@ def test_bad_options_fail_before_any_work(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def test_serve_on_a_taken_port_fails_before_any_work(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = tmp_path / "r.html"
+        assert main(["html", str(EXAMPLE), "--serve", "--port", str(port), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tilemem: error:") and str(port) in err[0]
+    assert not out.exists()
+
+
 # ---- in a browser ----------------------------------------------------------------------------
 def unavailable(reason: str):
     if os.environ.get("CI") == "true":
