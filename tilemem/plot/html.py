@@ -185,6 +185,7 @@ def ipu_figure(cols: dict, tm: int):
         if (i.length && window.tilemem) window.tilemem.showIpu(s.data['ipu'][i[0]]);
     """))
     _bytes_axis(p.yaxis)
+    p.xaxis.ticker = list(range(len(cols["ipu"])))     # IPUs are whole numbers
     p.xaxis.axis_label = "IPU"
     p.yaxis.axis_label = "bytes"
     p.legend.location = "top_right"
