@@ -312,15 +312,17 @@ def liveness_figure(tm: int):
     return p
 
 
-def compare_overview(fig, fig_b, label: str):
+def compare_overview(fig, fig_b, label: str, x_range=None):
     """The Compare view's overview: the report's allocation and another, per tile."""
-    return overlay_overview(fig, fig_b, ("report's allocation", label), "cmpOverview")
+    return overlay_overview(fig, fig_b, ("report's allocation", label), "cmpOverview",
+                            x_range)
 
 
 def overlay_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str, str],
-                     name: str):
+                     name: str, x_range=None):
     """Two highest ends per tile overlaid (bars: the first, dots: the second), with
-    tileMemory; a tap opens the tile. For two allocations (Compare) or two compilations."""
+    tileMemory; a tap opens the tile. For two allocations (Compare) or two compilations.
+    ``x_range``: the tile overview's when it shows one IPU at a time (so does this one)."""
     from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 
     tm = fig.target.tile_memory
@@ -328,8 +330,9 @@ def overlay_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str
                             "b": other.highest_end,
                             "delta": other.highest_end - fig.highest_end}, name=name)
     top = max(tm, int(max(fig.highest_end.max(), other.highest_end.max())))
+    extra = {} if x_range is None else {"x_range": x_range}
     p = _figure(height=300, tools=TOOLS + ",tap", y_range=(0, top * 1.06),
-                title=f"Highest end per tile: {labels[0]} and {labels[1]}")
+                title=f"Highest end per tile: {labels[0]} and {labels[1]}", **extra)
     ra = p.vbar(x="tile", top="a", width=1.0, source=src, color=LIGHT_BLUE,
                 legend_label=labels[0])
     p.scatter(x="tile", y="b", source=src, size=4, color="#d94801", legend_label=labels[1])
@@ -487,6 +490,8 @@ def render_page(built: dict, source: str) -> str:
     fig, fig_b = built["figures"], built["figuresB"]
     tm = fig.target.tile_memory
     models = dict(overview_figures(fig, data["target"]["ipuBoundaries"]))
+    # one IPU's tiles at a time in the tile overview: the same in the overlaid ones
+    paged = models["overview"].x_range if "ipus" in models else None
     m, _ = map_figure(fig, "map")
     strip = gap_strip(fig, "gaps", m.x_range)
     models.update(map=m, gaps=strip, side=side_liveness(m.y_range),
@@ -495,12 +500,12 @@ def render_page(built: dict, source: str) -> str:
     if built.get("figuresOther") is not None:
         models.update(againstOverview=overlay_overview(
             fig, built["figuresOther"], (against["before"], against["after"]),
-            "againstOverview"))
+            "againstOverview", paged))
     if fig_b is not None:
         label = data["compareLabel"]
         a, _ = map_figure(fig, "cmpA", title="report's allocation")
         b, _ = map_figure(fig, "cmpB", x_range=a.x_range, y_range=a.y_range, title=label)
-        models.update(cmpOverview=compare_overview(fig, fig_b, label), cmpA=a, cmpB=b)
+        models.update(cmpOverview=compare_overview(fig, fig_b, label, paged), cmpA=a, cmpB=b)
     script, divs = components(models)
     bokeh_js = Resources(mode="inline", components=["bokeh"]).render_js()
     oom = fig.out_of_memory()
