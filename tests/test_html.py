@@ -155,6 +155,20 @@ def test_bad_options_fail_before_any_work(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def test_serve_on_a_taken_port_fails_before_any_work(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = tmp_path / "r.html"
+        assert main(["html", str(EXAMPLE), "--serve", "--port", str(port), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tilemem: error:") and str(port) in err[0]
+    assert not out.exists()
+
+
 # ---- in a browser ----------------------------------------------------------------------------
 def unavailable(reason: str):
     if os.environ.get("CI") == "true":
@@ -359,3 +373,137 @@ def test_compilations_in_a_browser(compilations, browser):
         box = canvas.bounding_box()
         assert box and box["width"] > 200 and box["height"] > 100
         assert problems == []
+
+
+# ---- many tiles (a Pod's shape, small) ---------------------------------------------------------
+PER_IPU, IPUS = 400, 3
+
+
+@pytest.fixture(scope="module")
+def pod(tmp_path_factory):
+    """3 IPUs of 400 Mk2 tiles, 2 variables a tile (live over steps [0, 20) and [10, 30),
+    packed end to end), tiles 37 and 950 out of memory; the page asks for tile 1000, with a
+    budget of 20,000 variables (as 250,000 is to a Pod's 23,552 tiles)."""
+    from tilemem.model import symmetric_closure
+    from tilemem.model.target import MK2
+
+    rng = np.random.default_rng(5)
+    n = PER_IPU * IPUS
+    tm = MK2.tile_memory
+    tile = np.repeat(np.arange(n), 2)
+    first = rng.integers(1_000, 20_000, n) * 8
+    second = rng.integers(1_000, 30_000, n) * 8
+    second[[37, 950]] = tm - first[[37, 950]] + 8 * np.array([3, 7])
+    size = np.stack([first, second], axis=1).ravel()
+    offset = np.stack([np.zeros(n, np.int64), first], axis=1).ravel()
+    r = Report.from_columns(
+        target=MK2.with_tiles(n, tiles_per_ipu=PER_IPU), var_id=np.arange(2 * n), tile=tile,
+        size=size, alignment=np.full(2 * n, 8), offset=offset,
+        category=["variable", "output"] * n, eq_class=np.tile([0, 1], n),
+        names=[f"t{t}/v{k}" for t in range(n) for k in range(2)],
+        interference=symmetric_closure(2, np.array([0]), np.array([1])),
+        class_steps=[[0, 20], [10, 30]])
+    d = tmp_path_factory.mktemp("pod")
+    path = d / "pod.capnp"
+    save_report(r, path)
+    out = d / "pod.html"
+    assert main(["html", str(path), "--tiles", "1000", "--no-repack", "--max-vars", "20000",
+                 "-o", str(out)]) == 0
+    return load_report(path), path, out
+
+
+def test_many_tiles_embed_only_the_tiles_that_matter(pod):
+    r, _, out = pod
+    data = page_data(out)
+    high = highest_ends(r)
+    tm = r.target.tile_memory
+    assert sorted(data["outOfMemory"]) == [37, 950]
+    rest = [t for t in np.argsort(-high, kind="stable").tolist() if t not in (37, 950)]
+    # asked for, out of memory worst first, the 8 fullest others: not every tile, though all
+    # their variables (2,400) are within the budget (each embedded tile costs more than them)
+    want = [1000] + sorted([37, 950], key=lambda t: -(high[t] - tm)) + rest[:8]
+    assert [c["tile"] for c in data["included"]] == want
+    assert sorted(map(int, data["tiles"])) == sorted(want)
+    assert data["target"]["ipuBoundaries"] == [PER_IPU, 2 * PER_IPU]
+
+
+def test_many_tiles_in_a_browser(pod, browser):
+    r, path, out = pod
+    high = highest_ends(r)
+    tm = r.target.tile_memory
+
+    def map_rects(p):
+        return sorted(map(tuple, p.evaluate(
+            "(() => { const d = Bokeh.documents[0].get_model_by_name('mapSrc').data; return "
+            "Array.from(d.var, (v, i) => [v, d.left[i], d.right[i] - d.left[i]]); })()")))
+
+    def shown_tiles(p):
+        return p.evaluate("(() => { const x = Bokeh.documents[0].get_model_by_name('ovX');"
+                          " return [x.start, x.end]; })()")
+
+    with opened(browser, out.as_uri()) as (p, problems):
+        wait_ready(p)
+        # the IPU strip: per IPU its tiles out of memory and its fullest tile, as the columns say
+        ipus = p.evaluate("(() => { const d = Bokeh.documents[0].get_model_by_name("
+                          "'ipuOverview').data; return {over: Array.from(d.over), "
+                          "fullest: Array.from(d.fullest)}; })()")
+        per = high.reshape(IPUS, PER_IPU)
+        assert ipus["over"] == (per > tm).sum(axis=1).tolist() == [1, 0, 1]
+        assert ipus["fullest"] == (np.argmax(per, axis=1) + np.arange(IPUS) * PER_IPU).tolist()
+        # the overview opens on an IPU with a tile out of memory, one IPU's tiles at a time
+        assert p.evaluate("document.body.dataset.ipu") in ("0", "2")
+        ipu = int(p.evaluate("document.body.dataset.ipu"))
+        assert shown_tiles(p) == [ipu * PER_IPU - 0.5, (ipu + 1) * PER_IPU - 0.5]
+        # a click on IPU 1 in the strip shows its tiles
+        at = on_figure(p, "ipuFig", 1, 1000)
+        p.mouse.click(at["x"], at["y"])
+        p.wait_for_selector("body[data-ipu='1']", state="attached")
+        assert shown_tiles(p) == [PER_IPU - 0.5, 2 * PER_IPU - 0.5]
+        assert "IPU 1, tiles 400 to 799" in p.locator("#ipu-note").inner_text()
+        # the tile asked for, by number: its map, and the overview moves to its IPU
+        p.fill("#tile-any", "1000")
+        p.dispatch_event("#tile-any", "change")
+        shows_tile(p, 1000)
+        assert map_rects(p) == placed(r, 1000)
+        assert p.evaluate("document.body.dataset.ipu") == "2"
+        # a tile not in the file says how to get it
+        p.fill("#tile-any", "5")
+        p.dispatch_event("#tile-any", "change")
+        shows_tile(p, 5)
+        note = p.locator("#map-note").inner_text()
+        assert "not in this file" in note
+        assert f"tilemem html {path.name} --tiles 5" in note and "--serve" in note
+        assert map_rects(p) == []
+        assert f"{high[5]:,} B of {tm:,}" in p.locator("#tile-figures").inner_text()
+        assert problems == []
+
+
+def test_served_page_loads_any_tile(pod, browser, tmp_path):
+    import threading
+
+    from tilemem.plot import html_server
+
+    r, _, _ = pod
+    srv = html_server(r, tmp_path / "served.html", repack=False, max_vars=20_000, port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert "5" not in srv.data["tiles"]
+        url = "http://%s:%d/" % srv.server_address[:2]
+        with opened(browser, url + "#tile=5") as (p, problems):
+            wait_ready(p)
+            p.wait_for_function("Bokeh.documents[0].get_model_by_name('mapSrc').data.var"
+                                ".length > 0")
+            assert sorted(map(tuple, p.evaluate(
+                "(() => { const d = Bokeh.documents[0].get_model_by_name('mapSrc').data; "
+                "return Array.from(d.var, (v, i) => [v, d.left[i], d.right[i] - d.left[i]]);"
+                " })()"))) == placed(r, 5)
+            assert "loaded when asked" in p.locator("#map-note").inner_text()
+            # the live bytes of the tile, from the server: both variables over [10, 20)
+            rows = np.flatnonzero(r.tile == 5)
+            assert p.evaluate("Math.max(...Bokeh.documents[0].get_model_by_name('liveSrc')"
+                              ".data.y)") == int(r.size[rows].sum())
+            assert [x for x in problems if not x.startswith(f"loaded from elsewhere: {url}")] == []
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -31,8 +31,14 @@ from .options import report_path_argument
 @click.option("--max-vars", type=click.IntRange(min=0), default=250_000, show_default=True,
               help="Budget of variables in full maps (~70 bytes each in the file): tiles out "
                    "of memory, then the fullest, join while it lasts.")
+@click.option("--serve", is_flag=True,
+              help="Also serve the page at http://127.0.0.1:PORT/ until Ctrl-C, with any "
+                   "tile's map made from the report when the page asks for it (the file "
+                   "alone holds only the tiles it lists).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port of --serve (0: any free one).")
 def html(report, allocation, against, tiles_spec, output, time_limit, method, budget, no_repack,
-         max_vars):
+         max_vars, serve, port):
     """Write a one-file interactive HTML report of REPORT (opens offline in any browser).
 
     Overview: memory per tile (click a tile to open it), the histogram, totals by category
@@ -42,7 +48,10 @@ def html(report, allocation, against, tiles_spec, output, time_limit, method, bu
     variables live there. Compare (with --allocation): the two layouts per tile and the tiles
     that changed. With out-of-memory tiles the page opens on the program summary (as
     tilemem oom's first screen); with --against, two compilations compared. Full maps are embedded for the tiles out of memory, the fullest ones and
-    those in --tiles (the page says which); report.html#tile=N opens tile N.
+    those in --tiles (the page says which); report.html#tile=N opens tile N. Another tile's
+    map: the page gives the command that embeds it, or, with --serve, loads it from the report.
+    With several IPUs an IPU strip (per IPU its fullest tile and mean) picks the IPU whose
+    tiles the overview shows.
 
     Example: tilemem html report.json -o report.html
     """
@@ -58,8 +67,18 @@ def html(report, allocation, against, tiles_spec, output, time_limit, method, bu
                           field="--output") from None
     import time
 
+    if serve and port:   # a taken port said before the long work
+        import socket
+
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as e:
+                raise ReportError(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}",
+                                  field="--port") from None
+
     from ..api import load
-    from ..plot import html_page
+    from ..plot import html_page, html_server
     from .options import console, parse_tiles
 
     c = console()
@@ -69,9 +88,27 @@ def html(report, allocation, against, tiles_spec, output, time_limit, method, bu
         tiles = parse_tiles(tiles_spec, r.num_tiles)
         compare = load(allocation) if allocation else None
         other = load(against) if against else None
-        data = html_page(r, output, offsets=compare, against=other, tiles=tiles,
-                         time_limit=time_limit, repack=not no_repack, method=method,
-                         budget=budget, max_vars=max_vars, progress=lambda s: status.update(s))
+        options = dict(offsets=compare, against=other, tiles=tiles, time_limit=time_limit,
+                       repack=not no_repack, method=method, budget=budget, max_vars=max_vars,
+                       progress=lambda s: status.update(s))
+        if serve:
+            try:
+                server = html_server(r, output, port=port, **options)
+            except OSError as e:   # the port is taken
+                raise ReportError(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}",
+                                  field="--port") from None
+            data = server.data
+        else:
+            data = html_page(r, output, **options)
     size = Path(output).stat().st_size
     c.print(f"wrote {output}: {size / 1e6:.1f} MB, full maps of {len(data['included']):,} of "
             f"{r.num_tiles:,} tiles, in {time.monotonic() - t0:.1f} s")
+    if serve:
+        host, bound = server.server_address[:2]
+        c.print(f"serving it at http://{host}:{bound}/ (any tile's map on demand); Ctrl-C stops")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()

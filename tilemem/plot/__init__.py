@@ -106,6 +106,28 @@ def html_page(report, path, *, offsets=None, against=None, tiles=None, time_limi
     >>> open(p).read(15)
     '<!DOCTYPE html>'
     """
+    return _page(report, path, offsets=offsets, against=against, tiles=tiles,
+                 time_limit=time_limit, method=method, budget=budget, repack=repack,
+                 max_vars=max_vars, progress=progress)["data"]
+
+
+def html_server(report, path, *, host: str = "127.0.0.1", port: int = 0, **options):
+    """Write the page as ``html_page`` does (same options) and return an HTTP server of it
+    (not yet serving: call ``serve_forever``; ``server_address`` says where) that makes any
+    tile's map from ``report`` when the page asks for it (``tilemem html --serve``).
+    ``.data`` on the server: what the file holds."""
+    from .serve import tile_server
+
+    built = _page(report, path, **options)
+    srv = tile_server(report, path, built, offsets=None, compare=built["compare"],
+                      host=host, port=port)
+    srv.data = built["data"]
+    return srv
+
+
+def _page(report, path, *, offsets=None, against=None, tiles=None, time_limit: float = 2.0,
+          method: str = "auto", budget: float = 60.0, repack: bool = True,
+          max_vars: int = 250_000, progress=None) -> dict:
     from pathlib import Path
 
     import numpy as np
@@ -126,9 +148,10 @@ def html_page(report, path, *, offsets=None, against=None, tiles=None, time_limi
 
         label = f"allocation {Path(getattr(offsets, 'source', 'allocation')).name}"
         compare = offsets_from_allocation(report, offsets, getattr(offsets, "_source", None))
-    return write_html(path, report, source=Path(getattr(report, "source", "report")).name,
-                      compare=compare, compare_label=label, against=against,
-                      against_label=Path(getattr(against, "source", "other")).name,
-                      requested=None if tiles is None else np.asarray(tiles, np.int64),
-                      time_limit=time_limit, repack=repack, method=method, budget=budget,
-                      max_vars=max_vars, progress=progress or (lambda s: None))
+    built = write_html(path, report, source=Path(getattr(report, "source", "report")).name,
+                       compare=compare, compare_label=label, against=against,
+                       against_label=Path(getattr(against, "source", "other")).name,
+                       requested=None if tiles is None else np.asarray(tiles, np.int64),
+                       time_limit=time_limit, repack=repack, method=method, budget=budget,
+                       max_vars=max_vars, progress=progress or (lambda s: None), keep=True)
+    return built | {"compare": compare}

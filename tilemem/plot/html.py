@@ -31,6 +31,8 @@ RED, DARK, LIGHT_BLUE, BLUE = "#b2182b", "#404040", "#9ecae1", "#2171b5"
 TOOLS = "xpan,xwheel_zoom,box_zoom,reset,save"
 #: Left border of a map and of its gap strip (room for the step axis), so addresses line up.
 LEFT = 70
+#: From this many IPUs the tile overview shows one IPU at a time, picked in an IPU strip.
+IPU_PAGED = 2
 
 
 def _figure(**kw):
@@ -61,13 +63,18 @@ def _kib_formatter():
                                       "{maximumFractionDigits: 2}) + 'K' : '0'")
 
 
-def _select_on_tap(source, column: str = "tile"):
-    """A tap on a glyph of ``source`` opens that tile in the page."""
+def _select_on_tap(source, column: str = "tile", fullest: bool = False):
+    """A tap on a glyph of ``source`` opens that tile in the page (``fullest``: of the bars
+    under the pointer, the highest, so a click on a peak of a crowded overview opens it)."""
     from bokeh.models import CustomJS
 
+    pick = ("let k = i[0]; for (const j of i) if (s.data.incl[j] > s.data.incl[k]) k = j;"
+            if fullest else "const k = i[0];")
     source.selected.js_on_change("indices", CustomJS(args={"s": source}, code=f"""
         const i = s.selected.indices;
-        if (i.length && window.tilemem) window.tilemem.select(s.data['{column}'][i[0]], true);
+        if (!i.length || !window.tilemem) return;
+        {pick}
+        window.tilemem.select(s.data['{column}'][k], true);
     """))
 
 
@@ -75,12 +82,24 @@ def overview_figures(fig: MemoryFigures, boundaries: list[int], fig_b=None) -> d
     """Memory per tile (and the histogram): Bokeh models, named for the page's script."""
     from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 
+    from bokeh.models import Range1d
+
     tm = fig.target.tile_memory
     cols = overview_columns(fig)
     src = ColumnDataSource(cols, name="overview")
     ymax = max(tm, int(cols["incl"].max()) if fig.num_tiles else 0) * 1.06
-    p = _figure(height=330, tools=TOOLS + ",tap", y_range=(0, ymax),
-                x_range=(-0.5, fig.num_tiles - 0.5), title="Memory per tile", name="ovFig")
+    models = {}
+    lo, hi = -0.5, fig.num_tiles - 0.5
+    if len(boundaries) + 1 >= IPU_PAGED:
+        # one IPU's tiles at a time (as a one-IPU page), picked in the IPU strip: 23,552 bars
+        # across one figure are 16 a pixel, and a hover there lists every one of them
+        ipus = ipu_columns(fig, boundaries)
+        first = int(np.argmax(ipus["over"] * 2**40 + ipus["fullestIncl"]))
+        lo, hi = ipus["first"][first] - 0.5, ipus["last"][first] + 0.5
+        models["ipus"] = ipu_figure(ipus, tm)
+    x_range = Range1d(lo, hi, bounds=(lo, hi), name="ovX")
+    p = _figure(height=330, tools=TOOLS + ",tap", y_range=(0, ymax), x_range=x_range,
+                title="Memory per tile", name="ovFig")
     incl = p.vbar(x="tile", top="incl", width=1.0, source=src, color=LIGHT_BLUE,
                   legend_label="including gaps", name="ovIncl")
     p.vbar(x="tile", top="total", width=1.0, source=src, color=BLUE,
@@ -99,7 +118,7 @@ def overview_figures(fig: MemoryFigures, boundaries: list[int], fig_b=None) -> d
         ("tile", "@tile"), ("including gaps", "@incl{0,0} B"), ("excluding gaps", "@total{0,0} B"),
         ("gaps", "@gaps{0,0} B"), ("over tileMemory", "@over{0,0} B")]))
     p.select_one(TapTool).renderers = [incl]
-    _select_on_tap(src)
+    _select_on_tap(src, fullest=True)
     _bytes_axis(p.yaxis)
     p.xaxis.axis_label = "tile (click one to open it)"
     p.yaxis.axis_label = "bytes"
@@ -123,7 +142,56 @@ def overview_figures(fig: MemoryFigures, boundaries: list[int], fig_b=None) -> d
     h.xaxis.axis_label = "memory used per tile"
     h.yaxis.axis_label = "tiles"
     h.legend.location = "top_left"
-    return {"overview": p, "histogram": h}
+    return models | {"overview": p, "histogram": h}
+
+
+def ipu_columns(fig: MemoryFigures, boundaries: list[int]) -> dict:
+    """Per IPU: its tiles, tiles out of memory, the fullest tile and its highest end, the
+    mean highest end (numpy columns for the IPU strip)."""
+    starts = np.array([0, *boundaries])
+    ends = np.append(starts[1:], fig.num_tiles)
+    incl, tm = fig.highest_end, fig.target.tile_memory
+    fullest = np.array([a + int(np.argmax(incl[a:b])) for a, b in zip(starts, ends)])
+    return {"ipu": np.arange(len(starts)), "first": starts, "last": ends - 1,
+            "over": np.add.reduceat((incl > tm).astype(np.int64), starts),
+            "fullest": fullest, "fullestIncl": incl[fullest],
+            "mean": np.add.reduceat(incl, starts) / (ends - starts)}
+
+
+def ipu_figure(cols: dict, tm: int):
+    """The IPU strip: per IPU its fullest tile and mean; a tap shows that IPU's tiles."""
+    from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Span, TapTool
+
+    src = ColumnDataSource(cols, name="ipuOverview")
+    top = max(tm, int(cols["fullestIncl"].max())) * 1.06
+    p = _figure(height=200, tools="tap,reset,save", y_range=(0, top), name="ipuFig",
+                x_range=(-0.5, len(cols["ipu"]) - 0.5),
+                title="Memory per IPU (click one to show its tiles below)")
+    full = p.vbar(x="ipu", top="fullestIncl", width=0.8, source=src, color=LIGHT_BLUE,
+                  legend_label="fullest tile, including gaps")
+    p.vbar(x="ipu", top="mean", width=0.8, source=src, color=BLUE,
+           legend_label="mean over its tiles")
+    oom = ColumnDataSource({k: cols[k][cols["over"] > 0] for k in ("ipu", "fullestIncl")})
+    if len(oom.data["ipu"]):
+        p.scatter(x="ipu", y="fullestIncl", source=oom, size=8, color=RED,
+                  legend_label="has tiles out of memory")
+    p.add_layout(Span(location=tm, dimension="width", line_color=RED, line_width=1.5))
+    p.add_tools(HoverTool(renderers=[full], tooltips=[
+        ("IPU", "@ipu"), ("tiles", "@first to @last"), ("out of memory", "@over{0,0}"),
+        ("fullest tile", "@fullest: @fullestIncl{0,0} B"), ("mean", "@mean{0,0} B")]))
+    p.select_one(TapTool).renderers = [full]
+    src.selected.js_on_change("indices", CustomJS(args={"s": src}, code="""
+        const i = s.selected.indices;
+        if (i.length && window.tilemem) window.tilemem.showIpu(s.data['ipu'][i[0]]);
+    """))
+    _bytes_axis(p.yaxis)
+    p.xaxis.ticker = list(range(len(cols["ipu"])))     # IPUs are whole numbers
+    p.xaxis.axis_label = "IPU"
+    p.yaxis.axis_label = "bytes"
+    p.legend.location = "top_right"
+    p.legend.orientation = "horizontal"
+    p.legend.background_fill_alpha = 0.7
+    return p
 
 
 def map_figure(fig: MemoryFigures, name: str, x_range=None, y_range=None, title=""):
@@ -244,15 +312,17 @@ def liveness_figure(tm: int):
     return p
 
 
-def compare_overview(fig, fig_b, label: str):
+def compare_overview(fig, fig_b, label: str, x_range=None):
     """The Compare view's overview: the report's allocation and another, per tile."""
-    return overlay_overview(fig, fig_b, ("report's allocation", label), "cmpOverview")
+    return overlay_overview(fig, fig_b, ("report's allocation", label), "cmpOverview",
+                            x_range)
 
 
 def overlay_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str, str],
-                     name: str):
+                     name: str, x_range=None):
     """Two highest ends per tile overlaid (bars: the first, dots: the second), with
-    tileMemory; a tap opens the tile. For two allocations (Compare) or two compilations."""
+    tileMemory; a tap opens the tile. For two allocations (Compare) or two compilations.
+    ``x_range``: the tile overview's when it shows one IPU at a time (so does this one)."""
     from bokeh.models import ColumnDataSource, HoverTool, Span, TapTool
 
     tm = fig.target.tile_memory
@@ -260,8 +330,9 @@ def overlay_overview(fig: MemoryFigures, other: MemoryFigures, labels: tuple[str
                             "b": other.highest_end,
                             "delta": other.highest_end - fig.highest_end}, name=name)
     top = max(tm, int(max(fig.highest_end.max(), other.highest_end.max())))
+    extra = {} if x_range is None else {"x_range": x_range}
     p = _figure(height=300, tools=TOOLS + ",tap", y_range=(0, top * 1.06),
-                title=f"Highest end per tile: {labels[0]} and {labels[1]}")
+                title=f"Highest end per tile: {labels[0]} and {labels[1]}", **extra)
     ra = p.vbar(x="tile", top="a", width=1.0, source=src, color=LIGHT_BLUE,
                 legend_label=labels[0])
     p.scatter(x="tile", y="b", source=src, size=4, color="#d94801", legend_label=labels[1])
@@ -415,9 +486,12 @@ def render_page(built: dict, source: str) -> str:
     from bokeh.resources import Resources
 
     data = built["data"]
+    data["source"] = source
     fig, fig_b = built["figures"], built["figuresB"]
     tm = fig.target.tile_memory
     models = dict(overview_figures(fig, data["target"]["ipuBoundaries"]))
+    # one IPU's tiles at a time in the tile overview: the same in the overlaid ones
+    paged = models["overview"].x_range if "ipus" in models else None
     m, _ = map_figure(fig, "map")
     strip = gap_strip(fig, "gaps", m.x_range)
     models.update(map=m, gaps=strip, side=side_liveness(m.y_range),
@@ -426,12 +500,12 @@ def render_page(built: dict, source: str) -> str:
     if built.get("figuresOther") is not None:
         models.update(againstOverview=overlay_overview(
             fig, built["figuresOther"], (against["before"], against["after"]),
-            "againstOverview"))
+            "againstOverview", paged))
     if fig_b is not None:
         label = data["compareLabel"]
         a, _ = map_figure(fig, "cmpA", title="report's allocation")
         b, _ = map_figure(fig, "cmpB", x_range=a.x_range, y_range=a.y_range, title=label)
-        models.update(cmpOverview=compare_overview(fig, fig_b, label), cmpA=a, cmpB=b)
+        models.update(cmpOverview=compare_overview(fig, fig_b, label, paged), cmpA=a, cmpB=b)
     script, divs = components(models)
     bokeh_js = Resources(mode="inline", components=["bokeh"]).render_js()
     oom = fig.out_of_memory()
@@ -452,6 +526,7 @@ def render_page(built: dict, source: str) -> str:
         "AGAINST_TABLES": against_html(against),
     }
     parts.setdefault("DIV_againstOverview", "")
+    parts.setdefault("DIV_ipus", "")
     for k, v in divs.items():
         parts[f"DIV_{k}"] = v
     page = _TEMPLATE
@@ -465,16 +540,17 @@ def render_page(built: dict, source: str) -> str:
     return re.sub(r"\{\{(\w+)\}\}", lambda m: parts[m.group(1)], page)
 
 
-def write_html(path, r, *, source: str, **options) -> dict:
+def write_html(path, r, *, source: str, keep: bool = False, **options) -> dict:
     """Build the page for report ``r`` and write it to ``path`` atomically; returns the
-    page data (what was included)."""
+    page data (what was included), or with ``keep`` all of ``page_data``'s result (the
+    figures a server of tile maps needs: ``tilemem.plot.serve``)."""
     from ..load import atomic_write
 
     built = page_data(r, title=str(source), **options)
     text = render_page(built, str(source))
     with atomic_write(path) as f:
         f.write(text.encode("utf-8"))
-    return built["data"]
+    return built if keep else built["data"]
 
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -496,6 +572,7 @@ _TEMPLATE = """<!DOCTYPE html>
 {{PROGRAM}}
 <section id="overview"><h2>Overview</h2>
 <p class="note" id="ipu-note"></p>
+{{DIV_ipus}}
 {{DIV_overview}}
 {{DIV_histogram}}
 {{OVERVIEW_TABLES}}

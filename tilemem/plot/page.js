@@ -273,11 +273,59 @@
     $('cmp-tile').innerHTML = '<h3>Tile ' + t + '</h3><p>Highest end: report ' + fmt(d.a[t]) + ' B, ' + esc(DATA.compareLabel) + ' ' + fmt(d.b[t]) + ' B (' + (d.delta[t] >= 0 ? '+' : '') + fmt(d.delta[t]) + ' B).' + (e ? '' : ' Full maps of this tile are not in this file.') + '</p>';
   }
 
+  // many IPUs: the tile overview shows one IPU's tiles, picked in the IPU strip
+  let ipuShown = null;
+  function ipuOf(t) {
+    let k = 0;
+    for (const b of T.ipuBoundaries) { if (t >= b) k++; else break; }
+    return k;
+  }
+
+  function showIpu(k) {
+    const src = doc.get_model_by_name('ipuOverview');
+    if (!src) return;
+    k = Number(k);
+    const d = src.data;
+    const a = d.first[k] - 0.5, b = d.last[k] + 0.5;
+    model('ovX').setv({bounds: [a, b], start: a, end: b, reset_start: a, reset_end: b});
+    ipuShown = k;
+    const sel = src.selected.indices;
+    if (sel.length !== 1 || sel[0] !== k) src.selected.indices = [k];
+    $('ipu-note').innerHTML = fmt(d.ipu.length) + ' IPUs (' + esc(T.ipuHow) + '). Memory per tile below: <b id="ipu-shown">IPU ' + k + '</b>, tiles ' + fmt(d.first[k]) + ' to ' + fmt(d.last[k]) + ', ' + fmt(d.over[k]) + ' out of memory, fullest <a href="#tile=' + d.fullest[k] + '">tile ' + d.fullest[k] + '</a>. Click another IPU to show its tiles, or pick any tile by number above.';
+    document.body.dataset.ipu = String(k);
+  }
+
+  // a tile whose map is not in the file: from the server of tilemem html --serve, if the page
+  // came from one; else the page says how to get it
+  const loading = new Set();
+  function fetchTile(t) {
+    if (!location.protocol.startsWith('http') || loading.has(t)) return false;
+    loading.add(t);
+    fetch('tile/' + t + '.json').then((r) => {
+      if (!r.ok) throw new Error('HTTP ' + r.status);
+      return r.json();
+    }).then((e) => {
+      DATA.tiles[String(t)] = e;
+      included.set(t, e.why);
+      if (current === t) select(t, false);
+    }).catch((err) => {
+      if (current === t) $('map-note').innerHTML = '<b>Tile ' + t + ' could not be loaded</b> from the server (' + esc(err.message) + ').';
+    }).finally(() => loading.delete(t));
+    return true;
+  }
+
+  function notEmbedded(t) {
+    const src = esc(DATA.source || 'REPORT');
+    return '<b>The full map of tile ' + t + ' is not in this file</b> (to keep it small, only the tiles listed at the top are). To see it: <code>tilemem html ' + src + ' --tiles ' + t + '</code> writes a page that embeds it, or <code>tilemem html ' + src + ' --serve</code> serves a page that loads any tile\'s map from the report when you ask for it.';
+  }
+
   function select(t, scroll) {
     t = Number(t);
     if (!Number.isInteger(t) || t < 0 || t >= T.numTiles) return;
     current = t;
+    if (ipuShown !== null && ipuOf(t) !== ipuShown) showIpu(ipuOf(t));
     const c = included.has(t) ? tileCols(t) : null;
+    const asked = !c && fetchTile(t);
     const o = overviewAt(t);
     $('tile-title').textContent = 'tile ' + t + (o.over > 0 ? ' (out of memory by ' + fmt(o.over) + ' B)' : '');
     $('tile-title').className = o.over > 0 ? 'oom' : '';
@@ -286,7 +334,7 @@
     $('verdict').innerHTML = verdictHtml(t, c ? c.e : null);
     $('oom-peak').innerHTML = oomPeakHtml(c ? c.e : null);
     $('map-note').innerHTML = c ? ('Full map embedded (' + esc(c.e.why.join(', ')) + '): ' + fmt(c.n) + ' variables. Hover a rectangle for the variable; wheel to zoom, drag to pan.')
-      : '<b>The full map of tile ' + t + ' is not in this file</b> (to keep it small, only the tiles listed at the top are). Run <code>tilemem html REPORT --tiles ' + t + '</code> to include it.';
+      : asked ? 'Loading the map of tile ' + t + ' from the server...' : notEmbedded(t);
     showMap(t, c);
     showLiveness(t, c);
     showCompare(t, c);
@@ -321,7 +369,12 @@
     const left = Object.entries(DATA.leftOut || {});
     if (left.length) text += ' Left out for the size budget: ' + left.map(([why, n]) => fmt(n) + ' ' + why).join(', ') + ' tile(s); use --tiles to add some.';
     $('included').innerHTML = text;
-    if (T.ipuBoundaries.length) $('ipu-note').textContent = (T.ipuBoundaries.length + 1) + ' IPUs: dashed lines mark where each starts (' + T.ipuHow + ').';
+    if (doc.get_model_by_name('ipuOverview')) {
+      const d = doc.get_model_by_name('ipuOverview').data;
+      let worst = 0;
+      for (let k = 1; k < d.ipu.length; k++) if (d.over[k] * 2 ** 40 + d.fullestIncl[k] > d.over[worst] * 2 ** 40 + d.fullestIncl[worst]) worst = k;
+      showIpu(worst);
+    } else if (T.ipuBoundaries.length) $('ipu-note').textContent = (T.ipuBoundaries.length + 1) + ' IPUs: dashed lines mark where each starts (' + T.ipuHow + ').';
     if (DATA.compareLabel) {
       const cmp = DATA.compare;
       const rows = cmp.changed.slice(0, 300).map((r) => ['<a href="#tile=' + r.tile + '&view=compare">' + r.tile + '</a>', r.endA, r.endB, r.endB - r.endA, r.overA, r.overB]);
@@ -350,7 +403,7 @@
     document.body.prepend(box);
   }
 
-  window.tilemem = {select: (t, scroll) => select(t, scroll), data: DATA, ready: false, current: () => current};
+  window.tilemem = {select: (t, scroll) => select(t, scroll), showIpu: (k) => showIpu(k), data: DATA, ready: false, current: () => current};
   const t0 = Date.now();
   (function wait() {
     const B = window.Bokeh;

@@ -40,6 +40,11 @@ FLAGS = ("alwaysLive", "isConstant", "inInterleavedMem", "executable", "vertexCo
 MAX_VARS = 250_000
 #: How many of the fullest tiles (that are not out of memory) get a full map.
 FULLEST = 8
+#: What an embedded tile costs besides its variables, in variables' worth (~70 bytes each):
+#: its gaps, figures and live-bytes profile, ~1.7 KB. Counted only when deciding whether every
+#: tile fits, so a Pod of small tiles does not embed 23,552 maps (40 MB) because its
+#: variables alone would fit the budget.
+TILE_COST = 25
 #: Largest variables listed as live at the peak.
 PEAK_LIST = 50
 
@@ -125,7 +130,7 @@ def choose_tiles(fig: MemoryFigures, r: Report, requested=None, *, changed=None,
         add(t, "fullest")
     for t in ([] if changed is None else list(changed)[:fullest]):
         add(int(t), "changed most")
-    if counts.sum() <= max_vars:      # a small report: every tile fits the budget
+    if counts.sum() + TILE_COST * len(used) <= max_vars:   # a small report: every tile fits
         for t in used.tolist():
             if t not in chosen:
                 add(t, "all tiles fit")
