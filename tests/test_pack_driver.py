@@ -289,7 +289,7 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     tm = r.target.tile_memory
     for res in a.tiles:
         over, total = oracle_objective(r, r.offset, res.tile)
-        assert (res.method, res.status) == ("report", "report")
+        assert (res.method, res.status, res.spent) == ("report", "report", True)
         assert (res.overflow_bytes, res.total_including_gaps) == (over, total)
         assert res.verdict == ("fits" if over == 0 else "cannot fit: live data"
                                if res.bound > tm else "undecided")
@@ -297,6 +297,25 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     assert a.unreached == a.unsearched == a.summary()["unsearched"] == open_tiles > 0
     far = sum(t.gap > 0.01 for t in a.tiles)
     assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far
+
+
+def test_a_slice_past_the_budget_keeps_its_tiles_result_and_says_so():
+    """A revisit reached after the run's deadline runs nothing: the tile keeps its result
+    and offsets, the result says ``spent`` (what the driver reads) and the note says it to
+    people; a visit reached then still places its tile (by the heuristic)."""
+    r = three_tiles()
+    shared = tasks._Shared(r, DEFAULT_RULES)
+    b = tile_bounds(r, [0])[0]
+    visit = tasks.TileTask(0, Pass.QUICK, None, None, b, 1.0, 0)
+    _, first, off = tasks._solve(shared, visit, time.time() - 1.0)
+    assert not first.spent
+    again = dataclasses.replace(visit, hint=off, prev=first)
+    _, res, off2 = tasks._solve(shared, again, time.time() - 1.0)
+    assert res.spent and not first.spent
+    assert off2.tolist() == off.tolist() and res.seconds == 0.0
+    assert (res.overflow_bytes, res.total_including_gaps) == (first.overflow_bytes,
+                                                             first.total_including_gaps)
+    assert "budget spent" in res.note
 
 
 def test_without_a_budget_each_open_tile_gets_one_slice_of_each_move():

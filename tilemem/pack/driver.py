@@ -52,7 +52,7 @@ from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
 from .quick import NEAR
 from .schedule import _exact_priority, _fit_end, _runs, _standing
 from .scoreboard import Scoreboard, finished, may_fit as _may_fit
-from .tasks import (_SPENT, BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
+from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _group_identical,
                     _Progress, _replay_order, _report_intervals, _Shared, _solve_run,
                     _verify, _warm_up, _workers_of)
@@ -225,7 +225,7 @@ class _Run:
                                          total=len(todo), deadline=self.deadline):
             order, gaps, began = sent.pop(id(task))
             for t, res, off in out:
-                if _SPENT not in res.note or order.move == Move.VISIT:
+                if not res.spent or order.move == Move.VISIT:
                     board.record(t, res, off, res.status == Status.OPTIMAL)
                 self._tell(t)
             planner.finished_order(order, gaps, time.time() - began, out.setups)
@@ -363,7 +363,7 @@ class _Run:
         results.sort(key=lambda r: r.tile)
         # tiles not finished that no revisit reached (the budget went to others first)
         left = (self.planner.unreached() if self.planner is not None
-                else [t for t in groups if _SPENT in board.result(t).note])
+                else [t for t in groups if board.result(t).spent])
         left = [t for t in left if not finished(board.result(t), self.tm, self.goal,
                                                 self.policy.settle)]
         unreached = sum(len(groups[t]) for t in left)
