@@ -169,8 +169,8 @@ def _solve(shared, task: TileTask, deadline: float | None):
         time_limit = remaining(deadline, time_limit)
         if prev is not None and time_limit < 0.05:
             # seconds=0: this task took none (the caller adds the passes' seconds up)
-            return tile, replace(prev, seconds=0.0, spent=True,
-                                 note=joined_note(prev.note, SPENT_NOTE)), hint
+            return tile, replace(prev, seconds=0.0, spent=True, note=(
+                prev.note if prev.spent else joined_note(prev.note, SPENT_NOTE))), hint
     if method == Pass.CARRY and prev is not None and remaining(deadline, 1.0) <= 0.0:
         # the run's budget is spent: the sweep carries nothing more over (it would build
         # every tile's problem again past the budget)
