@@ -140,11 +140,15 @@ class Recording(LocalPool):
         super().__init__(tasks._Shared(report, DEFAULT_RULES), workers=1)
         self.change = change or (lambda fn, task: task)
         self.calls = []   # (function name, task) as run
+        self.results = []   # every tile task's result, in order
 
     def _call(self, fn, task, deadline):
         task = self.change(fn, task)
         self.calls.append((fn.__name__, task))
-        return fn(self.state, task, deadline)
+        out = fn(self.state, task, deadline)
+        if fn.__name__ == "_solve_run":
+            self.results.extend(res for _, res, _ in out)
+        return out
 
     def run(self, fn, tasks_, *, deadline=None):
         for i, t in enumerate(tasks_):
@@ -183,6 +187,38 @@ def test_given_bounds_are_used_instead_of_computed():
     part = run_with(r, ex, method="heuristic", bounds={1: (5000, False)})
     assert [sorted(t.tiles) for name, t in ex.calls if name == "_bounds"] == [[0, 2]]
     assert (part.tiles[1].bound, part.tiles[1].bound_exact) == (5000, False)
+
+
+@pytest.mark.parametrize("method", ["exact", "auto"])
+def test_without_the_plan_a_tile_is_finished_by_its_method_s_passes(method):
+    """``exact`` gives every tile the exact portfolio once after the heuristic, even one the
+    heuristic already met the bound on (it also lowers the regions' marks); deterministic
+    ``auto`` only the tiles the heuristic did not prove optimal: the fit pass where a tile
+    overflows although its bound fits, then the exact portfolio unless that left it still
+    overflowing (``scoreboard.finished``, no pass deciding for itself)."""
+    r = three_tiles() if method == "exact" else generated()
+    ex = Recording(r)
+    a = allocate(r, method=method, policy=Policy(time_limit=0.5),
+                 run=RunOptions(executor=ex, deterministic=True))
+    calls = ex.tile_tasks()
+    n = len(a.tiles)
+    assert [t.method for t in calls[:n]] == [Pass.HEURISTIC] * n
+    later, got = calls[n:], ex.results[n:]
+    if method == "exact":
+        assert sorted(t.tile for t in later) == [0, 1, 2]
+        assert all(t.method == Pass.EXACT for t in later)
+    else:
+        proven = {res.tile for res in ex.results[:n] if res.status == "optimal"}
+        assert proven and {t.tile for t in later} == set(range(n)) - proven
+        for tile in {t.tile for t in later}:
+            mine = [(t.method, res) for t, res in zip(later, got) if t.tile == tile]
+            methods = [m for m, _ in mine]
+            assert methods in ([Pass.AUTO], [Pass.FIT], [Pass.FIT, Pass.AUTO])
+            if methods[0] == Pass.FIT and len(methods) == 1:   # finished by the fit pass
+                assert mine[0][1].overflow_bytes > 0 or mine[0][1].status == "optimal"
+            if len(methods) == 2:   # it fit, unproven: on to the exact portfolio
+                assert mine[0][1].overflow_bytes == 0 and mine[0][1].status != "optimal"
+    assert violations(r, a.offsets) == []
 
 
 def _boom(state, task, deadline):

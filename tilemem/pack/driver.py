@@ -115,7 +115,7 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
              budget: float | None = None, policy: Policy = DEFAULT_POLICY,
              run: RunOptions = DEFAULT_RUN) -> Allocation:
     """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``: the one
-    entry point of packing (the API, the figures and the commands call it).
+    entry point of packing (the API and ``figures.oom`` call it; the commands, the API).
 
     ``budget``: seconds for the whole run (None: no run-wide limit). Every tile gets its bound
     whatever the budget. Under ``auto`` (not ``deterministic``, ``policy.quick`` above 0) the
