@@ -41,7 +41,8 @@ def main(argv=None) -> int:
     import resource
     from dataclasses import replace
 
-    from tilemem.pack.driver import allocate
+    from tilemem.pack.driver import RunOptions, allocate
+    from tilemem.pack.plan import Policy
 
     t0 = time.perf_counter()
     if a.report:
@@ -67,8 +68,9 @@ def main(argv=None) -> int:
     rows, first = [], None
     for method in a.methods.split(","):
         t0 = time.perf_counter()
-        res = allocate(r, method=method, tiles=tiles, time_limit=a.time_limit,
-                       workers=a.workers, budget=a.budget)
+        res = allocate(r, method=method, tiles=tiles, budget=a.budget,
+                       policy=Policy(time_limit=a.time_limit),
+                       run=RunOptions(workers=a.workers))
         wall = time.perf_counter() - t0
         s = res.summary()
         key = {t.tile: (t.overflow_bytes, t.total_including_gaps) for t in res.tiles}

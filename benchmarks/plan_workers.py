@@ -21,10 +21,10 @@ import numpy as np
 
 
 def one(report, budget: float, scheduler: str | None, workers: int) -> dict:
-    from tilemem.pack.driver import allocate
+    from tilemem.pack.driver import RunOptions, allocate
 
     t0 = time.time()
-    a = allocate(report, budget=budget, scheduler=scheduler, workers=workers)
+    a = allocate(report, budget=budget, run=RunOptions(scheduler=scheduler, workers=workers))
     wall = time.time() - t0
     s = a.summary()
     passes = [p for p in s["passes"] if not p["pass"].startswith("maximum live")]

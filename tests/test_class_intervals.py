@@ -14,7 +14,8 @@ import pytest
 from tilemem.check import check_allocation
 from tilemem.liveness import class_intervals
 from tilemem.model import Report
-from tilemem.pack.driver import allocate
+from tilemem.pack.driver import RunOptions, allocate
+from tilemem.pack.plan import Policy
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.search.sweep import _sections
 
@@ -104,6 +105,6 @@ def test_sections_read_off_the_model_are_each_tiles_maximal_cliques(seed):
 
 def test_alloc_on_a_multi_tile_report_without_lifetimes_passes_the_checker():
     r = _report(np.random.default_rng(11), 60, 3, 80)
-    a = allocate(r, method="exact", time_limit=2, workers=1)
+    a = allocate(r, method="exact", policy=Policy(time_limit=2), run=RunOptions(workers=1))
     assert check_allocation(r, a.offsets).ok
     assert all(t.overflow_bytes == 0 for t in a.tiles)

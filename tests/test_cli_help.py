@@ -49,6 +49,31 @@ def test_method_choices_and_default_are_the_packers(name):
     assert method.default == inspect.signature(allocate).parameters["method"].default
 
 
+def _api_function(name):
+    """The API function each command that runs the packer calls (its defaults are the
+    command's)."""
+    import tilemem
+    from tilemem.plot import html_page
+
+    return {"alloc": tilemem.allocate, "oom": tilemem.diagnose, "what-if": tilemem.what_if,
+            "html": html_page}.get(name)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES
+                                  if any(p.name == "budget" for p in command(n).params)])
+def test_a_command_s_budget_and_time_limit_are_its_api_function_s(name):
+    """Each default is stated once (``tilemem.pack.kinds.DEFAULTS``): the command's
+    ``--budget`` and ``--time-limit`` defaults are those of the function it calls, and the
+    commands share one definition of the options (same type, same ``--method``)."""
+    params = {p.name: p for p in command(name).params}
+    fn = inspect.signature(_api_function(name)).parameters
+    assert params["budget"].default == fn["budget"].default > 0
+    assert params["time_limit"].default == fn["time_limit"].default > 0
+    alloc = {p.name: p for p in command("alloc").params}
+    for option in ("budget", "time_limit", "method"):
+        assert type(params[option].type) is type(alloc[option].type)
+
+
 def test_the_command_list_names_alloc_s_default_method():
     default = inspect.signature(allocate).parameters["method"].default
     assert f"{default} by default" in COMMANDS["alloc"][1]

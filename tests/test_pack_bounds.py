@@ -101,7 +101,8 @@ def test_live_data_that_fits_but_not_with_its_padding_is_proven_not_to_fit():
     # live bytes fit, but each but the highest leaves 12 bytes before the next (0, 32, 64):
     # no allocation fits, and the verdict says it is proven on those 3 variables
     from tilemem.model.target import Target
-    from tilemem.pack.driver import allocate
+    from tilemem.pack.driver import RunOptions, allocate
+    from tilemem.pack.plan import Policy
 
     t = Target(1, 64, 32, np.array([0, 16, 32, 48]))
     # (and a fourth, live with none of them: the proof is on the three, not the tile)
@@ -110,6 +111,6 @@ def test_live_data_that_fits_but_not_with_its_padding_is_proven_not_to_fit():
                             eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 2], [0, 1], []])
     b = tile_bounds(r, [0])[0]
     assert (b.bytes, b.padded, b.padded_vars) == (60, 84, 3)
-    res = allocate(r, workers=1, time_limit=1.0).tiles[0]
+    res = allocate(r, policy=Policy(time_limit=1.0), run=RunOptions(workers=1)).tiles[0]
     assert res.overflow_bytes > 0 and res.verdict == "cannot fit: proven on 3 variables"
     assert res.bound == 84

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pack_oracle import examples, objective, passes_both_checkers, small_reports
 from tilemem.model import Report
 from tilemem.pack.carry import carry_over, match_twins
-from tilemem.pack.driver import allocate
+from tilemem.pack.driver import RunOptions, allocate
 from tilemem.pack.firstfit import first_fit
 from tilemem.pack.guard import self_check
 from tilemem.pack.portfolio import solve_tile
@@ -160,7 +160,7 @@ def test_first_pass_carries_over_between_neighbours_and_stays_valid():
         alignment=[16] * len(rows), offset=[0] * len(rows),
         category=["variable"] * len(rows), eq_class=[int(cls[i]) for _, i in rows],
         interference=inter, names=[f"layer/t{i}#{t}" for t, i in rows])
-    a = allocate(r, budget=20, workers=1)
+    a = allocate(r, budget=20, run=RunOptions(workers=1))
     passes_both_checkers(r, a.offsets)
     assert len(a.tiles) == tiles
     # the bound is a lower bound: no allocation ends below it

@@ -22,9 +22,9 @@ from tilemem.model import Report
 from tilemem.pack import driver, tasks
 from tilemem.pack.bounds import tile_bounds
 from tilemem.pack.cluster import LocalPool
-from tilemem.pack.driver import allocate, replace_policy
+from tilemem.pack.driver import RunOptions, allocate
 from tilemem.pack.kinds import Goal, Pass
-from tilemem.pack.plan import DEFAULT_POLICY
+from tilemem.pack.plan import DEFAULT_POLICY, Policy
 from tilemem.model.target import Target
 from tilemem.rules import DEFAULT_RULES
 
@@ -36,8 +36,8 @@ def keys(r, off):
 @examples(300)
 @given(small_reports(max_vars=10, tiles=2))
 def test_replay_and_heuristic_pass_the_checker(r):
-    rep = allocate(r, method="replay", workers=1)
-    heu = allocate(r, method="heuristic", workers=1)
+    rep = allocate(r, method="replay", run=RunOptions(workers=1))
+    heu = allocate(r, method="heuristic", run=RunOptions(workers=1))
     passes_both_checkers(r, rep.offsets)
     passes_both_checkers(r, heu.offsets)
     for k_rep, k_heu in zip(keys(r, rep.offsets), keys(r, heu.offsets)):
@@ -52,8 +52,10 @@ def test_replay_and_heuristic_pass_the_checker(r):
 @examples(100)
 @given(small_reports(max_vars=9, tiles=2), st.sampled_from(["auto", "exact"]))
 def test_exact_passes_the_checker_and_beats_the_heuristic(r, method):
-    heu = allocate(r, method="heuristic", workers=1)
-    ex = allocate(r, method=method, workers=1, time_limit=5, deterministic=True)
+    heu = allocate(r, method="heuristic", run=RunOptions(workers=1))
+    ex = allocate(r, method=method,
+                  policy=Policy(time_limit=5),
+                  run=RunOptions(workers=1, deterministic=True))
     passes_both_checkers(r, ex.offsets)
     for k_heu, k_ex in zip(keys(r, heu.offsets), keys(r, ex.offsets)):
         assert k_ex <= k_heu
@@ -68,7 +70,7 @@ def test_identical_tiles_are_solved_once():
                             eq_class=[0, 1, 2, 0, 1, 2] * 3,
                             interference=[[1], [0, 2], [1]],
                             allocation_order=[list(range(t * n, t * n + n)) for t in range(3)])
-    a = allocate(r, method="heuristic", workers=1)
+    a = allocate(r, method="heuristic", run=RunOptions(workers=1))
     assert [t.note for t in a.tiles][1:] == ["same problem as tile 0"] * 2
     assert a.offsets[:n].tolist() == a.offsets[n:2 * n].tolist() == a.offsets[2 * n:].tolist()
     assert violations(r, a.offsets) == []
@@ -86,8 +88,12 @@ def test_process_pool_gives_the_same_offsets(method):
                             interference=[sorted(set(rng.integers(0, 8, 3).tolist()))
                                           for _ in range(8)],
                             in_interleaved_mem=rng.random(n) < 0.3)
-    one = allocate(r, method=method, workers=1, time_limit=2, deterministic=True)
-    two = allocate(r, method=method, workers=2, time_limit=2, deterministic=True)
+    one = allocate(r, method=method,
+                   policy=Policy(time_limit=2),
+                   run=RunOptions(workers=1, deterministic=True))
+    two = allocate(r, method=method,
+                   policy=Policy(time_limit=2),
+                   run=RunOptions(workers=2, deterministic=True))
     assert violations(r, two.offsets) == []
     if method != "auto":  # the exact part may stop at different points under load
         assert one.offsets.tolist() == two.offsets.tolist()
@@ -99,9 +105,11 @@ def test_generated_report_heuristic_never_overflows_more_than_replay():
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.3, seed=1)
-    rep = allocate(r, method="replay", workers=1)
-    heu = allocate(r, method="heuristic", workers=2, verify=True)
-    auto = allocate(r, method="auto", workers=2, time_limit=1, verify=True)
+    rep = allocate(r, method="replay", run=RunOptions(workers=1))
+    heu = allocate(r, method="heuristic", run=RunOptions(workers=2, verify=True))
+    auto = allocate(r, method="auto",
+                    policy=Policy(time_limit=1),
+                    run=RunOptions(workers=2, verify=True))
     assert rep.summary()["tilesThatFit"] < len(rep.tiles)  # some tiles really are full
     assert check_allocation(r, rep.offsets).ok
     for a, b, c in zip(rep.tiles, heu.tiles, auto.tiles):
@@ -125,18 +133,22 @@ def three_tiles():
 
 class Recording(LocalPool):
     """An executor that runs every task in this process and records it (the driver's seam:
-    ``_Run.start`` takes any executor, so nothing global is patched). ``change(fn, task)``
+    ``allocate`` runs on ``RunOptions.executor`` when given, so nothing global is patched). ``change(fn, task)``
     may swap a task for another before it runs (a worker that does something else)."""
 
     def __init__(self, report, change=None):
         super().__init__(tasks._Shared(report, DEFAULT_RULES), workers=1)
         self.change = change or (lambda fn, task: task)
         self.calls = []   # (function name, task) as run
+        self.results = []   # every tile task's result, in order
 
     def _call(self, fn, task, deadline):
         task = self.change(fn, task)
         self.calls.append((fn.__name__, task))
-        return fn(self.state, task, deadline)
+        out = fn(self.state, task, deadline)
+        if fn.__name__ == "_solve_run":
+            self.results.extend(res for _, res, _ in out)
+        return out
 
     def run(self, fn, tasks_, *, deadline=None):
         for i, t in enumerate(tasks_):
@@ -153,21 +165,10 @@ class Recording(LocalPool):
 
 def run_with(report, ex, method="auto", budget=None, time_limit=1.0, bounds=None,
              goal=Goal.END, policy=DEFAULT_POLICY):
-    """``allocate``'s plan, run on ``ex``."""
-    run = driver._Run(report, method=method, tiles=None, time_limit=time_limit, seed=0,
-                      rules=DEFAULT_RULES, deterministic=False, bounds=bounds, budget=budget,
-                      journal=None, goal=goal, policy=policy)
-    with ex, tasks._Progress(False) as bar:
-        run.start(ex, bar, None)
-        run.bounds()
-        if run.searching:
-            run.plan()
-        else:
-            run.first_pass()
-            if not run.last:
-                run.fit_stage()
-                run.exact_rest()
-    return run.allocation()
+    """``allocate`` run on ``ex`` (its executor seam, ``RunOptions.executor``)."""
+    return allocate(report, method=method, budget=budget,
+                    policy=dataclasses.replace(policy, time_limit=time_limit),
+                    run=RunOptions(executor=ex, bounds=bounds, goal=goal))
 
 
 def test_given_bounds_are_used_instead_of_computed():
@@ -186,6 +187,38 @@ def test_given_bounds_are_used_instead_of_computed():
     part = run_with(r, ex, method="heuristic", bounds={1: (5000, False)})
     assert [sorted(t.tiles) for name, t in ex.calls if name == "_bounds"] == [[0, 2]]
     assert (part.tiles[1].bound, part.tiles[1].bound_exact) == (5000, False)
+
+
+@pytest.mark.parametrize("method", ["exact", "auto"])
+def test_without_the_plan_a_tile_is_finished_by_its_method_s_passes(method):
+    """``exact`` gives every tile the exact portfolio once after the heuristic, even one the
+    heuristic already met the bound on (it also lowers the regions' marks); deterministic
+    ``auto`` only the tiles the heuristic did not prove optimal: the fit pass where a tile
+    overflows although its bound fits, then the exact portfolio unless that left it still
+    overflowing (``scoreboard.finished``, no pass deciding for itself)."""
+    r = three_tiles() if method == "exact" else generated()
+    ex = Recording(r)
+    a = allocate(r, method=method, policy=Policy(time_limit=0.5),
+                 run=RunOptions(executor=ex, deterministic=True))
+    calls = ex.tile_tasks()
+    n = len(a.tiles)
+    assert [t.method for t in calls[:n]] == [Pass.HEURISTIC] * n
+    later, got = calls[n:], ex.results[n:]
+    if method == "exact":
+        assert sorted(t.tile for t in later) == [0, 1, 2]
+        assert all(t.method == Pass.EXACT for t in later)
+    else:
+        proven = {res.tile for res in ex.results[:n] if res.status == "optimal"}
+        assert proven and {t.tile for t in later} == set(range(n)) - proven
+        for tile in {t.tile for t in later}:
+            mine = [(t.method, res) for t, res in zip(later, got) if t.tile == tile]
+            methods = [m for m, _ in mine]
+            assert methods in ([Pass.AUTO], [Pass.FIT], [Pass.FIT, Pass.AUTO])
+            if methods[0] == Pass.FIT and len(methods) == 1:   # finished by the fit pass
+                assert mine[0][1].overflow_bytes > 0 or mine[0][1].status == "optimal"
+            if len(methods) == 2:   # it fit, unproven: on to the exact portfolio
+                assert mine[0][1].overflow_bytes == 0 and mine[0][1].status != "optimal"
+    assert violations(r, a.offsets) == []
 
 
 def _boom(state, task, deadline):
@@ -208,7 +241,7 @@ def test_a_failing_worker_fails_the_call():
 
 def test_verify_raises_on_a_broken_allocation():
     r = three_tiles()
-    a = allocate(r, method="heuristic", workers=1)
+    a = allocate(r, method="heuristic", run=RunOptions(workers=1))
     broken = dataclasses.replace(a, offsets=np.zeros_like(a.offsets))
     assert violations(r, broken.offsets) != []
     with pytest.raises(AssertionError, match="failed the checker"):
@@ -289,7 +322,7 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     tm = r.target.tile_memory
     for res in a.tiles:
         over, total = oracle_objective(r, r.offset, res.tile)
-        assert (res.method, res.status) == ("report", "report")
+        assert (res.method, res.status, res.spent) == ("report", "report", True)
         assert (res.overflow_bytes, res.total_including_gaps) == (over, total)
         assert res.verdict == ("fits" if over == 0 else "cannot fit: live data"
                                if res.bound > tm else "undecided")
@@ -297,6 +330,25 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     assert a.unreached == a.unsearched == a.summary()["unsearched"] == open_tiles > 0
     far = sum(t.gap > 0.01 for t in a.tiles)
     assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far
+
+
+def test_a_slice_past_the_budget_keeps_its_tiles_result_and_says_so():
+    """A revisit reached after the run's deadline runs nothing: the tile keeps its result
+    and offsets, the result says ``spent`` (what the driver reads) and the note says it to
+    people; a visit reached then still places its tile (by the heuristic)."""
+    r = three_tiles()
+    shared = tasks._Shared(r, DEFAULT_RULES)
+    b = tile_bounds(r, [0])[0]
+    visit = tasks.TileTask(0, Pass.QUICK, None, None, b, 1.0, 0)
+    _, first, off = tasks._solve(shared, visit, time.time() - 1.0)
+    assert not first.spent
+    again = dataclasses.replace(visit, hint=off, prev=first)
+    _, res, off2 = tasks._solve(shared, again, time.time() - 1.0)
+    assert res.spent and not first.spent
+    assert off2.tolist() == off.tolist() and res.seconds == 0.0
+    assert (res.overflow_bytes, res.total_including_gaps) == (first.overflow_bytes,
+                                                             first.total_including_gaps)
+    assert "budget spent" in res.note
 
 
 def test_without_a_budget_each_open_tile_gets_one_slice_of_each_move():
@@ -321,8 +373,7 @@ def test_the_run_ends_early_once_every_tile_is_finished():
     """A settle gap every visit meets (100 %): the run ends as soon as the visits are in,
     and says how much of its budget it left."""
     r = generated()
-    a = run_with(r, Recording(r), budget=60.0, policy=replace_policy(DEFAULT_POLICY,
-                                                                     settle=1.0))
+    a = run_with(r, Recording(r), budget=60.0, policy=Policy(settle=1.0))
     assert a.ended_early is not None and a.ended_early > 30.0
     assert [x.label for x in a.passes] == ["maximum live bytes",
                                            "visits: the heuristic, then the quick search"]

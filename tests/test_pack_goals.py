@@ -14,7 +14,8 @@ from pack_oracle import violations
 from tilemem.generate import generate_report
 from tilemem.model import Report
 from tilemem.model.target import Target
-from tilemem.pack.driver import allocate
+from tilemem.pack.driver import RunOptions, allocate
+from tilemem.pack.plan import Policy
 from tilemem.pack.kinds import Goal
 from tilemem.text.alloc import alloc_json, ended_early_text
 
@@ -40,7 +41,9 @@ def stacked(capacity: int = 4096) -> Report:
 def test_a_run_whose_tiles_are_all_settled_after_the_first_pass_ends_there(report):
     """settle=1 (every tile within 100 % of its bound, i.e. all of them): no pass after the
     first, the budget's time left is said; without a settle gap the later passes run."""
-    a = allocate(report, workers=1, time_limit=0.5, budget=3600, settle=1.0)
+    a = allocate(report, budget=3600,
+                 policy=Policy(time_limit=0.5, settle=1.0),
+                 run=RunOptions(workers=1))
     assert violations(report, a.offsets) == []
     assert [p.label for p in a.passes] == [
         "maximum live bytes", "visits: the heuristic, then the quick search"]
@@ -52,7 +55,9 @@ def test_a_run_whose_tiles_are_all_settled_after_the_first_pass_ends_there(repor
     # without a settle gap a tile is finished only when proven optimal: the run goes on
     # revisiting until its budget is spent
     started = time.time()
-    b = allocate(report, workers=1, time_limit=0.5, budget=6, settle=None)
+    b = allocate(report, budget=6,
+                 policy=Policy(time_limit=0.5, settle=None),
+                 run=RunOptions(workers=1))
     assert violations(report, b.offsets) == []
     assert len(b.passes) > 2 and b.ended_early is None and time.time() - started > 5
 
@@ -62,7 +67,9 @@ def test_a_tile_that_fits_answers_the_fit_question_at_once():
     first pass (the tile fits), with the budget left said; Goal.END on the same tile goes on
     lowering its end unless it is already optimal."""
     r = stacked()
-    a = allocate(r, workers=1, time_limit=0.5, budget=3600, goal=Goal.FIT)
+    a = allocate(r, budget=3600,
+                 policy=Policy(time_limit=0.5),
+                 run=RunOptions(workers=1, goal=Goal.FIT))
     assert violations(r, a.offsets) == []
     (res,) = a.tiles
     assert res.overflow_bytes == 0 and res.total_including_gaps <= r.target.tile_memory
@@ -76,7 +83,9 @@ def test_under_the_fit_goal_only_undecided_tiles_get_the_later_passes(report):
     """Goal.FIT on a report with tiles out of memory: every pass after the first takes only
     tiles that overflow although their bound fits (undecided), never one that fits or cannot
     fit."""
-    a = allocate(report, workers=1, time_limit=0.5, budget=3600, goal=Goal.FIT)
+    a = allocate(report, budget=3600,
+                 policy=Policy(time_limit=0.5),
+                 run=RunOptions(workers=1, goal=Goal.FIT))
     assert violations(report, a.offsets) == []
     tm = report.target.tile_memory
     undecided = sum(r.overflow_bytes > 0 and r.bound <= tm and r.proven_on is None
@@ -93,9 +102,12 @@ def test_under_the_fit_goal_only_undecided_tiles_get_the_later_passes(report):
 def test_the_goal_changes_nothing_without_a_budget(report):
     """``goal`` and ``settle`` act only under auto with a budget: the deterministic run (no
     clock) gives the same offsets whatever they are."""
-    x = allocate(report, workers=1, time_limit=0.5, deterministic=True)
-    y = allocate(report, workers=1, time_limit=0.5, deterministic=True, goal=Goal.FIT,
-                 settle=1.0)
+    x = allocate(report,
+                 policy=Policy(time_limit=0.5),
+                 run=RunOptions(workers=1, deterministic=True))
+    y = allocate(report,
+                 policy=Policy(time_limit=0.5, settle=1.0),
+                 run=RunOptions(workers=1, deterministic=True, goal=Goal.FIT))
     assert np.array_equal(x.offsets, y.offsets)
     assert x.ended_early is None and y.ended_early is None
 
@@ -111,7 +123,7 @@ def test_the_sweep_carries_nothing_over_once_the_budget_is_spent(report):
     from tilemem.pack.tasks import TileTask, _Shared, _solve
     from tilemem.rules import DEFAULT_RULES
 
-    a = allocate(report, method="heuristic", workers=1)
+    a = allocate(report, method="heuristic", run=RunOptions(workers=1))
     res = {r.tile: r for r in a.tiles}
     tiles = [int(t) for t in report.tiles_in_use()[:2]]
     rows = {t: report.tile_rows(t) for t in tiles}

@@ -22,7 +22,8 @@ from tilemem.pack import fresh as fresh_mod
 from tilemem.pack import portfolio as portfolio_mod
 from tilemem.pack import quick as quick_mod
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
-from tilemem.pack.driver import allocate
+from tilemem.pack.driver import RunOptions, allocate
+from tilemem.pack.plan import Policy
 from tilemem.pack.guard import self_check
 from tilemem.pack.params import SolverParams
 from tilemem.pack.portfolio import solve_tile
@@ -44,7 +45,9 @@ def four_variables(geometry) -> TileProblem:
 @examples(120)
 @given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
 def test_exact_matches_brute_force(r):
-    ex = allocate(r, method="exact", workers=1, time_limit=20, deterministic=True)
+    ex = allocate(r, method="exact",
+                  policy=Policy(time_limit=20),
+                  run=RunOptions(workers=1, deterministic=True))
     passes_both_checkers(r, ex.offsets)
     assert ex.tiles[0].status == "optimal", ex.tiles[0].note
     assert oracle_objective(r, ex.offsets, 0) == brute_force(r)
@@ -65,7 +68,7 @@ def test_brute_force_on_a_hand_computed_case():
                              category=["variable"] * 3, eq_class=[0] * 3, interference=[[]],
                              in_interleaved_mem=[1, 0, 0], region_constraints=[[], [2], []])
     assert brute_force(r2) == (16, 64)
-    ex = allocate(r2, method="exact", workers=1, time_limit=10)
+    ex = allocate(r2, method="exact", policy=Policy(time_limit=10), run=RunOptions(workers=1))
     assert oracle_objective(r2, ex.offsets, 0) == (16, 64)
     assert ex.tiles[0].status == "optimal"
 
@@ -175,13 +178,16 @@ def test_exact_keeps_its_time_limit_on_overflowing_tiles():
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=8, steps=60, seed=2, pressure=1.15)
-    replay = allocate(r, method="replay", workers=1)
+    replay = allocate(r, method="replay", run=RunOptions(workers=1))
     over = [t.tile for t in replay.tiles if t.overflow_bytes][:2]
     assert over, "the tight report has tiles that overflow after first fit"
-    allocate(r, method="heuristic", tiles=over[:1], workers=1)   # compile outside the timing
+    allocate(r, method="heuristic", tiles=over[:1],
+             run=RunOptions(workers=1))   # compile outside the timing
     for tile in over:
         t0 = time.perf_counter()
-        out = allocate(r, method="exact", tiles=[tile], time_limit=1.0, workers=1, verify=True)
+        out = allocate(r, method="exact", tiles=[tile],
+                       policy=Policy(time_limit=1.0),
+                       run=RunOptions(workers=1, verify=True))
         took = time.perf_counter() - t0
         assert took <= 2 * 1.0 + 1.5, f"tile {tile}: {took:.1f} s for a 1 s limit"
         assert out.tiles[0].method == "exact"

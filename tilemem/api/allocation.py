@@ -1,14 +1,14 @@
-"""``tilemem.allocate``: the packer behind one adapter (``_run_packer``), with a progress
-callback, and a run that can be interrupted keeping what was done: in memory (the tiles
-finished so far, the rest as the report had them) and, with ``output``, in ``OUT.journal``,
-which ``resume=True`` continues (as ``tilemem alloc -o OUT --resume``)."""
+"""``tilemem.allocate``: the packer (``tilemem.pack.driver.allocate``, its one entry point)
+with a progress callback, and a run that can be interrupted keeping what was done: in memory
+(the tiles finished so far, the rest as the report had them) and, with ``output``, in
+``OUT.journal``, which ``resume=True`` continues (as ``tilemem alloc -o OUT --resume``)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..rules import DEFAULT_RULES
+from ..pack.kinds import DEFAULTS
 from .loading import Report
 from .tables import Table, struct_columns
 
@@ -78,17 +78,6 @@ def open_run(output, report, settings: dict, resume: bool, *, echo=None):
     return journal
 
 
-def _run_packer(report, *, method, tiles, time_limit, workers, seed, deterministic, budget,
-                scheduler, state_path, journal, echo, progress_bar, rules=DEFAULT_RULES):
-    """The one call of the packer (``tilemem.pack.driver.allocate``): re-point it here."""
-    from ..pack.driver import allocate
-
-    return allocate(report, method=method, tiles=tiles, time_limit=time_limit,
-                    workers=workers, seed=seed, deterministic=deterministic, budget=budget,
-                    scheduler=scheduler, state_path=state_path, journal=journal, echo=echo,
-                    progress=progress_bar, rules=rules)
-
-
 class Allocation(Table):
     """A new allocation of a report: ``offsets`` (one a variable), per tile a
     ``tilemem.pack.result.TileResult`` in ``tiles`` (method, status, overflow, bound, gap,
@@ -137,8 +126,9 @@ class Allocation(Table):
         alloc_view(c, self.report.source, self.to_json())
 
 
-def allocate(report, *, method: str = "auto", tiles=None, budget: float | None = 240.0,
-             time_limit: float = 10.0, workers: int | None = None, seed: int = 0,
+def allocate(report, *, method: str = "auto", tiles=None,
+             budget: float | None = DEFAULTS.alloc_budget,
+             time_limit: float = DEFAULTS.time_limit, workers: int | None = None, seed: int = 0,
              deterministic: bool = False, progress: bool | Callable = False,
              output=None, resume: bool = False, scheduler: str | None = None,
              shared_report=None, echo: Callable | None = None) -> Allocation:
@@ -188,7 +178,11 @@ def allocate(report, *, method: str = "auto", tiles=None, budget: float | None =
     >>> tilemem.check(r, a).ok
     True
     """
+    from dataclasses import replace
+
     from ..load import FORMATS, check_output, save_report
+    from ..pack.driver import DEFAULT_POLICY, RunOptions
+    from ..pack.driver import allocate as pack
     from ..pack.result import Allocation as Packed
 
     if output is not None:
@@ -201,10 +195,12 @@ def allocate(report, *, method: str = "auto", tiles=None, budget: float | None =
     total = len(report.tiles_in_use() if chosen is None else chosen)
     recorder = Recorder(journal, progress if callable(progress) else None, "allocate", total)
     try:
-        result = _run_packer(report, method=method, tiles=chosen, time_limit=time_limit,
-                             workers=workers, seed=seed, deterministic=deterministic,
-                             budget=budget, scheduler=scheduler, state_path=shared_report,
-                             journal=recorder, echo=echo, progress_bar=progress is True)
+        result = pack(report, method=method, tiles=chosen, budget=budget,
+                      policy=replace(DEFAULT_POLICY, time_limit=time_limit),
+                      run=RunOptions(workers=workers, seed=seed, deterministic=deterministic,
+                                     scheduler=scheduler, state_path=shared_report,
+                                     journal=recorder, echo=echo,
+                                     progress=progress is True))
         if output is not None:
             save_report(report.with_offsets(result.offsets), output)
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..pack.kinds import DEFAULTS
 from .allocation import Progress, Recorder, open_run
 from .answers import nothing_to_analyse, offset_column
 from .loading import Report
@@ -58,8 +59,9 @@ def _digest(offsets) -> str:
                            digest_size=16).hexdigest()
 
 
-def diagnose(report, tiles=None, *, offsets=None, time_limit: float = 10.0, top: int = 10,
-             method: str = "auto", budget: float | None = 180.0, repack: bool = True,
+def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.time_limit,
+             top: int = 10, method: str = "auto",
+             budget: float | None = DEFAULTS.repack_budget, repack: bool = True,
              progress: Callable | None = None, output=None, resume: bool = False,
              echo: Callable | None = None, figures=None, plan: bool = True,
              prefer=(), avoid=()) -> Diagnosis:
@@ -210,8 +212,9 @@ def _bounds(r, tiles, time_limit):
 def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
             amp=None, amp_was: float | None = None, half_partials: bool = False,
             half_momentum: bool = False, rts: int | None = None, recompute=None,
-            repack: bool = False, method: str = "auto", budget: float | None = 180.0,
-            time_limit: float = 10.0) -> WhatIf:
+            repack: bool = False, method: str = "auto",
+            budget: float | None = DEFAULTS.repack_budget,
+            time_limit: float = DEFAULTS.time_limit) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     It assumes the same program with other sizes: the same variables on the same tiles, with

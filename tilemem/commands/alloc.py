@@ -2,51 +2,16 @@ from __future__ import annotations
 
 import click
 
-from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path
-from .options import report_path_argument
-
-#: Default ``--budget``: a full Mk2 IPU (1472 tiles) in a few minutes on 2 cores.
-DEFAULT_BUDGET = 240.0
+from ..pack.kinds import DEFAULTS
+from .guards import nothing_to_analyse, output_path
+from .options import packing_options, report_path_argument
 
 
 @click.command()
 @report_path_argument
-@click.option("--method", type=METHOD,
-              default="auto", show_default=True,
-              help="replay: first fit in allocationOrderByTile order; heuristic: best of a few "
-                   "greedy orders; auto: heuristic, then a quick search and the exact portfolio "
-                   "where it overflows or misses the bound; exact: the exact portfolio on "
-                   "every tile (also lowers each region's high-water mark).")
-@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
-              help="Seconds of one slice of the exact portfolio on a tile (auto, exact): "
-                   "a cap.")
-@click.option("--budget", type=BUDGET, default=DEFAULT_BUDGET, show_default=True,
-              help="Seconds the run may take; it ends earlier once every tile is within "
-                   "0.1% of its bound or proven optimal, and says so. Under auto every tile "
-                   "is visited first (the heuristic, then a quick search: an even share); "
-                   "then each next slice goes to the tiles that overflow although their "
-                   "bound fits, and among the rest to where it is expected to close the most "
-                   "gap per second, learned as the run goes. See docs/architecture.md. Not "
-                   "applied with --deterministic.")
+@packing_options(budget=DEFAULTS.alloc_budget, run=True)
 @click.option("--tiles", default=None, help="Tiles to allocate, e.g. 0,5,100-200 (default all "
                                             "tiles in use).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes (default: all cores).")
-@click.option("--scheduler", default=None,
-              help="Run the tiles on Dask: 'local' starts a LocalCluster on this machine (its "
-                   "dashboard address is printed), tcp://HOST:8786 uses a running scheduler "
-                   "(pip install 'tilemem[cluster]'). Default: this machine's process pool.")
-@click.option("--shared-report", is_flag=True,
-              help="With --scheduler: the workers see REPORT at this same path (a shared file "
-                   "system) and open it themselves (a capnp report is memory-mapped: each "
-                   "reads only its tiles) instead of receiving a copy.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--deterministic", is_flag=True,
-              help="Repeat exactly, on any machine and any number of workers: every stage "
-                   "stops on work done instead of the clock (CP-SAT's deterministic time with "
-                   "one worker, the compiled search's nodes, the local search's moves, each "
-                   "from --time-limit at a fixed rate); auto's quick search, which stops on "
-                   "the clock, is skipped, and --budget is not applied.")
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the report with the new offsets (.json or .capnp).")
 @click.option("--resume", is_flag=True,

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import click
 
-from .guards import BUDGET, METHOD, SECONDS, output_path
-from .options import report_path_argument
+from ..pack.kinds import DEFAULTS
+from .guards import output_path
+from .options import packing_options, report_path_argument
 
 
 @click.command()
@@ -19,13 +20,13 @@ from .options import report_path_argument
                                             "0,5,100-200 (always, whatever --max-vars).")
 @click.option("-o", "--output", default="report.html", show_default=True,
               type=click.Path(dir_okay=False), help="The HTML file to write (atomically).")
-@click.option("--time-limit", type=SECONDS, default=2.0, show_default=True,
-              help="Seconds per out-of-memory tile for its diagnosis (bound and re-pack).")
-@click.option("--method", type=METHOD, default="auto", show_default=True,
-              help="Packing method of that re-pack (see `tilemem alloc`; heuristic is fastest).")
-@click.option("--budget", type=BUDGET, default=60.0, show_default=True,
-              help="Seconds for the whole re-pack: every out-of-memory tile gets the heuristic, "
-                   "then exact work goes to the worst until the budget is spent.")
+@packing_options(what="the out-of-memory tiles' re-pack", budget=DEFAULTS.page_budget,
+                 time_limit=DEFAULTS.page_time_limit,
+                 time_limit_help="Seconds per out-of-memory tile for its diagnosis (bound "
+                                 "and re-pack).",
+                 budget_help="Seconds for the whole re-pack: every out-of-memory tile gets "
+                             "the heuristic, then exact work goes to the worst until the "
+                             "budget is spent.")
 @click.option("--no-repack", is_flag=True,
               help="Diagnose out-of-memory tiles by their bound only (no packer run).")
 @click.option("--max-vars", type=click.IntRange(min=0), default=250_000, show_default=True,

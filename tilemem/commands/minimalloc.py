@@ -29,10 +29,10 @@ def import_minimalloc(csv_path, capacity, out):
     b = read_minimalloc_csv(csv_path)
     r = report_from_minimalloc(b, capacity)
     if b.offset is None and r.num_vars:
-        from ..pack.driver import allocate
+        from ..api import allocate
 
         # replay: first fit in the report's allocation order (largest first)
-        r = r.with_offsets(allocate(r, method="replay", workers=1).offsets)
+        r = r.with_offsets(allocate(r, method="replay", workers=1, budget=None).offsets)
     save_report(r, out)
     end = int((r.offset + r.size).max()) if r.num_vars else 0
     how = "offsets from the CSV" if b.offset is not None else "offsets by first fit"

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import click
 
-from .guards import BUDGET, METHOD, SECONDS, nothing_to_analyse, output_path
-from .options import report_path_argument
+from ..pack.kinds import DEFAULTS
+from .guards import nothing_to_analyse, output_path
+from .options import packing_options, report_path_argument
 
 
 @click.command()
@@ -12,14 +13,11 @@ from .options import report_path_argument
 @click.option("--allocation", type=click.Path(),
               help="Diagnose this allocation (a report of the same variables) instead of "
                    "REPORT's own offsets.")
-@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
-              help="Seconds per tile for the maximum live bytes and for the re-pack.")
+@packing_options(what="the re-pack", budget=DEFAULTS.repack_budget,
+                 time_limit_help="Seconds per tile for the maximum live bytes and for the "
+                                 "re-pack.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many peak variables and classes to list.")
-@click.option("--method", type=METHOD, default="auto", show_default=True,
-              help="Packing method of the re-pack (see `tilemem alloc`; heuristic is fastest).")
-@click.option("--budget", type=BUDGET, default=180.0, show_default=True,
-              help="Seconds for the whole re-pack (see `tilemem alloc --budget`).")
 @click.option("--no-repack", is_flag=True, help="Do not run the packer (bound only).")
 @click.option("--panels", type=click.IntRange(min=0), default=2, show_default=True,
               help="Full panels for this many of the worst tiles (with --tiles: every tile "

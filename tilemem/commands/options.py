@@ -85,3 +85,79 @@ def parse_tiles(spec: str | None, num_tiles: int, option: str = "--tiles"):
         raise ReportError(f"{option}: tile {bad[0]} is outside [0, {num_tiles})", field=option,
                           tile=int(bad[0]))
     return arr
+
+
+def packing_options(*, what: str | None = None, budget: float | None = None,
+                    time_limit: float | None = None, time_limit_help: str | None = None,
+                    budget_help: str | None = None, method_help: str | None = None,
+                    run: bool = False):
+    """The options of every command that runs the packer, defined once: ``--method``,
+    ``--time-limit`` and (given a ``budget`` default) ``--budget``; with ``run`` also how
+    the run runs (``--workers``, ``--scheduler``, ``--shared-report``, ``--seed``,
+    ``--deterministic``: ``alloc``'s). ``what``: what the packer does in this command ("the
+    re-pack"), for the help (None: ``alloc``, which says it in full). Each command states
+    its own default budget and time limit here, from ``tilemem.pack.kinds.DEFAULTS``;
+    ``*_help``: a command's own sentence where the packer's time means something else
+    there."""
+    from ..pack.kinds import DEFAULTS
+    from .guards import BUDGET, METHOD, SECONDS
+
+    see = " (see `tilemem alloc`)"
+    options = [click.option(
+        "--method", type=METHOD, default="auto", show_default=True,
+        help=method_help or (
+            f"Packing method of {what}{see}." if what else
+            "replay: first fit in allocationOrderByTile order; heuristic: best of a few "
+            "greedy orders; auto: heuristic, then a quick search and the exact portfolio "
+            "where it overflows or misses the bound; exact: the exact portfolio on every "
+            "tile (also lowers each region's high-water mark).")),
+        click.option(
+            "--time-limit", type=SECONDS,
+            default=DEFAULTS.time_limit if time_limit is None else time_limit,
+            show_default=True,
+            help=time_limit_help or (
+                f"Seconds of one slice of exact work on a tile in {what} (a cap)." if what
+                else "Seconds of one slice of the exact portfolio on a tile (auto, exact): "
+                     "a cap."))]
+    if budget is not None:
+        options.append(click.option(
+            "--budget", type=BUDGET, default=budget, show_default=True,
+            help=budget_help or (
+                f"Seconds for the whole of {what}{see}." if what else
+                "Seconds the run may take; it ends earlier once every tile is within 0.1% "
+                "of its bound or proven optimal, and says so. Under auto every tile is "
+                "visited first (the heuristic, then a quick search: an even share); then "
+                "each next slice goes to the tiles that overflow although their bound fits, "
+                "and among the rest to where it is expected to close the most gap per "
+                "second, learned as the run goes. See docs/architecture.md. Not applied "
+                "with --deterministic.")))
+    if run:
+        options += [
+            click.option("--workers", type=click.IntRange(min=1), default=None,
+                         help="Processes (default: all cores)."),
+            click.option("--scheduler", default=None,
+                         help="Run the tiles on Dask: 'local' starts a LocalCluster on this "
+                              "machine (its dashboard address is printed), tcp://HOST:8786 "
+                              "uses a running scheduler (pip install 'tilemem[cluster]'). "
+                              "Default: this machine's process pool."),
+            click.option("--shared-report", is_flag=True,
+                         help="With --scheduler: the workers see REPORT at this same path "
+                              "(a shared file system) and open it themselves (a capnp "
+                              "report is memory-mapped: each reads only its tiles) instead "
+                              "of receiving a copy."),
+            click.option("--seed", type=int, default=0, show_default=True,
+                         help="Random seed."),
+            click.option("--deterministic", is_flag=True,
+                         help="Repeat exactly, on any machine and any number of workers: "
+                              "every stage stops on work done instead of the clock (CP-SAT's "
+                              "deterministic time with one worker, the compiled search's "
+                              "nodes, the local search's moves, each from --time-limit at a "
+                              "fixed rate); auto's quick search, which stops on the clock, "
+                              "is skipped, and --budget is not applied.")]
+
+    def decorate(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import click
 
-from .guards import METHOD, SECONDS, nothing_to_analyse, output_path
-from .options import report_path_argument
+from ..pack.kinds import DEFAULTS
+from .guards import nothing_to_analyse, output_path
+from .options import packing_options, report_path_argument
 
 
 def _output_option(default):
@@ -21,10 +22,8 @@ def _output_option(default):
 @click.option("--compare", is_flag=True,
               help="Draw the report's allocation (or --allocation) above a re-run of the "
                    "packer on this tile, on the same scales.")
-@click.option("--method", type=METHOD, default="auto", show_default=True,
-              help="Packing method of the --compare re-run (see `tilemem alloc`).")
-@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
-              help="Seconds the --compare re-run may take.")
+@packing_options(what="the --compare re-run",
+                 time_limit_help="Seconds the --compare re-run may take.")
 @_output_option("map.png")
 def plot(report, tile, allocation, compare, method, time_limit, output):
     """Draw the memory map of one tile of REPORT.
@@ -61,7 +60,7 @@ def plot(report, tile, allocation, compare, method, time_limit, output):
     click.echo(f"wrote {output}" + (f" ({report}: {empty})" if empty else ""))
 
 
-def rerun_offsets(r, tile: int, *, method="auto", time_limit=10.0):
+def rerun_offsets(r, tile: int, *, method="auto", time_limit=DEFAULTS.time_limit):
     """The packer's allocation of ``tile`` (offset column) and a label saying how it was made."""
     import numpy as np
 

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import click
 
-from .guards import BUDGET, METHOD, SECONDS, output_path
-from .options import report_path_argument
+from ..pack.kinds import DEFAULTS
+from .guards import output_path
+from .options import packing_options, report_path_argument
 
 
 @click.command("what-if")
@@ -47,12 +48,9 @@ from .options import report_path_argument
 @click.option("--repack", is_flag=True,
               help="Also re-pack the tiles in question (slower): which fit, checked by "
                    "tilemem check's rules, and which stay undecided.")
-@click.option("--method", type=METHOD, default="auto", show_default=True,
-              help="Packing method of the re-pack (see `tilemem alloc`).")
-@click.option("--budget", type=BUDGET, default=180.0, show_default=True,
-              help="Seconds for the whole re-pack (see `tilemem alloc --budget`).")
-@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True,
-              help="Seconds per tile for the maximum live bytes and for the re-pack.")
+@packing_options(what="the re-pack", budget=DEFAULTS.repack_budget,
+                 time_limit_help="Seconds per tile for the maximum live bytes and for the "
+                                 "re-pack.")
 @click.option("--json", "as_json", is_flag=True, help="Print the program summary as JSON.")
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Write the changed report (.json or .capnp): every other command opens it; "

@@ -33,6 +33,7 @@ import msgspec
 import numpy as np
 
 from ..model import Report
+from ..pack.kinds import DEFAULTS  # noqa: F401 (the re-pack's defaults, for the page's too)
 from .memory import GAP_CAUSES, INTERLEAVED, NON_INTERLEAVED, MemoryFigures, memory_figures
 
 #: verdict code -> template of the sentence shown to users
@@ -287,17 +288,19 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
     packed, pack_fig, why, why_not = {}, None, None, {}
     trusted = None   # the offsets with the accepted re-packs
     if todo and repack:
-        from ..pack.driver import allocate
+        from dataclasses import replace
 
         from ..pack.bounds import bound_of
+        from ..pack.driver import DEFAULT_POLICY, RunOptions, allocate
         from ..pack.kinds import Goal
 
         # with the padding the peak's alignments force: a proof on its variables
         known = {t: bound_of(r, bounds[t]) for t in todo}
         # the question is whether each tile fits: a tile is answered at its first fitting
         # allocation (or once it is known not to fit), its time going to the undecided ones
-        a = allocate(r, method=method, tiles=todo, time_limit=time_limit, bounds=known,
-                     journal=journal, budget=budget, goal=Goal.FIT)
+        a = allocate(r, method=method, tiles=todo, budget=budget,
+                     policy=replace(DEFAULT_POLICY, time_limit=time_limit),
+                     run=RunOptions(bounds=known, journal=journal, goal=Goal.FIT))
         offsets_new = np.asarray(a.offsets, np.int64)
         rejected = _rejected_by_checker(r, offsets_new, todo)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}

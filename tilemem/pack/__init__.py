@@ -2,6 +2,8 @@
 
 One file per job, in the order the data flows:
 
+- ``kinds``: the names packing speaks in (``Method``, ``Pass``, ``Stage``, ``Status``,
+  ``Goal``, ``Verdict``), light enough for the CLI's ``--method``;
 - ``problem``: one tile's allocation problem (``TileProblem``: sizes, windows, partner pairs,
   and the liveness stage's ``TileConflicts``, which every packer reads for who conflicts);
 - ``guard``: the packers' one reading of the placement rules (``self_check`` and the compiled
@@ -9,18 +11,29 @@ One file per job, in the order the data flows:
 - ``bounds``: lower bounds on a tile's end address (maximum live bytes, window, region);
 - ``firstfit``: compiled first / best fit in a given order (replay);
 - ``heuristic``: the best of a few greedy orders, and a local search over orders;
-- ``search`` (a package: ``sweep``, ``run``, ``kernel``, ``solver``): the compiled exact search
-  (does everything fit below C?);
+- ``search`` (a package; its docstring lists its modules): the compiled exact search
+  (does everything fit below C?), also on part of a tile;
 - ``lattice``: the step left-justified placements' addresses are multiples of (search, CP-SAT);
 - ``mirror``: a tile with its addresses reversed, so that the search packs from the top down;
 - ``carry``: an allocation carried over from a similar (neighbouring) tile, as a start;
 - ``cpsat``: the OR-Tools CP-SAT model;
+- ``neighbourhood``: a big tile improved by parts solved exactly (the rest fixed);
+- ``proof``: would the tile fit? a subset proven not to, and the tile's ``fit_verdict``;
 - ``quick``: the quick search, the search as a constructive method near the bound;
 - ``fresh``: a big tile's fresh start, packed afresh bottom-up and lowered by the quick search;
 - ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the exact
   portfolio);
-- ``driver``: a whole report (``allocate``: tile grouping, bounds, the worker processes);
-- ``result``: the objective and what packing returns.
+- ``result``: the objective and what packing returns (``TileResult``, ``Allocation``);
+- ``scoreboard``: every tile's best result in a run, and ``finished``, the one rule that
+  says a tile is finished with;
+- ``plan``: ``auto``'s plan, which tile gets a worker next with which move for how long
+  (``Policy``, its knobs; ``Planner``);
+- ``schedule``: the order of exact work and the runs of neighbouring tiles;
+- ``tasks``: what a worker runs (a tile, a run of neighbours, a chunk of bounds);
+- ``cluster``: where the tasks run (this machine's process pool, or Dask);
+- ``journal``: a run's finished tiles on disk, so that an interrupted run resumes;
+- ``driver``: a whole report (``allocate``, the one entry point of packing: tile grouping,
+  bounds, the plan or the method's passes, on an executor).
 
 ``tilemem.check`` is the independent checker of any allocation and shares no code with these.
 """

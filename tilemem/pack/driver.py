@@ -28,15 +28,18 @@ processes, which inherit the report at the fork rather than receive a copy of it
 >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 1], size=[8, 8, 4],
 ...     alignment=[4, 4, 4], offset=[8, 0, 0], category=["variable"] * 3,
 ...     eq_class=[0, 0, 0], interference=[[]], allocation_order=[[1, 0], [2]])
->>> a = allocate(r, method="replay", workers=1)
+>>> a = allocate(r, method="replay", run=RunOptions(workers=1))
 >>> a.offsets.tolist(), [t.placed_as_report for t in a.tiles]
 ([8, 0, 0], [2, 1])
->>> allocate(r, workers=1).tiles[0].status
+>>> allocate(r, run=RunOptions(workers=1)).tiles[0].status
 'optimal'
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from msgspec.structs import replace
 
@@ -47,101 +50,127 @@ from ..model.names import tensor_keys
 from ..rules import DEFAULT_RULES, Rules
 from .bounds import TileBound
 from .cluster import ReportFile, cores, deadline_after, make_executor
-from .result import METHODS, Allocation, Goal, Method, Pass, Stage, Status
+from .result import METHODS, Allocation, Goal, Method, Pass, Stage
 from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
 from .quick import NEAR
 from .schedule import _exact_priority, _fit_end, _runs, _standing
-from .scoreboard import Scoreboard, finished, may_fit as _may_fit
-from .tasks import (_SPENT, BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
+from .scoreboard import Question, Scoreboard, may_fit as _may_fit
+from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _group_identical,
                     _Progress, _replay_order, _report_intervals, _Shared, _solve_run,
                     _verify, _warm_up, _workers_of)
 
-#: A tile within this gap of its bound is finished with (``Policy.settle``).
-SETTLE_GAP = DEFAULT_POLICY.settle
-#: Seconds of ``auto``'s quick-search probe (``Policy.quick``).
-QUICK_SECONDS = DEFAULT_POLICY.quick
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run of ``allocate`` runs, not what it tunes (that is ``Policy``): each field
+    with why it is there.
+
+    ``executor``: the seam the tests use: an executor to run the tasks on (the interface of
+    ``cluster.LocalPool``: a context manager with ``run`` and ``stream``) instead of the one
+    ``workers`` and ``scheduler`` make; it holds its own copy of the report.
+    """
+
+    #: processes of this machine's pool (None: every core)
+    workers: int | None = None
+    #: None: this machine's process pool; ``"local"``: a Dask LocalCluster;
+    #: ``"tcp://HOST:PORT"``: a running Dask scheduler (``tilemem.pack.cluster``)
+    scheduler: str | None = None
+    #: the report's file, which Dask workers then open themselves (a capnp report is
+    #: memory-mapped) instead of receiving a copy
+    state_path: str | None = None
+    #: runs the tasks instead of the pool ``workers`` and ``scheduler`` make (the tests')
+    executor: Any = None
+    #: stop on work done rather than the clock (repeatable on any machine; the budget, a
+    #: clock, is not applied): the heuristic, then the exact portfolio on every tile
+    deterministic: bool = False
+    #: every random choice of the run derives from it
+    seed: int = 0
+    #: the placement rules' parameters (``tilemem.rules``)
+    rules: Rules = DEFAULT_RULES
+    #: under ``auto``, what each tile is asked: ``Goal.END`` how low its end goes,
+    #: ``Goal.FIT`` whether it fits (a tile finished once that is known)
+    goal: Goal = Goal.END
+    #: ``{tile: (maximum live bytes, exact)}`` or ``TileBound`` s already known (as
+    #: ``tile_bounds`` gives): not computed again
+    bounds: Mapping[int, Any] | None = None
+    #: a ``tilemem.pack.journal.Journal`` (or what stands for one): tiles it has finished
+    #: are not solved again, every tile appended as it finishes
+    journal: Any = None
+    #: where to say which cluster runs the tasks
+    echo: Callable[[str], Any] | None = None
+    #: a progress bar on stderr
+    progress: bool = False
+    #: run ``tilemem.check`` on the result and raise on a violation
+    verify: bool = False
+    #: the search's and the portfolio's knobs, once they have their own frozen object
+    #: (issue 54, item 2): a slot, passed down by no one yet
+    solver: Any = None
 
 
-def allocate(report: Report, *, method: str = "auto", tiles=None, time_limit: float = 10.0,
-             workers: int | None = None, seed: int = 0, rules: Rules = DEFAULT_RULES,
-             progress: bool = False, deterministic: bool = False, verify: bool = False,
-             bounds: dict[int, tuple[int, bool]] | None = None, budget: float | None = None,
-             scheduler: str | None = None, state_path=None, journal=None,
-             echo=None, quick: float = QUICK_SECONDS, goal: str = Goal.END,
-             settle: float | None = SETTLE_GAP, policy: Policy | None = None) -> Allocation:
-    """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``.
+#: A run with every default: this machine's cores, seed 0, ``Goal.END``.
+DEFAULT_RUN = RunOptions()
 
-    ``time_limit``: seconds per tile of one slice of exact work (a cap). ``budget``: seconds
-    for the whole run (None: no run-wide limit). Every tile gets its bound whatever the
-    budget. Under ``auto`` (not ``deterministic``) the time then goes by the plan
-    (``tilemem.pack.plan``): every tile visited (the heuristic, then the quick search, an even
-    share of the time no revisit is expected to need), then each next slice of a worker to
-    the tiles that may fit and, among the rest, to the tile and move expected to close the
-    most gap per second (``Planner``); without a budget, a visit stopped within 1 % and one
-    slice of each move on each tile left. A tile not visited within the budget keeps the
-    report's own offsets; one visited keeps its valid allocation, never worse than them.
-    ``workers``: processes (default all cores). ``scheduler``: ``None`` this machine's process
-    pool, ``"local"`` a Dask LocalCluster, ``"tcp://HOST:PORT"`` a Dask scheduler
-    (``tilemem.pack.cluster``); ``state_path``: the report's file, which Dask workers then open
-    themselves (a capnp report is memory-mapped) instead of receiving it.
-    ``deterministic``: CP-SAT and the local search stop on work done rather than on the clock
-    (repeatable whatever the load or the machine; the budget is then not applied, as it is a
-    clock): the heuristic, then the exact portfolio on every tile not proven optimal.
-    ``verify``: run ``tilemem.check`` on the result and raise if it finds a violation.
-    ``bounds``: precomputed ``{tile: (maximum live bytes, exact)}`` or ``TileBound`` (as
-    ``tile_bounds`` gives), used instead of computing them again. ``journal``: a
-    ``tilemem.pack.journal.Journal``: tiles it has finished are not solved again, and every
-    tile is appended as it finishes. ``echo``: where to say which cluster runs the tasks.
-    ``quick``: seconds of ``auto``'s quick-search probe (``Policy.quick``; 0: no quick search,
-    the heuristic and the exact portfolio as with ``deterministic``). ``goal`` (under
-    ``auto``): ``Goal.END`` lowers every tile's end; ``Goal.FIT`` answers whether each tile
-    fits, a tile finished once it fits or is known not to, its time going to the tiles still
-    undecided. ``settle``: under ``Goal.END``, a tile within this fraction of its bound is
-    finished (None: never, the budget is spent); the run ends early once every tile is
-    finished (``Allocation.ended_early``). ``policy``: the plan's knobs (``Policy``).
+
+def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
+             budget: float | None = None, policy: Policy = DEFAULT_POLICY,
+             run: RunOptions = DEFAULT_RUN) -> Allocation:
+    """Pack ``tiles`` (default: every tile in use) of ``report`` with ``method``: the one
+    entry point of packing (the API and ``figures.oom`` call it; the commands, the API).
+
+    ``budget``: seconds for the whole run (None: no run-wide limit). Every tile gets its bound
+    whatever the budget. Under ``auto`` (not ``deterministic``, ``policy.quick`` above 0) the
+    time then goes by the plan (``tilemem.pack.plan``): every tile visited (the heuristic,
+    then the quick search, an even share of the time no revisit is expected to need), then
+    each next slice of a worker to the tiles that may fit and, among the rest, to the tile
+    and move expected to close the most gap per second (``Planner``); without a budget, a
+    visit stopped within 1 % and one slice of each move on each tile left. A tile not
+    visited within the budget keeps the report's own offsets; one visited keeps its valid
+    allocation, never worse than them. With ``run.deterministic`` or ``policy.quick`` 0:
+    the heuristic, then the exact portfolio on every tile not proven optimal.
+
+    ``policy``: the plan's knobs (``Policy``: ``time_limit``, a slice's cap; ``settle``, the
+    gap a tile is finished within, None: never; ``quick``, the quick search's probe, ...).
+    The run ends early once every tile is finished (``Allocation.ended_early``).
+    ``run``: how it runs (``RunOptions``: workers, scheduler, executor, seed, goal, known
+    bounds, journal, progress, verify, ...).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    policy = replace_policy(policy or DEFAULT_POLICY, quick=quick, settle=settle)
-    run = _Run(report, method=method, tiles=tiles, time_limit=time_limit, seed=seed,
-               rules=rules, deterministic=deterministic, bounds=bounds, budget=budget,
-               journal=journal, goal=goal, policy=policy)
-    state = (_Shared(report, rules) if scheduler is None or state_path is None
-             else ReportFile(state_path, extra=rules))
-    with make_executor(scheduler, state, workers=workers, setup=_warm_up, echo=echo) as ex, \
-            _Progress(progress) as bar:
-        run.start(ex, bar, scheduler)
+    packing = _Packing(report, method=method, tiles=tiles, budget=budget, policy=policy,
+                       run=run)
+    ex = run.executor
+    if ex is None:
+        state = (_Shared(report, run.rules) if run.scheduler is None or run.state_path is None
+                 else ReportFile(run.state_path, extra=run.rules))
+        ex = make_executor(run.scheduler, state, workers=run.workers, setup=_warm_up,
+                           echo=run.echo)
+    with ex, _Progress(run.progress) as bar:
+        packing.start(ex, bar, run.scheduler)
         # the plan: each pass takes the tiles not finished with (``Scoreboard``)
-        run.bounds()              # every tile's maximum live bytes
-        if run.searching:
-            run.plan()            # auto: visits, then slices by the plan's rule (``Planner``)
+        packing.bounds()              # every tile's maximum live bytes
+        if packing.searching:
+            packing.plan()            # auto: visits, then slices by the plan's rule
         else:
-            run.first_pass()      # replay or the heuristic
-            if not run.last:
-                run.fit_stage()   # exact where a tile overflows although its bound fits
-                run.exact_rest()  # the exact portfolio on every other tile not optimal
-    alloc = run.allocation()
-    if verify:
-        _verify(report, alloc, rules)
+            packing.first_pass()      # replay or the heuristic
+            if not packing.last:
+                packing.fit_stage()   # exact where a tile overflows although its bound fits
+                packing.exact_rest()  # the exact portfolio on every other tile not finished
+    alloc = packing.allocation()
+    if run.verify:
+        _verify(report, alloc, run.rules)
     return alloc
 
 
-def replace_policy(policy: Policy, **changes) -> Policy:
-    """``policy`` with the given knobs changed."""
-    from dataclasses import replace as replace_dataclass
-
-    return replace_dataclass(policy, **changes)
-
-
-class _Run:
+class _Packing:
     """One run of ``allocate``: its settings, the tiles' problems (identical tiles grouped),
     their bounds, the ``Scoreboard``, and a method a pass."""
 
-    def __init__(self, report: Report, *, method, tiles, time_limit, seed, rules,
-                 deterministic, bounds, budget, journal, goal, policy):
-        self.report, self.method, self.time_limit, self.seed = report, method, time_limit, seed
-        self.deterministic, self.goal, self.policy = deterministic, goal, policy
+    def __init__(self, report: Report, *, method, tiles, budget, policy: Policy,
+                 run: RunOptions):
+        self.report, self.method, self.policy = report, method, policy
+        self.time_limit, self.seed = policy.time_limit, run.seed
+        self.deterministic, self.goal = run.deterministic, run.goal
+        deterministic, goal, rules, bounds = run.deterministic, run.goal, run.rules, run.bounds
         tiles = (report.tiles_in_use() if tiles is None
                  else np.unique(np.asarray(tiles, np.int64)))
         self.deadline = None if deterministic else deadline_after(budget)
@@ -160,8 +189,10 @@ class _Run:
         self.searching = (method == Method.AUTO and policy.quick > 0 and not deterministic)
         self.fit_goal = self.searching and goal == Goal.FIT
         self.last = method in (Method.REPLAY, Method.HEURISTIC)
-        # under the plan the tiles' questions decide when each is finished (``finished``)
-        self.board = Scoreboard(self.tm, goal, policy.settle, self.searching, journal,
+        # when a tile is finished: under the plan its question, else the method's passes
+        # (``scoreboard.finished``, the one place this is decided)
+        self.board = Scoreboard(Question(Goal(goal), policy.settle, Method(method),
+                                         planned=self.searching), self.tm, run.journal,
                                 self.groups)
         self.todo: list[int] = []
         self.planner: Planner | None = None
@@ -198,7 +229,7 @@ class _Run:
             runs = [runs[k] for k in np.random.default_rng(self.seed).permutation(len(runs))]
         planner = self.planner = Planner(
             todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
-            goal=self.goal, time_limit=self.time_limit, policy=p,
+            goal=self.goal, policy=p,
             visited=[t for t in todo if t in board.done],
             neighbours={t: self.near(t) for t in todo},
             # capacity first: their bound within 2 % under tileMemory
@@ -225,15 +256,15 @@ class _Run:
                                          total=len(todo), deadline=self.deadline):
             order, gaps, began = sent.pop(id(task))
             for t, res, off in out:
-                if _SPENT not in res.note or order.move == Move.VISIT:
-                    board.record(t, res, off, res.status == Status.OPTIMAL)
+                if not res.spent or order.move == Move.VISIT:
+                    board.record(t, res, off)
                 self._tell(t)
             planner.finished_order(order, gaps, time.time() - began, out.setups)
         for t in todo:
             if t not in board.done:
                 # the budget ran out before its visit: the report's offsets, as they were
                 res, off = _as_reported(self.report, t, self.known[t])
-                board.record(t, res, off, False)
+                board.record(t, res, off)
 
     def _label(self, task) -> str:
         """The pass a task counts in (``Allocation.passes``: where the time went)."""
@@ -245,9 +276,7 @@ class _Run:
                     first.method, f"revisits: {first.method}")
 
     def _tell(self, t: int) -> None:
-        r = self.board.result(t)
-        self.planner.update(t, r.gap, _may_fit(r, self.tm), r.overflow_bytes,
-                            self.board.is_final(t))
+        self.planner.update(t, self.board.result(t))
 
     def _task(self, order: Order) -> RunTask:
         """The worker's task of an order: its tiles with their allocations so far and their
@@ -305,12 +334,9 @@ class _Run:
         for _, out in self.bar.run(self.ex, _solve_run, _cut(tasks, [1] * len(tasks)),
                                    str(how)):
             for t, res, off in out:
-                self.board.record(t, res, off, self.last or (
-                    self.method == Method.AUTO and res.status == Status.OPTIMAL))
+                self.board.record(t, res, off, how)
         board = self.board
-        self.todo = [] if self.last else [
-            t for t in self.reps if not board.is_final(t)
-            and (self.method == Method.EXACT or board.result(t).status != Status.OPTIMAL)]
+        self.todo = [t for t in self.reps if not board.is_final(t)]
         self.todo.sort(key=lambda t: _exact_priority(board.result(t), self.tm) + (t,))
         # CP-SAT's threads: the cores over the tasks at once; deterministic: one whatever the
         # machine, so a run repeats on any number of cores and on a cluster
@@ -328,8 +354,7 @@ class _Run:
                                    "exact", deadline=self.deadline):
             for t, res, off in out:
                 # "fit" stops once the tile fits: it goes on to the exact portfolio after
-                board.record(t, res, off, how != Pass.FIT or res.status == Status.OPTIMAL
-                             or res.overflow_bytes > 0)
+                board.record(t, res, off, how)
 
     def fit_stage(self) -> None:
         """Exact where a tile overflows although its bound fits (would a better allocation
@@ -363,9 +388,8 @@ class _Run:
         results.sort(key=lambda r: r.tile)
         # tiles not finished that no revisit reached (the budget went to others first)
         left = (self.planner.unreached() if self.planner is not None
-                else [t for t in groups if _SPENT in board.result(t).note])
-        left = [t for t in left if not finished(board.result(t), self.tm, self.goal,
-                                                self.policy.settle)]
+                else [t for t in groups if board.result(t).spent])
+        left = [t for t in left if not board.is_final(t)]
         unreached = sum(len(groups[t]) for t in left)
         unreached_far = sum(len(groups[t]) for t in left if board.result(t).gap > NEAR)
         # of them, those no search reached either: they keep the heuristic's allocation
@@ -374,7 +398,7 @@ class _Run:
         # ended before the budget because every tile's question is answered (not merely
         # because every slice had run)
         ended_early = None
-        if self.searching and self.deadline is not None and board.all_answered(self.reps):
+        if self.searching and self.deadline is not None and board.all_final(self.reps):
             remaining = self.deadline - time.time()
             ended_early = round(remaining, 1) if remaining > 1.0 else None
         return Allocation(offsets, results, from_journal=len(board.resumed),

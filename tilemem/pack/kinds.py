@@ -5,6 +5,7 @@ without importing the packers.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -95,3 +96,27 @@ class Goal(Label):
 
     END = "end"
     FIT = "fit"
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a run of the packer gets when its caller says nothing: each stated once, read by
+    the API's functions, the CLI's options (``tilemem.commands.options.packing_options``)
+    and ``Policy``. Here, in this light module, so the CLI's help reads them without
+    importing the packers."""
+
+    #: ``alloc``'s whole run: a full Mk2 IPU (1,472 tiles) in a few minutes on 2 cores
+    alloc_budget: float = 240.0
+    #: the re-pack of the out-of-memory tiles (``oom``, ``what-if``, ``diagnose``): they are
+    #: fewer than a report's tiles, and the answer is whether each fits
+    repack_budget: float = 180.0
+    #: the HTML page's re-pack: a page is written in about a minute
+    page_budget: float = 60.0
+    #: a slice of exact work on a tile (a cap; ``Policy.time_limit``)
+    time_limit: float = 10.0
+    #: the HTML page's seconds a tile (bound and re-pack): many tiles, a quick page
+    page_time_limit: float = 2.0
+
+
+#: The defaults every caller of the packer reads.
+DEFAULTS = Defaults()

@@ -60,8 +60,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .kinds import Goal, Label
+from .kinds import DEFAULTS, Goal, Label
 from .quick import NEAR
+from .scoreboard import Question, TileAt, finished, may_fit
 
 
 class Move(Label):
@@ -123,6 +124,9 @@ class Policy:
     near_weight: float = 3.0
     #: a task's set-up (the tile's problem and search arrays) until measured
     setup: float = 0.08
+    #: a slice of exact work on a tile takes at most this (``--time-limit``): a tile's
+    #: slices double up to it, so no one tile holds a worker for long
+    time_limit: float = DEFAULTS.time_limit
 
 
 #: The policy ``auto`` runs with.
@@ -154,7 +158,8 @@ class Order:
 @dataclass
 class _Tile:
     """What the planner knows of a tile: its latest gap, whether it overflows although its
-    bound fits (``may_fit``, and by how much), whether it is finished, and per move the
+    bound fits (``may_fit``, and by how much), whether it is finished (as
+    ``scoreboard.finished`` answers for its latest result), and per move the
     slices run, their seconds and the shares of the gap they closed."""
 
     gap: float = 0.0
@@ -181,10 +186,12 @@ class Planner:
     tiles whose bound is just under tileMemory."""
 
     def __init__(self, tiles, runs, *, workers: int, deadline: float | None,
-                 tile_memory: int, goal: str = Goal.END, time_limit: float = 10.0,
+                 tile_memory: int, goal: str = Goal.END,
                  policy: Policy = DEFAULT_POLICY, visited=(), neighbours=None,
                  near_capacity=()):
         self.policy, self.goal, self.tm = policy, goal, tile_memory
+        #: what decides that a tile is finished (``scoreboard.finished``)
+        self.question = Question(Goal(goal), policy.settle)
         #: tiles whose bound is just under tileMemory: their visits get ``near_weight`` shares
         self.near_capacity = set(near_capacity)
         #: the worker-seconds from the first visit to the deadline
@@ -194,7 +201,8 @@ class Planner:
         self._paced: dict[float, list] = {}
         #: tile -> the tiles whose allocations it may carry over (``Policy.reach``)
         self.neighbours = neighbours or {}
-        self.workers, self.deadline, self.time_limit = max(1, workers), deadline, time_limit
+        self.workers, self.deadline = max(1, workers), deadline
+        self.time_limit = policy.time_limit
         self.tiles = {int(t): _Tile() for t in tiles}
         for t in visited:
             self.tiles[int(t)].visited = True
@@ -218,10 +226,13 @@ class Planner:
         self.revisited: set[int] = set()
 
     # ---- what the results say -----------------------------------------------------------
-    def update(self, tile: int, gap: float, may_fit: bool, overflow: int, final: bool) -> None:
-        """A tile's latest result, as the scoreboard keeps it."""
+    def update(self, tile: int, res) -> None:
+        """A tile's latest result (a ``TileResult``), as the scoreboard keeps it; whether it
+        is finished is ``scoreboard.finished``'s answer, asked here."""
         s = self.tiles[tile]
-        s.gap, s.may_fit, s.overflow, s.final, s.visited = gap, may_fit, overflow, final, True
+        gap, overflow = res.gap, res.overflow_bytes
+        s.gap, s.may_fit, s.overflow, s.visited = gap, may_fit(res, self.tm), overflow, True
+        s.final = finished(TileAt(self.tm), res, self.question)
         # its neighbours that it now does better than may carry its allocation over
         for n in self.neighbours.get(tile, ()):
             x = self.tiles.get(n)
@@ -334,13 +345,16 @@ class Planner:
         ``Policy.hold`` of the visits' whole span (the worker-seconds from their start to
         the deadline): a cap on what is left would shrink as the visits go and keep nothing.
 
+        >>> from tilemem.pack.result import TileResult
         >>> p = Planner(range(10), [[t] for t in range(10)], workers=2, deadline=100.0,
         ...             tile_memory=1000)
         >>> p.span = 200.0
         >>> for t in range(4):
         ...     o = Order(Move.VISIT, [t], 1.0, None)
         ...     p.started(o, 0.0)
-        ...     p.update(t, 0.02 if t == 0 else 0.001, False, 0, t != 0)
+        ...     p.update(t, TileResult(tile=t, method="quick", status="feasible",
+        ...         overflow_bytes=0, total_including_gaps=0, bound=900, bound_exact=True,
+        ...         gap=0.02 if t == 0 else 0.001, seconds=1.0))
         ...     p.finished_order(o, [0.0], 1.1)
         >>> p.hold()      # 1 of 4 visited left above 1 %: 2.5 of 10 tiles, 3 s each
         7.5

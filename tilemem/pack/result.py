@@ -63,6 +63,10 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     ``verdict``: would an allocation of the tile fit? "fits", "cannot fit: live data",
     "cannot fit: proven on N variables" or "undecided" (``tilemem.pack.proof``);
     ``proven_on``: that N (the variables of the subset proven not to fit), else None.
+    ``spent``: the run's budget was spent before this tile's slice could run (it keeps its
+    result so far, or the report's own offsets when no visit reached it): what the driver
+    reads, where ``note`` says the same for people. Code reads the typed fields, never
+    ``note``.
 
     It is also one tile of ``tilemem alloc --json`` (keys in camel case, ``num_vars`` as
     "variables", ``placedAsReport`` only for replay, ``note`` only when there is one): the
@@ -83,6 +87,7 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     note: str = ""
     verdict: str = ""
     proven_on: int | None = None
+    spent: bool = False
 
     @property
     def fits(self) -> bool:
@@ -145,6 +150,15 @@ class Allocation:
                 "endedEarly": self.ended_early, "goal": str(self.goal), "settle": self.settle,
                 "passes": [{"pass": x.label, "seconds": x.seconds, "tiles": x.tiles}
                            for x in self.passes]}
+
+
+def joined_note(*notes: str) -> str:
+    """Notes for people, the empty ones left out, in one sentence list.
+
+    >>> joined_note("", "carried over from tile 3", "run budget spent before this slice")
+    'carried over from tile 3; run budget spent before this slice'
+    """
+    return "; ".join(n for n in notes if n)
 
 
 def gap_of(total: int, bound: int) -> float:

@@ -31,12 +31,13 @@ from .problem import TileProblem
 from ..rules import overflow_bytes
 from .proof import fit_verdict
 from .schedule import _standing
-from .result import Allocation, Pass, PassTime, Stage, Status, TileResult, gap_of, objective
+from .result import (Allocation, Pass, PassTime, Stage, Status, TileResult, gap_of,
+                     joined_note, objective)
 
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)
-#: The note of a slice that reached its tile past the run's budget (it keeps its result).
-_SPENT = "run budget spent before this slice"
+#: What a result the run's budget stopped says to people (``TileResult.spent`` to code).
+SPENT_NOTE = "run budget spent before this slice"
 
 
 # ---- the tiles' problems -------------------------------------------------------------------
@@ -168,8 +169,8 @@ def _solve(shared, task: TileTask, deadline: float | None):
         time_limit = remaining(deadline, time_limit)
         if prev is not None and time_limit < 0.05:
             # seconds=0: this task took none (the caller adds the passes' seconds up)
-            return tile, replace(prev, seconds=0.0, note=(prev.note + "," if prev.note else "")
-                                 + _SPENT), hint
+            return tile, replace(prev, seconds=0.0, spent=True, note=(
+                prev.note if prev.spent else joined_note(prev.note, SPENT_NOTE))), hint
     if method == Pass.CARRY and prev is not None and remaining(deadline, 1.0) <= 0.0:
         # the run's budget is spent: the sweep carries nothing more over (it would build
         # every tile's problem again past the budget)
@@ -266,7 +267,7 @@ def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None,
         _, got, got_off = (solve or _solve)(shared, task, deadline)
         if _standing(got) < _standing(res):
             out[k] = (tile, replace(got, seconds=res.seconds + got.seconds,
-                                    note=res.note + "," + got.note), got_off)
+                                    note=joined_note(res.note, got.note)), got_off)
 
 
 def _as_reported(report: Report, tile: int, bound: TileBound) -> tuple:
@@ -283,7 +284,7 @@ def _as_reported(report: Report, tile: int, bound: TileBound) -> tuple:
     res = TileResult(tile=int(tile), method=Stage.REPORT, status=Status.REPORT,
                      overflow_bytes=over, total_including_gaps=total, bound=int(b[0]),
                      bound_exact=bool(b[1]), gap=gap_of(total, int(b[0])), seconds=0.0,
-                     num_vars=len(rows), note=_SPENT,
+                     num_vars=len(rows), note=SPENT_NOTE, spent=True,
                      verdict=fit_verdict(over, int(b[0]), tm, None))
     return res, off
 

@@ -7,6 +7,8 @@ Two of them are public (``tilemem.plot.tile_map``, ``tilemem.plot.html_page``).
 """
 from __future__ import annotations
 
+from ..figures.oom import DEFAULTS   # the re-pack's defaults (``tilemem.pack.kinds``)
+
 
 def tile_map(report, tile: int, offsets=None, *, ax=None, gaps: bool = True):
     """Draw the memory map of one tile, as ``tilemem plot`` does.
@@ -69,8 +71,9 @@ def tile_map(report, tile: int, offsets=None, *, ax=None, gaps: bool = True):
     return ax
 
 
-def html_page(report, path, *, offsets=None, against=None, tiles=None, time_limit: float = 2.0,
-              method: str = "auto", budget: float = 60.0, repack: bool = True,
+def html_page(report, path, *, offsets=None, against=None, tiles=None,
+              time_limit: float = DEFAULTS.page_time_limit, method: str = "auto",
+              budget: float = DEFAULTS.page_budget, repack: bool = True,
               max_vars: int = 250_000, progress=None) -> dict:
     """Write the one-file interactive HTML report (as ``tilemem html``; needs Bokeh).
 
