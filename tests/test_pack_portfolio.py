@@ -21,6 +21,7 @@ from tilemem.pack import heuristic as heuristic_mod
 from tilemem.pack import fresh as fresh_mod
 from tilemem.pack import portfolio as portfolio_mod
 from tilemem.pack import quick as quick_mod
+from tilemem.pack import tasks as tasks_mod
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.driver import RunOptions, allocate
 from tilemem.pack.plan import Policy
@@ -166,6 +167,38 @@ def test_cpsat_skipped_when_too_large_keeps_a_valid_allocation(monkeypatch):
     col[p.rows] = off
     passes_both_checkers(r, col)
     assert "skipped, model too large" in res.note
+
+
+def test_the_runs_solver_params_reach_the_workers(monkeypatch):
+    """``RunOptions.solver`` is what the workers' portfolio runs with: with no clique entry
+    allowed, CP-SAT is skipped on the tile; with the defaults it is not."""
+    monkeypatch.setattr(portfolio_mod, "_search_function", lambda: None)
+    r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[40, 30, 20, 10],
+                            alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
+                            eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 3], [0], [1]])
+    small = allocate(r, method="exact", policy=Policy(time_limit=2),
+                     run=RunOptions(workers=1, solver=SolverParams(max_clique_entries=0)))
+    plain = allocate(r, method="exact", policy=Policy(time_limit=2), run=RunOptions(workers=1))
+    for a in (small, plain):
+        passes_both_checkers(r, a.offsets)
+    assert "skipped, model too large" in small.tiles[0].note
+    assert "skipped, model too large" not in plain.tiles[0].note
+
+
+def test_a_failing_carry_costs_that_carry_only(monkeypatch):
+    """A carry that raises (a neighbour's allocation carried over) is one move lost: the run
+    ends, every tile valid, and the tiles' notes say which carry failed."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken carry")
+
+    from tilemem.generate import generate_report
+
+    monkeypatch.setattr(tasks_mod, "carry_over", broken)
+    r = generate_report("mk1", tiles=6, steps=60, seed=3, pressure=1.1)
+    a = allocate(r, budget=6, run=RunOptions(workers=1))
+    passes_both_checkers(r, a.offsets)
+    assert any("carry from tile" in t.note and "RuntimeError: broken carry" in t.note
+               for t in a.tiles)
 
 
 def test_exact_keeps_its_time_limit_on_overflowing_tiles():

@@ -21,6 +21,8 @@ One file per job, in the order the data flows:
 - ``proof``: would the tile fit? a subset proven not to, and the tile's ``fit_verdict``;
 - ``quick``: the quick search, the search as a constructive method near the bound;
 - ``fresh``: a big tile's fresh start, packed afresh bottom-up and lowered by the quick search;
+- ``params``: the solvers' tuning values in one frozen object (``SolverParams``), handed
+  down from ``RunOptions.solver`` to every move;
 - ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the exact
   portfolio);
 - ``result``: the objective and what packing returns (``TileResult``, ``Allocation``);

@@ -51,6 +51,7 @@ from ..rules import DEFAULT_RULES, Rules
 from .bounds import TileBound
 from .cluster import ReportFile, cores, deadline_after, make_executor
 from .result import METHODS, Allocation, Goal, Method, Pass, Stage
+from .params import DEFAULT_PARAMS, SolverParams
 from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
 from .quick import NEAR
 from .schedule import _exact_priority, _fit_end, _runs, _standing
@@ -102,9 +103,9 @@ class RunOptions:
     progress: bool = False
     #: run ``tilemem.check`` on the result and raise on a violation
     verify: bool = False
-    #: the search's and the portfolio's knobs, once they have their own frozen object
-    #: (issue 54, item 2): a slot, passed down by no one yet
-    solver: Any = None
+    #: the search's and the portfolio's tuning values (``tilemem.pack.params``; None: the
+    #: defaults), handed to every worker with the report
+    solver: SolverParams | None = None
 
 
 #: A run with every default: this machine's cores, seed 0, ``Goal.END``.
@@ -140,8 +141,10 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
                        run=run)
     ex = run.executor
     if ex is None:
-        state = (_Shared(report, run.rules) if run.scheduler is None or run.state_path is None
-                 else ReportFile(run.state_path, extra=run.rules))
+        params = run.solver or DEFAULT_PARAMS
+        state = (_Shared(report, run.rules, params)
+                 if run.scheduler is None or run.state_path is None
+                 else ReportFile(run.state_path, extra=(run.rules, params)))
         ex = make_executor(run.scheduler, state, workers=run.workers, setup=_warm_up,
                            echo=run.echo)
     with ex, _Progress(run.progress) as bar:

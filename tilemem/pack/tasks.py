@@ -24,6 +24,7 @@ from .bounds import TileBound, tile_bounds
 from .carry import carry_over
 from .cluster import LocalPool, ReportFile, remaining
 from .firstfit import first_fit
+from .params import DEFAULT_PARAMS, SolverParams
 from .guard import self_check
 from .portfolio import solve_tile
 from .quick import NEAR, quick_search
@@ -91,17 +92,24 @@ def _local_pair_key(csr, rows: np.ndarray) -> np.ndarray:
 # ---- the tasks and the progress bar ---------------------------------------------------------
 @dataclass(frozen=True)
 class _Shared:
-    """What every task reads: the report and the rules. Forked pool workers inherit it at the
-    fork; Dask workers receive it once (or open a ``ReportFile`` themselves)."""
+    """What every task reads: the report, the rules and the solvers' parameters. Forked pool
+    workers inherit it at the fork; Dask workers receive it once (or open a ``ReportFile``
+    themselves, its ``extra`` the rules and the parameters)."""
 
     report: Report
     rules: Rules
+    params: SolverParams = DEFAULT_PARAMS
 
 
 def _state(shared) -> tuple[Report, Rules]:
     if isinstance(shared, ReportFile):
-        return shared.load(), shared.extra
+        return shared.load(), shared.extra[0]
     return shared.report, shared.rules
+
+
+def _params(shared) -> SolverParams:
+    """The solvers' parameters the run was given (``RunOptions.solver``)."""
+    return shared.extra[1] if isinstance(shared, ReportFile) else shared.params
 
 
 @dataclass(frozen=True)
@@ -180,11 +188,16 @@ def _solve(shared, task: TileTask, deadline: float | None):
                                 _report_intervals(report) if searched else None)
     rows = p.rows
     carried = None
+    failed: list[str] = []
     if searched or method == Pass.CARRY:
         # the best of the donors' allocations carried over (solve_tile takes it when it is
         # better than the tile's own)
         for d, d_off in task.donors:
-            c = carry_over(report, d, d_off, p)
+            try:
+                c = carry_over(report, d, d_off, p)
+            except Exception as e:  # noqa: BLE001 - a failed carry costs that donor only
+                failed.append(f"carry from tile {d} failed: {type(e).__name__}: {e}")
+                continue
             if c is not None and (carried is None or objective(p, c) < objective(p, carried[1])):
                 carried = (d, c)
     res, off = solve_tile(p, method, hint=hint, carried=carried,
@@ -192,7 +205,10 @@ def _solve(shared, task: TileTask, deadline: float | None):
                           time_limit=time_limit, seed=task.seed, cp_workers=task.cp_workers,
                           deterministic=task.deterministic, bound=task.bound,
                           given=None if method == Pass.REPLAY else report.offset[rows],
-                          stop_gap=task.stop_gap, stop_end=task.stop_end)
+                          stop_gap=task.stop_gap, stop_end=task.stop_end,
+                          params=_params(shared))
+    if failed:
+        res = replace(res, note=joined_note(res.note, *failed))
     return tile, res, off
 
 
