@@ -199,6 +199,8 @@ def test_a_failing_carry_costs_that_carry_only(monkeypatch):
     passes_both_checkers(r, a.offsets)
     assert any("carry from tile" in t.note and "RuntimeError: broken carry" in t.note
                for t in a.tiles)
+    assert {t.tile for t in a.tiles if "carry" in t.failed} == {
+        t.tile for t in a.tiles if "broken carry" in t.note}
 
 
 def test_exact_keeps_its_time_limit_on_overflowing_tiles():
@@ -630,6 +632,7 @@ def test_a_move_that_raises_costs_that_move_only(monkeypatch, big, raising, fail
                           params=params)
     assert self_check(p, off) and res.total_including_gaps <= 72
     assert f"{failed[0]} failed: RuntimeError: boom" in res.note
+    assert set(failed) <= set(res.failed)
 
 
 def test_a_quick_search_that_raises_keeps_the_tiles_allocation(monkeypatch):

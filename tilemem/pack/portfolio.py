@@ -141,6 +141,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                 stop_gap=stop_gap if method == "auto" else None, params=params))
             if e is not None:
                 off, status, note, lower = e.offsets, e.status, e.note, e.bound
+                moves.failed.extend(e.failed)   # its moves that failed are the tile's too
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
@@ -180,7 +181,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                      gap=gap_of(total, lower), seconds=time.perf_counter() - t0,
                      num_vars=p.n, note=note,
                      verdict=fit_verdict(over, int(b), p.capacity, proven_on),
-                     proven_on=proven_on)
+                     proven_on=proven_on, failed=tuple(moves.failed))
     return res, off
 
 

@@ -63,6 +63,8 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     ``verdict``: would an allocation of the tile fit? "fits", "cannot fit: live data",
     "cannot fit: proven on N variables" or "undecided" (``tilemem.pack.proof``);
     ``proven_on``: that N (the variables of the subset proven not to fit), else None.
+    ``failed``: the moves that raised an exception on this tile (``"search"``, ``"cp-sat"``,
+    ``"carry"``, ...): each cost only itself, the tile keeping its best valid allocation.
     ``spent``: the run's budget was spent before this tile's slice could run (it keeps its
     result so far, or the report's own offsets when no visit reached it): what the driver
     reads, where ``note`` says the same for people. Code reads the typed fields, never
@@ -88,6 +90,7 @@ class TileResult(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     verdict: str = ""
     proven_on: int | None = None
     spent: bool = False
+    failed: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:

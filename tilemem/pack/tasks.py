@@ -208,7 +208,8 @@ def _solve(shared, task: TileTask, deadline: float | None):
                           stop_gap=task.stop_gap, stop_end=task.stop_end,
                           params=_params(shared))
     if failed:
-        res = replace(res, note=joined_note(res.note, *failed))
+        res = replace(res, note=joined_note(res.note, *failed),
+                      failed=tuple(dict.fromkeys(res.failed + ("carry",))))
     return tile, res, off
 
 
