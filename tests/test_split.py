@@ -228,6 +228,16 @@ def test_already_split_over_more_ipus(tmp_path):
     assert rc == 2 and "already split over 2 IPUs" in line and "--ipus" in line
     code, out = run("split", path)
     assert code == 0 and "tightest stage: IPU" in out and "(report: " in out
+    # re-split, its stages may join layers compiled on two IPUs: it says what it cannot see
+    code, out = run("split", path, "--ipus", "3")
+    assert code == 0 and "compiled over 2 IPUs" in out and "estimated low" in out
+
+
+def test_a_one_ipu_report_makes_no_cross_ipu_assumption(tmp_path):
+    path = str(tmp_path / "one.json")
+    save_report(generate_report("mk1", tiles=8, steps=60, seed=1), path)
+    code, out = run("split", path, "--ipus", "2")
+    assert code == 0 and "compiled over" not in out
 
 
 def test_empty_and_unallocated_only(tmp_path):

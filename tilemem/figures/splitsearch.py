@@ -138,7 +138,12 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
             "back has the shape of the activation"]
            + (["no class steps: the stash is the stage input, not the activations asked for "
                "(telling which are live at the handover needs the steps)"]
-              if m.stash_asked != m.stash else [])))
+              if m.stash_asked != m.stash else []))
+        + ([] if m.source_ipus == 1 else
+           [f"the report was compiled over {m.source_ipus} IPUs: classes compiled on "
+            "different IPUs are taken never to be live together (a report keeps interference "
+            "only between classes that share a tile), so a stage that joins layers of two of "
+            "them may be estimated low"]))
 
 
 def _mapped(assumption: str, mapping: str) -> str:
