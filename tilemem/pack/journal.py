@@ -240,7 +240,9 @@ def open_journal(out_path, report_hash: str, settings: Mapping[str, Any], *,
         for payload, stop in frames[1:]:
             try:
                 rec = dec.decode(payload)
-                res = TileResult(**rec.result)
+                # msgpack reads a tuple back as a list
+                res = TileResult(**{k: tuple(v) if isinstance(v, list) else v
+                                    for k, v in rec.result.items()})
             except (msgspec.DecodeError, TypeError):
                 break  # a checksummed record we cannot read: treat as the torn end
             off = np.frombuffer(rec.offsets, dtype="<i8").astype(np.int64)
