@@ -200,3 +200,42 @@ SPLIT_CLOSE_MARGIN = 0.03
 #: The same for a report without class steps (Poplar's): the estimate then places tensors
 #: of no layer and the buffers' lifetimes less well (docs/benchmarks.md, "split").
 SPLIT_CLOSE_MARGIN_NO_STEPS = 0.15
+
+
+# ---- memory levers (``tilemem what-if``, ``tilemem plan``, the generator's levers) ---------
+# The memory guide names the levers; how a report shows what they touch is not documented.
+# ``tilemem.figures.levers`` reads these; the generator (standing in for Poplar) follows
+# the same readings so that its reports with and without a lever can be compared.
+
+#: Inferred (Poplar's documented default, not in the spec): the availableMemoryProportion
+#: of convolutions and matmuls a report was compiled with unless told (``--amp-was``); the
+#: generator's calibrated sizes are at this value.
+INFERRED_DEFAULT_AMP = 0.6
+
+#: Inferred: a convolution's or matmul's partial sum lives from the step that writes it to
+#: the one that reduces it: a class live for at most this many program steps.
+INFERRED_PARTIALS_MAX_STEPS = 3
+
+#: Inferred: partials are told by an element constraint to an exchange buffer of these
+#: categories (the vertex reads the exchanged input and writes the partials in the same
+#: cycle, 004's ``elem(*a) != elem(*b)``); reductions' partials have none, so
+#: availableMemoryProportion is taken to bound only convolutions' and matmuls' partials.
+INFERRED_PARTIALS_EXCHANGE_CATEGORIES = ("message", "rearrangement")
+
+#: Inferred (names differ between frameworks, so only a hint, case-insensitive on the name
+#: without ``#tile``): partials element-constrained to other model data are a weight
+#: update's when so named.
+INFERRED_PARTIALS_NAME = r"partial"
+
+#: Inferred: among persistent tensors (which the lifetime marks as state), the optimiser's
+#: state is told from the weights by its name only; nothing in a report's structure does.
+INFERRED_OPTIMISER_NAME = (r"momentum|velocity|optimi[sz]er|adam|lamb|accl|moment|exp_avg|"
+                           r"/m$|/v$")
+
+#: Inferred: the first-order momentum (``--half-momentum``) is the optimiser state so named.
+INFERRED_FIRST_ORDER_NAME = r"momentum|velocity|first_?moment|accl1|exp_avg(?!_sq)|/m$"
+
+#: Inferred (no document says): a replica's shard of a sharded tensor (replicated tensor
+#: sharding) is one flat tensor mapped linearly over the IPU's tiles
+#: (``calcLinearTileMapping``, 003), not like the weight.
+INFERRED_RTS_LINEAR = True

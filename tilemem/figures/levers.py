@@ -31,7 +31,7 @@ optimisations):
   FP32 in the report, Poplar's default partials type);
 - ``half_momentum``: the first-order momentum in FP16: half the bytes (assumes FP32 now);
 - ``rts``: the optimiser state sharded over ``N`` replicas: each replica keeps ``1/N`` of it,
-  as one flat tensor linearly over its IPU (``tilemem.generate.levers.INFERRED_RTS_LINEAR``):
+  as one flat tensor linearly over its IPU (``tilemem.rules.INFERRED_RTS_LINEAR``):
   the state's bytes of an IPU divided by ``N`` and spread evenly over its tiles. Being live
   throughout, the share adds to every live set of a tile: it is carried by the tile's state
   variables (or, on a tile without any, its largest alwaysLive variable), which leaves the
@@ -44,19 +44,20 @@ import re
 import numpy as np
 
 from ..model import Report
+from ..model.names import tensor_codes
+from ..rules import (INFERRED_DEFAULT_AMP, INFERRED_FIRST_ORDER_NAME,
+                     INFERRED_OPTIMISER_NAME, INFERRED_PARTIALS_EXCHANGE_CATEGORIES,
+                     INFERRED_PARTIALS_MAX_STEPS, INFERRED_PARTIALS_NAME)
 
-#: A partial sum lives from the step that writes it to the one that reduces it.
-SHORT_STEPS = 3
-#: Categories of the exchange buffers a convolution's partials are constrained against.
-EXCHANGE_CATEGORIES = ("message", "rearrangement")
+#: The inferred readings (``tilemem.rules``), under this module's names.
+SHORT_STEPS = INFERRED_PARTIALS_MAX_STEPS
+EXCHANGE_CATEGORIES = INFERRED_PARTIALS_EXCHANGE_CATEGORIES
 #: Name hints (case-insensitive, on the name without ``#tile``).
-PARTIALS_HINT = re.compile(r"partial", re.I)
-OPTIMISER_HINT = re.compile(r"momentum|velocity|optimi[sz]er|adam|lamb|accl|moment|exp_avg|"
-                            r"/m$|/v$", re.I)
-FIRST_ORDER_HINT = re.compile(r"momentum|velocity|first_?moment|accl1|exp_avg(?!_sq)|/m$",
-                              re.I)
+PARTIALS_HINT = re.compile(INFERRED_PARTIALS_NAME, re.I)
+OPTIMISER_HINT = re.compile(INFERRED_OPTIMISER_NAME, re.I)
+FIRST_ORDER_HINT = re.compile(INFERRED_FIRST_ORDER_NAME, re.I)
 #: The availableMemoryProportion a report is taken to be compiled with unless told.
-DEFAULT_AMP = 0.6
+DEFAULT_AMP = INFERRED_DEFAULT_AMP
 
 #: What each lever assumes, said with its answer.
 ASSUMES = {
@@ -77,15 +78,8 @@ ASSUMES = {
 }
 
 
-def _base_names(r: Report):
-    from ..model.names import tensor_codes
-
-    codes, names = tensor_codes(r)
-    return codes, names
-
-
 def _named(r: Report, rx) -> np.ndarray:
-    codes, names = _base_names(r)
+    codes, names = tensor_codes(r)
     hit = np.fromiter((bool(rx.search(n)) for n in names), bool, count=len(names))
     return hit[codes]
 
@@ -98,7 +92,8 @@ def partials_rows(r: Report) -> np.ndarray:
     """Rows of convolution and matmul partial sums (see the module docstring)."""
     from .batch import persistent_rows
 
-    var = _category_is(r, ("variable",)) & r.allocated & ~r.always_live & ~persistent_rows(r)
+    data = _category_is(r, ("variable",))
+    var = data & r.allocated & ~r.always_live & ~persistent_rows(r)
     if r.class_steps is not None and len(r.class_steps) == r.num_classes:
         hull = r.class_steps[r.eq_class]
         var &= (hull[:, 1] - hull[:, 0]) <= SHORT_STEPS
@@ -108,11 +103,11 @@ def partials_rows(r: Report) -> np.ndarray:
     by_exchange = np.zeros(r.num_vars, bool)
     by_exchange[src[exchange[dst]]] = True
     to_data = np.zeros(r.num_vars, bool)
-    to_data[src[_category_is(r, ("variable",))[dst]]] = True
+    to_data[src[data[dst]]] = True
     row_ok = var & (by_exchange | (to_data & _named(r, PARTIALS_HINT)))
     # a tensor is partials if its parts are so on some tile (a constraint exists only where
     # both tensors have a part)
-    codes, _ = _base_names(r)
+    codes, _ = tensor_codes(r)
     tensor_ok = np.zeros(int(codes.max()) + 1 if len(codes) else 0, bool)
     tensor_ok[codes[row_ok]] = True
     return np.flatnonzero(tensor_ok[codes] & var)

@@ -57,6 +57,7 @@ from ..model import CATEGORIES, Csr, Report
 from ..figures.summary import highest_end_per_tile
 from ..model.target import PRESETS, Target
 from ..model.overlap import overlap_relation
+from ..rules import INFERRED_DEFAULT_AMP
 from .levers import Levers
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
@@ -96,7 +97,7 @@ CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 #: Poplar's default availableMemoryProportion for convolutions and matmuls: the share of a
 #: tile's memory their temporaries (partial sums) may take when Poplar plans them.
-DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
+DEFAULT_AVAILABLE_MEMORY_PROPORTION = INFERRED_DEFAULT_AMP
 
 
 def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | None = None,

@@ -18,8 +18,8 @@ first).
   replicas. A report is written for one replica (002: "the memory use will be reported for a
   single replica"). Each replica keeps ``1/replicas`` of every optimiser state tensor
   (momentum, moments) as one flat tensor mapped linearly over its IPU
-  (``INFERRED_RTS_LINEAR``: the spec does not say how a shard is mapped), the weight gradient
-  is reduce-scattered into a shard of the same layout before the update, and the optimiser's
+  (``tilemem.rules.INFERRED_RTS_LINEAR``: the spec does not say how a shard is mapped),
+  the weight gradient is reduce-scattered into a shard of the same layout before the update, and the optimiser's
   temporaries are computed on the shard. The weights stay whole (their all-gather after the
   update writes into them).
 - ``recompute``: activation recomputation with checkpoints (``RECOMPUTE_ALL``: one at every
@@ -35,13 +35,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..rules import INFERRED_DEFAULT_AMP
+
 #: Poplar's default availableMemoryProportion for convolutions and matmuls.
-DEFAULT_AMP = 0.6
+DEFAULT_AMP = INFERRED_DEFAULT_AMP
 #: ``Levers.recompute`` for a checkpoint at every layer's input.
 RECOMPUTE_ALL = "all"
-#: Inferred (no document says): a replica's shard of a sharded tensor is one flat tensor mapped
-#: linearly over the IPU's tiles (``calcLinearTileMapping``, 003), not like the weight.
-INFERRED_RTS_LINEAR = True
 
 
 @dataclass(frozen=True)

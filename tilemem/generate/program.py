@@ -284,7 +284,7 @@ class _Builder:
     def shard(self, name: str, bpt: float, define: int, shards: int, *, dtype: int = 4,
               like: int | None = None, **kw) -> int:
         """A replica's shard (``1 / shards`` of a tensor of ``bpt``) of a tensor sharded
-        over the replicas: one flat tensor linearly over the IPU (``INFERRED_RTS_LINEAR``),
+        over the replicas: one flat tensor linearly over the IPU (``rules.INFERRED_RTS_LINEAR``),
         or, with ``like``, the same elements on the same tiles as that shard."""
         if like is not None:
             s = self.tensors[like]
