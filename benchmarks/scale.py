@@ -28,7 +28,7 @@ import numpy as np
 
 def solve_one(state, tile, deadline):
     """One tile with the heuristic (what ``tilemem alloc --method heuristic`` runs per tile)."""
-    from tilemem.pack.driver import _replay_order
+    from tilemem.pack.tasks import _replay_order
     from tilemem.pack.portfolio import solve_tile
     from tilemem.pack.problem import TileProblem
 

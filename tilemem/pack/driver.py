@@ -58,7 +58,7 @@ from .schedule import _exact_priority, _fit_end, _runs, _standing
 from .scoreboard import Question, Scoreboard, may_fit as _may_fit
 from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _group_identical,
-                    _Progress, _replay_order, _report_intervals, _Shared, _solve_run,
+                    _Progress, _report_intervals, _Shared, _solve_run,
                     _verify, _warm_up, _workers_of)
 
 @dataclass(frozen=True)
