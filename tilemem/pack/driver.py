@@ -173,12 +173,11 @@ class _Packing:
         self.report, self.method, self.policy = report, method, policy
         self.time_limit, self.seed = policy.time_limit, run.seed
         self.deterministic, self.goal = run.deterministic, run.goal
-        deterministic, goal, rules, bounds = run.deterministic, run.goal, run.rules, run.bounds
         tiles = (report.tiles_in_use() if tiles is None
                  else np.unique(np.asarray(tiles, np.int64)))
-        self.deadline = None if deterministic else deadline_after(budget)
+        self.deadline = None if run.deterministic else deadline_after(budget)
         _warm_up()
-        self.groups = _group_identical(report, tiles, rules)
+        self.groups = _group_identical(report, tiles, run.rules)
         if method in (Method.AUTO, Method.EXACT):
             # once, before the workers fork (they inherit them): the interval model the
             # search reads sections off, the tensor keys ``carry_over`` matches twins by
@@ -187,14 +186,14 @@ class _Packing:
         self.reps = list(self.groups)
         # a tile's place among them, in tile order
         self.place = {t: i for i, t in enumerate(self.reps)}
-        self.known = {int(t): TileBound.of(v) for t, v in (bounds or {}).items()}
+        self.known = {int(t): TileBound.of(v) for t, v in (run.bounds or {}).items()}
         self.tm = report.target.tile_memory
-        self.searching = (method == Method.AUTO and policy.quick > 0 and not deterministic)
-        self.fit_goal = self.searching and goal == Goal.FIT
+        self.searching = (method == Method.AUTO and policy.quick > 0 and not run.deterministic)
+        self.fit_goal = self.searching and run.goal == Goal.FIT
         self.last = method in (Method.REPLAY, Method.HEURISTIC)
         # when a tile is finished: under the plan its question, else the method's passes
         # (``scoreboard.finished``, the one place this is decided)
-        self.board = Scoreboard(Question(Goal(goal), policy.settle, Method(method),
+        self.board = Scoreboard(Question(Goal(run.goal), policy.settle, Method(method),
                                          planned=self.searching), self.tm, run.journal,
                                 self.groups)
         self.todo: list[int] = []
