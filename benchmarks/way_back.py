@@ -31,7 +31,7 @@ def main() -> None:
     from tilemem.pack import tasks as T
     from tilemem.pack.bounds import TileBound, tile_bounds
     from tilemem.pack.carry import tensor_keys
-    from tilemem.pack.result import Pass
+    from tilemem.pack.kinds import Pass
     from tilemem.rules import Rules
 
     way_back = T._carry_back

@@ -393,3 +393,79 @@ def test_no_module_level_tuning_number_in_pack():
 ])
 def test_the_number_rule_sees_what_it_should(source, names):
     assert [n for _, n in module_numbers(source)] == names
+
+
+#: The float literals allowed in the function bodies (defaults included) of tilemem/pack, each
+#: with why; every other float there is a tuning value, which belongs in ``SolverParams`` or
+#: the plan's ``Policy``. Allowed everywhere: nothing and all (a clock's zero, a share
+#: clipped to [0, 1]).
+PACK_FLOATS_EVERYWHERE = {0.0, 1.0}
+#: Per module, besides: the clock's grain, not tuning (seconds too few to start a call in,
+#: its set-up alone would outlast them; the least a call that must run is given: 0.005 to
+#: 0.1 s), and the facts named.
+PACK_FLOATS = {
+    "cpsat.py": {0.01, 0.05},
+    "fresh.py": {0.01},
+    "neighbourhood.py": {0.01, 0.02},
+    "portfolio.py": {0.01, 0.05, 0.1},
+    "proof.py": {0.01},
+    "quick.py": {0.005, 0.02},
+    # and a division's guard against an empty run
+    "plan.py": {0.05, 1e-9},
+    # and the kernels' warm-up on a tiny problem
+    "tasks.py": {0.05},
+    # the kernel's pause: a call runs 10 to 40 ms between looks at the clock, so a deadline
+    # is overshot by that much at most
+    "search/run.py": {0.01, 0.04},
+    # the summary's figures, as their names say: median, 95th percentile, within 1 %
+    "result.py": {0.5, 0.95, 0.01},
+    # seconds a Dask client waits for its scheduler: a network timeout
+    "cluster.py": {30.0},
+}
+
+
+def function_floats(source: str) -> list[tuple[int, float]]:
+    """``(line, value)`` of every float literal inside a function of ``source`` (its body
+    and its defaults; a negative number is its literal negated)."""
+    found, seen = [], set()
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Constant) and type(node.value) is float \
+                        and id(node) not in seen:
+                    seen.add(id(node))
+                    found.append((node.lineno, node.value))
+    return sorted(found)
+
+
+def test_no_tuning_float_in_pack_function_bodies():
+    """A float written in a function of tilemem/pack is a tuning value unless it is one of the
+    facts above: tuning values are fields of ``SolverParams`` / ``Policy``."""
+    pack = PACKAGE / "pack"
+    bad = []
+    for path in sorted(pack.rglob("*.py")):
+        rel = path.relative_to(pack).as_posix()
+        allowed = PACK_FLOATS_EVERYWHERE | PACK_FLOATS.get(rel, set())
+        bad += [f"tilemem/pack/{rel}:{line}: {value}"
+                for line, value in function_floats(path.read_text()) if value not in allowed]
+    assert not bad, "tuning floats outside SolverParams / Policy: " + ", ".join(bad)
+
+
+def test_the_allowed_floats_are_all_used():
+    """An allowance no literal needs any more is taken out (else it would hide a new one)."""
+    pack = PACKAGE / "pack"
+    for rel, values in PACK_FLOATS.items():
+        used = {v for _, v in function_floats((pack / rel).read_text())}
+        assert values <= used, (rel, values - used)
+
+
+@pytest.mark.parametrize("source,values", [
+    ("def f(x):\n    return x * 1.6\n", [1.6]),
+    ("def f(t=10.0):\n    return t\n", [10.0]),
+    ("g = lambda x: x - 0.3\n", [0.3]),
+    ("X = 0.5\n", []),                               # module level: the number rule's
+    ("class P:\n    share: float = 0.9\n", []),      # a field: the parameter objects
+    ("def f():\n    return 8 // 2, '0.5'\n", []),    # ints and strings are not floats
+])
+def test_the_float_rule_sees_what_it_should(source, values):
+    assert [v for _, v in function_floats(source)] == values

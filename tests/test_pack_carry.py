@@ -219,7 +219,7 @@ def _visit_run_out(r2: Report, offsets: dict[int, list[int]]):
     """A visit run over tiles 0 and 1 as ``_solve_run`` returns it, each tile at the given
     local offsets (a carry of its own allocation: its result as the driver records it)."""
     from tilemem.pack.bounds import TileBound, tile_bounds
-    from tilemem.pack.result import Pass
+    from tilemem.pack.kinds import Pass
     from tilemem.pack.tasks import RunOut, RunTask, TileTask
 
     bounds = tile_bounds(r2, [0, 1], 1.0)
@@ -313,7 +313,8 @@ def _scripted_run(gaps: list[float], hold: bool, stop: float = 0.004):
     """A visit run of ``len(gaps)`` tiles through ``_solve_run`` with a scripted solver: tile
     ``k`` ends at ``gaps[k]`` (status "heuristic", its bound 100,000 bytes). Returns the stop
     gap each tile was given and the results."""
-    from tilemem.pack.result import Pass, Stage, Status, TileResult
+    from tilemem.pack.kinds import Pass, Stage, Status
+    from tilemem.pack.result import TileResult
     from tilemem.pack.tasks import RunTask, TileTask, _solve_run
 
     given = []

@@ -61,7 +61,7 @@ def test_a_visit_shares_the_time_left_evenly_within_its_floor_and_cap():
     assert p.next(0.0).seconds == pytest.approx(0.2 - P.setup)
     # plenty of time: at most ``most`` probes
     p = Planner(range(2), [[0], [1]], workers=2, deadline=1000.0, tile_memory=1000)
-    assert p.next(0.0).seconds == P.most * P.quick
+    assert p.next(0.0).seconds == P.probes[1] * P.quick
     # a visit's run ends by its tiles' shares and set-ups
     p = Planner(range(4), [[0, 1, 2, 3]], workers=1, deadline=4.0, tile_memory=1000)
     o = p.next(0.0)
@@ -134,7 +134,7 @@ def test_where_the_budget_is_short_of_a_probe_the_visits_are_paced():
 
 def test_visits_keep_time_for_the_revisits_the_tiles_seen_ask():
     p = Planner(range(20), [[t] for t in range(20)], workers=1, deadline=1000.0,
-                tile_memory=1000, policy=Policy(most=1000.0))
+                tile_memory=1000, policy=Policy(probes=(P.probes[0], 1000.0)))
     for t in range(10):   # 2 of the first 10 tiles are left above 1 %
         o = give(p)
         p.update(t, result(t, 0.02 if t < 2 else 0.001))

@@ -26,7 +26,7 @@ from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
 from tilemem.pack.driver import RunOptions, allocate
 from tilemem.pack.plan import Policy
 from tilemem.pack.guard import self_check
-from tilemem.pack.params import SolverParams
+from tilemem.pack.params import DEFAULT_PARAMS, SolverParams
 from tilemem.pack.portfolio import solve_tile
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.search import solve_search
@@ -152,7 +152,7 @@ def test_conflict_cliques_cover_every_conflicting_pair():
 
 
 def test_cpsat_skipped_when_too_large_keeps_a_valid_allocation(monkeypatch):
-    small = SolverParams(max_clique_entries=0)
+    small = SolverParams(too_large=(DEFAULT_PARAMS.big_tile, 0))
     monkeypatch.setattr(portfolio_mod, "_search_function", lambda: None)
     r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[40, 30, 20, 10],
                             alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
@@ -176,8 +176,9 @@ def test_the_runs_solver_params_reach_the_workers(monkeypatch):
     r = Report.from_columns(var_id=range(4), tile=[0] * 4, size=[40, 30, 20, 10],
                             alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4,
                             eq_class=[0, 1, 2, 3], interference=[[1, 2], [0, 3], [0], [1]])
+    no_cliques = SolverParams(too_large=(DEFAULT_PARAMS.big_tile, 0))
     small = allocate(r, method="exact", policy=Policy(time_limit=2),
-                     run=RunOptions(workers=1, solver=SolverParams(max_clique_entries=0)))
+                     run=RunOptions(workers=1, solver=no_cliques))
     plain = allocate(r, method="exact", policy=Policy(time_limit=2), run=RunOptions(workers=1))
     for a in (small, plain):
         passes_both_checkers(r, a.offsets)
@@ -523,7 +524,7 @@ def test_quick_search_with_a_step_comes_down_from_its_start(monkeypatch):
     assert calls[:3] == [(88, False), (70, False), (70, True)], calls
     calls.clear()
     portfolio_mod.quick_search(p, start, 64, 0.05)
-    assert calls[0] == (64 + max(1, int(64 * quick_mod.NEAR * SolverParams().aim)), False)
+    assert calls[0] == (64 + max(1, int(64 * quick_mod.NEAR * SolverParams().caps[0])), False)
 
 
 def test_a_fresh_start_is_valid_repeatable_and_reaches_the_only_layout():
@@ -556,7 +557,7 @@ def test_auto_stops_at_the_gap_it_is_given(big):
     1%): a hint already within ``g`` of the bound comes back as it is, "feasible", not
     "optimal"; without ``g`` the exact portfolio goes on to the only layout at the bound.
     ``big``: a tile on the path of the big tiles (the fresh start, descents, neighbourhoods)."""
-    params = SolverParams(big_tile=1 if big else SolverParams().big_tile)
+    params = SolverParams(too_large=(1, DEFAULT_PARAMS.max_clique_entries)) if big else DEFAULT_PARAMS
     p = four_variables(Target(1, 128, 128, np.array([0])))
     at72 = np.array([0, 24, 0, 48])          # ends at 72, 12.5 % above the bound (64)
     res, off = solve_tile(p, "auto", hint=at72, time_limit=2.0, bound=(64, True),
@@ -617,7 +618,7 @@ def test_a_move_that_raises_costs_that_move_only(monkeypatch, big, raising):
     }
     for move in raising:
         monkeypatch.setattr(*stand_ins[move])
-    params = SolverParams(big_tile=1 if big else SolverParams().big_tile)
+    params = SolverParams(too_large=(1, DEFAULT_PARAMS.max_clique_entries)) if big else DEFAULT_PARAMS
     p = four_variables(Target(1, 128, 128, np.array([0])))
     at72 = np.array([0, 24, 0, 48])          # valid, 8 bytes above the bound (64)
     out = portfolio_mod.exact_portfolio(p, at72, 64, 1.0, polish=not big, params=params)

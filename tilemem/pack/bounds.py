@@ -23,6 +23,7 @@ from ..liveness.graphalg import max_weight_clique
 from ..liveness import max_live_all
 from ..model import Report
 from ..rules import effective_alignment
+from .kinds import DEFAULTS
 from .problem import TileProblem
 
 
@@ -51,7 +52,7 @@ class TileBound(NamedTuple):
         return TileBound(int(b), bool(exact), int(b), 0)
 
 
-def tile_bounds(report: Report, tiles, time_limit: float = 10.0) -> dict[int, TileBound]:
+def tile_bounds(report: Report, tiles, time_limit: float = DEFAULTS.time_limit) -> dict[int, TileBound]:
     """Lower bounds of each tile, ``tile -> TileBound``: its maximum live bytes from
     ``tilemem.liveness.max_live_all`` (one compiled pass over all tiles; ``time_limit`` is the
     budget of its searches for all tiles together), and the same clique's bytes with the

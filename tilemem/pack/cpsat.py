@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from ..liveness.sorting import argsort
+from .kinds import DEFAULTS
 from .lattice import aligned_grain
 from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
@@ -204,7 +205,8 @@ def lifetimes_decide_conflicts(p: TileProblem) -> bool:
 DETERMINISTIC_UNITS_PER_SECOND = 0.03
 
 
-def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None, time_limit: float = 10.0,
+def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None,
+                time_limit: float = DEFAULTS.time_limit,
                 bound: int | None = None, allow_overflow: bool = True, workers: int = 1,
                 seed: int = 0, deterministic: bool = False, log: bool = False,
                 polish: bool = False, params: SolverParams = DEFAULT_PARAMS) -> CpsatResult:

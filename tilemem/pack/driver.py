@@ -50,7 +50,8 @@ from ..model.names import tensor_keys
 from ..rules import DEFAULT_RULES, Rules
 from .bounds import TileBound
 from .cluster import ReportFile, cores, deadline_after, make_executor
-from .result import METHODS, Allocation, Goal, Method, Pass, Stage
+from .kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
+from .result import Allocation
 from .params import DEFAULT_PARAMS, SolverParams
 from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
 from .quick import NEAR
@@ -211,7 +212,9 @@ class _Packing:
         if missing:
             k = 1 if len(missing) < 64 else max(1, self.w) * 4
             chunks = [missing[i::k] for i in range(k) if missing[i::k]]
-            tl = min(self.time_limit, 10.0) / len(chunks)
+            # the bounds' clique searches take a default slice at most in all: a longer
+            # ``time_limit`` is for the packers' slices
+            tl = min(self.time_limit, DEFAULTS.time_limit) / len(chunks)
             for _, part in self.bar.run(self.ex, _bounds, [BoundsTask(c, tl) for c in chunks],
                                         "maximum live bytes"):
                 self.known.update(part)
@@ -278,7 +281,8 @@ class _Packing:
                     first.method, f"revisits: {first.method}")
 
     def _tell(self, t: int) -> None:
-        self.planner.update(t, self.board.result(t))
+        # the scoreboard asked ``finished`` when it recorded the result: the planner is told
+        self.planner.update(t, self.board.result(t), self.board.is_final(t))
 
     def _task(self, order: Order) -> RunTask:
         """The worker's task of an order: its tiles with their allocations so far and their

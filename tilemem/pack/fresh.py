@@ -33,12 +33,12 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
     lower.
 
     The first packing: bottom-up probes from first fit by size (each log size perturbed by
-    ``params.fresh[0]``), at twice ``NEAR`` above ``lower`` and doubling, ``params.fresh[1]``
-    of the time at most each; then the quick search comes down from it ``params.step / 2``
-    of the way to the bound at a time (not from ``aim`` of ``NEAR``, where a fresh start's
+    ``params.fresh[1]``), at twice ``NEAR`` above ``lower`` and doubling, ``params.fresh[2]``
+    of the time at most each; then the quick search comes down from it half the
+    ``params.caps`` step of the way to the bound at a time (not from its aim of ``NEAR``, where a fresh start's
     first probes stall).
     """
-    noise, probe_share = params.fresh
+    _, noise, probe_share = params.fresh
     deadline = time.perf_counter() + seconds
     # first fit by size, perturbed by the seed and the tile: neighbouring tiles hold nearly
     # the same problem, and the same start would give them the same descents (the probes'
@@ -68,7 +68,7 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
         slack *= 2
     left = deadline - time.perf_counter()
     if left > 0.01:
-        q = quick_search(p, off, lower, left, seed=seed, step=params.step / 2, target=target,
+        q = quick_search(p, off, lower, left, seed=seed, step=params.caps[1] / 2, target=target,
                          params=params)
         off, note = q.offsets, q.note
     else:

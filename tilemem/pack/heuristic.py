@@ -29,6 +29,7 @@ from typing import Iterable
 import numpy as np
 
 from .firstfit import complete_order, kernel_args, place
+from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .result import objective
 
@@ -84,15 +85,14 @@ class HeuristicResult:
 
 
 def heuristic_runs(p: TileProblem, *, bound: int | None = None,
-                   extra_orders: Iterable[np.ndarray] = (), seed: int = 0,
-                   random_orders: int = 0, orders: int | None = None) -> HeuristicResult:
+                   extra_orders: Iterable[np.ndarray] = (),
+                   orders: int | None = None) -> HeuristicResult:
     """The best run over the candidate orders (see the module docstring), with how it was
     made.
 
     ``extra_orders`` are tried first, with first fit (e.g. the report's own allocation order,
-    so the result is never worse than replaying it); ``random_orders`` adds size-decreasing
-    orders with random noise on the sizes, from ``seed``. ``orders``: only the first this
-    many of ``heuristic_orders`` (default all).
+    so the result is never worse than replaying it). ``orders``: only the first this many of
+    ``heuristic_orders`` (default all).
     """
     if p.n == 0:
         return HeuristicResult(np.zeros(0, np.int64), "empty", np.zeros(0, np.int64), False)
@@ -100,11 +100,6 @@ def heuristic_runs(p: TileProblem, *, bound: int | None = None,
     candidates = [(f"extra{i}", complete_order(p.n, o), False)
                   for i, o in enumerate(extra_orders)]
     candidates += heuristic_orders(p, orders)
-    rng = np.random.default_rng(seed)
-    for i in range(random_orders):
-        noisy = p.size * rng.uniform(0.8, 1.25, p.n)
-        order = np.lexsort((np.argsort(-noisy, kind="stable"), -p.conflicts.always_live))
-        candidates.append((f"random{i}", order, bool(i % 2)))
     best = None
     best_key = None
     for name, order, bf in candidates:
@@ -118,12 +113,12 @@ def heuristic_runs(p: TileProblem, *, bound: int | None = None,
     return best
 
 
-def improve(p: TileProblem, start: HeuristicResult, *, time_limit: float = 1.0,
-            bound: int | None = None, seed: int = 0,
-            max_iterations: int | None = None) -> tuple[HeuristicResult, int]:
+def improve(p: TileProblem, start: HeuristicResult, *, time_limit: float,
+            bound: int | None = None, seed: int = 0, max_iterations: int | None = None,
+            params: SolverParams = DEFAULT_PARAMS) -> tuple[HeuristicResult, int]:
     """Local search over placement orders ("squeaky wheel"): move one to three of the
     variables that end highest (within 2% of the top, so the overflowed ones when the tile
-    overflows; one move in four: any variables) to a random earlier place in the order, place
+    overflows; one move in four: any variables; ``SolverParams.local_search``) to a random earlier place in the order, place
     again, keep the new order when it is no worse. Every allocation is made by the kernel, so each is valid.
 
     Stops at ``time_limit`` seconds, after ``max_iterations`` (repeatable runs), or when the
@@ -135,6 +130,7 @@ def improve(p: TileProblem, start: HeuristicResult, *, time_limit: float = 1.0,
     args = kernel_args(p)
     rng = np.random.default_rng(seed)
     size = np.maximum(p.size, 1)
+    band, anywhere, most = params.local_search
     order, bf = np.asarray(start.order, np.int64), start.best_fit
     off = np.asarray(start.offsets, np.int64)
     key = objective(p, off)
@@ -147,10 +143,10 @@ def improve(p: TileProblem, start: HeuristicResult, *, time_limit: float = 1.0,
         it += 1
         end = off + size
         top = int(end.max())
-        critical = np.flatnonzero(end >= top - top // 50)
-        if rng.random() < 0.25:  # now and then any variable, to leave a local optimum
+        critical = np.flatnonzero(end >= top - top // band)
+        if rng.random() < anywhere:  # now and then any variable, to leave a local optimum
             critical = np.arange(p.n)
-        moved = rng.choice(critical, size=min(int(rng.integers(1, 4)), len(critical)),
+        moved = rng.choice(critical, size=min(int(rng.integers(1, most + 1)), len(critical)),
                            replace=False)
         new = order.copy()
         for v in moved:

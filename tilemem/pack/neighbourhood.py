@@ -6,7 +6,8 @@ not. ``improve_by_neighbourhoods`` lowers an allocation's highest end (or, on a 
 overflows although its live data fits, brings the overflowed variables into memory) by
 large neighbourhood search:
 
-- a *cap* ``C`` a step below the current end (the step an eighth of the gap at first); every variable ending above
+- a *cap* ``C`` a step below the current end (the step an eighth of the gap at first,
+  ``SolverParams.ease``); every variable ending above
   ``C`` is *high*;
 - a neighbourhood of one high variable ``v``: the variables that conflict with ``v`` (are
   live while it is) and end highest, ``v`` included, up to ``max_free`` of them; everything
@@ -53,11 +54,12 @@ from .problem import TileProblem
 from .result import objective
 from .search.restrict import fixed_bans, solve_restricted
 
-#: The solvers of a neighbourhood (``solve_neighbourhood``); their sizes and seconds are
-#: ``SolverParams.neighbourhood``. The search's descents place a few hundred variables in
-#: milliseconds (20-50 neighbourhoods of a Mk2 tile a second, their models built included,
-#: against CP-SAT's 2-4); CP-SAT settles a hinted model of 120 in a fraction of a second.
-SOLVERS = ("search", "cp-sat")
+#: The solvers of a neighbourhood (``solve_neighbourhood``), named where their sizes and
+#: seconds are (``SolverParams.neighbourhood``). The search's descents place a few hundred
+#: variables in milliseconds (20-50 neighbourhoods of a Mk2 tile a second, their models
+#: built included, against CP-SAT's 2-4); CP-SAT settles a hinted model of 120 in a
+#: fraction of a second.
+SOLVERS = DEFAULT_PARAMS.solvers
 
 
 @dataclass(frozen=True)
@@ -81,19 +83,20 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
                               params: SolverParams = DEFAULT_PARAMS) -> NeighbourhoodResult:
     """Lower the end (or the overflow) of a valid allocation ``offsets`` of ``p`` within
     ``time_limit`` seconds by neighbourhoods solved exactly (the module docstring), by
-    ``solver`` ("search" or "cp-sat"; ``max_free``: default ``params.free(solver)``). Each
-    high variable's neighbourhood is tried ``params.tries`` times (twice as many while the
-    question is whether the tile fits) before the cap is eased.
+    ``solver`` ("search" or "cp-sat"; ``max_free``: default ``params.free(solver)``). The cap
+    eases as ``params.ease`` says: each high variable's neighbourhood is tried that many
+    times (twice as many while the question is whether the tile fits), grown after each
+    failure, before the step down halves.
 
     ``bound``: a lower bound on the end; the search stops there. On a tile that overflows
     although ``bound`` fits in memory, the first cap is tileMemory (does it fit?); with
     ``fit_only`` the search stops as soon as it fits. The result is never worse than
     ``offsets`` on ``objective`` (overflow, end).
     """
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, not {solver!r}")
+    if solver not in params.solvers:
+        raise ValueError(f"solver must be one of {params.solvers}, not {solver!r}")
     max_free = params.free(solver) if max_free is None else max_free
-    tries_per_cap = params.tries
+    first_step, tries_per_cap, growth = params.ease
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     rng = np.random.default_rng(seed)
@@ -106,7 +109,7 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
         return NeighbourhoodResult(best, 0, 0, time.perf_counter() - t0)
     end = int((best + size).max())
     fitting = bool(np.any(best >= tm)) and lower <= tm   # the question: does it fit?
-    step = max(MIN_ALIGNMENT, (end - lower) // 8)
+    step = max(MIN_ALIGNMENT, (end - lower) // first_step)
     cap = tm if fitting else max(lower, end - step)
     failures: dict[int, int] = {}
     while time.perf_counter() < deadline - 0.01:
@@ -135,7 +138,7 @@ def improve_by_neighbourhoods(p: TileProblem, offsets: np.ndarray, bound: int,
             continue
         pool = high[tries == tries.min()]
         v = int(pool[np.argmax(ends[pool])] if tries.min() == 0 else rng.choice(pool))
-        grow = 1.6 ** failures.get(v, 0)
+        grow = growth ** failures.get(v, 0)
         free = neighbourhood_of(p, best, v, int(max_free * grow), rng)
         left = deadline - time.perf_counter()
         if left < 0.02:
@@ -216,9 +219,9 @@ def solve_neighbourhood(p: TileProblem, offsets: np.ndarray, free: np.ndarray, c
     """
     if solver == "search":
         return solve_restricted(p, offsets, free, cap, time_limit, seed=seed,
-                                max_descents=params.descents[0])
+                                max_descents=params.descents[0], params=params)
     if solver != "cp-sat":
-        raise ValueError(f"solver must be one of {SOLVERS}, not {solver!r}")
+        raise ValueError(f"solver must be one of {params.solvers}, not {solver!r}")
     return _solve_by_cpsat(p, offsets, free, cap, time_limit, seed)
 
 

@@ -90,12 +90,11 @@ class Policy:
     #: seconds of one probe of the quick search: a visit's unit and the quick move's first
     #: slice (a probe or two of the search's descents)
     quick: float = 0.5
-    #: a visit gets at least ``least`` and at most ``most`` probes: one descent starts it,
-    #: and past a few the time does more on other tiles
-    least: float = 0.2
-    most: float = 4.0
+    #: a visit gets at least the first and at most the second this many probes: one descent
+    #: starts it, and past a few the time does more on other tiles
+    probes: tuple[float, float] = (0.2, 4.0)
     #: a visit stops a tile within this gap: far below the gaps that matter while other
-    #: tiles are still near 1 %. Where the budget gives a tile less than ``least`` probes,
+    #: tiles are still near 1 %. Where the budget gives a tile less than its least probes,
     #: paced visits stop at this gap doubled as often as the time left asks: a tile whose
     #: start (its neighbour's allocation carried over) is already within it needs no search
     #: arrays
@@ -226,13 +225,16 @@ class Planner:
         self.revisited: set[int] = set()
 
     # ---- what the results say -----------------------------------------------------------
-    def update(self, tile: int, res) -> None:
-        """A tile's latest result (a ``TileResult``), as the scoreboard keeps it; whether it
-        is finished is ``scoreboard.finished``'s answer, asked here."""
+    def update(self, tile: int, res, final: bool | None = None) -> None:
+        """A tile's latest result (a ``TileResult``), as the scoreboard keeps it; ``final``:
+        whether it is finished, as the scoreboard was told by ``scoreboard.finished`` (None:
+        asked here, once; a finished tile stays finished, its results only get better)."""
         s = self.tiles[tile]
         gap, overflow = res.gap, res.overflow_bytes
         s.gap, s.may_fit, s.overflow, s.visited = gap, may_fit(res, self.tm), overflow, True
-        s.final = finished(TileAt(self.tm), res, self.question)
+        if not s.final:
+            s.final = (finished(TileAt(self.tm), res, self.question) if final is None
+                       else final)
         # its neighbours that it now does better than may carry its allocation over
         for n in self.neighbours.get(tile, ()):
             x = self.tiles.get(n)
@@ -418,16 +420,17 @@ class Planner:
         left = max(self.deadline - now, 0.0) * self.workers
         if self.span is None:
             self.span, self.span_tiles = left, max(self.unvisited, 1)
-        setup, most = self.setup_seconds(), p.most * p.quick
+        fewest, most = (x * p.quick for x in p.probes)
+        setup = self.setup_seconds()
         # capacity first: a tile whose bound is near tileMemory gets ``near_weight`` shares
         # of the time (set-up included: whether it fits is what a few more descents decide)
         near = self.near_unvisited
         weights = (self.unvisited - near) + p.near_weight * near
         held = self.hold()   # over every tile seen: once a visit
         unit = (left - held) / max(weights, 1e-9)
-        # at least ``least`` probes, while the run's time left covers that for every tile
+        # at least the least probes, while the run's time left covers that for every tile
         # still to visit: on a report of many tiles the floor alone would outlast the budget
-        least = min(p.least * p.quick, max(left / max(self.unvisited, 1) - setup, 0.0))
+        least = min(fewest, max(left / max(self.unvisited, 1) - setup, 0.0))
         share = min(max(unit - setup, least), most)
         seconds = [min(max(unit * p.near_weight - setup, least), most)
                    if t in self.near_capacity else share for t in run]
@@ -437,7 +440,7 @@ class Planner:
         # finest gap the visits' pace affords (a tile whose start, mostly its neighbour's
         # allocation carried over, is within it builds no search arrays). Judged on the
         # whole budget, not on what is left, which the savings themselves would swell
-        short = self.span / self.span_tiles - setup < p.least * p.quick
+        short = self.span / self.span_tiles - setup < fewest
         stop, paced = p.first_stop, False
         if short:
             stop, paced = self._paced_stop((left - held) / max(self.unvisited, 1)), True

@@ -38,17 +38,19 @@ from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .fresh import _fresh_start
 from .guard import self_check
+from .kinds import DEFAULTS, Pass, Stage, Status
 from .neighbourhood import NeighbourhoodResult, improve_by_neighbourhoods
 from .params import DEFAULT_PARAMS, SolverParams
-from .proof import fit_verdict, prove_no_fit
+from .proof import fit_verdict, proof_seconds, prove_no_fit
 from .problem import TileProblem
 from .quick import NEAR, _meets, end_bound_after_infeasible, quick_search
-from .result import Pass, Stage, Status, TileResult, gap_of, objective
+from .result import TileResult, gap_of, joined_note, objective
 from .search import solve_search
 
 
 def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
-               replay_order: np.ndarray | None = None, time_limit: float = 10.0,
+               replay_order: np.ndarray | None = None,
+               time_limit: float = DEFAULTS.time_limit,
                seed: int = 0, cp_workers: int = 1, deterministic: bool = False,
                bound: tuple[int, bool] | None = None,
                given: np.ndarray | None = None,
@@ -118,7 +120,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             if quick_start and carried_off is not None and extra and _meets(
                     p, carried_off, lower + int(lower * (2 * NEAR))):
                 orders = params.hint_orders - 1
-            h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra, seed=seed,
+            h = heuristic.heuristic_runs(p, bound=lower, extra_orders=extra,
                                          orders=orders)
             hint, note = h.offsets, h.name
         if carried_off is not None and objective(p, carried_off) < objective(p, hint):
@@ -132,7 +134,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
                 p, off, lower, time_limit, seed, target=target, params=params))
             if q is not None:
                 off, status, lower = q.offsets, q.status, q.bound
-                note = (note + "," if note else "") + q.note
+                note = joined_note(note, q.note, sep=",")
         if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
             ran_exact = True
             e = moves.run("exact portfolio", lambda: exact_portfolio(
@@ -145,7 +147,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     if given is not None and len(given) == p.n and p.n:
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
-            off, note = own, (note + "," if note else "") + "the report's own offsets are better"
+            off, note = own, joined_note(note, "the report's own offsets are better", sep=",")
             status = "optimal" if _meets(p, off, lower) else status
     over, total, _, _ = objective(p, off)
     proven_on = None
@@ -163,11 +165,11 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             proven_on = p.n
         elif ran_exact and p.n > 1:
             proven_on = moves.run("proof", lambda: prove_no_fit(
-                p, min(params.proof_seconds, max(time_limit / 4, 0.2))))
+                p, proof_seconds(params, time_limit), params=params))
         if proven_on is not None:
-            note = (note + "," if note else "") + f"no fit proven on {proven_on:,} variables"
-    if moves.notes:   # a move that failed cost only itself: the tile keeps its best
-        note = ",".join([note] * bool(note) + moves.notes)
+            note = joined_note(note, f"no fit proven on {proven_on:,} variables", sep=",")
+    # a move that failed cost only itself: the tile keeps its best
+    note = joined_note(note, *moves.notes, sep=",")
     # the stage whose allocation is kept: passes are internal ("near" is the quick search)
     if method in (Pass.REPLAY, Pass.HEURISTIC):
         used = Stage(method)
@@ -226,7 +228,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
 
     A tile of ``params.big_tile`` variables or more (not ``deterministic``: these stop on the
     clock) goes from step 1 to the search's descents instead of steps 2-4: from a fresh
-    start (``_fresh_start``, their whole share, ``params.quick_share``), the better of it and the
+    start (``_fresh_start``, their whole share, ``params.fresh[0]``), the better of it and the
     hint kept (then, with time left, the descents from it: ``quick_search``), then
     neighbourhoods solved exactly (``tilemem.pack.neighbourhood``) for the rest of its time.
 
@@ -300,7 +302,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # skipped as too large, the bisection's probes stall): the search's descents with
         # most of the time (on a tile that fits), then neighbourhoods solved exactly
         if not np.any(best >= tm):
-            share = params.quick_share * max(time_limit - clock.used(), 0.0)
+            share = params.fresh[0] * max(time_limit - clock.used(), 0.0)
             # first a fresh start, bottom-up, lowered by the quick search, with the whole
             # share (a fresh start's descents need a second or two to reach their lowest, and
             # descents from the better of the two after a shorter one seldom found anything);
@@ -361,7 +363,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                    int(LOCAL_SEARCH_MOVES_PER_SECOND * time_limit)) if deterministic else None)
         improved = moves.run("local search", lambda: heuristic.improve(
             p, start, time_limit=math.inf if deterministic else share, bound=lower, seed=seed,
-            max_iterations=its))
+            max_iterations=its, params=params))
         clock.charge(share)
         if improved is not None:
             res, it = improved
@@ -464,7 +466,8 @@ class _Moves:
         self.notes.append(f"{name} failed: {type(e).__name__}: {first_line}")
 
     def outcome(self, best: np.ndarray, status: str, lower: int) -> PortfolioOutcome:
-        return PortfolioOutcome(best, status, ",".join(self.notes), lower, tuple(self.failed))
+        return PortfolioOutcome(best, status, joined_note(*self.notes, sep=","), lower,
+                                tuple(self.failed))
 
 
 class _Clock:

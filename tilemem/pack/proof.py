@@ -37,6 +37,7 @@ from ..liveness import TileConflicts
 from ..liveness.graphalg import max_weight_clique
 from ..model import Csr
 from .kinds import PROVEN, Verdict
+from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 
 #: Windows tried around the peak (in positions of the interval model), each twice as wide.
@@ -63,11 +64,25 @@ def fit_verdict(overflow_bytes: int, live_bound: int, tile_memory: int,
     return Verdict.UNDECIDED.value
 
 
-def prove_no_fit(p: TileProblem, time_limit: float) -> int | None:
+def proof_seconds(params: SolverParams, time_limit: float) -> float:
+    """A proof's seconds in a slice of ``time_limit``: its share, at least its floor, at most
+    its cap (``SolverParams.proof``).
+
+    >>> proof_seconds(DEFAULT_PARAMS, 10.0), proof_seconds(DEFAULT_PARAMS, 0.1)
+    (2.0, 0.2)
+    """
+    most, share, least = params.proof
+    return min(most, max(time_limit * share, least))
+
+
+def prove_no_fit(p: TileProblem, time_limit: float,
+                 params: SolverParams = DEFAULT_PARAMS) -> int | None:
     """The size of a subset of ``p``'s variables proven not to fit below tileMemory, or None
-    when none is found within ``time_limit`` seconds (the module docstring)."""
+    when none is found within ``time_limit`` seconds (the module docstring), each subset's
+    search a share of it (``SolverParams.proof``)."""
     from .search import solve_search
 
+    _, share, least = params.proof
     deadline = time.perf_counter() + time_limit
     tried: set[bytes] = set()
     for subset in _subsets(p):
@@ -79,7 +94,7 @@ def prove_no_fit(p: TileProblem, time_limit: float) -> int | None:
         if left <= 0.01:
             return None
         q = restrict(p, subset)
-        r = solve_search(q, time_limit=min(left, max(0.2, time_limit / 4)),
+        r = solve_search(q, time_limit=min(left, max(least, time_limit * share)),
                          capacity=p.capacity, randomized=False)
         if r.status == "infeasible":
             return len(subset)

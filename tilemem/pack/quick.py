@@ -83,7 +83,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     legal place first, left-justified, pruned by the sections' capacities) usually places a
     whole Mk2 tile within 1% of the bound with hardly any backtracking, where the greedy
     orders stay 2-5% above it (the sections keep the peak's variables from being scattered
-    by earlier choices). So: a probe a little below ``bound`` + 1% (``params.aim``); one that stalls
+    by earlier choices). So: a probe a little below ``bound`` + 1% (``params.caps``); one that stalls
     is given up and the cap loosened (to ``NEAR`` itself, then doubled above the bound); one
     that succeeds is followed by a probe
     halfway between the bound and what it reached, while time remains (and until the end is
@@ -103,8 +103,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     (``solve_search``). ``partnerless``: every other descent of each probe places the
     variables without an element partner first (``tilemem.pack.search.partnerless_order``).
     ``step``: every cap that share of the way
-    from the end reached down to the bound, the first one too (default: ``params.step``, and
-    the first cap ``params.aim`` of ``NEAR``).
+    from the end reached down to the bound, the first one too (default: ``params.caps``' step, and
+    the first cap its aim of ``NEAR``).
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 8, 4],
@@ -129,14 +129,15 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     model_of(p)  # build the arrays before the clock starts (cached for later calls)
     deadline = time.perf_counter() + time_limit
     near = int(lower * NEAR)
-    slack = max(1, int(lower * NEAR * params.aim))
+    aim, step_share = params.caps
+    slack = max(1, int(lower * NEAR * aim))
     cap = lower + slack
     end = objective(p, best)[1]
     if end < cap or step is not None:
         # a start already below the first cap (an allocation carried over from a similar
         # tile, a good heuristic order): its first probe halfway down to the bound, as
         # after a probe that placed the tile, not just below its end (which lowers it less)
-        cap = end - max(int((end - lower) * (step or params.step)), 1)
+        cap = end - max(int((end - lower) * (step or step_share)), 1)
     tried = []
     refuted = -1   # the highest cap the search proved nothing fits under
     aiming = step is None  # the first cap: AIM below NEAR
@@ -194,7 +195,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
             break
         if found:
             end = objective(p, best)[1]
-            cap = end - max(int((end - lower) * (step or params.step)), 1)
+            cap = end - max(int((end - lower) * (step or step_share)), 1)
             continue
         if infeasible:
             lower, refuted = end_bound_after_infeasible(p, cap), cap

@@ -25,8 +25,7 @@ import msgspec
 import numpy as np
 
 from ..rules import overflow_bytes
-from .kinds import (METHODS, Goal, Label, Method, Pass, Stage, Status,  # noqa: F401 (re-exported)
-                    Verdict)
+from .kinds import Stage, Status, Verdict
 from .problem import TileProblem
 
 
@@ -155,13 +154,16 @@ class Allocation:
                            for x in self.passes]}
 
 
-def joined_note(*notes: str) -> str:
-    """Notes for people, the empty ones left out, in one sentence list.
+def joined_note(*notes: str, sep: str = "; ") -> str:
+    """Notes for people, the empty ones left out, in one sentence list: the slices of a
+    tile's run by ``"; "``, the moves of one slice (the portfolio's) by ``","``.
 
     >>> joined_note("", "carried over from tile 3", "run budget spent before this slice")
     'carried over from tile 3; run budget spent before this slice'
+    >>> joined_note("first/first-fit", "", "quick search +12:optimal", sep=",")
+    'first/first-fit,quick search +12:optimal'
     """
-    return "; ".join(n for n in notes if n)
+    return sep.join(n for n in notes if n)
 
 
 def gap_of(total: int, bound: int) -> float:

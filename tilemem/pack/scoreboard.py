@@ -23,7 +23,8 @@ from typing import NamedTuple
 from msgspec.structs import replace
 
 from .journal import FINAL, FIRST
-from .result import Goal, Method, Pass, Status, gap_of
+from .kinds import Goal, Method, Pass, Status
+from .result import gap_of
 
 
 def may_fit(res, tile_memory: int) -> bool:

@@ -32,8 +32,8 @@ from .problem import TileProblem
 from ..rules import overflow_bytes
 from .proof import fit_verdict
 from .schedule import _standing
-from .result import (Allocation, Pass, PassTime, Stage, Status, TileResult, gap_of,
-                     joined_note, objective)
+from .kinds import Pass, Stage, Status
+from .result import Allocation, PassTime, TileResult, gap_of, joined_note, objective
 
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)

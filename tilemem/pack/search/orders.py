@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from ..params import DEFAULT_PARAMS, SolverParams
 from . import kernel as K
 from .run import SearchRun
 from .sweep import SearchModel
@@ -72,7 +73,7 @@ def probe_limit(n: int) -> int:
 
 class RandomRestarts:
     """Short restarts from perturbed orders, their node limits following Luby's sequence
-    (``base`` x 1, 1, 2, 1, 1, 2, 4, ...: within a log factor of the best fixed limit for a run
+    (``SolverParams.restarts``: a base per variable x 1, 1, 2, 1, 1, 2, 4, ...: within a log factor of the best fixed limit for a run
     time distribution nobody knows; Luby, Sinclair & Zuckerman 1993).
 
     Why: a static order either leads the search straight to a packing or into a subtree it
@@ -80,16 +81,16 @@ class RandomRestarts:
     key is the lifetime when lifetimes are known, but only the number of sections spanned when
     they come from interference -- the same ranking give or take near-ties, which is enough to
     turn one case into the other. So each restart perturbs width and area by random factors
-    (log-normal, ``sigma``) and sorts by one or the other first (MiniMalloc's WAT / AWT), or
+    (log-normal, the restarts' noise) and sorts by one or the other first (MiniMalloc's WAT / AWT), or
     by largest section total first; the noise is drawn per canonical position, so it does not
     depend on how the problem is numbered.
     """
 
-    def __init__(self, sm: SearchModel, rng, base: int = 8, sigma: float = 0.3):
+    def __init__(self, sm: SearchModel, rng, params: SolverParams = DEFAULT_PARAMS):
         self.sm = sm
         self.rng = rng
+        base, self.sigma = params.restarts
         self.base = base * max(sm.n, 1)
-        self.sigma = sigma
         self.i = 0
         self.log_w = np.log(np.maximum(sm.width, 1).astype(np.float64))
         self.log_z = np.log(np.maximum(sm.size, 1).astype(np.float64))
@@ -142,7 +143,7 @@ class Descents:
     """
 
     def __init__(self, sm: SearchModel, rng, hint=None, skip=frozenset(),
-                 partnerless: bool = False):
+                 partnerless: bool = False, params: SolverParams = DEFAULT_PARAMS):
         # ``skip``: probe orders not to run: inside the complete search, the ones its first
         # round ran with the same keys and at least as many nodes once n >= 68 (below that
         # a descent may go a few nodes further, which the later rounds go far beyond); in a
@@ -153,7 +154,7 @@ class Descents:
         self.partnerless = partnerless and bool(np.any(sm.has_elem))
         if self.partnerless:
             self.orders = [o for name in self.orders for o in (name, partnerless_order(name))]
-        self.restarts = RandomRestarts(sm, rng)
+        self.restarts = RandomRestarts(sm, rng, params)
         self.canonical = sm.n - sm.rank
         self.hinted = self.canonical  # the hint's order as an R key (lowest offset first)
         if hint is not None and len(hint) == sm.n:

@@ -55,6 +55,7 @@ from numba import njit
 from ...liveness.sorting import argsort
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION, element_of
 from ..lattice import aligned_grain
+from ..params import DEFAULT_PARAMS, SolverParams
 from ..problem import TileProblem
 from . import builders as B
 from .builders import ADJ_IDX, ADJ_KIND
@@ -62,15 +63,15 @@ from .sweep import SearchModel
 
 
 def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap: int,
-                     time_limit: float, seed: int = 0,
-                     max_descents: int | None = None) -> np.ndarray | None:
+                     time_limit: float, seed: int = 0, max_descents: int | None = None,
+                     params: SolverParams = DEFAULT_PARAMS) -> np.ndarray | None:
     """New offsets for the variables ``free`` of ``p`` (the rest kept at ``offsets``), every
     one ending at or below ``cap``, by the search's short descents on ``restricted_model``:
     the whole tile's offsets, or None when none was found in ``time_limit`` seconds (or the
     first descents exhausted the space). The first descent follows the free variables'
     present order by offset (the R key), the next ones ``PROBE_ORDERINGS`` and perturbed
-    orders, each cut at ``probe_limit`` nodes (as the quick search's probes are), at most
-    ``max_descents`` of them.
+    orders (``params.restarts``), each cut at ``probe_limit`` nodes (as the quick search's
+    probes are), at most ``max_descents`` of them.
 
     >>> from tilemem.model import Report
     >>> r = Report.from_columns(var_id=range(3), tile=[0] * 3, size=[8, 8, 8],
@@ -100,7 +101,7 @@ def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap:
     hinted = -off[free]    # descending: the lowest offset first
     limit = probe_limit(sub.n)
     run.try_limit = limit
-    restarts = RandomRestarts(sub, np.random.default_rng(seed))
+    restarts = RandomRestarts(sub, np.random.default_rng(seed), params)
     orders = ("R",) + PROBE_ORDERINGS
     for i in itertools.count():
         if i < len(orders):

@@ -85,7 +85,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         if not probe:
             raise ValueError("mirrored is a way to probe: it needs probe=True")
         return _probe_mirrored(problem, cap, hint, seed, deadline, enough, t0, repeat,
-                               partnerless)
+                               partnerless, params=params)
     sm = model_of(problem)
     if hint is not None and len(hint) == sm.n:
         h = np.asarray(hint, np.int64)
@@ -101,7 +101,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     rng = np.random.default_rng(seed)
     if probe:
         status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough,
-                                          repeat=repeat, partnerless=partnerless)
+                                          repeat=repeat, partnerless=partnerless,
+                                          params=params)
         verdict = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible"}.get(status, "unknown")
         res = _result(sm, run, verdict, nodes, t0)
         return res if verdict != "unknown" else replace(res, offsets=completed)
@@ -109,12 +110,12 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     limit = max(sm.n, 1)
     first = True
     canonical = sm.n - sm.rank  # the R key is descending: rank 0 first
-    restarts = RandomRestarts(sm, rng) if randomized else None
+    restarts = RandomRestarts(sm, rng, params) if randomized else None
     # their own random orders: the complete rounds' restarts draw the same ones as without
     # them; the probe's orders the first round has run with the same keys are skipped
     # (an R order's key there is the hint's only when there is a hint)
     ran = {o for o in orderings if K.KEY_R not in order_keys(o) or hint is not None}
-    descents = (Descents(sm, np.random.default_rng([seed, 1]), hint, skip=ran)
+    descents = (Descents(sm, np.random.default_rng([seed, 1]), hint, skip=ran, params=params)
                 if randomized else None)
     verdicts = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible", K.PAUSED: "unknown"}
     while True:
@@ -155,7 +156,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
 
 def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadline: float,
            enough: int | None = None, to_p=None, repeat: bool = False,
-           partnerless: bool = False) -> tuple[int, int, np.ndarray | None]:
+           partnerless: bool = False,
+           params: SolverParams = DEFAULT_PARAMS) -> tuple[int, int, np.ndarray | None]:
     """Short descents, each from another static order, until one places everything, the
     deadline passes or a failed descent's completion ends at or below ``enough``:
     ``(status, nodes, completed)``, status FOUND or ABORTED (or INFEASIBLE when a descent
@@ -176,7 +178,7 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
     """
     nodes = 0
     descents = Descents(sm, rng, hint, skip=PROBE_ORDERINGS if repeat else frozenset(),
-                         partnerless=partnerless)
+                         partnerless=partnerless, params=params)
     limit = descents.limit
     run.try_limit = limit  # a descent gone wrong tries many candidates a node: cut it too
     completed, best = None, None
@@ -204,7 +206,8 @@ def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadl
 
 def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
                     enough: int | None, t0: float, repeat: bool = False,
-                    partnerless: bool = False) -> SearchResult:
+                    partnerless: bool = False,
+                    params: SolverParams = DEFAULT_PARAMS) -> SearchResult:
     """``solve_search(probe=True, mirrored=True)``: ``_probe`` on ``p``'s mirror below
     ``cap``, its results as ``p``'s offsets; "optimal" or "unknown" (see
     ``tilemem.pack.mirror``: the mirror's verdicts prove nothing about ``p``)."""
@@ -221,7 +224,7 @@ def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
     h = m.from_original(hint) if hint is not None and len(hint) == sm.n else None
     status, nodes, completed = _probe(p, sm, run, h, np.random.default_rng(seed), deadline,
                                       enough, to_p=m.to_original, repeat=repeat,
-                                      partnerless=partnerless)
+                                      partnerless=partnerless, params=params)
     if status == K.FOUND:
         # pressed down again: packed from the top, it need not start at 0 (first fit in
         # offset order moves nothing up, see _completion)
