@@ -469,3 +469,27 @@ def test_the_allowed_floats_are_all_used():
 ])
 def test_the_float_rule_sees_what_it_should(source, values):
     assert [v for _, v in function_floats(source)] == values
+
+
+def tuning_fields(source: str, cls: str) -> list[tuple[str, bool]]:
+    """``(name, has a reason)`` of every field of class ``cls`` in ``source``: a reason is the
+    ``#:`` comment just above the field (a field sharing its comment with the one before it
+    counts as without)."""
+    lines = source.splitlines()
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return [(f.target.id, lines[f.lineno - 2].strip().startswith("#:"))
+            for f in node.body if isinstance(f, ast.AnnAssign)]
+
+
+def test_the_packers_tuning_is_at_most_25_fields_each_with_its_reason():
+    """Issue 54: every tuning value in ``Policy`` or ``SolverParams``, 25 fields at most
+    together (the numbers of one job are one field), each with a one-line reason."""
+    fields = (tuning_fields((PACKAGE / "pack" / "plan.py").read_text(), "Policy")
+              + tuning_fields((PACKAGE / "pack" / "params.py").read_text(), "SolverParams"))
+    assert 20 <= len(fields) <= 25, [n for n, _ in fields]
+    assert [n for n, reason in fields if not reason] == []
+
+
+def test_the_field_rule_sees_what_it_should():
+    source = "class P:\n    #: why\n    a: int = 1\n    b: int = 2\n    #: why\n    c: int = 3\n"
+    assert tuning_fields(source, "P") == [("a", True), ("b", False), ("c", True)]

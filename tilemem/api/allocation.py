@@ -130,8 +130,9 @@ def allocate(report, *, method: str = "auto", tiles=None,
              budget: float | None = DEFAULTS.alloc_budget,
              time_limit: float = DEFAULTS.time_limit, workers: int | None = None, seed: int = 0,
              deterministic: bool = False, progress: bool | Callable = False,
-             output=None, resume: bool = False, scheduler: str | None = None,
-             shared_report=None, echo: Callable | None = None) -> Allocation:
+             output=None, resume: bool = False, policy=None, params=None,
+             scheduler: str | None = None, shared_report=None,
+             echo: Callable | None = None) -> Allocation:
     """Re-run the allocation of a report's tiles and say how well each fits.
 
     Parameters
@@ -144,7 +145,7 @@ def allocate(report, *, method: str = "auto", tiles=None,
     budget : float or None
         Seconds for the whole run (every tile gets the bound and the heuristic whatever it).
     time_limit : float
-        Seconds per tile for the exact portfolio (a cap).
+        Seconds per tile for the exact portfolio (a cap; it sets ``policy.time_limit``).
     workers : int, optional
         Processes (default: all cores).
     seed : int
@@ -157,6 +158,11 @@ def allocate(report, *, method: str = "auto", tiles=None,
         Write the report with the new offsets here (.json or .capnp); finished tiles are
         journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
         interrupted run from it.
+    policy : tilemem.pack.plan.Policy, optional
+        The plan's knobs (how ``auto`` spends the budget over the tiles); default
+        ``Policy()``. docs/tuning.md says what each does.
+    params : tilemem.pack.params.SolverParams, optional
+        The solvers' tuning values (how a tile's time is spent); default ``SolverParams()``.
     scheduler, shared_report, echo
         As ``tilemem alloc --scheduler``, ``--shared-report`` (the report's path) and where
         to say which cluster runs the tasks.
@@ -177,11 +183,17 @@ def allocate(report, *, method: str = "auto", tiles=None,
     [[5, True]]
     >>> tilemem.check(r, a).ok
     True
+    >>> from tilemem.pack.params import SolverParams
+    >>> b = tilemem.allocate(r, tiles=[5], workers=1, budget=5,
+    ...                      params=SolverParams(caps=(0.7, 0.5)))
+    >>> tilemem.check(r, b).ok
+    True
     """
     from dataclasses import replace
 
     from ..load import FORMATS, check_output, save_report
     from ..pack.driver import DEFAULT_POLICY, RunOptions
+    from ..pack.params import DEFAULT_PARAMS
     from ..pack.driver import allocate as pack
     from ..pack.result import Allocation as Packed
 
@@ -191,13 +203,18 @@ def allocate(report, *, method: str = "auto", tiles=None,
     settings = {"command": "alloc", "method": method, "time_limit": time_limit, "seed": seed,
                 "deterministic": deterministic,
                 "tiles": None if chosen is None else chosen.tolist()}
+    # tuned knobs are settings of the run too (a journal resumes only with the same); the
+    # defaults are left out, so a default run's journal reads as before
+    settings.update({k: repr(v) for k, v in (("policy", policy), ("params", params))
+                     if v is not None})
     journal = open_run(output, report, settings, resume, echo=echo)
     total = len(report.tiles_in_use() if chosen is None else chosen)
     recorder = Recorder(journal, progress if callable(progress) else None, "allocate", total)
     try:
         result = pack(report, method=method, tiles=chosen, budget=budget,
-                      policy=replace(DEFAULT_POLICY, time_limit=time_limit),
+                      policy=replace(policy or DEFAULT_POLICY, time_limit=time_limit),
                       run=RunOptions(workers=workers, seed=seed, deterministic=deterministic,
+                                     solver=params or DEFAULT_PARAMS,
                                      scheduler=scheduler, state_path=shared_report,
                                      journal=recorder, echo=echo,
                                      progress=progress is True))
