@@ -63,10 +63,12 @@ class SolverParams:
     #: tenths of a percent of the best of all; the others cost a tenth of a tile's time).
     hint_orders: int = 1
     #: The search's short descents: how many a stage runs first (the complete search after
-    #: its first round) or at most (a neighbourhood, before it is given up), and the share of
+    #: its first round) or at most (a neighbourhood, before it is given up), the share of
     #: each later round's nodes the complete search gives them (without lifetimes, where the
-    #: orders' keys tie, they find packings the rounds take far longer to).
-    descents: tuple[int, float] = (16, 0.25)
+    #: orders' keys tie, they find packings the rounds take far longer to), and each one's
+    #: nodes past ``n``: ``n`` over this plus this (a descent that goes right hardly
+    #: backtracks; one that goes wrong is cut before it costs many).
+    descents: tuple[int, float, int, int] = (16, 0.25, 16, 64)
     #: The search's restarts from perturbed orders: a restart's node limit per variable
     #: (times Luby's sequence), and the log-normal noise on the width and area keys of a
     #: perturbed order (the descents' and a neighbourhood's orders past the static ones too):

@@ -65,10 +65,16 @@ def partnerless_order(name: str) -> str:
     """
     return name[:1] + "Q" + name[1:] if name.startswith("D") else "Q" + name
 
-def probe_limit(n: int) -> int:
+def probe_limit(n: int, params: SolverParams = DEFAULT_PARAMS) -> int:
     """Nodes (and tries, ``layout.R_TRY_LIMIT``) of one of ``_probe``'s descents on
-    ``n`` variables: a descent plus ~6% of backtracking."""
-    return n + n // 16 + 64
+    ``n`` variables: a descent plus a little backtracking (``SolverParams.descents``: 1/16
+    of ``n`` and 64).
+
+    >>> probe_limit(160)
+    234
+    """
+    _, _, part, more = params.descents
+    return n + n // part + more
 
 
 class RandomRestarts:
@@ -159,7 +165,7 @@ class Descents:
         self.hinted = self.canonical  # the hint's order as an R key (lowest offset first)
         if hint is not None and len(hint) == sm.n:
             self.hinted = -np.asarray(hint, np.int64)
-        self.limit = probe_limit(sm.n)
+        self.limit = probe_limit(sm.n, params)
         self.i = 0
 
     def next_order(self, run: "SearchRun") -> np.ndarray:

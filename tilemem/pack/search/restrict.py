@@ -99,7 +99,7 @@ def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap:
         return off.copy()
     canonical = sub.n - sub.rank
     hinted = -off[free]    # descending: the lowest offset first
-    limit = probe_limit(sub.n)
+    limit = probe_limit(sub.n, params)
     run.try_limit = limit
     restarts = RandomRestarts(sub, np.random.default_rng(seed), params)
     orders = ("R",) + PROBE_ORDERINGS

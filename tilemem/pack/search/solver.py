@@ -142,10 +142,10 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         if descents is not None:
             # after the first round (which decides the easy cases in a descent or two)
             # at least ``opening`` of them
-            opening, share = params.descents
+            opening, share = params.descents[:2]
             budget = int(spent * share)
             if descents.i == 0:
-                budget = max(budget, opening * probe_limit(sm.n))
+                budget = max(budget, opening * probe_limit(sm.n, params))
             status, spent = descents.run(run, budget, deadline)
             nodes += spent
             if status in verdicts:
