@@ -155,3 +155,27 @@ def test_every_lever_and_combination_by_the_shared_structure_equals_a_fresh_sear
         changed, _, _ = apply_recompute(changed, edits, base=r)
         want = [m.max_live_bytes for m in max_live_all(changed, tiles)]
         assert got.tolist() == want, combo
+
+
+def test_the_page_shows_the_plan_before_the_next_steps(path, tmp_path):
+    """``tilemem html``'s program section: the plan ``tilemem.diagnose`` finds (its levers,
+    what it leaves, the what-if command), before the next steps (the page's HTML, no
+    browser)."""
+    import html
+    import re
+
+    pytest.importorskip("bokeh", reason="tilemem html needs the html extra (bokeh)")
+    page = tmp_path / "p.html"
+    assert main(["html", str(path), "-o", str(page), "--no-repack"]) == 0
+    text = html.unescape(page.read_text())
+    section = re.search(r'<section id="program">(.*?)</section>', text, re.S).group(1)
+    want = tilemem.diagnose(compiled(), repack=False).summary.plan
+    assert want is not None and want.tiles_left == 0
+    plan = section[section.index('<div id="plan">'):]
+    assert plan.startswith('<div id="plan"><h3>Plan that fits</h3>')
+    assert f"tilemem what-if {path.name} {want.what_if}" in plan
+    for lever in want.levers:
+        assert lever in plan
+    assert f"every one of the {want.of_tiles:,} tiles that need less data" in plan
+    if "<h3>Next steps" in section:
+        assert section.index('<div id="plan">') < section.index("<h3>Next steps")
