@@ -8,10 +8,12 @@ sizes. So the work of ``max_live_all`` that does not depend on sizes is done onc
 
 - a tile whose class graph is chordal (every interval graph is one; a maximum cardinality
   search tells, whatever the weights): its maximal cliques, at most one a vertex (Blair &
-  Peyton, as ``tilemem.liveness.cliques``). A vertex in every one of them (persistent state,
-  live with everything on the tile) is counted once, not once a clique. The heaviest clique
-  for any weights is then ``base + max over cliques``: what ``max_live_all`` finds by its
-  perfect elimination ordering, exactly;
+  Peyton, as ``tilemem.liveness.cliques``), numbered in the search's order; a vertex's
+  cliques are then mostly runs of consecutive numbers (all of them for an interval graph
+  in a consecutive order), kept as ``[lo, hi)`` pairs, so a re-weighting is a difference
+  array summed once a tile instead of a sum a clique a vertex. The heaviest clique for any
+  weights is the heaviest of these sums: what ``max_live_all`` finds by its perfect
+  elimination ordering, exactly;
 - a tile whose class graph is not chordal (loop-carried classes, a pipelined report's
   buffers): its graph is kept and searched again for each re-weighting with
   ``max_weight_clique``, as ``max_live_all`` does (same bounds, same budget).
@@ -67,7 +69,7 @@ class TileCliques:
         self.tile_ptr = np.zeros(len(self.tiles) + 1, np.int64)
         np.cumsum(np.bincount(ukey // C, minlength=len(self.tiles)), out=self.tile_ptr[1:])
         inter = sorted_interference(r)
-        (self.chordal, self.univ, self.mem_ptr, self.mem_of,
+        (self.chordal, self.mem_ptr, self.mem_of,
          self.tile_cliques) = _tile_cliques(inter.indptr, inter.indices, self.tile_ptr,
                                             node_class, C)
         # the graphs of the tiles that are not chordal, searched at each re-weighting
@@ -86,7 +88,7 @@ class TileCliques:
                                      minlength=self.nodes)).astype(np.int64)
         al = np.rint(np.bincount(self._al_pos, w[self._al_rows],
                                  minlength=len(self.tiles))).astype(np.int64)
-        peak = _peaks(self.tile_ptr, self.chordal, self.univ, self.mem_ptr, self.mem_of,
+        peak = _peaks(self.tile_ptr, self.chordal, self.mem_ptr, self.mem_of,
                       self.tile_cliques, node_w)
         if self._graphs:
             left = max(0.0, self.time_limit)
@@ -102,21 +104,21 @@ class TileCliques:
 
 @njit(cache=True)
 def _tile_cliques(g_indptr, g_indices, tile_ptr, node_class, num_classes):
-    """Per tile: whether its class graph is chordal; when it is, each node's maximal cliques
-    of the tile (numbered from 0 within it), a node in every one flagged ``univ`` instead.
-    Returns ``(chordal, univ, mem_ptr, mem_of, cliques)``: node ``x``'s cliques are
-    ``mem_of[mem_ptr[x]:mem_ptr[x + 1]]``; ``cliques[t]`` the tile's number of them."""
+    """Per tile: whether its class graph is chordal; when it is, its maximal cliques
+    (numbered from 0 within the tile, in the search's order) and, for each node, the runs of
+    consecutive cliques holding it. Returns ``(chordal, mem_ptr, mem_of, cliques)``: node
+    ``x``'s runs are the pairs ``[lo, hi)`` of ``mem_of[mem_ptr[x]:mem_ptr[x + 1]]``;
+    ``cliques[t]`` the tile's number of cliques."""
     nt = len(tile_ptr) - 1
     nodes = len(node_class)
     chordal = np.ones(nt, np.bool_)
-    univ = np.zeros(nodes, np.bool_)
     cliques = np.zeros(nt, np.int64)
-    count = np.zeros(nodes + 1, np.int64)
+    mem_ptr = np.zeros(nodes + 1, np.int64)
     mark = np.full(num_classes, -1, np.int64)
-    cap = max(nodes, 16)
-    buf_node = np.empty(cap, np.int64)     # (node, clique) memberships, tile by tile
-    buf_clq = np.empty(cap, np.int32)
+    out = np.empty(max(nodes, 16), np.int32)      # every node's list, node by node
     m = 0
+    raw_v = np.empty(16, np.int64)                # one tile's (vertex, clique) memberships
+    raw_q = np.empty(16, np.int32)
     for t in range(nt):
         a = tile_ptr[t]
         b = tile_ptr[t + 1]
@@ -127,6 +129,8 @@ def _tile_cliques(g_indptr, g_indices, tile_ptr, node_class, num_classes):
         pos, cand, ch = _chordal_pass(ip, ix, np.ones(n, np.int64))
         if not ch:
             chordal[t] = False
+            for x in range(a, b):
+                mem_ptr[x + 1] = m
             continue
         # Blair & Peyton: v and its earlier neighbours are a maximal clique exactly when the
         # next vertex visited has no more earlier neighbours than v (or v is the last)
@@ -136,84 +140,94 @@ def _tile_cliques(g_indptr, g_indices, tile_ptr, node_class, num_classes):
             is_max[order[i]] = cand[order[i + 1]] <= cand[order[i]]
         is_max[order[n - 1]] = True
         k = 0
-        inside = np.zeros(n, np.int64)   # how many of the tile's cliques hold each vertex
-        start = m
+        r = 0
+        inside = np.zeros(n + 1, np.int64)   # how many cliques hold each vertex
         for v in range(n):
             if not is_max[v]:
                 continue
-            need = m + 1 + ip[v + 1] - ip[v]
-            if need > len(buf_node):
-                grow = max(need, 2 * len(buf_node))
-                nb = np.empty(grow, np.int64)
-                nb[:m] = buf_node[:m]
-                nc = np.empty(grow, np.int32)
-                nc[:m] = buf_clq[:m]
-                buf_node, buf_clq = nb, nc
-            buf_node[m] = v
-            buf_clq[m] = k
-            m += 1
-            inside[v] += 1
+            need = r + 1 + ip[v + 1] - ip[v]
+            if need > len(raw_v):
+                grow = max(need, 2 * len(raw_v))
+                nv = np.empty(grow, np.int64)
+                nv[:r] = raw_v[:r]
+                nq = np.empty(grow, np.int32)
+                nq[:r] = raw_q[:r]
+                raw_v, raw_q = nv, nq
+            raw_v[r] = v
+            raw_q[r] = k
+            r += 1
+            inside[v + 1] += 1
             for j in range(ip[v], ip[v + 1]):
                 u = ix[j]
                 if pos[u] < pos[v]:
-                    buf_node[m] = u
-                    buf_clq[m] = k
-                    m += 1
-                    inside[u] += 1
+                    raw_v[r] = u
+                    raw_q[r] = k
+                    r += 1
+                    inside[u + 1] += 1
             k += 1
         cliques[t] = k
-        # a vertex in every clique is counted once, as the tile's base
-        keep = start
-        for q in range(start, m):
-            v = buf_node[q]
-            if inside[v] == k:
-                univ[a + v] = True
-            else:
-                buf_node[keep] = a + v
-                buf_clq[keep] = buf_clq[q]
-                keep += 1
-                count[a + v + 1] += 1
-        m = keep
-    mem_ptr = np.zeros(nodes + 1, np.int64)
+        # each vertex's cliques in order (a counting sort by vertex keeps clique order)
+        start = np.zeros(n + 1, np.int64)
+        for v in range(n):
+            start[v + 1] = start[v] + inside[v + 1]
+        fill = start[:n].copy()
+        by = np.empty(r, np.int32)
+        for e in range(r):
+            v = raw_v[e]
+            by[fill[v]] = raw_q[e]
+            fill[v] += 1
+        for v in range(n):   # its cliques as runs of consecutive numbers [lo, hi)
+            if m + 2 * inside[v + 1] > len(out):
+                grow = max(m + 2 * inside[v + 1], 2 * len(out))
+                no = np.empty(grow, np.int32)
+                no[:m] = out[:m]
+                out = no
+            e = start[v]
+            while e < start[v + 1]:
+                lo = by[e]
+                e += 1
+                while e < start[v + 1] and by[e] == by[e - 1] + 1:
+                    e += 1
+                out[m] = lo
+                out[m + 1] = by[e - 1] + 1
+                m += 2
+            mem_ptr[a + v + 1] = m
+    # nodes of empty or skipped tiles: empty lists
     for x in range(nodes):
-        mem_ptr[x + 1] = mem_ptr[x] + count[x + 1]
-    mem_of = np.empty(m, np.int32)
-    fill = mem_ptr[:nodes].copy()
-    for q in range(m):
-        x = buf_node[q]
-        mem_of[fill[x]] = buf_clq[q]
-        fill[x] += 1
-    return chordal, univ, mem_ptr, mem_of, cliques
+        if mem_ptr[x + 1] < mem_ptr[x]:
+            mem_ptr[x + 1] = mem_ptr[x]
+    return chordal, mem_ptr, out[:m].copy(), cliques
 
 
 @njit(cache=True)
-def _peaks(tile_ptr, chordal, univ, mem_ptr, mem_of, cliques, node_w):
-    """Per chordal tile: the weight of its vertices in every clique plus its heaviest
-    clique of the others (0 for the tiles that are not chordal: searched apart)."""
+def _peaks(tile_ptr, chordal, mem_ptr, mem_of, cliques, node_w):
+    """Per chordal tile: its heaviest clique, each node's weight added to its runs of
+    cliques (a difference array summed once); 0 for the tiles that are not chordal
+    (searched apart)."""
     nt = len(tile_ptr) - 1
     out = np.zeros(nt, np.int64)
     most = 1
     for t in range(nt):
         if cliques[t] > most:
             most = cliques[t]
-    acc = np.zeros(most, np.int64)
+    diff = np.zeros(most + 1, np.int64)
     for t in range(nt):
         if not chordal[t] or tile_ptr[t + 1] == tile_ptr[t]:
             continue
-        acc[:cliques[t]] = 0
-        base = 0
+        k = cliques[t]
+        diff[:k + 1] = 0
         for x in range(tile_ptr[t], tile_ptr[t + 1]):
             w = node_w[x]
             if w == 0:
                 continue
-            if univ[x]:
-                base += w
-                continue
-            for k in range(mem_ptr[x], mem_ptr[x + 1]):
-                acc[mem_of[k]] += w
+            for e in range(mem_ptr[x], mem_ptr[x + 1], 2):
+                diff[mem_of[e]] += w
+                diff[mem_of[e + 1]] -= w
+        run = 0
         best = 0
-        for q in range(cliques[t]):
-            if acc[q] > best:
-                best = acc[q]
-        out[t] = base + best
+        for q in range(k):
+            run += diff[q]
+            if q == 0 or run > best:
+                best = run
+        out[t] = best
     return out
