@@ -3,6 +3,7 @@ plan's levers, compiled into the program (``tilemem generate`` with them), fit e
 the bound, and every cheaper combination it tried, compiled so, does not."""
 import functools
 import json
+import shlex
 
 import numpy as np
 import pytest
@@ -63,13 +64,38 @@ def test_prefer_moves_a_lever_first_and_avoid_leaves_it_out():
     assert b.summary.plan.levers[0] == "half the micro-batch" and b.summary.plan.cost == 0
 
 
-def test_next_steps_fix_a_tile_each_and_plumbing_is_not_recomputed():
+def what_if_options(text: str) -> dict:
+    """A next step's ``what-if`` options as ``tilemem.what_if``'s keywords."""
+    words = shlex.split(text)
+    kw = {"offload": [], "scale": {}}
+    for opt, value in zip(words[::2], words[1::2]):
+        if opt == "--offload":
+            kw["offload"].append(value)
+        elif opt == "--scale":
+            pattern, _, factor = value.rpartition("=")
+            kw["scale"][pattern] = float(factor)
+        else:
+            assert opt == "--micro-batch", opt
+            kw["micro_batch"] = float(value)
+    return kw
+
+
+def test_next_steps_fix_what_they_say_and_plumbing_is_not_recomputed():
+    """Each step's count of tiles brought under tileMemory, against the what-if it names
+    run on its own and every tile that needed less data searched again (``max_live_all``
+    on the changed report); a step is offered only when that count is not 0."""
     base = generate_report("mk1", tiles=12, steps=500, seed=2, model="transformer",
                            splits=(1,), pressure=2.2)
+    tm = base.target.tile_memory
+    need = np.array([m.tile for m in max_live_all(base, base.tiles_in_use())
+                     if m.max_live_bytes > tm])
     d = tilemem.diagnose(base, repack=False, plan=False)
-    assert d.summary.next_steps
+    assert d.summary.next_steps and len(need)
     for s in d.summary.next_steps:
-        assert s.tiles_fixed > 0
+        assert s.what_if and s.of_tiles == len(need)
+        changed = tilemem.what_if(base, **what_if_options(s.what_if)).report
+        fixed = sum(m.max_live_bytes <= tm for m in max_live_all(changed, need))
+        assert s.tiles_fixed == fixed > 0, s.action
         if "recompute" in s.action:
             assert "pipeline" not in s.action
 
@@ -85,6 +111,8 @@ def test_cli_prints_the_plan_and_its_json(path, capsys):
     assert main(["oom", str(path), "--no-repack", "--avoid", "offload,micro-batch"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "Plan that fits" in out and "tilemem what-if" in out
+    if "Next steps" in out:   # the plan first: users read the top
+        assert out.index("Plan that fits") < out.index("Next steps")
     assert main(["oom", str(path), "--no-repack", "--json", "--avoid", "offload"]) == 0
     plan = json.loads(capsys.readouterr().out)["summary"]["plan"]
     assert plan["tilesLeft"] == 0 and plan["whatIf"]
@@ -95,3 +123,59 @@ def test_an_unknown_lever_is_one_line_exit_2(path, opt, capsys):
     assert main(["oom", str(path), "--no-repack", opt, "cheaper"]) == 2
     err = capsys.readouterr().err
     assert opt in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("model,splits", [("cnn", None), ("transformer", None),
+                                          ("cnn", (11,)), ("transformer", (1,))])
+def test_every_lever_and_combination_by_the_shared_structure_equals_a_fresh_search(
+        model, splits):
+    """What the plan and the next steps ask (``WhatIfBounds``: the tiles' class graphs taken
+    apart once, each what-if a re-weighting) against ``max_live_all`` run afresh on the
+    what-if's own report, per tile: each lever alone, recomputation with each other lever,
+    and every lever at once; one IPU (interval interference) and pipelined (not)."""
+    from tilemem.figures.plan import PLAN_LEVERS
+    from tilemem.figures.whatif import apply_edits, apply_recompute, parse_edits
+    from tilemem.figures.whatifbounds import WhatIfBounds
+
+    r = generate_report("mk1", tiles=12, steps=200 if model == "cnn" else 500, seed=3,
+                        model=model, splits=splits, pressure=1.2)
+    tiles = r.tiles_in_use()[::2]
+    fast = WhatIfBounds(r, tiles)
+    by_name = {x[0]: x for x in PLAN_LEVERS}
+    combos = [(x,) for x in by_name] + [("recompute", x) for x in by_name if x != "recompute"]
+    combos.append(tuple(by_name))
+    for combo in combos:
+        kw: dict = {}
+        for name in combo:
+            for k, v in by_name[name][2].items():
+                kw[k] = [v] if k == "offload" else v
+        edits = parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
+        got, _ = fast.of_edits(edits)
+        changed, _ = apply_edits(r, edits)
+        changed, _, _ = apply_recompute(changed, edits, base=r)
+        want = [m.max_live_bytes for m in max_live_all(changed, tiles)]
+        assert got.tolist() == want, combo
+
+
+def test_the_page_shows_the_plan_before_the_next_steps(path, tmp_path):
+    """``tilemem html``'s program section: the plan ``tilemem.diagnose`` finds (its levers,
+    what it leaves, the what-if command), before the next steps (the page's HTML, no
+    browser)."""
+    import html
+    import re
+
+    pytest.importorskip("bokeh", reason="tilemem html needs the html extra (bokeh)")
+    page = tmp_path / "p.html"
+    assert main(["html", str(path), "-o", str(page), "--no-repack"]) == 0
+    text = html.unescape(page.read_text())
+    section = re.search(r'<section id="program">(.*?)</section>', text, re.S).group(1)
+    want = tilemem.diagnose(compiled(), repack=False).summary.plan
+    assert want is not None and want.tiles_left == 0
+    plan = section[section.index('<div id="plan">'):]
+    assert plan.startswith('<div id="plan"><h3>Plan that fits</h3>')
+    assert f"tilemem what-if {path.name} {want.what_if}" in plan
+    for lever in want.levers:
+        assert lever in plan
+    assert f"every one of the {want.of_tiles:,} tiles that need less data" in plan
+    if "<h3>Next steps" in section:
+        assert section.index('<div id="plan">') < section.index("<h3>Next steps")

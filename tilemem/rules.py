@@ -212,6 +212,25 @@ SPLIT_CLOSE_MARGIN_NO_STEPS = 0.15
 #: generator's calibrated sizes are at this value.
 INFERRED_DEFAULT_AMP = 0.6
 
+
+def parse_amp(text) -> tuple[float, ...]:
+    """An availableMemoryProportion option's value (``what-if --amp``, ``generate
+    --available-memory-proportion``): one number in (0, 1], or one a pipeline stage (IPU)
+    separated by commas (a sequence of numbers is taken as given); ``ValueError`` saying
+    what is wrong otherwise.
+
+    >>> parse_amp("0.6"), parse_amp("0.3,0.6"), parse_amp((0.3,))
+    ((0.6,), (0.3, 0.6), (0.3,))
+    """
+    values = text if isinstance(text, (tuple, list)) else str(text).split(",")
+    try:
+        out = tuple(float(x) for x in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not numbers separated by commas") from None
+    if not out or any(not 0 < a <= 1 for a in out):   # NaN fails the test too
+        raise ValueError(f"{text!r}: every value must be in (0, 1]")
+    return out
+
 #: Inferred: a convolution's or matmul's partial sum lives from the step that writes it to
 #: the one that reduces it: a class live for at most this many program steps.
 INFERRED_PARTIALS_MAX_STEPS = 3

@@ -278,7 +278,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
                           recompute=recompute)
     r = report
     changed, applied = apply_edits(r, edits)
-    changed, more, relived = apply_recompute(changed, edits)
+    changed, more, relived = apply_recompute(changed, edits, base=r)
     applied += more
     tm = r.target.tile_memory
     before = memory_figures(r).out_of_memory()

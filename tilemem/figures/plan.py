@@ -77,8 +77,8 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                    time_limit: float = 10.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``
     when there are none or no lever applies. See the module docstring."""
-    from ..liveness import max_live_all
-    from .whatif import apply_edits, apply_recompute, parse_edits
+    from .whatif import parse_edits
+    from .whatifbounds import whatif_bounds
 
     check_names(prefer, avoid)
     need = np.asarray(need, np.int64)
@@ -95,16 +95,16 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                 kw[k] = [v] if k == "offload" else v
         return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
 
+    # every combination re-weights the same tiles' class graphs, taken apart once
+    bounds = whatif_bounds(r, need, time_limit)
+
     def bound(combo, alone=False):
-        edits = edits_of(combo)
-        changed, applied = apply_edits(r, edits)
-        changed, more, _ = apply_recompute(changed, edits)
+        b, applied = bounds.of_edits(edits_of(combo))
         # alone, a lever that changes nothing is not tried; in a combination one may leave
         # another nothing to change (the optimiser state offloaded is not then in FP16)
-        if alone and any(a.variables == 0 for a in applied + more):
+        if alone and any(a.variables == 0 for a in applied):
             return None
-        return np.array([m.max_live_bytes for m in
-                         max_live_all(changed, need, time_limit=time_limit * len(need))])
+        return b
 
     useful = []
     for x in levers:   # a lever that applies to nothing is not tried

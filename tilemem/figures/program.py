@@ -13,7 +13,7 @@ Built from the per-tile diagnoses (``tilemem.figures.oom``) and their maximum li
   suffix and by layer prefix, with the number of tiles and the bytes they hold there;
 - next steps, ranked by the number of tiles that need less data which each would bring under
   tileMemory *by the bound* (their maximum live bytes recomputed with the change,
-  ``tilemem.figures.whatif.bound_after``): offloading one of those tensors or layers,
+  ``tilemem.figures.whatifbounds``, one structure for every step): offloading one of those tensors or layers,
   offloading the optimiser state, halving the activations (a smaller micro-batch); each with
   the ``tilemem what-if`` options that try it.
 """
@@ -213,10 +213,21 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     them each brings under tileMemory by the bound, then by the fewest bytes removed."""
     if not need:
         return []
-    from .whatif import bound_after
+    from .whatifbounds import whatif_bounds
 
     tm = r.target.tile_memory
     tiles = np.asarray(need, np.int64)
+    # every step re-weights the same tiles' class graphs, taken apart once (the plan that
+    # fits shares them)
+    bounds = whatif_bounds(r, tiles, time_limit)
+
+    def bound_after(remove=None, scale=None):
+        size = r.size.copy()
+        if remove is not None:
+            size[remove] = 0
+        for f, sel in (scale or {}).items():
+            size[sel] = np.ceil(size[sel] * f).astype(size.dtype)
+        return bounds.of_sizes(size)
     rows = np.concatenate([r.tile_rows(int(t)) for t in tiles.tolist()])
     codes, names = tensor_codes(r, rows)
     candidates = []
@@ -241,15 +252,15 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
         if not len(sel):
             continue
         if kind == "micro-batch":
-            bound = bound_after(r, tiles, scale={factor: sel}, time_limit=time_limit)
+            bound = bound_after(scale={factor: sel})
             removed = int(r.size[sel].sum() - np.ceil(r.size[sel] * factor).sum())
             opt = f"--micro-batch {factor:g}"
         elif kind == "offload":
-            bound = bound_after(r, tiles, remove=sel, time_limit=time_limit)
+            bound = bound_after(remove=sel)
             removed = int(r.size[sel].sum())
             opt = f"--offload '{pattern}'"
         else:
-            bound = bound_after(r, tiles, scale={factor: sel}, time_limit=time_limit)
+            bound = bound_after(scale={factor: sel})
             removed = int(r.size[sel].sum() - np.ceil(r.size[sel] * factor).sum())
             opt = f"--scale '{pattern}={factor:g}'"
         out.append(NextStep(action=action, what_if=opt, tiles_fixed=int((bound <= tm).sum()),

@@ -34,6 +34,7 @@ operations) and the code of the replayed compute sets.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,6 +63,43 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     """The report with activations recomputed (``checkpoints``: ``"all"``, or the layer
     numbers whose input is a checkpoint); ``(report, recomputed rows, copy rows)``: the
     rows given forward lifetimes and the rows added for their recomputed copies."""
+    rc = recomputation(r, checkpoints)
+    return rc.report, rc.rows, rc.copies
+
+
+@dataclass(frozen=True)
+class Recomputation:
+    """``recomputed``'s answer and what it is made of: the changed ``report``, the ``rows``
+    recomputed, their ``copies`` (rows of ``report``), and each stash cut to its
+    checkpoints' share (``stash_rows`` at ``stash_keep / stash_total`` of their bytes);
+    ``resized`` gives the same report's sizes for other sizes of the original rows."""
+
+    report: Report
+    rows: np.ndarray
+    copies: np.ndarray
+    stash_rows: np.ndarray
+    stash_keep: np.ndarray
+    stash_total: np.ndarray
+
+    def resized(self, size: np.ndarray, allocated: np.ndarray):
+        """``(size, allocated)`` of every row of ``report`` when the original rows have
+        ``size`` and ``allocated``: each stash cut by the same share, a copy as its row."""
+        s = size.copy()
+        st = self.stash_rows
+        s[st] = np.ceil(size[st] * self.stash_keep / self.stash_total).astype(s.dtype)
+        take = np.concatenate([np.arange(len(size)), self.rows])
+        return s[take], allocated[take]
+
+
+def recomputation(r: Report, checkpoints) -> Recomputation:
+    """``recomputed``, with what it is made of (``Recomputation``); computed once per
+    report and checkpoints."""
+    key = "recomputation:" + ("all" if checkpoints == "all"
+                              else ",".join(map(str, sorted({int(x) for x in checkpoints}))))
+    return r.cached(key, lambda: _recomputation(r, checkpoints))
+
+
+def _recomputation(r: Report, checkpoints) -> Recomputation:
     from .batch import micro_batch_rows
     from .splitunits import program_units, tensor_codes_fast
 
@@ -89,14 +127,13 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     tpi = r.target.tiles_per_ipu or r.num_tiles
     every, every_layer = kept, layer
     kept, layer = kept[layer >= 0], layer[layer >= 0]
-    # each layer's output: its kept tensor defined last
+    # each layer's output: its kept tensor defined last (the first row of those)
+    by = np.lexsort((kept, -start[kept], layer))
+    head = by[np.r_[True, layer[by][1:] != layer[by][:-1]]]
     out_code = np.full(U, -1)
     last_start = np.full(U, -1)
-    for u in range(U):
-        sel = kept[layer == u]
-        if len(sel):
-            i = sel[np.argmax(start[sel])]
-            out_code[u], last_start[u] = codes[i], start[i]
+    out_code[layer[head]] = codes[kept[head]]
+    last_start[layer[head]] = start[kept[head]]
     if checkpoints == "all":
         ckpt_in = np.ones(U, bool)
     else:
@@ -109,9 +146,12 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
                               field="--recompute-at")
         ckpt_in = np.array([n in want for n in numbers])
     ckpt_in[0] = True
-    # a pipelined report: every stage's first layer starts from its input (a checkpoint)
-    ipu = np.array([np.bincount(r.tile[kept[layer == u]] // tpi).argmax()
-                    if (layer == u).any() else -1 for u in range(U)])
+    # a pipelined report: every stage's first layer starts from its input (a checkpoint);
+    # a layer's IPU: the one holding most of its kept rows (the lowest of a tie)
+    ipu_row = r.tile[kept] // tpi
+    K = int(ipu_row.max()) + 1
+    held = np.bincount(layer * K + ipu_row, minlength=U * K).reshape(U, K)
+    ipu = np.where(held.any(axis=1), held.argmax(axis=1), -1)
     ckpt_in[1:] |= (ipu[1:] != ipu[:-1]) & (ipu[1:] >= 0) & (ipu[:-1] >= 0)
     # a layer's output is kept when the next layer's input is a checkpoint, on the same IPU
     # (the next stage starts from a copy of it: the last layer of a stage is recomputed)
@@ -121,9 +161,12 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     is_out = codes[kept] == out_code[layer]
     again = kept[~(is_out & keep_out[layer])]
     lay = layer[~(is_out & keep_out[layer])]
+    none = np.zeros(0, np.int64)
     if not len(again):
-        return r, again, again
-    size = _stash_resized(r, every, every_layer, again, start, end, tpi)
+        return Recomputation(r, again, again, none, none, none)
+    stash = _stash_cut(r, every, every_layer, again, start, end, tpi)
+    size = r.size.copy()
+    size[stash[0]] = np.ceil(r.size[stash[0]] * stash[1] / stash[2]).astype(size.dtype)
     # each segment's last layer, and when its recomputation runs
     seg_last = np.zeros(U, np.int64)
     nxt = U - 1
@@ -132,46 +175,47 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
         if ckpt_in[u]:
             nxt = u - 1
     back_end = np.full(U + 1, turn + 1)
-    for u in range(U):
-        sel = kept[layer == u]
-        if len(sel):
-            back_end[u] = int(end[sel].max())
+    np.maximum.at(back_end, layer, end[kept])
     replay = back_end[seg_last + 1][lay]
     fwd = (start[again], np.maximum(last_start[lay] + 1, start[again] + 1))
     bwd = (np.minimum(replay, end[again] - 1), end[again])
-    return _with_lifetimes(r, again, fwd, bwd, size)
+    out, rows, copies = _with_lifetimes(r, again, fwd, bwd, size)
+    return Recomputation(out, rows, copies, *stash)
 
 
-def _stash_resized(r: Report, kept, layer, again, start, end, tpi) -> np.ndarray:
-    """Sizes with each pipeline stage's stash of activations cut to its checkpoints: a stash
-    is kept per-sample data of no layer on an IPU, live around every kept activation of the
-    IPU's layers (a FIFO over the micro-batches in flight); when it holds at least half the
-    bytes of those activations it stashes them (a stash of the stage input alone holds far
-    less, and stays), and keeps only the checkpoints' share after recomputation."""
-    size = r.size.copy()
+def _stash_cut(r: Report, kept, layer, again, start, end, tpi):
+    """Each pipeline stage's stash of activations cut to its checkpoints, as ``(rows, keep,
+    total)``: the rows keep ``keep / total`` of their bytes. A stash is kept per-sample data
+    of no layer on an IPU, live around every kept activation of the IPU's layers (a FIFO
+    over the micro-batches in flight); when it holds at least half the bytes of those
+    activations it stashes them (a stash of the stage input alone holds far less, and
+    stays), and keeps only the checkpoints' share after recomputation."""
+    rows, keep, total = [], [], []
     ipu_of = r.tile // tpi
-    loose = kept[layer < 0] if (layer < 0).any() else None
-    if loose is None:
-        return size
+    loose = kept[layer < 0]
     recomputed_row = np.zeros(r.num_vars, bool)
     recomputed_row[again] = True
-    for k in np.unique(ipu_of[kept]).tolist():
+    for k in (np.unique(ipu_of[kept]).tolist() if len(loose) else []):
         mine = kept[(layer >= 0) & (ipu_of[kept] == k)]
         if not len(mine):
             continue
         lo, hi = start[mine].min(), end[mine].max()
         st = loose[(ipu_of[loose] == k) & (start[loose] <= lo) & (end[loose] >= hi)]
-        total = int(r.size[mine].sum())
-        if not len(st) or r.size[st].sum() < 0.5 * total:
+        t = int(r.size[mine].sum())
+        if not len(st) or r.size[st].sum() < 0.5 * t:
             continue
-        stays = int(r.size[mine[~recomputed_row[mine]]].sum())
-        size[st] = np.ceil(r.size[st] * stays / total).astype(size.dtype)
-    return size
+        rows.append(st)
+        keep.append(np.full(len(st), int(r.size[mine[~recomputed_row[mine]]].sum())))
+        total.append(np.full(len(st), t))
+    cat = (lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64))
+    return cat(rows), cat(keep), cat(total)
 
 
 def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None):
     """``r`` with ``rows`` in classes of the ``fwd`` intervals and a copy of each in classes
     of the ``bwd`` intervals; new classes interfere with every class whose steps they share."""
+    from dataclasses import replace
+
     C = r.num_classes
     hull = r.class_steps
     iv = np.concatenate([np.stack(fwd, 1), np.stack(bwd, 1)]).astype(np.int64)
@@ -195,25 +239,28 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None):
     eq = r.eq_class[take].copy()
     eq[rows] = new_cls[:k]
     eq[n:] = new_cls[k:]
-    names = [r.name(i) for i in range(n)]
-    names += [_recomputed_name(names[i]) for i in rows.tolist()]
-    cats = list(r.categories)
+    # the copies' names after the report's own, in one blob (no string a variable)
+    extra = "".join(_recomputed_name(r.name(i)) for i in rows.tolist()).encode()
+    lengths = [len(_recomputed_name(r.name(i)).encode()) for i in rows.tolist()]
+    blob = np.concatenate([np.frombuffer(r.name_blob, np.uint8, count=int(r.name_offsets[-1])),
+                           np.frombuffer(extra, np.uint8)])
+    offsets = np.concatenate([r.name_offsets,
+                              r.name_offsets[-1] + np.cumsum(lengths, dtype=np.int64)])
     ao = r.allocation_order
     order = Csr.from_pairs(ao.num_rows, np.concatenate([ao.row_ids(), r.tile[rows]]),
                            np.concatenate([ao.indices, np.arange(n, n + k)]))
-    out = Report.from_columns(
-        target=r.target, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
-        tile=r.tile[take], size=(r.size if size is None else size)[take],
-        alignment=r.alignment[take],
-        offset=np.concatenate([r.offset, np.zeros(k, np.int64)]),
-        category=[cats[c] for c in r.category[take].tolist()], eq_class=eq,
-        interference=interference, names=names, allocated=r.allocated[take],
-        is_constant=r.is_constant[take], always_live=r.always_live[take],
-        executable=r.executable[take], vertex_code=r.vertex_code[take],
-        in_interleaved_mem=r.in_interleaved_mem[take],
+    cols = {f: getattr(r, f)[take] for f in
+            ("tile", "alignment", "category", "allocated", "is_constant", "always_live",
+             "executable", "vertex_code", "lowest_256kb", "in_interleaved_mem")}
+    out = replace(
+        r, **cols, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
+        size=(r.size if size is None else size)[take],
+        offset=np.concatenate([r.offset, np.zeros(k, np.int64)]), eq_class=eq,
+        interference=interference, name_blob=blob, name_offsets=offsets,
         element_constraints=_grown(r.element_constraints, k),
         region_constraints=_grown(r.region_constraints, k),
-        allocation_order=order, class_steps=steps)
+        allocation_order=order, class_steps=steps, interference_dropped=None,
+        _tile_index=None, _cache={})
     return out, rows, np.arange(n, n + k)
 
 

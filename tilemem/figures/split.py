@@ -83,6 +83,7 @@ from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
+from .plan import Plan
 from .splitunits import Units, program_units, tensor_codes_fast
 from .splitbuffers import with_buffers
 from .splitcross import Crossings
@@ -148,6 +149,10 @@ class Stage(msgspec.Struct, rename="camel"):
     buffer_bytes: int
     verdict: str
     actual_max_live_bytes: int | None = None
+    #: a pipelined report's stage (answered per IPU): the plan that fits its tiles that need
+    #: less data, by the bound on the report itself (``tilemem.figures.plan``; ``None``
+    #: when none does)
+    levers: "Plan | None" = None
 
 
 class SplitAnswer(msgspec.Struct, rename="camel"):

@@ -174,9 +174,12 @@ def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
 def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAnswer:
     """A pipelined report answered per IPU: its stages (each unit on the IPU holding most of
     its bytes) estimated as ``best_split`` would, beside each IPU's actual maximum live bytes
-    (the bound on the report itself), the tightest stage named, and which boundary unit to
-    move to its lighter neighbour (when moving it lowers the worse of the two)."""
+    (the bound on the report itself), the tightest stage named, which boundary unit to
+    move to its lighter neighbour (when moving it lowers the worse of the two), and the
+    levers each stage needs (``Stage.levers``: oom's plan that fits, on its tiles that need
+    less data by that bound)."""
     from ..liveness import max_live_all
+    from .plan import plan_that_fits
 
     n, L, T = m.source_ipus, m.L, m.tiles
     u = m.units.of_row
@@ -191,8 +194,12 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
     a = answer(m, n, cuts, "the report's own split")
     bound = np.array([x.max_live_bytes for x in max_live_all(r, time_limit=time_limit)])
+    tm = r.target.tile_memory
     for s, st in enumerate(a.stages):
         st.actual_max_live_bytes = int(bound[s * T:(s + 1) * T].max())
+        # the levers this stage needs: oom's plan that fits, on its own tiles
+        need = s * T + np.flatnonzero(bound[s * T:(s + 1) * T] > tm)
+        st.levers = plan_that_fits(r, need, time_limit=time_limit) if len(need) else None
     tight = int(np.argmax([st.actual_max_live_bytes for st in a.stages]))
     moves = []
     b = [0] + cuts + [L]

@@ -133,6 +133,7 @@ def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = Fa
     >>> [e.describe() for e in lever_edits(amp="0.3,0.6", rts=4)][1]
     'optimiser state sharded over 4 replicas (1/4 a replica, spread over its IPU)'
     """
+    from ..rules import parse_amp
     from .levers import DEFAULT_AMP
 
     edits = []
@@ -140,14 +141,11 @@ def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = Fa
         raise ReportError("--amp-was: give --amp too (the value to compare with)",
                           field="--amp-was")
     if amp is not None:
-        values = amp if isinstance(amp, (tuple, list)) else str(amp).split(",")
-        try:
-            amps = tuple(float(a) for a in values)
+        try:   # the generator's --available-memory-proportion reads it the same way
+            amps = parse_amp(amp)
         except ValueError:
-            amps = (float("nan"),)
-        if not amps or not all(math.isfinite(a) and 0 < a <= 1 for a in amps):
             raise ReportError(f"--amp: {amp!r} is not one value in (0, 1], or one an IPU "
-                              "separated by commas", field="--amp")
+                              "separated by commas", field="--amp") from None
         was = DEFAULT_AMP if amp_was is None else amp_was
         if not (math.isfinite(was) and 0 < was <= 1):
             raise ReportError(f"--amp-was: {amp_was!r} is not a value in (0, 1]",
@@ -182,20 +180,36 @@ def _recompute_text(recompute) -> str:
     return ",".join(map(str, layers))
 
 
-def apply_recompute(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied], np.ndarray]:
+def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
+                    ) -> tuple[Report, list[Applied], np.ndarray]:
     """``r`` recomputed as the ``recompute`` edit says (``tilemem.figures.recompute``; no
-    change without one), what it matched, and the rows whose lifetimes changed."""
+    change without one), what it matched, and the rows whose lifetimes changed.
+
+    ``base``: the report ``r`` was edited from (``apply_edits``; the same variables). What is
+    recomputed, and each stash's share, is then read from ``base`` (the program as compiled:
+    halving the momentum does not change which activations the backward reads) and ``r``'s
+    sizes carried over, so the answer is the same recomputation whatever the other levers
+    (``tilemem.figures.whatifbounds`` answers combinations so). Without ``base``: from
+    ``r``."""
     e = next((x for x in edits if x.kind == RECOMPUTE), None)
     if e is None:
         return r, [], np.zeros(0, np.int64)
-    from .recompute import recomputed
-
-    out, rows, _ = recomputed(r, "all" if e.pattern == "all"
-                              else tuple(int(x) for x in e.pattern.split(",")))
+    rc = recompute_of(r if base is None else base, e)
+    out, rows = rc.report, rc.rows
+    if base is not None and base is not r:
+        out = changed_report(out, *rc.resized(r.size, r.allocated))
     codes, _ = tensor_codes(r)
     b = int(r.size[rows].sum())
     return out, [Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
                          variables=len(rows), bytes_before=b, bytes_after=b)], rows
+
+
+def recompute_of(r: Report, e: Edit):
+    """The ``recompute`` edit ``e`` on ``r`` (``tilemem.figures.recompute.Recomputation``)."""
+    from .recompute import recomputation
+
+    return recomputation(r, "all" if e.pattern == "all"
+                         else tuple(int(x) for x in e.pattern.split(",")))
 
 
 def lever_assumptions(edits: list[Edit]) -> list[str]:
@@ -237,6 +251,13 @@ def matching_rows(r: Report, pattern: str) -> tuple[np.ndarray, int]:
 def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
     """The report with ``edits`` applied (offloaded variables unallocated, scaled sizes
     rounded up to whole bytes; offsets kept), and what each matched."""
+    size, allocated, applied = edited_sizes(r, edits)
+    return changed_report(r, size, allocated), applied
+
+
+def edited_sizes(r: Report, edits: list[Edit]) -> tuple[np.ndarray, np.ndarray, list[Applied]]:
+    """``apply_edits`` without the report: every row's size and allocated flag after the
+    edits (each edit's rows told from ``r`` itself), and what each matched."""
     size = r.size.copy()
     allocated = r.allocated.copy()
     applied = []
@@ -264,7 +285,7 @@ def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
             after = int(size[rows].sum())
         applied.append(Applied(edit=e.describe(), tensors=tensors, variables=len(rows),
                                bytes_before=before, bytes_after=after))
-    return changed_report(r, size, allocated), applied
+    return size, allocated, applied
 
 
 def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) -> Applied:
@@ -336,21 +357,3 @@ def _without(csr, gone: np.ndarray, both: bool):
     if both:
         keep &= ~gone[src]
     return Csr.from_lengths(np.bincount(src[keep], minlength=csr.num_rows), csr.indices[keep])
-
-
-def bound_after(r: Report, tiles: np.ndarray, remove: np.ndarray | None = None,
-                scale: dict | None = None, time_limit: float = 10.0) -> np.ndarray:
-    """Maximum live bytes of ``tiles`` with the rows ``remove`` weighing nothing and the rows
-    of ``scale`` (``{factor: rows}``) scaled: the bound of a what-if without building its
-    report's tile index again (a removed variable weighs what an offloaded one does)."""
-    from ..liveness import max_live_all
-
-    size = r.size.copy()
-    if remove is not None:
-        size[remove] = 0
-    for f, rows in (scale or {}).items():
-        size[rows] = np.ceil(size[rows] * f).astype(size.dtype)
-    changed = changed_report(r, size, r.allocated)
-    return np.array([m.max_live_bytes for m in
-                     max_live_all(changed, tiles, time_limit=time_limit * max(len(tiles), 1))],
-                    np.int64)

@@ -20,7 +20,7 @@ allocator can fit the tile in fewer bytes (alignment gaps aside).
 - ``step_profile`` / ``max_over_tiles``: live bytes over program steps.
 
 One module a question: ``conflicts`` (who conflicts), ``maxlive`` (how many bytes must be live
-at once; ``cliques``: the same for many re-weightings of one report), ``timelines`` (when: class lifetimes and the report's interval model), ``steps``
+at once; ``cliques``: the same for many re-weightings of one report from its one class graph, ``reweight``: from each tile's graph, any interference), ``timelines`` (when: class lifetimes and the report's interval model), ``steps``
 (live bytes over program steps), on ``classgraph`` (the interference as a graph), ``sweep``
 (the one live-bytes sweep over intervals), ``graphalg`` and ``intervals`` (graph algorithms).
 

@@ -425,6 +425,7 @@ def program_html(s: dict | None, source: str) -> str:
                     "totals")
     lines.append(f'<div class="tables"><div><h3>Live at the most peaks</h3>{tensors}</div>'
                  f'<div><h3>&nbsp;</h3>{layers}</div></div>')
+    lines.append(plan_html(s.get("plan"), source))
     if s["nextSteps"]:
         def try_it(st):
             cmd, _, rest = st.get("command", "").partition(" ")
@@ -444,6 +445,33 @@ def program_html(s: dict | None, source: str) -> str:
                     f"<li>{esc(x)}</li>" for x in st["stages"]) + "</ul>")
     return ('<section id="program"><h2>Program: out of memory</h2>' + "".join(lines)
             + "</section>")
+
+
+def plan_html(p: dict | None, source: str) -> str:
+    """The plan that fits (``tilemem.figures.plan``, the summary's ``plan``) before the
+    next steps, as ``tilemem oom`` prints it: its levers with their costs, what it leaves,
+    the ``what-if`` command that tries it; "" without one."""
+    if not p:
+        return ""
+    esc = _html.escape
+    if p["tilesLeft"] == 0:
+        head = (f"every one of the {p['ofTiles']:,} tiles that need less data under "
+                f"tileMemory by the bound, at cost {p['cost']} (sum of ranks; "
+                f"{p['tried']} combination(s) tried, cheapest first)")
+        title = "Plan that fits"
+    else:
+        head = (f"no combination of levers tried brings every tile under tileMemory; this "
+                f"one leaves {p['tilesLeft']:,} of {p['ofTiles']:,} tiles over, "
+                f"{p['bytesToFree']:,} B still to free there (cost {p['cost']}; "
+                f"{p['tried']} tried)")
+        title = "Plan that fits best"
+    levers = "".join(f"<li>{esc(x)} <span class=\"dim\">({esc(c)})</span></li>"
+                     for x, c in zip(p["levers"], p["costs"]))
+    command = f"tilemem what-if {source} {p['whatIf']}"
+    return (f'<div id="plan"><h3>{title}</h3><p>{esc(head)}</p><ul>{levers}</ul>'
+            f"<p>Try it with <code>{esc(command)}</code>"
+            "; <code>tilemem oom --prefer LEVER</code> tries a lever first, "
+            "<code>--avoid LEVER</code> leaves it out.</p></div>")
 
 
 def against_html(d: dict | None) -> str:

@@ -208,9 +208,15 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
 
     if not len(fig.out_of_memory()):
         return None, {}
+    from ..figures.plan import plan_that_fits
+
     summary, found, _ = diagnose_program(r, offsets=offsets, time_limit=time_limit, top=15,
                                       repack=repack, method=method, figures=fig,
                                       progress=progress, budget=budget)
+    # the plan that fits, as ``tilemem oom`` ends its next steps (the same tiles' class
+    # graphs, taken apart once for both)
+    summary.plan = plan_that_fits(
+        r, [d.tile for d in found if d.verdict_code == "reduceData"], time_limit=time_limit)
     keep = set(int(t) for t in tiles)
     return (msgspec.to_builtins(summary),
             {d.tile: msgspec.to_builtins(d) for d in found if d.tile in keep})

@@ -26,7 +26,7 @@ VERDICT_LINES = {
 
 def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") -> None:
     """The program's verdict in one screen: counts by verdict, bytes to free, the tensors
-    live at most peaks, the ranked next steps."""
+    live at most peaks, the plan that fits, the ranked next steps."""
     from rich.table import Column, Table
 
     tm = s.tile_memory
@@ -77,6 +77,8 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
                       f"{b.bytes:,}" if b else "")
         c.print(titled("Live at the most peaks: tensors (names without #tile) and layers "
                        "(name prefixes)", t))
+    # the plan first: users read the top, and it answers the question the steps part
+    plan_view(c, s, report_arg)
     if s.next_steps:
         of = s.next_steps[0].of_tiles
         c.print(f"[bold]Next steps[/bold]: how many of the {of:,} tiles that need less data "
@@ -88,7 +90,6 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
             line = (f"tilemem {cmd} {report_arg} {rest}" if st.command
                     else f"tilemem what-if {report_arg} {st.what_if}")
             c.print(f"     [dim]{escape(line)}[/dim]", soft_wrap=True)
-    plan_view(c, s, report_arg)
 
 
 def plan_view(c, s: ProgramSummary, report_arg: str = "REPORT") -> None:

@@ -44,6 +44,7 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
                      f"{s.verdict}{actual}")
     if a.note:
         lines += ["", f"  {a.note}"]
+    lines += stage_levers(a)
     lines += ["", "  max live: the bound on the stage's worst tile (no allocator does better); "
               "buffers: what pipelining adds there (copies, stash)",
               "  assumes:"]
@@ -55,3 +56,22 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
                   + (" --steps N --seed S (as the report was made)" if seed_steps is None
                      else "")]
     return "\n".join(lines)
+
+
+def stage_levers(a: SplitAnswer) -> list[str]:
+    """A pipelined report's stages that need less data: the levers each needs (its plan that
+    fits, ``Stage.levers``), one line a stage, with the ``what-if`` options that try them."""
+    need = [s for s in a.stages if s.levers is not None]
+    if not need:
+        return []
+    out = ["", "  levers each stage needs (the plan that fits its tiles that need less data, "
+           "cheapest first; tilemem oom --prefer/--avoid to rank them):"]
+    for s in need:
+        p = s.levers
+        what = " + ".join(p.levers)
+        left = ("every tile fits by the bound" if p.tiles_left == 0 else
+                f"{p.tiles_left:,} of {p.of_tiles:,} tiles still over, "
+                f"{p.bytes_to_free:,} bytes to free")
+        out.append(f"  - IPU {s.ipu}: {what} (cost {p.cost}; {p.of_tiles:,} tiles need less "
+                   f"data; {left}): what-if {p.what_if}")
+    return out

@@ -1,0 +1,67 @@
+"""The bounds of many what-ifs of one report on the same tiles, from one structure: what
+``oom``'s next steps and its plan that fits ask (``tilemem.figures.program``,
+``tilemem.figures.plan``).
+
+Every edit but recomputation only re-sizes variables (offloading: size 0): the tiles' class
+graphs stay as they are, so they are taken apart once (``tilemem.liveness.reweight.
+TileCliques``) and each what-if is a weighted maximum over them, equal to ``max_live_all``
+on the changed report. Recomputation changes the lifetimes of some classes: its report
+(``tilemem.figures.recompute``, read from the report as compiled) is taken apart once too,
+and every combination with it re-sizes that report's rows (a recomputed copy as its row).
+So a whole-IPU ``oom`` takes each tile's graph apart once or twice, not once a what-if.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import Report
+
+
+class WhatIfBounds:
+    """Maximum live bytes of ``tiles`` of ``r`` under what-ifs (``of_sizes``, ``of_edits``),
+    in the order of ``tiles``; ``time_limit``: seconds of search a tile whose class graph is
+    not chordal, as ``max_live_all``'s."""
+
+    def __init__(self, r: Report, tiles, time_limit: float = 10.0):
+        from ..liveness.reweight import TileCliques
+
+        self.r = r
+        self.tiles = np.atleast_1d(np.asarray(tiles, np.int64))
+        self.time_limit = time_limit
+        self._cliques = TileCliques(r, self.tiles, time_limit * max(len(self.tiles), 1))
+        self._recomputed: dict = {}
+
+    def of_sizes(self, size: np.ndarray, allocated: np.ndarray | None = None) -> np.ndarray:
+        """The bound with the report's rows at ``size`` (not ``allocated``: offloaded)."""
+        return self._cliques.max_live(size, allocated)
+
+    def of_edits(self, edits: list) -> tuple[np.ndarray, list]:
+        """The bound after ``edits`` (``tilemem.figures.whatif.parse_edits``), as
+        ``max_live_all`` on ``apply_recompute(*apply_edits(r, edits), base=r)``'s report,
+        and what each edit matched (``Applied``); ``ReportError`` as ``apply_edits``."""
+        from .whatif import RECOMPUTE, apply_recompute, edited_sizes, recompute_of
+
+        size, allocated, applied = edited_sizes(self.r, edits)
+        e = next((x for x in edits if x.kind == RECOMPUTE), None)
+        if e is None:
+            return self._cliques.max_live(size, allocated), applied
+        if e.pattern not in self._recomputed:
+            from ..liveness.reweight import TileCliques
+
+            rc = recompute_of(self.r, e)
+            self._recomputed[e.pattern] = (rc, TileCliques(
+                rc.report, self.tiles, self.time_limit * max(len(self.tiles), 1)))
+        rc, cliques = self._recomputed[e.pattern]
+        _, more, _ = apply_recompute(self.r, [e])   # what it matched (cached)
+        return cliques.max_live(*rc.resized(size, allocated)), applied + more
+
+
+def whatif_bounds(r: Report, tiles, time_limit: float = 10.0) -> WhatIfBounds:
+    """``WhatIfBounds`` of ``r`` on ``tiles``, kept with the report (its one latest), so
+    the next steps and the plan of one ``oom`` share it."""
+    tiles = np.atleast_1d(np.asarray(tiles, np.int64))
+    held = r._cache.get("whatif_bounds")
+    if (held is None or not np.array_equal(held.tiles, tiles)
+            or held.time_limit != time_limit):
+        held = r._cache["whatif_bounds"] = WhatIfBounds(r, tiles, time_limit)
+    return held
