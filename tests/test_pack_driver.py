@@ -53,8 +53,11 @@ def test_replay_and_heuristic_pass_the_checker(r):
 @given(small_reports(max_vars=9, tiles=2), st.sampled_from(["auto", "exact"]))
 def test_exact_passes_the_checker_and_beats_the_heuristic(r, method):
     heu = allocate(r, method="heuristic", run=RunOptions(workers=1))
+    # the property holds at any limit (exact starts from the heuristic and keeps the best);
+    # a deterministic run's limit is its local search's move budget (40 a second), so 1 s
+    # rather than 5 s spends a fifth of the moves on tiles the property does not need them on
     ex = allocate(r, method=method,
-                  policy=Policy(time_limit=5),
+                  policy=Policy(time_limit=1),
                   run=RunOptions(workers=1, deterministic=True))
     passes_both_checkers(r, ex.offsets)
     for k_heu, k_ex in zip(keys(r, heu.offsets), keys(r, ex.offsets)):
