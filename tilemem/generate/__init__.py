@@ -561,12 +561,16 @@ class _Assembler:
 
 
 def _by_tile(r: Report) -> Report:
-    """``r`` with its rows ordered by (IPU, tile) (``tilemem.model.ipuview``), numbered
-    afresh: var ``i`` is row ``i``, as the generator numbers them; within a tile the rows
-    keep their order, so allocation order and offsets are unchanged."""
+    """Over several IPUs, ``r`` with its rows ordered by (IPU, tile)
+    (``tilemem.model.ipuview``, as ``save_report`` writes them), numbered afresh: var ``i``
+    is row ``i``, as the generator numbers them; within a tile the rows keep their order, so
+    allocation order and offsets are unchanged. One IPU's report is left as it is."""
     from dataclasses import replace
 
     from ..model.ipuview import order_by_tile
+
+    if r.target.num_ipus == 1:
+        return r
 
     out = order_by_tile(r)
     return out if out is r else replace(out, var_id=np.arange(r.num_vars, dtype=np.int64))

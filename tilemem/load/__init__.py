@@ -305,8 +305,10 @@ def save_report(report: Report, path) -> None:
     # the streaming writer: no second copy of the report in Cap'n Proto's memory, and every
     # column's chunks back to back in the file (read as one view)
     writer: Callable = write_json if fmt == ".json" else write_capnp_streaming
-    # rows by (IPU, tile): one IPU's variables are then one slice of every column when read
-    # back (``tilemem.model.ipuview``); the same report, its var ids travel with their rows
-    report = order_by_tile(report)
+    # over several IPUs, rows by (IPU, tile): one IPU's variables are then one slice of every
+    # column when read back (``tilemem.model.ipuview``); the same report, its var ids travel
+    # with their rows. One IPU's report is its own slice: its rows are written as they are
+    if report.target.num_ipus > 1:
+        report = order_by_tile(report)
     with atomic_write(path) as f:
         writer(report, f)

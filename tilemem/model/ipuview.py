@@ -2,9 +2,9 @@
 
 A report's row order carries no meaning of its own (004): a variable is named by its ``var``
 id, the allocation order is the separate ``allocationOrderByTile``, and constraints name var
-ids. So the writers may order the rows as they like, and tilemem's order them by tile (stable:
-within a tile the order they had), the variables that are not allocated last
-(``order_by_tile``). Tiles are numbered IPU by IPU, so one IPU's variables are then one run of
+ids. So the writers may order the rows as they like, and tilemem's order a report of several
+IPUs by tile (stable: within a tile the order they had), the variables that are not allocated
+last (``order_by_tile``; a one-IPU report is its own slice and is written as it is). Tiles are numbered IPU by IPU, so one IPU's variables are then one run of
 rows in every column, and ``ipu_view`` gives that IPU as a ``Report`` whose columns are slices
 of the whole report's (a mapped file's columns stay views of the file).
 
