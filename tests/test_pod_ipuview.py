@@ -151,3 +151,26 @@ def test_order_check_agrees_with_a_sort(rows, block):
         assert _ordered(tile, allocated) == expected
     finally:
         ipuview.BLOCK = old
+
+
+def test_tile_rows_of_an_ordered_report_are_ranges_and_the_same_rows(two_ipus, monkeypatch):
+    import dataclasses
+
+    import tilemem.model as model
+
+    r = order_by_tile(shuffled(two_ipus, 6))
+    fresh = lambda: dataclasses.replace(r, _tile_index=None, _cache={})  # noqa: E731
+    monkeypatch.setattr(model, "_ORDERED_INDEX_FROM", 10 ** 12)   # the index of every row
+    indexed = fresh()
+    want = [indexed.tile_rows(t).tolist() for t in range(r.num_tiles)]
+    monkeypatch.setattr(model, "_ORDERED_INDEX_FROM", 0)          # ranges
+    ranged = fresh()
+    assert [ranged.tile_rows(t).tolist() for t in range(r.num_tiles)] == want
+    assert ranged._tile_index[1] is None
+    assert ranged.tiles_in_use().tolist() == indexed.tiles_in_use().tolist()
+    # and by the tile column itself
+    for t in range(r.num_tiles):
+        assert want[t] == np.flatnonzero(r.allocated & (r.tile == t)).tolist()
+    mixed = dataclasses.replace(shuffled(two_ipus, 7), _tile_index=None, _cache={})
+    mixed.tile_rows(0)
+    assert mixed._tile_index[1] is not None   # not ordered: the index, as before

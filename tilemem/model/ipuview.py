@@ -77,15 +77,9 @@ def order_by_tile(r: Report) -> Report:
         idx += np.arange(int(lengths.sum()))
         return Csr.from_lengths(lengths, new_row[csr.indices[idx]])
 
-    lengths = np.diff(np.asarray(r.name_offsets, np.int64))[perm]
-    starts = np.asarray(r.name_offsets[:-1], np.int64)[perm]
-    blob = np.frombuffer(r.name_blob, np.uint8)
-    take = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    take += np.arange(int(lengths.sum()))
-    offsets = np.zeros(len(perm) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    blob, offsets = _gathered_names(r, perm)
     cols = {f: getattr(r, f)[perm] for f in _ROW_COLUMNS}
-    out = replace(r, **cols, name_blob=blob[take].tobytes(), name_offsets=offsets,
+    out = replace(r, **cols, name_blob=blob, name_offsets=offsets,
                   element_constraints=rows(r.element_constraints),
                   region_constraints=rows(r.region_constraints),
                   allocation_order=Csr(r.allocation_order.indptr,
@@ -100,6 +94,25 @@ _ROW_COLUMNS = ("var_id", "tile", "size", "alignment", "offset", "category", "eq
                 "lowest_256kb", "in_interleaved_mem")
 
 
+def _gathered_names(r: Report, rows: np.ndarray, block: int = 1 << 18):
+    """The names of ``rows`` in that order: one blob and its offsets. Gathered a block of
+    rows at a time: the byte index of a block, not of every name (8 bytes a name byte)."""
+    offs = r.name_offsets
+    blob = np.frombuffer(r.name_blob, np.uint8)
+    out_offsets = np.zeros(len(rows) + 1, np.int64)
+    pieces = []
+    for a in range(0, len(rows), block):
+        rw = rows[a:a + block]
+        starts = np.asarray(offs[rw], np.int64)
+        lengths = np.asarray(offs[rw + 1], np.int64) - starts
+        np.cumsum(lengths, out=out_offsets[a + 1:a + 1 + len(rw)])
+        out_offsets[a + 1:a + 1 + len(rw)] += out_offsets[a]
+        take = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        take += np.arange(len(take))
+        pieces.append(blob[take].tobytes())
+    return b"".join(pieces), out_offsets
+
+
 def ipu_bounds(r: Report) -> np.ndarray:
     """``num_ipus + 1`` row bounds of an ordered report: IPU ``k``'s allocated variables are
     rows ``bounds[k]:bounds[k + 1]``; rows from ``bounds[-1]`` on are not allocated."""
@@ -111,6 +124,16 @@ def ipu_bounds(r: Report) -> np.ndarray:
         edges = np.arange(r.target.num_ipus + 1, dtype=np.int64) * r.target.ipu_tiles
         return np.searchsorted(r.tile[:n_alloc], edges, side="left").astype(np.int64)
     return r.cached("ipuview.bounds", make)
+
+
+def ipu_bounds_free_index(r: Report) -> np.ndarray | None:
+    """``num_tiles + 1`` row bounds of the tiles of a report ordered by tile (tile ``t``'s
+    allocated variables are rows ``bounds[t]:bounds[t + 1]``), ``None`` when not ordered."""
+    if not tile_ordered(r):
+        return None
+    n_alloc = _allocated_prefix(r.allocated)
+    return np.searchsorted(r.tile[:n_alloc], np.arange(r.num_tiles + 1, dtype=np.int64),
+                           side="left").astype(np.int64)
 
 
 def _allocated_prefix(allocated: np.ndarray) -> int:
@@ -194,13 +217,7 @@ def _take(r: Report, rows: np.ndarray) -> Report:
         row = np.repeat(np.arange(len(rows)), lengths)
         return Csr.from_lengths(np.bincount(row[inside], minlength=len(rows)), entries[inside])
 
-    offs = np.asarray(r.name_offsets, np.int64)
-    lengths = offs[1:][rows] - offs[:-1][rows]
-    take = np.repeat(offs[:-1][rows] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    take += np.arange(int(lengths.sum()))
-    names = np.frombuffer(r.name_blob, np.uint8)[take].tobytes()
-    name_offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lengths, out=name_offsets[1:])
+    names, name_offsets = _gathered_names(r, rows)
     order = r.allocation_order
     keep = new_row[order.indices] >= 0
     tile_of_entry = order.row_ids()[keep]
