@@ -12,9 +12,9 @@ from hypothesis import given, settings, strategies as st
 from tilemem.generate import generate_report
 from tilemem.load import load_report, save_report
 from tilemem.model import Report
-from tilemem.model.ipuview import (_ordered, ipu_bounds, ipu_parts, ipu_view, order_by_tile,
-                                   tile_ordered)
-import tilemem.model.ipuview as ipuview
+from tilemem.model import _tileorder
+from tilemem.model._tileorder import ordered as _ordered
+from tilemem.model.ipuview import ipu_bounds, ipu_parts, ipu_view, order_by_tile, tile_ordered
 
 PER_IPU = 12
 
@@ -145,12 +145,12 @@ def test_order_check_agrees_with_a_sort(rows, block):
     tile = np.array([t if a else -1 for a, t in rows], np.int64)
     key = np.where(allocated, tile, 1 << 40)
     expected = bool(np.all(np.diff(key) >= 0)) if len(rows) else True
-    old = ipuview.BLOCK
-    ipuview.BLOCK = block
+    old = _tileorder.BLOCK
+    _tileorder.BLOCK = block
     try:
         assert _ordered(tile, allocated) == expected
     finally:
-        ipuview.BLOCK = old
+        _tileorder.BLOCK = old
 
 
 def test_tile_rows_of_an_ordered_report_are_ranges_and_the_same_rows(two_ipus, monkeypatch):

@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ._tileorder import tile_bounds
 from .target import MK1, Target
 
 # The 25 storage categories listed in the graph profile format (000, "Memory by category"), in
@@ -308,11 +309,10 @@ class Report:
 
     def _tiles(self):
         if self._tile_index is None and self.num_vars > _ORDERED_INDEX_FROM:
-            from .ipuview import ipu_bounds_free_index
-
             # rows ordered by tile (``tilemem.model.ipuview``): a tile's rows are a range,
             # found by a binary search, with no index of every row to build and hold
-            found = ipu_bounds_free_index(self)
+            found = self.cached("ipuview.tile_bounds", lambda: tile_bounds(
+                self.tile, self.allocated, self.num_tiles))
             if found is not None:
                 object.__setattr__(self, "_tile_index", (found, None))
         if self._tile_index is None:

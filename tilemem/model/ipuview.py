@@ -21,37 +21,13 @@ from dataclasses import replace
 import numpy as np
 
 from . import Csr, Report
-
-BLOCK = 1 << 22   # rows read at a time when checking the order: bounded temporaries
+from ._tileorder import allocated_prefix as _allocated_prefix, ordered as _ordered
 
 
 def tile_ordered(r: Report) -> bool:
     """True when the allocated rows come first, in non-decreasing tile order, and the rest
     (not allocated) after them. Read in blocks; the answer is kept with the report."""
     return r.cached("ipuview.ordered", lambda: _ordered(r.tile, r.allocated))
-
-
-def _ordered(tile: np.ndarray, allocated: np.ndarray) -> bool:
-    n = len(tile)
-    last, seen_unallocated = -1, False
-    for a in range(0, n, BLOCK):
-        al = allocated[a:a + BLOCK]
-        t = tile[a:a + BLOCK]
-        if seen_unallocated:
-            if al.any():
-                return False
-            continue
-        k = len(al) if al.all() else int(np.argmin(al))   # first row not allocated here
-        head = t[:k]
-        if k:
-            if head[0] < last or (k > 1 and bool((head[1:] < head[:-1]).any())):
-                return False
-            last = int(head[-1])
-        if k < len(al):
-            seen_unallocated = True
-            if al[k:].any():
-                return False
-    return True
 
 
 def tile_order(r: Report) -> np.ndarray:
@@ -124,24 +100,6 @@ def ipu_bounds(r: Report) -> np.ndarray:
         edges = np.arange(r.target.num_ipus + 1, dtype=np.int64) * r.target.ipu_tiles
         return np.searchsorted(r.tile[:n_alloc], edges, side="left").astype(np.int64)
     return r.cached("ipuview.bounds", make)
-
-
-def ipu_bounds_free_index(r: Report) -> np.ndarray | None:
-    """``num_tiles + 1`` row bounds of the tiles of a report ordered by tile (tile ``t``'s
-    allocated variables are rows ``bounds[t]:bounds[t + 1]``), ``None`` when not ordered."""
-    if not tile_ordered(r):
-        return None
-    n_alloc = _allocated_prefix(r.allocated)
-    return np.searchsorted(r.tile[:n_alloc], np.arange(r.num_tiles + 1, dtype=np.int64),
-                           side="left").astype(np.int64)
-
-
-def _allocated_prefix(allocated: np.ndarray) -> int:
-    for a in range(0, len(allocated), BLOCK):
-        al = allocated[a:a + BLOCK]
-        if not al.all():
-            return a + int(np.argmin(al))
-    return len(allocated)
 
 
 def ipu_view(r: Report, k: int) -> Report:
