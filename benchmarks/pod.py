@@ -1,7 +1,8 @@
 """Pod scale: wall time and peak memory of the commands on N-IPU generated reports.
 
-For each report, runs ``tilemem info``, ``tilemem check`` and ``tilemem oom --no-repack`` (and
-``generate`` itself when it makes the report) as a user would, one at a time, and records
+For each report, runs ``tilemem info``, ``tilemem check``, ``tilemem oom --no-repack``,
+``tilemem split`` and ``tilemem convert`` to JSON (``--commands`` picks; ``generate`` itself
+when it makes the report) as a user would, one at a time, and records
 
 - wall time,
 - peak resident set (``VmHWM`` of each process, summed over the run's processes),
@@ -24,7 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-COMMANDS = {"info": ["info"], "check": ["check"], "oom --no-repack": ["oom", "--no-repack"]}
+COMMANDS = {"info": ["info"], "check": ["check"], "oom --no-repack": ["oom", "--no-repack"],
+            "split": ["split"], "convert": ["convert"]}
+#: command -> output file it writes beside the report (``{stem}``: the report's name)
+OUTPUTS = {"convert": "{stem}.converted.json"}
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -108,7 +112,11 @@ def main(argv=None) -> int:
         reports.append((str(path), n))
     for path, n in reports:
         for name in a.commands:
-            m = measure(tm + COMMANDS[name] + [path], env)
+            out = ([str(Path(a.out) / OUTPUTS[name].format(stem=Path(path).stem))]
+                   if name in OUTPUTS else [])
+            m = measure(tm + COMMANDS[name] + [path] + out, env)
+            for o in out:   # the output is not kept: reports are large
+                Path(o).unlink(missing_ok=True)
             print(row(label, n, f"{name} `{Path(path).name}`", m), flush=True)
     return 0
 

@@ -48,6 +48,7 @@ from numba import njit
 
 from .errors import ReportError
 from .model import Report
+from .model.ipuview import ipu_bounds, ipu_parts, tile_ordered
 from .rules import DEFAULT_RULES, MIN_ALIGNMENT, Rules, overflow_bytes
 
 #: Every rule, in the order they are reported.
@@ -160,16 +161,58 @@ class CheckJson(msgspec.Struct, rename="camel"):
 
 
 def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
-                     limit: int = 1000) -> CheckResult:
+                     limit: int = 1000, by_ipu: bool | None = None) -> CheckResult:
     """Check ``offsets`` (one per row of ``r``; default: the report's own) against every rule.
 
     Raises ``ReportError`` when ``offsets`` has the wrong length or a negative offset for an
     allocated variable. ``limit``: how many violations of each rule to describe.
+    ``by_ipu``: check IPU by IPU (every rule is within a tile, so the result is the same),
+    holding one IPU's temporaries at a time; by default when the report spans several IPUs
+    and its rows are ordered by tile (``tilemem.model.ipuview``: each IPU a view).
     """
     off = r.offset if offsets is None else np.asarray(offsets, np.int64)
     if off.shape != (r.num_vars,):
         raise ReportError(f"the allocation has {len(off)} offsets for {r.num_vars} variables",
                           field="offset")
+    if by_ipu is None:
+        by_ipu = r.target.num_ipus > 1 and tile_ordered(r)
+    if not by_ipu:
+        return _check(r, off, rules, limit, _interference_keys(r))
+    keys = _interference_keys(r)   # once: the relation is the whole report's
+    bounds = ipu_bounds(r) if tile_ordered(r) else None
+    parts = []
+    for k, view in ipu_parts(r):
+        part_off = (off[bounds[k]:bounds[k + 1]] if bounds is not None
+                    else off[r.rows_of_vars(view.var_id)])
+        parts.append(_check(view, part_off, rules, limit, keys))
+    return _merged(parts, rules, limit, r.num_tiles)
+
+
+def _merged(parts: list[CheckResult], rules: Rules, limit: int, num_tiles: int) -> CheckResult:
+    """One result of the results of disjoint sets of tiles, as one check of them all finds:
+    counts and per-tile figures add; each rule's first ``limit`` violations, parts in order."""
+    def first(attr):
+        return tuple(v for name in RULE_NAMES
+                     for v in [x for p in parts for x in getattr(p, attr)
+                               if x.rule == name][:limit])
+
+    def added(attr):
+        out = dict.fromkeys(getattr(parts[0], attr), 0) if parts else {}
+        for p in parts:
+            for key, v in getattr(p, attr).items():
+                out[key] = out.get(key, 0) + v
+        return out
+
+    return CheckResult(
+        counts=added("counts"), violations=first("violations"),
+        waived_counts=added("waived_counts"), waived=first("waived"),
+        overflow_bytes=sum((p.overflow_bytes for p in parts), np.zeros(num_tiles, np.int64)),
+        rules=rules,
+        tile_violations=sum((p.tile_violations for p in parts), np.zeros(num_tiles, np.int64)))
+
+
+def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarray
+           ) -> CheckResult:
     rows = np.flatnonzero(r.allocated)
     bad = rows[off[rows] < 0]
     if len(bad):
@@ -237,7 +280,6 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
                                 f"both touch {what} {shared} (constraint: different {what}s)"))
 
     # overlap: sweep each tile's variables by offset
-    keys = _interference_keys(r)
     num_classes = max(r.num_classes, 1)
     # Class pairs are looked up once per overlapping pair: a dense matrix when it is small,
     # else a binary search in the sorted pair keys.

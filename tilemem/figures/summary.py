@@ -9,6 +9,7 @@ import msgspec
 import numpy as np
 
 from ..model import Report
+from ..model.ipuview import passes
 
 
 def bytes_per_tile(r: Report) -> np.ndarray:
@@ -173,12 +174,27 @@ def info(r: Report, top: int = 5) -> Info:
     (2, 1, 300016)
     """
     t = r.target
-    sums = bytes_per_tile(r)
-    per_tile = covered_bytes_per_tile(r)
-    ends = highest_end_per_tile(r)
+    T = r.num_tiles
+    sums, per_tile, ends = (np.zeros(T, np.int64) for _ in range(3))
+    in_use = np.zeros(T, bool)
+    by_cat = np.zeros(len(r.categories), np.int64)
+    variables = interleaved = always_live = 0
+    # per-tile sums over each IPU's variables in turn (``tilemem.model.ipuview``): one IPU's
+    # temporaries at a time on a report of several
+    for v in passes(r):
+        a = v.allocated
+        sums += bytes_per_tile(v)
+        per_tile += covered_bytes_per_tile(v)
+        np.maximum(ends, highest_end_per_tile(v), out=ends)
+        in_use[v.tile[a]] = True
+        by_cat += np.bincount(v.category[a], weights=v.size[a],
+                              minlength=len(r.categories)).astype(np.int64)
+        variables += int(a.sum())
+        interleaved += int((a & v.in_interleaved_mem).sum())
+        always_live += int(v.size[a & v.always_live].sum())
     k = min(top, r.num_tiles)
     top_tiles = np.argsort(-per_tile, kind="stable")[:k]
-    a = r.allocated
+    categories = {r.categories[i]: int(x) for i, x in enumerate(by_cat) if x}
     return Info(
         target=TargetInfo(
             num_tiles=t.num_tiles, tile_memory=t.tile_memory,
@@ -186,19 +202,19 @@ def info(r: Report, top: int = 5) -> Info:
             memory_element_offsets=t.memory_element_offsets.tolist(),
             supervisor_instr_fetch_delay=t.supervisor_instr_fetch_delay,
             tiles_per_ipu=t.ipu_tiles, num_ipus=t.num_ipus),
-        tiles_in_use=int(len(r.tiles_in_use())),
-        variables=int(a.sum()),
-        unallocated_variables=int((~a).sum()),
+        tiles_in_use=int(in_use.sum()),
+        variables=variables,
+        unallocated_variables=r.num_vars - variables,
         equivalence_classes=r.num_classes,
         interference_edges=r.num_interference_edges,
         element_constraints=int(r.element_constraints.nnz),
         region_constraints=int(r.region_constraints.nnz),
-        interleaved_variables=int((a & r.in_interleaved_mem).sum()),
-        always_live_bytes=int(r.size[a & r.always_live].sum()),
-        total_bytes=int(r.size[a].sum()),
+        interleaved_variables=interleaved,
+        always_live_bytes=always_live,
+        total_bytes=int(sums.sum()),
         class_steps=r.class_steps is not None,
         tiles_over_memory=int((ends > t.tile_memory).sum()),
-        bytes_by_category=dict(sorted(bytes_by_category(r).items(), key=lambda kv: -kv[1])),
+        bytes_by_category=dict(sorted(categories.items(), key=lambda kv: -kv[1])),
         total_bytes_after_overlapping=int(per_tile.sum()),
         top_tiles=[TopTile(tile=int(i), bytes=int(per_tile[i]), highest_end=int(ends[i]),
                            sum_of_sizes=int(sums[i]),

@@ -509,14 +509,14 @@ class _Assembler:
         allocation_order = Csr.from_lengths(np.bincount(tile_all, minlength=T), order)
 
         inter, dropped = self._interference(tile_all, eq_class)
-        report = Report.from_columns(
+        report = _by_tile(Report.from_columns(
             target=t, var_id=rows, tile=tile_all, size=size_all, alignment=alignment,
             offset=np.zeros(n, np.int64), category=category, eq_class=eq_class,
             interference=inter, names=name_list, always_live=always_live,
             executable=code, vertex_code=category == CAT_CODE["vertexCode"],
             is_constant=category == CAT_CODE["constant"], in_interleaved_mem=interleaved,
             element_constraints=elem, region_constraints=region,
-            allocation_order=allocation_order, class_steps=self.class_steps)
+            allocation_order=allocation_order, class_steps=self.class_steps))
         if dropped is None:
             return report
         from dataclasses import replace
@@ -558,6 +558,22 @@ class _Assembler:
         return always_live_items(self.p, tiles_of_step, self.t.num_tiles,
                                  np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE,
                                  tiles_per_ipu=self.tpi, per_weight=self.per_weight)
+
+
+def _by_tile(r: Report) -> Report:
+    """Over several IPUs, ``r`` with its rows ordered by (IPU, tile)
+    (``tilemem.model.ipuview``, as ``save_report`` writes them), numbered afresh: var ``i``
+    is row ``i``, as the generator numbers them; within a tile the rows keep their order, so
+    allocation order and offsets are unchanged. One IPU's report is left as it is."""
+    from dataclasses import replace
+
+    from ..model.ipuview import order_by_tile
+
+    if r.target.num_ipus == 1:
+        return r
+
+    out = order_by_tile(r)
+    return out if out is r else replace(out, var_id=np.arange(r.num_vars, dtype=np.int64))
 
 
 def _phase(progress: bool, text: str):

@@ -137,6 +137,7 @@ def load_report(path) -> Report:
             buf = _map(path)
             fmt = report_format(buf)
             if fmt == "json":
+                _json_fits(len(buf), path)
                 skip = len(_BOM) if bytes(buf[:3]) == _BOM else 0
                 report = read_json(memoryview(buf)[skip:] if skip else buf)
             else:
@@ -151,6 +152,45 @@ def load_report(path) -> Report:
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return report
+
+
+#: Anonymous memory the JSON reader needs, per byte of the file: the columns and a batch
+#: of decoded records beside the mapped file (``tests/test_load_memory.py`` holds the whole
+#: peak, file pages included, under three times the file).
+JSON_BYTES_PER_FILE_BYTE = 2.0
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still use: ``TILEMEM_MEMORY_AVAILABLE`` when set (a cap the
+    user gives), else the kernel's ``MemAvailable``; ``None`` when unknown."""
+    cap = os.environ.get("TILEMEM_MEMORY_AVAILABLE")
+    if cap:
+        try:
+            return int(float(cap))
+        except ValueError:
+            raise ReportError(f"TILEMEM_MEMORY_AVAILABLE must be a number of bytes, got "
+                              f"{cap!r}") from None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _json_fits(size: int, path) -> None:
+    """Refuse, before reading it, a JSON report too large for the memory left: reading it
+    would end in the kernel's out-of-memory killer after minutes. ``convert`` to capnp
+    streams it in bounded memory, and every command reads the capnp as views."""
+    need = int(size * JSON_BYTES_PER_FILE_BYTE)
+    have = available_memory()
+    if have is not None and need > have:
+        raise ReportError(
+            f"a JSON report of {size / 1e9:.2f} GB needs about {need / 1e9:.1f} GB of memory "
+            f"to read and {have / 1e9:.1f} GB is available: convert it first (streamed, in "
+            f"bounded memory): tilemem convert {path} {Path(str(path)).with_suffix('.capnp')}")
 
 
 # ---- writing ------------------------------------------------------------------------------
@@ -255,6 +295,7 @@ def check_output(path, formats: tuple[str, ...] = (), *, option: str = "--output
 
 def save_report(report: Report, path) -> None:
     """Write a report as JSON or capnp by the extension of ``path`` (atomically)."""
+    from ..model.ipuview import order_by_tile
     from .capnpio import write_capnp_streaming
     from .jsonio import write_json
 
@@ -264,5 +305,10 @@ def save_report(report: Report, path) -> None:
     # the streaming writer: no second copy of the report in Cap'n Proto's memory, and every
     # column's chunks back to back in the file (read as one view)
     writer: Callable = write_json if fmt == ".json" else write_capnp_streaming
+    # over several IPUs, rows by (IPU, tile): one IPU's variables are then one slice of every
+    # column when read back (``tilemem.model.ipuview``); the same report, its var ids travel
+    # with their rows. One IPU's report is its own slice: its rows are written as they are
+    if report.target.num_ipus > 1:
+        report = order_by_tile(report)
     with atomic_write(path) as f:
         writer(report, f)

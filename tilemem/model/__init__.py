@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ._tileorder import tile_bounds
 from .target import MK1, Target
 
 # The 25 storage categories listed in the graph profile format (000, "Memory by category"), in
@@ -148,6 +149,11 @@ def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     m.sum_duplicates()
     m.sort_indices()
     return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
+
+
+#: Reports of more rows than this look for rows ordered by tile before building a tile index
+#: (the look is a pass over the tile column; a small report's index is cheap anyway).
+_ORDERED_INDEX_FROM = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -302,6 +308,13 @@ class Report:
         return _row_lookup(self.var_id, strict=False)(np.asarray(var_ids, np.int64))
 
     def _tiles(self):
+        if self._tile_index is None and self.num_vars > _ORDERED_INDEX_FROM:
+            # rows ordered by tile (``tilemem.model.ipuview``): a tile's rows are a range,
+            # found by a binary search, with no index of every row to build and hold
+            found = self.cached("ipuview.tile_bounds", lambda: tile_bounds(
+                self.tile, self.allocated, self.num_tiles))
+            if found is not None:
+                object.__setattr__(self, "_tile_index", (found, None))
         if self._tile_index is None:
             alloc_rows = np.flatnonzero(self.allocated)
             t = self.tile[alloc_rows]
@@ -315,6 +328,8 @@ class Report:
     def tile_rows(self, tile: int) -> np.ndarray:
         """Rows of the allocated variables of one tile, in report order (a cheap view)."""
         indptr, rows = self._tiles()
+        if rows is None:   # ordered by tile: the rows are a range
+            return np.arange(indptr[tile], indptr[tile + 1], dtype=np.int64)
         return rows[indptr[tile]:indptr[tile + 1]]
 
     def cached(self, name: str, make):
