@@ -17,7 +17,12 @@ never once per task:
   wait) and workers would fetch the state again: the ``LocalCluster`` is started without it,
   and an external scheduler should be too
   (``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False``); ``describe()`` says
-  when it is running. A worker that dies (killed, out of
+  when it is running. Each IPU's tasks go to its home workers (``homes``: a worker gets its
+  share of the IPUs and builds only their shards of a ``ReportFile``), a loose restriction
+  (a dead worker's IPUs go to the others); the scheduler's work stealing would move queued
+  tasks to idle workers, which would then build those IPUs' shards too: the ``LocalCluster``
+  is started without it, and an external scheduler should be too
+  (``DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING=False``; ``describe()`` says so). A worker that dies (killed, out of
   memory, machine lost) does not lose its tasks: the scheduler gives them to other workers
   (up to its ``distributed.scheduler.allowed-failures`` deaths per task, 3 by default), and
   a task that raises is retried ``retries`` times before the error reaches the caller.
@@ -245,8 +250,8 @@ _OPENED: dict = {}
 
 class ShardCache:
     """The IPU shards a worker built, least recently used dropped past ``ReportFile.keep``
-    (the driver sets it to the IPUs a worker is given, ``homes``, so that a worker keeps its
-    share and no more). ``built``: every ``(path, ipu, bytes)`` this worker built, in order
+    (``DaskExecutor`` sets it to the IPUs a worker is given, ``homes``, plus one: a worker
+    keeps its share, and the shard of a dead worker's IPU it is given while it lasts). ``built``: every ``(path, ipu, bytes)`` this worker built, in order
     (what a test counts). On a Dask worker the cache is the worker's own
     (``distributed.get_worker()``: it goes with the worker), elsewhere this process's."""
 
@@ -334,6 +339,11 @@ def homes(groups: Sequence[int], workers: Sequence[str]) -> dict[int, list[str]]
             for k, g in enumerate(groups)}
 
 
+def _steals(dask_scheduler=None) -> bool:
+    """On the scheduler: is work stealing on?"""
+    return "stealing" in getattr(dask_scheduler, "extensions", {})
+
+
 def _sees(path: str, size: int, mtime_ns: int) -> bool:
     """On a worker: is the file at ``path`` the one the driver sees?"""
     try:
@@ -393,7 +403,7 @@ class DaskExecutor:
                 import dask
 
                 with dask.config.set({"distributed.scheduler.active-memory-manager.start":
-                                      False}):
+                                      False, "distributed.scheduler.work-stealing": False}):
                     self.cluster = LocalCluster(
                         n_workers=self.workers or cores(), threads_per_worker=1,
                         processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
@@ -433,10 +443,12 @@ class DaskExecutor:
             seen = self.client.run(_sees, state.path, state.size, state.mtime_ns)
             blind = sorted(w for w, ok in seen.items() if not ok)
             if not blind:
-                if self.homes:   # a worker keeps its share of the groups' shards
+                if self.homes:
+                    # a worker keeps its share of the groups' shards, and room for one
+                    # more: a dead worker's group, which goes to the others
                     state = copy.copy(state)
-                    state.keep = max(sum(w in h for h in self.homes.values())
-                                     for w in workers)
+                    state.keep = 1 + max(sum(w in h for h in self.homes.values())
+                                         for w in workers)
                 return state
             if self.fallback is None:
                 raise ReportError(f"{len(blind)} Dask worker(s) cannot read it at this path "
@@ -470,7 +482,14 @@ class DaskExecutor:
                        "again between passes")
         except Exception:  # noqa: BLE001 - an older scheduler without the AMM API
             pass
-        return f"Dask {where} with {n} worker(s){dash}{amm}"
+        steal = ""
+        try:
+            if self.homes and self.client.run_on_scheduler(_steals):
+                steal = ("; its work stealing is on, so an IPU's tasks may move to another "
+                         "worker, which then builds that IPU's part of the report too")
+        except Exception:  # noqa: BLE001 - a scheduler that does not say
+            pass
+        return f"Dask {where} with {n} worker(s){dash}{amm}{steal}"
 
     def run(self, fn: TaskFn, tasks: Sequence, *, deadline: float | None = None
             ) -> Iterator[tuple[int, Any]]:
