@@ -3,9 +3,11 @@ would (``dask scheduler``, ``dask worker ... --nworkers 1 --nthreads 1``), on a 
 report: the deterministic run's wall time, predicted for N workers from the 1-worker run's
 per-task cost and measured; the quality at fixed budgets; each worker's memory.
 
-    python benchmarks/cluster.py [REPORT.capnp] --workers 1,2 --budgets 15,30
+    python benchmarks/cluster.py [REPORT.capnp] --workers 1,2 --budgets 10,20
+    python benchmarks/cluster.py REPORT.capnp --workers 2 --memory-only
 
-Without REPORT a 2-IPU report is generated (``tilemem generate --ipus 2 --tiles 64``).
+Without REPORT a 2-IPU report is generated (``tilemem generate --ipus 2 --tiles 16``: 16 tiles an IPU, so that
+the deterministic run, the exact portfolio on every tile not proven optimal, stays minutes).
 
 The prediction: a deterministic run's work is fixed, each tile's seconds are in ``alloc
 --json`` (``tiles[].seconds``, summed over its passes), and each IPU's tasks go to one worker
@@ -108,19 +110,47 @@ def predict(wall_1: float, doc: dict, tiles_per_ipu: int, n: int) -> float:
     return wall_1 - sum(work) + max(per_worker)
 
 
+def compare_memory(report: Path, workers: int, scratch: Path) -> None:
+    """Each worker's memory after ``alloc --method heuristic`` (every tile once) when the
+    workers open the report and build their IPUs' shards, against the same run with the
+    whole report sent to every worker (``RunOptions.state_path`` None: what every run did
+    before shards), each on a fresh cluster."""
+    from tilemem.load import load_report
+    from tilemem.pack.driver import RunOptions, allocate
+
+    r = load_report(report)
+    print(f"\nworkers' memory after a heuristic pass, {workers} worker(s) "
+          "(peak RSS / RssAnon at the end, MB):")
+    for name, path in (("shards (opened from the path)", str(report)),
+                       ("whole report sent to each", None)):
+        cluster = Cluster(workers, scratch)
+        try:
+            t0 = time.time()
+            allocate(r, method="heuristic", run=RunOptions(scheduler=cluster.address,
+                                                            state_path=path))
+            wall = time.time() - t0
+            mem = ", ".join(f"{m['peak_rss_mb']:.0f} / {m['rss_anon_mb']:.0f}"
+                            for m in cluster.memory())
+        finally:
+            cluster.stop()
+        print(f"  {name}: {mem} ({wall:.0f} s)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", nargs="?", type=Path)
     ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--budgets", default="15,30")
-    ap.add_argument("--time-limit", default="0.5", help="the deterministic run's per tile")
+    ap.add_argument("--budgets", default="10,20")
+    ap.add_argument("--time-limit", default="0.2", help="the deterministic run's per tile")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the workers' memory, shards against the whole report sent")
     args = ap.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="tilemem-cluster-"))
     report = args.report
     if report is None:
         report = scratch / "two-ipu.capnp"
         subprocess.run([sys.executable, "-m", "tilemem", "generate", "--ipus", "2", "--tiles",
-                        "64", "--seed", "1", "-o", str(report)], check=True, cwd=ROOT,
+                        "16", "--seed", "1", "-o", str(report)], check=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)
     sys.path.insert(0, str(ROOT))
     from tilemem.load import load_report
@@ -131,6 +161,9 @@ def main(argv=None) -> int:
           f"{r.target.num_ipus} IPU(s); {os.cpu_count()} cores")
     del r
     counts = [int(x) for x in args.workers.split(",")]
+    if args.memory_only:
+        compare_memory(report, max(counts), scratch)
+        return 0
     budgets = [float(x) for x in args.budgets.split(",")]
     rows, first = [], None
     for n in counts:

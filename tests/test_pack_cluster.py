@@ -360,6 +360,8 @@ def test_alloc_on_a_dask_cluster_equals_the_local_pool(shared_cluster, two_ipu_r
     code, stdout, err = _cli("alloc", path, *DET, "--scheduler", address, "-o", out, "--json")
     assert code == 0, err
     assert "Dask scheduler" in err and "2 worker(s)" in err   # it said where it ran
+    said = next(x for x in err.splitlines() if x.startswith("Dask workers' shards"))
+    assert "IPU(s) 0 (" in said and "IPU(s) 1 (" in said      # and which worker held what
     assert (load_report(out).offset == pool_offsets).all()
     assert json.loads(stdout)["summary"]["tiles"] == pool["summary"]["tiles"] == 12
     _check_passes(path, out)

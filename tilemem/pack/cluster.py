@@ -561,6 +561,23 @@ class DaskExecutor:
             busy.update(self.homes.get(self.group_of(task)) or ())
         return any(w not in busy for h in self.homes.values() for w in h)
 
+    def shards_held(self) -> str | None:
+        """Which IPU shards of the report each worker built and holds, and their bytes (what
+        a worker's memory is, besides Python and the mapped file), or None."""
+        state = self._state_ref
+        if self.client is None or not isinstance(state, ReportFile):
+            return None
+        try:
+            held = self.client.run(worker_shards)
+        except Exception:  # noqa: BLE001 - a worker gone: nothing to say of it
+            return None
+        parts = []
+        for w, h in sorted(held.items()):
+            ipus = sorted({ipu for p, ipu, _ in h["built"] if p == state.path})
+            parts.append(f"{w} IPU(s) {', '.join(map(str, ipus)) or '-'} "
+                         f"({h['cached'] / 2**20:.1f} MiB held)")
+        return "Dask workers' shards of the report: " + "; ".join(parts)
+
     def close(self) -> None:
         if self.client is not None:
             try:
@@ -574,7 +591,13 @@ class DaskExecutor:
                 self.cluster = None
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        try:
+            if exc[0] is None and self.echo is not None:
+                said = self.shards_held()
+                if said:
+                    self.echo(said)
+        finally:
+            self.close()
 
 
 def _dask_call(fn, state, task, deadline):

@@ -191,8 +191,8 @@ class _Packing:
         self.reps = list(self.groups)
         # the IPUs of the tiles; on a cluster each task holds one IPU's tiles (a worker then
         # reads one IPU's shard, ``cluster.ReportFile``)
-        self.ipu = report.target.ipu_of
-        self.ipus = np.unique(self.ipu(tiles)).tolist() if len(tiles) else []
+        self.ipu = dict(zip(tiles.tolist(), report.target.ipu_of(tiles).tolist())).__getitem__
+        self.ipus = sorted(set(map(self.ipu, tiles.tolist())))
         self.by_ipu = run.scheduler is not None and len(self.ipus) > 1
         # a tile's place among them, in tile order
         self.place = {t: i for i, t in enumerate(self.reps)}
@@ -239,7 +239,7 @@ class _Packing:
         runs = _runs(todo, self.place, p.reach, p.chain)
         if self.by_ipu:   # a run within one IPU (a task reads one IPU's shard)
             runs = [[t for t in r if self.ipu(t) == i] for r in runs
-                    for i in dict.fromkeys(self.ipu(r).tolist())]
+                    for i in dict.fromkeys(map(self.ipu, r))]
         if self.deadline is not None:
             # in an order that mixes the program's parts (the tiles of a layer, alike in how
             # hard they are, sit side by side): what the visits learn as they go (a task's
