@@ -40,9 +40,24 @@ class Recorder:
         # the packer always names the phase (first pass or final)
         if self.journal is not None:
             self.journal.append(tile, result, offsets, phase)
-        self.kept[int(tile)] = (result, np.asarray(offsets, np.int64))
+        # with a journal, an interrupted run keeps its journal, not these: the offsets are
+        # then not held here beside the packer's own
+        self.kept[int(tile)] = (result, None if self.journal is not None
+                                else np.asarray(offsets, np.int64))
         if self.progress is not None:
             self.progress(Progress(self.stage, int(tile), len(self.kept), self.total))
+
+
+def _capnp_source(report) -> str | None:
+    """The path of the capnp file ``report`` was loaded from, else None (it loaded, so a file
+    that does not start as JSON does is capnp)."""
+    path = getattr(report, "_source", None)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except (OSError, TypeError):
+        return None
+    return path if head and head[:1] not in (b"{", b"[") else None
 
 
 def open_run(output, report, settings: dict, resume: bool, *, echo=None):
@@ -210,12 +225,18 @@ def allocate(report, *, method: str = "auto", tiles=None,
     journal = open_run(output, report, settings, resume, echo=echo)
     total = len(report.tiles_in_use() if chosen is None else chosen)
     recorder = Recorder(journal, progress if callable(progress) else None, "allocate", total)
+    required = shared_report is not None
+    if scheduler is not None and shared_report is None:
+        # a capnp report's workers open it themselves where they see its path (each builds
+        # only its IPUs' shards); elsewhere they receive it (a JSON report: always)
+        shared_report = _capnp_source(report)
     try:
         result = pack(report, method=method, tiles=chosen, budget=budget,
                       policy=replace(policy or DEFAULT_POLICY, time_limit=time_limit),
                       run=RunOptions(workers=workers, seed=seed, deterministic=deterministic,
                                      solver=params or DEFAULT_PARAMS,
                                      scheduler=scheduler, state_path=shared_report,
+                                     state_required=required,
                                      journal=recorder, echo=echo,
                                      progress=progress is True))
         if output is not None:

@@ -141,10 +141,11 @@ def packing_options(*, what: str | None = None, budget: float | None = None,
                               "uses a running scheduler (pip install 'tilemem[cluster]'). "
                               "Default: this machine's process pool."),
             click.option("--shared-report", is_flag=True,
-                         help="With --scheduler: the workers see REPORT at this same path "
-                              "(a shared file system) and open it themselves (a capnp "
-                              "report is memory-mapped: each reads only its tiles) instead "
-                              "of receiving a copy."),
+                         help="With --scheduler: the workers must see REPORT at this same "
+                              "path (a shared file system; an error if one does not). "
+                              "Without it a capnp REPORT is opened by the workers that all "
+                              "see it (each builds only its IPUs' part of it), and sent to "
+                              "every worker where one does not."),
             click.option("--seed", type=int, default=0, show_default=True,
                          help="Random seed."),
             click.option("--deterministic", is_flag=True,

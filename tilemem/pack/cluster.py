@@ -17,7 +17,12 @@ never once per task:
   wait) and workers would fetch the state again: the ``LocalCluster`` is started without it,
   and an external scheduler should be too
   (``DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START=False``); ``describe()`` says
-  when it is running. A worker that dies (killed, out of
+  when it is running. Each IPU's tasks go to its home workers (``homes``: a worker gets its
+  share of the IPUs and builds only their shards of a ``ReportFile``), a loose restriction
+  (a dead worker's IPUs go to the others); the scheduler's work stealing would move queued
+  tasks to idle workers, which would then build those IPUs' shards too: the ``LocalCluster``
+  is started without it, and an external scheduler should be too
+  (``DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING=False``; ``describe()`` says so). A worker that dies (killed, out of
   memory, machine lost) does not lose its tasks: the scheduler gives them to other workers
   (up to its ``distributed.scheduler.allowed-failures`` deaths per task, 3 by default), and
   a task that raises is retried ``retries`` times before the error reaches the caller.
@@ -199,21 +204,27 @@ class ReportFile:
     """A report that workers open themselves from a path they all see (NFS, a shared disk),
     instead of receiving it: pickles as the path (plus ``extra``, e.g. the rules). In a
     worker, ``load()`` opens the file once per process and keeps it (a capnp report is
-    memory-mapped, so only the pages of the tiles a worker solves are read).
+    memory-mapped, so only the pages a worker reads come in), and ``shard(ipu)`` builds the
+    part of it one IPU's tiles need (``tilemem.model.shard``), once, in a cache of at most
+    ``keep`` shards a worker (``ShardCache``): the tasks of a tile read only its IPU's shard.
 
     ``size`` and ``mtime_ns`` are recorded when made, so a worker that sees another file at
     the path refuses it (``ReportError``) instead of solving the wrong report.
     """
 
-    def __init__(self, path, extra: Any = None):
+    def __init__(self, path, extra: Any = None, keep: int = 2):
         st = os.stat(path)
         self.path = os.path.abspath(os.fspath(path))
         self.size, self.mtime_ns = st.st_size, st.st_mtime_ns
         self.extra = extra
+        self.keep = max(1, int(keep))
+
+    @property
+    def key(self) -> tuple:
+        return (self.path, self.size, self.mtime_ns)
 
     def load(self):
-        key = (self.path, self.size, self.mtime_ns)
-        r = _OPENED.get(key)
+        r = _OPENED.get(self.key)
         if r is None:
             st = os.stat(self.path)
             if (st.st_size, st.st_mtime_ns) != (self.size, self.mtime_ns):
@@ -221,12 +232,125 @@ class ReportFile:
                                   "differ on this worker)", path=self.path)
             from ..load import load_report
 
-            r = _OPENED[key] = load_report(self.path)
+            r = _OPENED[self.key] = load_report(self.path)
         return r
+
+    def shard(self, ipu: int):
+        """The shard of IPU ``ipu`` (``tilemem.model.shard.ipu_shard``), from this worker's
+        cache."""
+        return ShardCache.here().get(self, int(ipu))
+
+    def ipu_of(self, tile: int) -> int:
+        return int(self.load().target.ipu_of(int(tile)))
 
 
 #: Reports opened by this worker process: (path, size, mtime_ns) -> Report.
 _OPENED: dict = {}
+
+
+class ShardCache:
+    """The IPU shards a worker built, least recently used dropped past ``ReportFile.keep``
+    (``DaskExecutor`` sets it to the IPUs a worker is given, ``homes``, plus one: a worker
+    keeps its share, and the shard of a dead worker's IPU it is given while it lasts). ``built``: every ``(path, ipu, bytes)`` this worker built, in order
+    (what a test counts). On a Dask worker the cache is the worker's own
+    (``distributed.get_worker()``: it goes with the worker), elsewhere this process's."""
+
+    def __init__(self):
+        import threading
+        from collections import OrderedDict
+
+        self.shards: OrderedDict = OrderedDict()
+        self.built: list[tuple[str, int, int]] = []
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def here() -> "ShardCache":
+        holder = _worker()
+        if holder is None:
+            global _LOCAL_SHARDS
+            if _LOCAL_SHARDS is None:
+                _LOCAL_SHARDS = ShardCache()
+            return _LOCAL_SHARDS
+        cache = getattr(holder, "tilemem_shards", None)
+        if cache is None:
+            cache = ShardCache()
+            setattr(holder, "tilemem_shards", cache)
+        return cache
+
+    def get(self, source: ReportFile, ipu: int):
+        key = source.key + (ipu,)
+        with self.lock:   # a worker of several threads builds a shard once
+            shard = self.shards.get(key)
+            if shard is not None:
+                self.shards.move_to_end(key)
+                return shard
+            from ..model.shard import ipu_shard, report_nbytes
+
+            shard = ipu_shard(source.load(), ipu)
+            self.built.append((source.path, ipu, report_nbytes(shard)))
+            self.shards[key] = shard
+            while len(self.shards) > source.keep:
+                self.shards.popitem(last=False)
+            return shard
+
+    def nbytes(self) -> int:
+        from ..model.shard import report_nbytes
+
+        return sum(report_nbytes(s) for s in self.shards.values())
+
+
+_LOCAL_SHARDS: ShardCache | None = None
+
+
+def _worker():
+    """The Dask worker running this task, or None (no Dask, or not in a worker)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+def worker_shards(dask_worker=None) -> dict:
+    """What this worker's shard cache holds: ``{"built": [(path, ipu, bytes), ...], "cached":
+    bytes, "pid": ...}`` (run on every worker with ``Client.run``, which names the worker)."""
+    cache = (ShardCache.here() if dask_worker is None
+             else getattr(dask_worker, "tilemem_shards", None) or ShardCache())
+    return {"built": list(cache.built), "cached": cache.nbytes(), "pid": os.getpid()}
+
+
+def homes(groups: Sequence[int], workers: Sequence[str]) -> dict[int, list[str]]:
+    """The workers each group's tasks go to: with at least as many groups as workers, each
+    group to one worker, in turn (a worker gets ``ceil(groups / workers)`` of them); with
+    fewer, each group to its share of the workers (each worker to one group).
+
+    >>> homes([0, 1, 2], ["a", "b"])
+    {0: ['a'], 1: ['b'], 2: ['a']}
+    >>> homes([0], ["a", "b"]), homes([0, 1], ["a", "b", "c"])
+    ({0: ['a', 'b']}, {0: ['a', 'c'], 1: ['b']})
+    """
+    groups, workers = list(groups), list(workers)
+    if not groups or not workers:
+        return {}
+    if len(groups) >= len(workers):
+        return {g: [workers[k % len(workers)]] for k, g in enumerate(groups)}
+    return {g: [w for j, w in enumerate(workers) if j % len(groups) == k]
+            for k, g in enumerate(groups)}
+
+
+def _steals(dask_scheduler=None) -> bool:
+    """On the scheduler: is work stealing on?"""
+    return "stealing" in getattr(dask_scheduler, "extensions", {})
+
+
+def _sees(path: str, size: int, mtime_ns: int) -> bool:
+    """On a worker: is the file at ``path`` the one the driver sees?"""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
 
 
 # ---- Dask distributed ------------------------------------------------------------------------
@@ -237,6 +361,13 @@ class DaskExecutor:
     127.0.0.1) or a scheduler address (``tcp://HOST:8786``). ``retries``: re-runs of a task
     that raised. ``setup``: run once on every worker at the start (e.g. compile kernels).
     ``echo``: where to say which cluster is used and the dashboard address.
+
+    ``groups`` and ``group_of(task)``: tasks of one group (an IPU) go to the same workers
+    (``homes``: a worker gets its share of the groups), so that a worker builds and keeps
+    only its groups' shards (``ReportFile.keep`` is set to that share); a task whose home
+    worker died goes to another (a loose restriction). ``fallback``: the state scattered
+    instead when ``state`` is a ``ReportFile`` that not every worker sees (None: that is a
+    ``ReportError``).
     """
 
     kind = "dask"
@@ -244,8 +375,12 @@ class DaskExecutor:
     def __init__(self, scheduler: str, state: Any, *, workers: int | None = None,
                  retries: int = 2, connect_timeout: float = 30.0,
                  setup: Callable[[], Any] | None = None,
-                 echo: Callable[[str], Any] | None = None):
+                 echo: Callable[[str], Any] | None = None, groups: Sequence[int] = (),
+                 group_of: Callable[[Any], int | None] | None = None,
+                 fallback: Any = None):
         self.scheduler = scheduler
+        self.groups, self.group_of, self.fallback = list(groups), group_of, fallback
+        self.homes: dict[int, list[str]] = {}
         self.state = state
         self.workers = workers
         self.retries = int(retries)
@@ -268,7 +403,7 @@ class DaskExecutor:
                 import dask
 
                 with dask.config.set({"distributed.scheduler.active-memory-manager.start":
-                                      False}):
+                                      False, "distributed.scheduler.work-stealing": False}):
                     self.cluster = LocalCluster(
                         n_workers=self.workers or cores(), threads_per_worker=1,
                         processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
@@ -288,13 +423,49 @@ class DaskExecutor:
                 self.echo(self.describe())
             if self.setup is not None:
                 self.client.run(self.setup)
-            # the state reaches every worker once, not once per task
-            self._state_ref = (self.state if isinstance(self.state, ReportFile)
-                               else self.client.scatter(self.state, broadcast=True, hash=False))
+            self._state_ref = self._place_state()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _place_state(self):
+        """The groups' home workers, and the state as tasks name it: a ``ReportFile`` every
+        worker sees (each opens it and builds its groups' shards), else the state (or the
+        ``fallback``) scattered once to every worker, never once per task."""
+        import copy
+
+        workers = sorted(self.client.scheduler_info().get("workers", {}))
+        if self.group_of is not None:
+            self.homes = homes(self.groups, workers)
+        state = self.state
+        if isinstance(state, ReportFile):
+            seen = self.client.run(_sees, state.path, state.size, state.mtime_ns)
+            blind = sorted(w for w, ok in seen.items() if not ok)
+            if not blind:
+                if self.homes:
+                    # a worker keeps its share of the groups' shards, and room for one
+                    # more: a dead worker's group, which goes to the others
+                    state = copy.copy(state)
+                    state.keep = 1 + max(sum(w in h for h in self.homes.values())
+                                         for w in workers)
+                return state
+            if self.fallback is None:
+                raise ReportError(f"{len(blind)} Dask worker(s) cannot read it at this path "
+                                  f"(or see another file there), e.g. {blind[0]}",
+                                  path=state.path)
+            if self.echo is not None:
+                self.echo(f"{len(blind)} Dask worker(s) cannot read {state.path} (e.g. "
+                          f"{blind[0]}): every worker receives the whole report instead")
+            state = self.fallback
+        return self.client.scatter(state, broadcast=True, hash=False)
+
+    def _submit(self, fn: TaskFn, task, deadline, key: str):
+        """``fn(state, task, deadline)`` on the cluster, on its group's home workers."""
+        home = self.homes.get(self.group_of(task)) if self.homes else None
+        return self.client.submit(_dask_call, fn, self._state_ref, task, deadline, key=key,
+                                  pure=False, retries=self.retries, workers=home,
+                                  allow_other_workers=home is not None)
 
     @property
     def dashboard(self) -> str | None:
@@ -311,7 +482,14 @@ class DaskExecutor:
                        "again between passes")
         except Exception:  # noqa: BLE001 - an older scheduler without the AMM API
             pass
-        return f"Dask {where} with {n} worker(s){dash}{amm}"
+        steal = ""
+        try:
+            if self.homes and self.client.run_on_scheduler(_steals):
+                steal = ("; its work stealing is on, so an IPU's tasks may move to another "
+                         "worker, which then builds that IPU's part of the report too")
+        except Exception:  # noqa: BLE001 - a scheduler that does not say
+            pass
+        return f"Dask {where} with {n} worker(s){dash}{amm}{steal}"
 
     def run(self, fn: TaskFn, tasks: Sequence, *, deadline: float | None = None
             ) -> Iterator[tuple[int, Any]]:
@@ -323,9 +501,7 @@ class DaskExecutor:
         batch = uuid.uuid4().hex[:8]
         pending = {}     # key -> (index, future): the futures not yet received
         for i, t in enumerate(tasks):
-            f = self.client.submit(_dask_call, fn, self._state_ref, t, deadline,
-                                   key=f"tilemem-{self._run_id}-{batch}-{i}", pure=False,
-                                   retries=self.retries)
+            f = self._submit(fn, t, deadline, f"tilemem-{self._run_id}-{batch}-{i}")
             pending[f.key] = (i, f)
         # results are fetched in the background as tasks finish; a task that raised (after
         # its retries) raises here
@@ -356,10 +532,9 @@ class DaskExecutor:
         slots, count = self.slots(), 0
         try:
             while True:
-                while len(running) < slots and (task := next_task()) is not None:
-                    f = self.client.submit(_dask_call, fn, self._state_ref, task, deadline,
-                                           key=f"tilemem-{self._run_id}-{batch}-{count}",
-                                           pure=False, retries=self.retries)
+                while self._room(running, slots) and (task := next_task()) is not None:
+                    f = self._submit(fn, task, deadline,
+                                     f"tilemem-{self._run_id}-{batch}-{count}")
                     running[f] = task
                     count += 1
                 if not running:
@@ -372,6 +547,36 @@ class DaskExecutor:
         finally:
             if running:
                 self.client.cancel(list(running))
+
+    def _room(self, running: dict, slots: int) -> bool:
+        """May another task start? While a thread is free; with homes, also while a worker
+        has no task of its own (the tasks asked for went to another group's worker, where
+        they wait), up to twice the threads: each worker stays busy with its own groups."""
+        if len(running) < slots:
+            return True
+        if not self.homes or len(running) >= 2 * slots:
+            return False
+        busy = set()
+        for task in running.values():
+            busy.update(self.homes.get(self.group_of(task)) or ())
+        return any(w not in busy for h in self.homes.values() for w in h)
+
+    def shards_held(self) -> str | None:
+        """Which IPU shards of the report each worker built and holds, and their bytes (what
+        a worker's memory is, besides Python and the mapped file), or None."""
+        state = self._state_ref
+        if self.client is None or not isinstance(state, ReportFile):
+            return None
+        try:
+            held = self.client.run(worker_shards)
+        except Exception:  # noqa: BLE001 - a worker gone: nothing to say of it
+            return None
+        parts = []
+        for w, h in sorted(held.items()):
+            ipus = sorted({ipu for p, ipu, _ in h["built"] if p == state.path})
+            parts.append(f"{w} IPU(s) {', '.join(map(str, ipus)) or '-'} "
+                         f"({h['cached'] / 2**20:.1f} MiB held)")
+        return "Dask workers' shards of the report: " + "; ".join(parts)
 
     def close(self) -> None:
         if self.client is not None:
@@ -386,7 +591,13 @@ class DaskExecutor:
                 self.cluster = None
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        try:
+            if exc[0] is None and self.echo is not None:
+                said = self.shards_held()
+                if said:
+                    self.echo(said)
+        finally:
+            self.close()
 
 
 def _dask_call(fn, state, task, deadline):
@@ -396,12 +607,14 @@ def _dask_call(fn, state, task, deadline):
 def make_executor(scheduler: str | None, state: Any, *, workers: int | None = None,
                   retries: int = 2, connect_timeout: float = 30.0,
                   setup: Callable[[], Any] | None = None,
-                  echo: Callable[[str], Any] | None = None):
+                  echo: Callable[[str], Any] | None = None, groups: Sequence[int] = (),
+                  group_of: Callable[[Any], int | None] | None = None, fallback: Any = None):
     """The executor for ``--scheduler`` (``None``: the local process pool). Use it as a
     context manager; ``run(fn, tasks, deadline=...)`` streams ``(index, result)``.
 
     ``setup`` runs on every Dask worker at the start; the pool ignores it (its workers are
-    forked from this process, which should warm up before entering the pool)."""
+    forked from this process, which should warm up before entering the pool), and
+    ``groups``, ``group_of`` and ``fallback`` (``DaskExecutor``'s) too."""
     if scheduler is None:
         return LocalPool(state, workers)
     scheduler = str(scheduler).strip()
@@ -409,7 +622,8 @@ def make_executor(scheduler: str | None, state: Any, *, workers: int | None = No
         raise ReportError(f"expected 'local' or an address such as tcp://HOST:8786, got "
                           f"{scheduler!r}", field="--scheduler")
     return DaskExecutor(scheduler, state, workers=workers, retries=retries,
-                        connect_timeout=connect_timeout, setup=setup, echo=echo)
+                        connect_timeout=connect_timeout, setup=setup, echo=echo,
+                        groups=groups, group_of=group_of, fallback=fallback)
 
 
 def _example_task(state, task, deadline):

@@ -60,7 +60,7 @@ from .scoreboard import Question, Scoreboard, may_fit as _may_fit
 from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _group_identical,
                     _Progress, _report_intervals, _Shared, _solve_run,
-                    _verify, _warm_up, _workers_of)
+                    _verify, _warm_up, _workers_of, task_ipu)
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -78,8 +78,11 @@ class RunOptions:
     #: ``"tcp://HOST:PORT"``: a running Dask scheduler (``tilemem.pack.cluster``)
     scheduler: str | None = None
     #: the report's file, which Dask workers then open themselves (a capnp report is
-    #: memory-mapped) instead of receiving a copy
+    #: memory-mapped) and build their IPUs' shards of (``cluster.ReportFile``) instead of
+    #: receiving a copy; where a worker cannot read it, every worker receives the report
+    #: instead, unless ``state_required`` (then that is a ``ReportError``)
     state_path: str | None = None
+    state_required: bool = False
     #: runs the tasks instead of the pool ``workers`` and ``scheduler`` make (the tests')
     executor: Any = None
     #: stop on work done rather than the clock (repeatable on any machine; the budget, a
@@ -143,11 +146,13 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     ex = run.executor
     if ex is None:
         params = run.solver or DEFAULT_PARAMS
-        state = (_Shared(report, run.rules, params)
-                 if run.scheduler is None or run.state_path is None
+        shared = _Shared(report, run.rules, params)
+        state = (shared if run.scheduler is None or run.state_path is None
                  else ReportFile(run.state_path, extra=(run.rules, params)))
+        # on Dask, each IPU's tasks go to the same workers, which build only its shard
         ex = make_executor(run.scheduler, state, workers=run.workers, setup=_warm_up,
-                           echo=run.echo)
+                           echo=run.echo, groups=packing.ipus, group_of=task_ipu(report.target),
+                           fallback=None if run.state_required else shared)
     with ex, _Progress(run.progress) as bar:
         packing.start(ex, bar, run.scheduler)
         # the plan: each pass takes the tiles not finished with (``Scoreboard``)
@@ -185,6 +190,11 @@ class _Packing:
             _report_intervals(report)
             tensor_keys(report)
         self.reps = list(self.groups)
+        # the IPUs of the tiles; on a cluster each task holds one IPU's tiles (a worker then
+        # reads one IPU's shard, ``cluster.ReportFile``)
+        self.ipu = dict(zip(tiles.tolist(), report.target.ipu_of(tiles).tolist())).__getitem__
+        self.ipus = sorted(set(map(self.ipu, tiles.tolist())))
+        self.by_ipu = run.scheduler is not None and len(self.ipus) > 1
         # a tile's place among them, in tile order
         self.place = {t: i for i, t in enumerate(self.reps)}
         self.known = {int(t): TileBound.of(v) for t, v in (run.bounds or {}).items()}
@@ -211,7 +221,10 @@ class _Packing:
         missing = [t for t in self.reps if t not in self.known and not self.board.is_final(t)]
         if missing:
             k = 1 if len(missing) < 64 else max(1, self.w) * 4
-            chunks = [missing[i::k] for i in range(k) if missing[i::k]]
+            parts = ([[t for t in missing if self.ipu(t) == i] for i in self.ipus]
+                     if self.by_ipu else [missing])
+            k = max(1, k // len(parts))
+            chunks = [p[i::k] for p in parts for i in range(k) if p[i::k]]
             # the bounds' clique searches take a default slice at most in all: a longer
             # ``time_limit`` is for the packers' slices
             tl = min(self.time_limit, DEFAULTS.time_limit) / len(chunks)
@@ -227,6 +240,9 @@ class _Packing:
         board, p = self.board, self.policy
         todo = [t for t in self.reps if not board.is_final(t)]
         runs = _runs(todo, self.place, p.reach, p.chain)
+        if self.by_ipu:   # a run within one IPU (a task reads one IPU's shard)
+            runs = [[t for t in r if self.ipu(t) == i] for r in runs
+                    for i in dict.fromkeys(map(self.ipu, r))]
         if self.deadline is not None:
             # in an order that mixes the program's parts (the tiles of a layer, alike in how
             # hard they are, sit side by side): what the visits learn as they go (a task's
@@ -391,6 +407,10 @@ class _Packing:
                 if self.method == Method.REPLAY:
                     r = replace(r, placed_as_report=int(np.sum(off == report.offset[rows])))
                 results.append(r)
+            # the tile's offsets are in the column now: not held twice (a Pod's worth)
+            board.done[rep] = (res, None)
+            if rep in board.final:
+                board.final[rep] = board.done[rep]
         results.sort(key=lambda r: r.tile)
         # tiles not finished that no revisit reached (the budget went to others first)
         left = (self.planner.unreached() if self.planner is not None

@@ -101,9 +101,14 @@ class _Shared:
     params: SolverParams = DEFAULT_PARAMS
 
 
-def _state(shared) -> tuple[Report, Rules]:
+def _state(shared, tile: int | None = None) -> tuple[Report, Rules]:
+    """The report a task reads and the rules: for a ``ReportFile`` (a Dask worker that opens
+    the report itself), the shard of ``tile``'s IPU (built once, ``ReportFile.shard``);
+    else the whole report, as forked or scattered."""
     if isinstance(shared, ReportFile):
-        return shared.load(), shared.extra[0]
+        if tile is None:
+            return shared.load(), shared.extra[0]
+        return shared.shard(shared.ipu_of(tile)), shared.extra[0]
     return shared.report, shared.rules
 
 
@@ -183,7 +188,7 @@ def _solve(shared, task: TileTask, deadline: float | None):
         # the run's budget is spent: the sweep carries nothing more over (it would build
         # every tile's problem again past the budget)
         return tile, replace(prev, seconds=0.0), hint
-    report, rules = _state(shared)
+    report, rules = _state(shared, tile)
     p = TileProblem.from_report(report, tile, rules,
                                 _report_intervals(report) if searched else None)
     rows = p.rows
@@ -193,6 +198,8 @@ def _solve(shared, task: TileTask, deadline: float | None):
         # the best of the donors' allocations carried over (solve_tile takes it when it is
         # better than the tile's own)
         for d, d_off in task.donors:
+            if isinstance(shared, ReportFile) and shared.ipu_of(d) != shared.ipu_of(tile):
+                continue   # another IPU's tile: not in this shard (and another program stage)
             try:
                 c = carry_over(report, d, d_off, p)
             except Exception as e:  # noqa: BLE001 - a failed carry costs that donor only
@@ -316,9 +323,27 @@ def _report_intervals(report: Report) -> np.ndarray | None:
 
 
 def _bounds(shared, task: BoundsTask, deadline: float | None) -> dict[int, tuple[int, bool]]:
-    """Task: ``tile_bounds`` of a chunk of tiles."""
-    report, _ = _state(shared)
-    return tile_bounds(report, task.tiles, task.time_limit)
+    """Task: ``tile_bounds`` of a chunk of tiles (each IPU's on its shard)."""
+    if not isinstance(shared, ReportFile):
+        return tile_bounds(shared.report, task.tiles, task.time_limit)
+    by_ipu: dict[int, list[int]] = {}
+    for t in task.tiles:
+        by_ipu.setdefault(shared.ipu_of(t), []).append(t)
+    out = {}
+    for ipu, tiles in by_ipu.items():
+        out.update(tile_bounds(shared.shard(ipu), tiles,
+                               task.time_limit * len(tiles) / len(task.tiles)))
+    return out
+
+
+def task_ipu(target: Target):
+    """The IPU of a task's (first) tile: the group ``DaskExecutor`` sends to the same
+    workers (a ``RunTask`` and a ``BoundsTask`` of the driver's hold one IPU's tiles)."""
+    def ipu(task) -> int | None:
+        first = (task.tasks[0].tile if isinstance(task, RunTask) and task.tasks
+                 else task.tiles[0] if isinstance(task, BoundsTask) and task.tiles else None)
+        return None if first is None else int(target.ipu_of(first))
+    return ipu
 
 
 def _workers_of(ex) -> int:
