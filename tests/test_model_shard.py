@@ -48,7 +48,7 @@ def test_every_tile_packs_the_same_on_its_shard(two_ipus):
     """The bounds and a deterministic packing (heuristic, then the exact portfolio) of each
     tile: the same on the shard as on the whole report, offset for offset."""
     from tilemem.pack.bounds import TileBound
-    from tilemem.pack.result import Pass
+    from tilemem.pack.kinds import Pass
     from tilemem.pack.tasks import BoundsTask, TileTask, _bounds, _Shared, _solve
     from tilemem.rules import DEFAULT_RULES
 
