@@ -78,7 +78,7 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
     turn = turn_step(r, cand)
     kept = cand[(start[cand] <= turn) & (end[cand] > turn)]
     codes, names = tensor_codes_fast(r)
-    units = program_units(r, kept, start, codes, names)
+    units = _layers_only(program_units(r, kept, start, codes, names))
     layer = units.of_row[kept]
     if not (layer >= 0).any() or units.source != "layer names":
         raise ReportError("--recompute: no numbered layers among the activations kept for "
@@ -136,10 +136,44 @@ def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
         sel = kept[layer == u]
         if len(sel):
             back_end[u] = int(end[sel].max())
+    # the last segment is recomputed once the backward of what follows the last layer (a
+    # head: its kept data defined after the last layer's forward) has read its last
+    head = every[(every_layer < 0) & (start[every] > last_start[U - 1])]
+    if len(head):
+        back_end[U] = max(back_end[U], int(end[head].max()))
     replay = back_end[seg_last + 1][lay]
-    fwd = (start[again], np.maximum(last_start[lay] + 1, start[again] + 1))
+    fwd_end = np.maximum(last_start[lay] + 1, start[again] + 1)
+    # a layer's output recomputed is still read by what follows it in the forward: the next
+    # layer (its first kept tensor's definition), or the copy to the next pipeline stage
+    first_start = np.full(U + 1, -1)
+    for u in range(U):
+        sel = kept[layer == u]
+        if len(sel):
+            first_start[u] = int(start[sel].min())
+    out_again = (codes[again] == out_code[lay]) & (first_start[lay + 1] >= 0)
+    fwd_end[out_again] = np.maximum(fwd_end[out_again], first_start[lay + 1][out_again] + 1)
+    fwd = (start[again], fwd_end)
     bwd = (np.minimum(replay, end[again] - 1), end[again])
     return _with_lifetimes(r, again, fwd, bwd, size)
+
+
+def _layers_only(units):
+    """``units`` without the numbered names of the program's plumbing: over three or more
+    IPUs the stashes ``pipeline/stage0/stash``, ``pipeline/stage1/stash``, ... look like a
+    numbered sequence of layers, and as layers they would be recomputed (a stash given a
+    forward and a backward lifetime) instead of cut to the checkpoints' share. The plumbing
+    is told as ``tilemem split`` tells an earlier pipelining's buffers
+    (``rules.INFERRED_PIPELINE_BUFFER_PREFIX``)."""
+    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+
+    real = np.array([not lab.startswith(INFERRED_PIPELINE_BUFFER_PREFIX)
+                     for lab in units.labels], bool)
+    if real.all():
+        return units
+    new = np.where(real, np.cumsum(real) - 1, -1)
+    of_row = np.where(units.of_row >= 0, new[np.maximum(units.of_row, 0)], -1)
+    return type(units)([lab for lab, k in zip(units.labels, real.tolist()) if k], of_row,
+                       units.source)
 
 
 def _stash_resized(r: Report, kept, layer, again, start, end, tpi) -> np.ndarray:
