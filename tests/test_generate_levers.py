@@ -303,3 +303,19 @@ def test_recompute_estimate_over_three_ipus_cuts_each_stash_not_recomputes_it():
     est, act = ml(changed), ml(compiled)
     err = (est - act) / act
     assert np.abs(err).max() < 0.10, (err.min(), err.max())
+
+
+@pytest.mark.parametrize("model,state", [("cnn", "layer0/momentum"),
+                                         ("transformer", "layer1/mlp/fc1/adam/firstMoment")])
+def test_offloaded_optimiser_state_is_a_temporary_of_its_update(model, state):
+    a, b = gen(model), gen(model, offload_state=True)
+    assert check_allocation(b).ok
+    # the same bytes, mapped as before, but on chip only from its load to its store
+    assert by_tensor(a, lambda n: n == state) == by_tensor(b, lambda n: n == state)
+    ha, hb = hull(a, state), hull(b, state)
+    assert ha[1] - ha[0] > 0.8 * a.class_steps.max()            # live throughout before
+    assert hb[1] - hb[0] < 8                                    # a few steps of the update
+    grad = {"cnn": "layer0/wu/weightsGrad", "transformer": "layer1/mlp/fc1/grad_accum"}[model]
+    assert hb[0] >= hull(b, grad)[0]                           # after its gradient exists
+    names = set(base_names(b).tolist())
+    assert not any(n.endswith("fromRemote") for n in names)     # steps, not variables

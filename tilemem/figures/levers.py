@@ -78,8 +78,9 @@ ASSUMES = {
     "rts": ("--rts {n}: each replica keeps 1/{n} of the persistent state named as an "
             "optimiser's, spread evenly over its IPU's tiles (one flat shard mapped "
             "linearly, inferred), and its update temporaries at 1/{n} in place; the weights "
-            "stay whole; the code and buffers of the reduce-scatter and all-gather between "
-            "replicas are not estimated (they add a little on every tile)"),
+            "stay whole (unless --rts-weights); the code and buffers of the reduce-scatter "
+            "and all-gather between replicas are not estimated (they add a little on every "
+            "tile)"),
     "rts-weights": ("--rts-weights: the other persistent model data (the weights) is "
                     "sharded so too, but a weight read is all-gathered whole first: on each "
                     "tile the largest weight's part stays whole (one gathered weight taken "

@@ -16,10 +16,13 @@ be changed and the question is refused):
    layer's output and stays as it is);
 3. every other kept activation of a layer is recomputed: its forward copy lives from its
    definition to the end of its layer's forward pass (the last definition of a kept tensor
-   of the layer), and a recomputed copy lives from the recomputation of its segment (a
-   checkpoint to the next: before the backward of the segment's last layer, which starts
-   when the next layer's backward has read its last kept activation) to its last use in the
-   backward (its original lifetime's end);
+   of the layer; a layer's output to the next layer's first, as the next layer, or the copy
+   to the next pipeline stage, reads it), and a recomputed copy lives from the
+   recomputation of its segment (a checkpoint to the next: before the backward of the
+   segment's last layer, which starts when the next layer's backward has read its last kept
+   activation; for the last segment, what follows the last layer: a head's kept data) to its
+   last use in the backward (its original lifetime's end). Numbered names of the pipeline's
+   plumbing (``pipeline/stage0/stash``, ...) are no layers;
 4. the changed report: those rows in classes of their forward lifetimes, a copy of each in a
    class of its recomputed lifetime, both interfering with every class whose steps they share
    (the original interference elsewhere); the bound is that report's maximum live bytes.
@@ -50,9 +53,17 @@ ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the f
 
 
 def turn_step(r: Report, rows: np.ndarray) -> int:
-    """The step the most classes of ``rows`` span: the forward pass's turn to the backward."""
+    """The step the most classes of ``rows`` span: the forward pass's turn to the backward.
+    Classes of a few steps (``rules.INFERRED_PARTIALS_MAX_STEPS``: a matmul's partial sums,
+    an exchange's buffers) are not counted: the last layer's backward temporaries would
+    otherwise put the turn inside it, and take them for activations kept across it."""
+    from ..rules import INFERRED_PARTIALS_MAX_STEPS
+
     cls = np.unique(r.eq_class[rows])
     s, e = r.class_steps[cls, 0], r.class_steps[cls, 1]
+    long = (e - s) > INFERRED_PARTIALS_MAX_STEPS
+    if long.any():
+        s, e = s[long], e[long]
     n = int(e.max()) + 1
     cover = np.cumsum(np.bincount(s, minlength=n + 1) - np.bincount(e, minlength=n + 1))
     return int(np.argmax(cover))
