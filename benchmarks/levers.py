@@ -7,7 +7,8 @@ other way round; ``--margin`` (a share of tileMemory) leaves out tiles within it
 tileMemory in the compiled program.
 
     python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 --ipus 1,2 \\
-        [--levers amp,amp-per-stage,half-partials,half-momentum,rts,recompute,recompute-at] \\
+        [--levers amp,amp-per-stage,half-partials,half-momentum,rts,rts-weights,recompute,\\
+        recompute-at] \\
         [--models cnn,transformer] \\
         [--pressure 1.2]
 
@@ -27,6 +28,7 @@ LEVERS = {
     "half-partials": (dict(half_partials=True), dict(half_partials=True)),
     "half-momentum": (dict(half_momentum=True), dict(half_momentum=True)),
     "rts": (dict(replicas=4, rts=True), dict(rts=4)),
+    "rts-weights": (dict(replicas=4, rts=True, rts_weights=True), dict(rts=4, rts_weights=True)),
     "recompute": (dict(recompute="all"), dict(recompute="all")),
     "recompute-at": (dict(recompute=(2,)), dict(recompute="2")),
 }

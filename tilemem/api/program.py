@@ -212,7 +212,7 @@ def _bounds(r, tiles, time_limit):
 def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
             amp=None, amp_was: float | None = None, half_partials: bool = False,
             half_momentum: bool = False, rts: int | None = None, recompute=None,
-            repack: bool = False, method: str = "auto",
+            rts_weights: bool = False, repack: bool = False, method: str = "auto",
             budget: float | None = DEFAULTS.repack_budget,
             time_limit: float = DEFAULTS.time_limit) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
@@ -245,6 +245,10 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     rts : int, optional
         Replicas sharing the optimiser state (replicated tensor sharding): each keeps 1/rts
         of it, spread over its IPU. Levers apply after the other edits, in this order.
+    rts_weights : bool
+        With ``rts``, the weights sharded too (persistent model data not named as an
+        optimiser's); on each tile the largest weight's part stays whole, as the weight a
+        pass all-gathers before reading it.
     recompute : True, "all", or list of int, optional
         Recompute activations in the backward pass: from every layer's input (``True``,
         ``"all"``) or from checkpoints at these layers' inputs; told by lifetime
@@ -275,7 +279,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
 
     edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
                           half_partials=half_partials, half_momentum=half_momentum, rts=rts,
-                          recompute=recompute)
+                          recompute=recompute, rts_weights=rts_weights)
     r = report
     changed, applied = apply_edits(r, edits)
     changed, more, relived = apply_recompute(changed, edits, base=r)

@@ -57,6 +57,15 @@ import click
               help="Replicated tensor sharding: each of the --replicas keeps 1/N of the "
                    "optimiser state, one flat shard linearly over its IPU; the gradient is "
                    "reduce-scattered and the updated weights all-gathered.")
+@click.option("--rts-weights", "rts_weights", is_flag=True,
+              help="With --rts, the weights sharded too: each replica keeps 1/N of every "
+                   "weight (the optimiser state's layout) and all-gathers a layer's whole "
+                   "weights before its forward and again before its backward, a temporary "
+                   "to their last use there; the update runs on the shard.")
+@click.option("--offload-optimiser-state", "offload_state", is_flag=True,
+              help="The optimiser state off chip (streaming memory): each weight's update "
+                   "loads its state from its remote buffer into the chip and stores it back, "
+                   "a temporary of that update.")
 @click.option("--recompute", is_flag=True,
               help="Recompute activations: a checkpoint at every layer's input; the rest "
                    "is recomputed in the backward pass (see --recompute-at).")
@@ -64,9 +73,14 @@ import click
               help="Recompute activations with checkpoints at these layers' inputs (and the "
                    "first layer's, and every pipeline stage's first): only the checkpoints "
                    "are kept for the backward pass.")
-@click.option("--layers", type=click.IntRange(min=1), default=None,
-              help="Transformer of a named shape: number of layers (with --hidden, --heads, "
-                   "--seq-len, --vocab; sizes in real bytes, not calibrated, --steps unused).")
+@click.option("--layers", default=None, metavar="N|LIST",
+              help="A named shape, sizes in real bytes, not calibrated, --steps unused. "
+                   "Transformer: the number of layers (with --hidden, --heads, --seq-len, "
+                   "--vocab). cnn: the layer list, comma separated: convKxK[/S]:C, fc:N, bn, "
+                   "relu, pool[/S], gap, N*(...), or resnet50 (ResNet-50's chain, its "
+                   "residual additions left out), on --image-size images.")
+@click.option("--image-size", "image_size", type=click.IntRange(min=1), default=224,
+              show_default=True, help="cnn shape: the input images' height and width.")
 @click.option("--hidden", type=click.IntRange(min=1), default=None,
               help="Transformer shape: hidden size.")
 @click.option("--heads", type=click.IntRange(min=1), default=None,
@@ -76,7 +90,8 @@ import click
 @click.option("--vocab", type=click.IntRange(min=1), default=None,
               help="Transformer shape: vocabulary size.")
 @click.option("--micro-batch", "micro_batch", type=click.IntRange(min=1), default=1,
-              show_default=True, help="Transformer shape: sequences a micro-batch.")
+              show_default=True,
+              help="A named shape's micro-batch: sequences (transformer) or images (cnn).")
 @click.option("--partial", type=click.IntRange(min=1), default=None, metavar="K",
               help="Write a partial report, as Poplar does with debug.loweredVarDumpNumOOMTiles: "
                    "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
@@ -84,7 +99,8 @@ import click
               help="Output report, .json or .capnp.")
 def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
              partial, out, splits, stash_mapping, half_partials, half_momentum, replicas, rts,
-             recompute, recompute_at, layers, hidden, heads, seq_len, vocab, micro_batch):
+             recompute, recompute_at, layers, hidden, heads, seq_len, vocab, micro_batch,
+             image_size, rts_weights, offload_state):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -94,8 +110,8 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     --ipus N the layers are split into N
     pipeline stages, one per IPU, joined by inter-IPU copies (globalMessage buffers on both
     sides), and the report records the extension field tilesPerIPU. The memory levers
-    (--available-memory-proportion, --half-partials, --half-momentum, --replicas with --rts,
-    --recompute, --recompute-at) compile the same program with them: the one of this seed
+    (--available-memory-proportion, --half-partials, --half-momentum, --replicas with --rts
+    [--rts-weights], --offload-optimiser-state, --recompute, --recompute-at) compile the same program with them: the one of this seed
     without them, sized as it is. Deterministic for a seed.
 
     Example: tilemem generate --model transformer --preset mk2 --layers 24 --hidden 1024
@@ -111,7 +127,8 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     output_path(out, FORMATS)
     levers, shape = _levers_and_shape(amp, half_partials, half_momentum, replicas, rts,
                                       recompute, recompute_at, model, layers, hidden, heads,
-                                      seq_len, vocab, micro_batch)
+                                      seq_len, vocab, micro_batch, image_size, rts_weights,
+                                      offload_state)
     points = None
     if splits is not None:
         try:
@@ -151,10 +168,12 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
 
 
 def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recompute,
-                      recompute_at, model, layers, hidden, heads, seq_len, vocab, micro_batch):
+                      recompute_at, model, layers, hidden, heads, seq_len, vocab, micro_batch,
+                      image_size=224, rts_weights=False, offload_state=False):
     """The ``Levers`` and ``Shape`` of the options; ``click.BadParameter`` (exit 2, one line)
     for a value that is not valid, before any work."""
     from ..generate.levers import Levers, parse_amp, parse_recompute
+    from ..generate.cnnshape import CnnShape
     from ..generate.transformer import Shape
 
     try:
@@ -164,6 +183,9 @@ def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recomput
     if rts and replicas < 2:
         raise click.BadParameter("--rts needs --replicas 2 or more",
                                  param_hint="--rts")
+    if rts_weights and not rts:
+        raise click.BadParameter("--rts-weights needs --rts (and --replicas 2 or more)",
+                                 param_hint="--rts-weights")
     if recompute and recompute_at is not None:
         raise click.BadParameter("give --recompute or --recompute-at, not both",
                                  param_hint="--recompute-at")
@@ -172,10 +194,31 @@ def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recomput
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--recompute-at") from None
     levers = Levers(amp=amps, half_partials=half_partials, half_momentum=half_momentum,
-                    replicas=replicas, rts=rts, recompute=rec)
+                    replicas=replicas, rts=rts, recompute=rec, rts_weights=rts_weights,
+                    offload_state=offload_state)
     given = {"--layers": layers, "--hidden": hidden, "--heads": heads, "--seq-len": seq_len,
              "--vocab": vocab}
     shape = None
+    if model == "cnn" and layers is not None:
+        wrong = [k for k, v in given.items() if v is not None and k != "--layers"]
+        if wrong:
+            raise click.BadParameter(f"{wrong[0]} belongs to a transformer's shape: add "
+                                     "--model transformer (a cnn's is its layer list)",
+                                     param_hint="--layers")
+        try:
+            return levers, CnnShape.parse(layers, image=image_size, micro_batch=micro_batch)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--layers") from None
+    if layers is not None:
+        try:
+            layers = int(layers)
+        except ValueError:
+            raise click.BadParameter(f"{layers!r}: a transformer's --layers is a number of "
+                                     "layers (a layer list is the cnn family's)",
+                                     param_hint="--layers") from None
+        if layers < 1:
+            raise click.BadParameter(f"{layers} is not a number of layers of 1 or more",
+                                     param_hint="--layers")
     if any(v is not None for v in given.values()):
         missing = [k for k, v in given.items() if v is None]
         if missing:

@@ -38,6 +38,10 @@ from .options import packing_options, report_path_argument
               help="Replicated tensor sharding over N replicas: each keeps 1/N of the "
                    "optimiser state (persistent, named as an optimiser's), spread over its "
                    "IPU.")
+@click.option("--rts-weights", "rts_weights", is_flag=True,
+              help="With --rts, the weights sharded too: each tile keeps its largest weight's "
+                   "part whole (the weight a pass all-gathers before reading it), the rest "
+                   "joins the 1/N share.")
 @click.option("--recompute", is_flag=True,
               help="Recompute every layer's activations in the backward pass from its input: "
                    "the activations kept for the backward (told by lifetime) live shorter, "
@@ -57,7 +61,7 @@ from .options import packing_options, report_path_argument
                    "with --repack it holds the re-packed tiles' offsets.")
 def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output,
             micro_batch, amp, amp_was, half_partials, half_momentum, rts, recompute,
-            recompute_at):
+            recompute_at, rts_weights):
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     Answers with `tilemem oom`'s program summary for the changed data: by the bound (each
@@ -68,7 +72,8 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     recompilation also changes lifetimes -- recomputation shortens them --, the mapping and
     the code).
 
-    The memory levers (--amp, --half-partials, --half-momentum, --rts N, --recompute,
+    The memory levers (--amp, --half-partials, --half-momentum, --rts N [--rts-weights],
+    --recompute,
     --recompute-at) find the variables
     they change by lifetime, layout and constraints first, names only as a hint, and each
     says what it assumes.
@@ -88,7 +93,7 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
                                  param_hint="--recompute-at")
     levers = dict(amp=amp, amp_was=amp_was, half_partials=half_partials,
                   half_momentum=half_momentum, rts=rts,
-                  recompute="all" if recompute else recompute_at)
+                  recompute="all" if recompute else recompute_at, rts_weights=rts_weights)
     what_if_edits(offload, scale, micro_batch, **levers)
     r = api.load(report)
     w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,

@@ -36,6 +36,11 @@ optimisations):
   throughout, the share adds to every live set of a tile: it is carried by the tile's state
   variables (or, on a tile without any, its largest alwaysLive variable), which leaves the
   bound as a new variable's would. The optimiser's temporaries shrink by ``N`` in place.
+  With ``weights`` (``--rts-weights``) the weights are sharded too: the rest of the
+  persistent model data (``weight_rows``) joins the share, except, on each tile, the largest
+  weight's part, which stays whole: a pass all-gathers a weight whole before reading it, so
+  one gathered weight is taken to be live at the tile's peak (the largest: an upper estimate
+  when a smaller one is; an under one when two are gathered at once).
 """
 from __future__ import annotations
 
@@ -73,8 +78,13 @@ ASSUMES = {
     "rts": ("--rts {n}: each replica keeps 1/{n} of the persistent state named as an "
             "optimiser's, spread evenly over its IPU's tiles (one flat shard mapped "
             "linearly, inferred), and its update temporaries at 1/{n} in place; the weights "
-            "stay whole; the code and buffers of the reduce-scatter and all-gather between "
-            "replicas are not estimated (they add a little on every tile)"),
+            "stay whole (unless --rts-weights); the code and buffers of the reduce-scatter "
+            "and all-gather between replicas are not estimated (they add a little on every "
+            "tile)"),
+    "rts-weights": ("--rts-weights: the other persistent model data (the weights) is "
+                    "sharded so too, but a weight read is all-gathered whole first: on each "
+                    "tile the largest weight's part stays whole (one gathered weight taken "
+                    "live at the peak), the rest joins the 1/{n} share"),
 }
 
 
@@ -149,11 +159,29 @@ def amp_sizes(r: Report, size: np.ndarray, amps: tuple, was: float):
     return rows, np.ceil(size[rows] * f / was).astype(size.dtype)
 
 
-def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int):
-    """Rows whose sizes change when ``n`` replicas share the optimiser state, and their
-    sizes (see the module docstring); ``(rows, sizes, state_rows)``."""
+def weight_rows(r: Report) -> np.ndarray:
+    """Persistent model data not named as an optimiser's state: the weights."""
+    from .batch import persistent_rows
+
+    var = _category_is(r, ("variable",))
+    return np.flatnonzero(persistent_rows(r) & var & ~_named(r, OPTIMISER_HINT))
+
+
+def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
+              weights: bool = False):
+    """Rows whose sizes change when ``n`` replicas share the optimiser state (``weights``:
+    the weights too), and their sizes (see the module docstring); ``(rows, sizes,
+    state_rows)``."""
     state = optimiser_state_rows(r)
     state = state[allocated[state]]
+    if weights:
+        w = weight_rows(r)
+        w = w[allocated[w]]
+        # the largest weight part of each tile stays whole (a weight gathered for a pass)
+        order = np.lexsort((-size[w], r.tile[w]))
+        w = w[order]
+        first = np.r_[True, r.tile[w][1:] != r.tile[w][:-1]] if len(w) else np.zeros(0, bool)
+        state = np.union1d(state, w[~first])
     temp = optimiser_temporary_rows(r)
     temp = temp[allocated[temp]]
     new = size.copy()

@@ -16,10 +16,13 @@ be changed and the question is refused):
    layer's output and stays as it is);
 3. every other kept activation of a layer is recomputed: its forward copy lives from its
    definition to the end of its layer's forward pass (the last definition of a kept tensor
-   of the layer), and a recomputed copy lives from the recomputation of its segment (a
-   checkpoint to the next: before the backward of the segment's last layer, which starts
-   when the next layer's backward has read its last kept activation) to its last use in the
-   backward (its original lifetime's end);
+   of the layer; a layer's output to the next layer's first, as the next layer, or the copy
+   to the next pipeline stage, reads it), and a recomputed copy lives from the
+   recomputation of its segment (a checkpoint to the next: before the backward of the
+   segment's last layer, which starts when the next layer's backward has read its last kept
+   activation; for the last segment, what follows the last layer: a head's kept data) to its
+   last use in the backward (its original lifetime's end). Numbered names of the pipeline's
+   plumbing (``pipeline/stage0/stash``, ...) are no layers;
 4. the changed report: those rows in classes of their forward lifetimes, a copy of each in a
    class of its recomputed lifetime, both interfering with every class whose steps they share
    (the original interference elsewhere); the bound is that report's maximum live bytes.
@@ -51,9 +54,17 @@ ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the f
 
 
 def turn_step(r: Report, rows: np.ndarray) -> int:
-    """The step the most classes of ``rows`` span: the forward pass's turn to the backward."""
+    """The step the most classes of ``rows`` span: the forward pass's turn to the backward.
+    Classes of a few steps (``rules.INFERRED_PARTIALS_MAX_STEPS``: a matmul's partial sums,
+    an exchange's buffers) are not counted: the last layer's backward temporaries would
+    otherwise put the turn inside it, and take them for activations kept across it."""
+    from ..rules import INFERRED_PARTIALS_MAX_STEPS
+
     cls = np.unique(r.eq_class[rows])
     s, e = r.class_steps[cls, 0], r.class_steps[cls, 1]
+    long = (e - s) > INFERRED_PARTIALS_MAX_STEPS
+    if long.any():
+        s, e = s[long], e[long]
     n = int(e.max()) + 1
     cover = np.cumsum(np.bincount(s, minlength=n + 1) - np.bincount(e, minlength=n + 1))
     return int(np.argmax(cover))
@@ -116,7 +127,7 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     turn = turn_step(r, cand)
     kept = cand[(start[cand] <= turn) & (end[cand] > turn)]
     codes, names = tensor_codes_fast(r)
-    units = program_units(r, kept, start, codes, names)
+    units = _layers_only(program_units(r, kept, start, codes, names))
     layer = units.of_row[kept]
     if not (layer >= 0).any() or units.source != "layer names":
         raise ReportError("--recompute: no numbered layers among the activations kept for "
@@ -176,11 +187,44 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
             nxt = u - 1
     back_end = np.full(U + 1, turn + 1)
     np.maximum.at(back_end, layer, end[kept])
+    # the last segment is recomputed once the backward of what follows the last layer (a
+    # head: its kept data defined after the last layer's forward) has read its last
+    head = every[(every_layer < 0) & (start[every] > last_start[U - 1])]
+    if len(head):
+        back_end[U] = max(back_end[U], int(end[head].max()))
     replay = back_end[seg_last + 1][lay]
-    fwd = (start[again], np.maximum(last_start[lay] + 1, start[again] + 1))
+    fwd_end = np.maximum(last_start[lay] + 1, start[again] + 1)
+    # a layer's output recomputed is still read by what follows it in the forward: the next
+    # layer (its first kept tensor's definition), or the copy to the next pipeline stage
+    never = np.iinfo(np.int64).max
+    first_start = np.full(U + 1, never)
+    np.minimum.at(first_start, layer, start[kept])
+    first_start[first_start == never] = -1
+    out_again = (codes[again] == out_code[lay]) & (first_start[lay + 1] >= 0)
+    fwd_end[out_again] = np.maximum(fwd_end[out_again], first_start[lay + 1][out_again] + 1)
+    fwd = (start[again], fwd_end)
     bwd = (np.minimum(replay, end[again] - 1), end[again])
     out, rows, copies = _with_lifetimes(r, again, fwd, bwd, size)
     return Recomputation(out, rows, copies, *stash)
+
+
+def _layers_only(units):
+    """``units`` without the numbered names of the program's plumbing: over three or more
+    IPUs the stashes ``pipeline/stage0/stash``, ``pipeline/stage1/stash``, ... look like a
+    numbered sequence of layers, and as layers they would be recomputed (a stash given a
+    forward and a backward lifetime) instead of cut to the checkpoints' share. The plumbing
+    is told as ``tilemem split`` tells an earlier pipelining's buffers
+    (``rules.INFERRED_PIPELINE_BUFFER_PREFIX``)."""
+    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+
+    real = np.array([not lab.startswith(INFERRED_PIPELINE_BUFFER_PREFIX)
+                     for lab in units.labels], bool)
+    if real.all():
+        return units
+    new = np.where(real, np.cumsum(real) - 1, -1)
+    of_row = np.where(units.of_row >= 0, new[np.maximum(units.of_row, 0)], -1)
+    return type(units)([lab for lab, k in zip(units.labels, real.tolist()) if k], of_row,
+                       units.source)
 
 
 def _stash_cut(r: Report, kept, layer, again, start, end, tpi):

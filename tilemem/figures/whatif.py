@@ -64,7 +64,9 @@ class Edit(msgspec.Struct, frozen=True):
             return ("recompute every layer's activations from its input" if self.pattern == "all"
                     else f"recompute activations from checkpoints at layers {self.pattern}")
         if self.kind == "rts":
-            return (f"optimiser state sharded over {self.factor:g} replicas (1/{self.factor:g} "
+            what = "optimiser state and weights" if self.pattern == "weights" else \
+                "optimiser state"
+            return (f"{what} sharded over {self.factor:g} replicas (1/{self.factor:g} "
                     "a replica, spread over its IPU)")
         return (f"offload {self.pattern}" if self.kind == "offload"
                 else f"scale {self.pattern} by {self.factor:g}")
@@ -89,7 +91,7 @@ RECOMPUTE = "recompute"
 def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=None,
                 amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
-                recompute=None) -> list[Edit]:
+                recompute=None, rts_weights: bool = False) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
     first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
     ``tilemem.figures.batch`` finds per sample, scaled); ``ReportError`` naming the option
@@ -120,13 +122,14 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=N
             raise ReportError(f"--micro-batch: {micro_batch!r} is not a factor of 0 or more",
                               field="--micro-batch")
         edits.append(Edit("micro-batch", "", float(micro_batch)))
-    edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute)
+    edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute,
+                         rts_weights)
     return edits
 
 
 def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
-                recompute=None) -> list[Edit]:
+                recompute=None, rts_weights: bool = False) -> list[Edit]:
     """The memory levers' edits (``tilemem.figures.levers``); ``ReportError`` naming the
     option for a value that is not valid.
 
@@ -159,7 +162,10 @@ def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = Fa
         if isinstance(rts, bool) or not isinstance(rts, (int, np.integer)) or rts < 2:
             raise ReportError(f"--rts: {rts!r} is not a number of replicas of 2 or more",
                               field="--rts")
-        edits.append(Edit("rts", "", float(rts)))
+        edits.append(Edit("rts", "weights" if rts_weights else "", float(rts)))
+    elif rts_weights:
+        raise ReportError("--rts-weights: give --rts N too (the replicas to shard over)",
+                          field="--rts-weights")
     if recompute is not None and recompute is not False:
         edits.append(Edit(RECOMPUTE, _recompute_text(recompute)))
     return edits
@@ -222,6 +228,8 @@ def lever_assumptions(edits: list[Edit]) -> list[str]:
             out.append(ASSUMES["amp"].format(was=e.factor))
         elif e.kind == "rts":
             out.append(ASSUMES["rts"].format(n=int(e.factor)))
+            if e.pattern == "weights":
+                out.append(ASSUMES["rts-weights"].format(n=int(e.factor)))
         elif e.kind == RECOMPUTE:
             from .recompute import ASSUMES as RECOMPUTE_ASSUMES
 
@@ -294,7 +302,8 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
 
     codes, _ = tensor_codes(r)
     if e.kind == "rts":
-        rows, new, matched = levers.rts_sizes(r, size, allocated, int(e.factor))
+        rows, new, matched = levers.rts_sizes(r, size, allocated, int(e.factor),
+                                              weights=e.pattern == "weights")
         before = int(size[rows].sum())
         size[rows] = new
         return Applied(edit=e.describe(), tensors=int(np.unique(codes[matched]).size),

@@ -63,13 +63,14 @@ from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .program import STASH_MAPPINGS, Program, build_program
 from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
+from .cnnshape import CnnShape
 from .transformer import Shape, build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
                        always_live_items, step_tiles)
 
 __all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS",
-           "Levers", "Shape"]
+           "Levers", "Shape", "CnnShape"]
 
 #: Program families: a layered convolutional/recurrent model (``program``) and a transformer
 #: with Adam and gradient accumulation (``transformer``).
@@ -107,7 +108,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                     model: str = "cnn", splits: tuple[int, ...] | None = None,
                     always_live_state: bool = False,
                     stash_mapping: str | None = None, levers: Levers | None = None,
-                    shape: Shape | None = None) -> Report:
+                    shape: Shape | CnnShape | None = None) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -134,9 +135,10 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     partials, FP16 momentum, the optimiser state sharded over replicas, recomputation; its
     ``amp`` is replaced by ``available_memory_proportion`` when that is not the default):
     the program of the same seed without them, calibrated, then compiled with them.
-    ``shape``: the transformer of a named architecture (``Shape``: layers, hidden size,
-    heads, sequence, vocabulary, micro-batch) in real bytes, not calibrated (``steps`` is
-    then not used).
+    ``shape``: a named architecture in real bytes, not calibrated (``steps`` is then not
+    used): for the transformer a ``Shape`` (layers, hidden size, heads, sequence, vocabulary,
+    micro-batch), for the cnn family a ``CnnShape`` (a layer list,
+    ``tilemem.generate.cnnshape``).
 
     >>> base = generate_report("mk1", tiles=8, steps=60, seed=1)
     >>> half = generate_report("mk1", tiles=8, steps=60, seed=1,
@@ -147,8 +149,9 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: use one of {list(MODELS)}")
-    if shape is not None and model != "transformer":
-        raise ValueError("a named shape is the transformer family's (model='transformer')")
+    if shape is not None and isinstance(shape, Shape) != (model == "transformer"):
+        raise ValueError("a named shape is its family's: a Shape for model='transformer', "
+                         "a CnnShape (a layer list) for model='cnn'")
     if stash_mapping is None:
         stash_mapping = STASH_MAPPING[model]
     if stash_mapping not in STASH_MAPPINGS:
@@ -192,7 +195,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     def build(rng, lev=None):
         if model == "cnn":
             return build_program(rng, n_steps, ipus=ipus, stash_mapping=stash_mapping,
-                                 levers=lev)
+                                 levers=lev, shape=shape)
         return build_transformer(rng, n_steps, ipus=ipus, always_live_state=always_live_state,
                                  stash_mapping=stash_mapping, levers=lev, shape=shape)
 
@@ -217,7 +220,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
 def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
                      progress: bool, levers: Levers, splits: tuple[int, ...],
                      always_live_state: bool = False, model: str = "cnn",
-                     stash_mapping: str | None = None, shape: Shape | None = None) -> Report:
+                     stash_mapping: str | None = None, shape: Shape | CnnShape | None = None) -> Report:
     """The program ``generate_report(preset, per_ipu, steps, pressure, seed, model=model)``
     would make for one IPU, compiled pipelined with stages starting at layers ``splits``: the
     same layers, tensors and random draws (``build_program``, ``build_transformer`` with its
@@ -249,7 +252,7 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
 
     def build(rng, **kw):
         if cnn:
-            return build_program(rng, steps, stash_mapping=stash_mapping, **kw)
+            return build_program(rng, steps, stash_mapping=stash_mapping, shape=shape, **kw)
         return build_transformer(rng, steps, always_live_state=always_live_state,
                                  stash_mapping=stash_mapping, shape=shape, **kw)
 

@@ -22,6 +22,18 @@ first).
   the weight gradient is reduce-scattered into a shard of the same layout before the update, and the optimiser's
   temporaries are computed on the shard. The weights stay whole (their all-gather after the
   update writes into them).
+- ``rts_weights`` (with ``rts``): the weights sharded too (PopART's replicated tensor sharding
+  of weights): each replica keeps ``1/replicas`` of every weight (of a weight matrix: not the
+  small per-feature parameters, biases and norms, which stay whole) laid out like its
+  optimiser state's shard, and the update runs on the shard (no all-gather after it). A pass
+  that reads a weight all-gathers it first (a ``GlobalExchange`` step): the whole weight, a
+  temporary mapped as the weight was, live from the gather to the pass's last read of it;
+  the forward and the backward gather separately (a recomputed forward gathers again).
+- ``offload_state``: the optimiser state off chip (PopART's optimiser state tensor location
+  OffChip): it lives in streaming memory; each weight's update loads its state into the
+  chip (a stream copy from its remote buffer, into the tensors it had on chip, mapped as
+  they were), updates it and stores it back, so on chip the state is a temporary of that
+  weight's update.
 - ``recompute``: activation recomputation with checkpoints (``RECOMPUTE_ALL``: one at every
   layer's input; else the layers whose input is a checkpoint; the first layer's input always
   is one, and with pipelining every stage's first layer's). Only the checkpoints are kept for
@@ -36,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..rules import INFERRED_DEFAULT_AMP
+from ..rules import parse_amp  # noqa: F401  (generate's option reads it here too)
 
 #: Poplar's default availableMemoryProportion for convolutions and matmuls.
 DEFAULT_AMP = INFERRED_DEFAULT_AMP
@@ -53,6 +66,8 @@ class Levers:
     replicas: int = 1
     rts: bool = False
     recompute: str | tuple[int, ...] | None = None
+    rts_weights: bool = False
+    offload_state: bool = False
 
     def __post_init__(self):
         if not self.amp or any(not 0 < a <= 1 for a in self.amp):
@@ -61,6 +76,8 @@ class Levers:
             raise ValueError("replicas must be at least 1")
         if self.rts and self.replicas < 2:
             raise ValueError("replicated tensor sharding needs at least 2 replicas")
+        if self.rts_weights and not self.rts:
+            raise ValueError("rts_weights shards the weights too: it needs rts")
         r = self.recompute
         if r is not None and r != RECOMPUTE_ALL and (
                 not isinstance(r, tuple) or any(int(x) < 0 for x in r)):
@@ -69,7 +86,7 @@ class Levers:
     @property
     def sizes_only(self) -> bool:
         """Whether the levers change sizes only (not the program's tensors or lifetimes)."""
-        return not self.rts and self.recompute is None
+        return not self.rts and self.recompute is None and not self.offload_state
 
     def amp_of(self, stage: int) -> float:
         """The availableMemoryProportion of pipeline stage ``stage`` (one value: every
@@ -115,16 +132,3 @@ def parse_recompute(text: str | None):
         raise ValueError(f"{text!r} is not layer numbers separated by commas") from None
 
 
-def parse_amp(text: str) -> tuple[float, ...]:
-    """``--available-memory-proportion``'s value: one number, or one per stage.
-
-    >>> parse_amp("0.6"), parse_amp("0.3,0.6")
-    ((0.6,), (0.3, 0.6))
-    """
-    try:
-        out = tuple(float(x) for x in str(text).split(","))
-    except ValueError:
-        raise ValueError(f"{text!r} is not numbers separated by commas") from None
-    if any(not 0 < a <= 1 for a in out):
-        raise ValueError(f"{text!r}: every value must be in (0, 1]")
-    return out

@@ -154,6 +154,8 @@ class _Builder:
         self.loops, self.branches = [], []
         self.element_pairs, self.region_pairs = [], []
         self.ipu = 0               # IPU of the tensors created next (the current stage)
+        self.sharded: dict[int, int] = {}   # a whole weight -> its replica's shard (rts_weights)
+        self.gathers: dict = {}             # (weight, pass) -> the weight all-gathered for it
 
     # steps ------------------------------------------------------------------------------
     def step(self, kind: str, name: str, cl: int = -1) -> int:
@@ -260,7 +262,9 @@ class _Builder:
             self.step(self.kind[s], recomputed_name(self.name[s]), self.cl[s])
         before = len(self.tensors)
         copies = {}
-        for t in range(t0, t1):
+        # the range's tensors, and a whole weight all-gathered in it (``gathered``: made at
+        # init, defined where it is gathered)
+        for t in [*range(t0, t1), *(w for w in self.gathers.values() if w < t0)]:
             x = self.tensors[t]
             if not s0 <= x.define < s1:
                 continue
@@ -282,17 +286,72 @@ class _Builder:
         return copies
 
     def shard(self, name: str, bpt: float, define: int, shards: int, *, dtype: int = 4,
-              like: int | None = None, **kw) -> int:
+              like: int | None = None, clone: bool = True, **kw) -> int:
         """A replica's shard (``1 / shards`` of a tensor of ``bpt``) of a tensor sharded
         over the replicas: one flat tensor linearly over the IPU (``rules.INFERRED_RTS_LINEAR``),
-        or, with ``like``, the same elements on the same tiles as that shard."""
+        or, with ``like``, the same elements on the same tiles as that shard (``clone``
+        false: its own elements, laid out from the same tile)."""
         if like is not None:
             s = self.tensors[like]
             return self.tensor(name, bpt / shards, define, dtype=dtype, coverage=1.0,
                                offset=s.offset, place=s.place, ascending=True, ipu=s.ipu,
-                               clone_of=like, **kw)
+                               clone_of=like if clone else -1, **kw)
         return self.tensor(name, bpt / shards, define, dtype=dtype, coverage=1.0,
                            place=name + "/shard", ascending=True, **kw)
+
+    def shard_weights(self, w: int, shard: int) -> None:
+        """The weight ``w`` (made at init, mapped as a whole weight) is kept as ``shard`` (a
+        replica's share, persistent): ``w`` becomes the whole weight all-gathered for the
+        first pass that reads it (``gathered``), so what is mapped like it (a gradient, an
+        accumulator) keeps its mapping."""
+        t = self.tensors[w]
+        t.place = t.place or t.name
+        t.persistent = False
+        t.always_live = False
+        self.sharded[w] = shard
+
+    def gathered(self, w: int, key: str) -> int:
+        """The weight ``w`` as a pass ``key`` (``"fwd"``, ``"bwd"``, ...) reads it: ``w``
+        itself unless its weights are sharded over the replicas (``shard_weights``); then the
+        whole weight all-gathered from the shards by a ``GlobalExchange`` step here, once a
+        pass, a temporary mapped as the weight, live to the pass's last read of it."""
+        shard = self.sharded.get(w)
+        if shard is None:
+            return w
+        got = self.gathers.get((w, key))
+        if got is not None:
+            return got
+        base = self.tensors[shard].name
+        step = self.step("GlobalExchange", f"{base}/{key}/rts/AllGather")
+        self.use(step, shard)
+        name = f"{base}/{key}/rts/gathered"
+        if not any(k[0] == w for k in self.gathers):   # the first pass: ``w`` itself
+            t = self.tensors[w]
+            t.name, t.define = name, step
+            got = w
+        else:
+            self.tensors.append(replace(self.tensors[w], name=name, define=step, uses=[],
+                                        clone_of=-1))
+            got = len(self.tensors) - 1
+        self.gathers[(w, key)] = got
+        return got
+
+    def load_state(self, state, name: str) -> None:
+        """Optimiser state kept off chip (``Levers.offload_state``): loaded from its remote
+        buffer by a stream copy here into the tensors ``state`` (made at init, mapped as
+        ever), which are then temporaries of the update (``store_state`` writes them back)."""
+        step = self.step("StreamCopy", f"{name}/fromRemote")
+        for t in state:
+            x = self.tensors[t]
+            x.define, x.persistent, x.always_live = step, False, False
+
+    def store_state(self, state, name: str) -> None:
+        """The optimiser state ``state`` stored back to its remote buffer (``load_state``)."""
+        self.use(self.step("StreamCopy", f"{name}/toRemote"), *state)
+
+    def stored(self, w: int) -> int:
+        """The weight as kept between steps: its shard when sharded, else itself."""
+        return self.sharded.get(w, w)
 
     def jitter(self, x: float, spread: float = 0.25) -> float:
         return float(x * np.exp(self.rng.normal(0.0, spread)))
@@ -380,6 +439,23 @@ def _layer_ends(b: _Builder, starts: list, stage: list, ends: list) -> list:
     return out
 
 
+def _named_sizes(shape) -> dict:
+    """A named network's sizes in the generator's units (``cnnshape.UNIT`` bytes), by
+    ``("w", layer)``, ``("b", layer)`` (its biases), ``("out", layer)`` and ``"input"``;
+    empty without one (the drawn sizes stand)."""
+    if shape is None:
+        return {}
+    from .cnnshape import UNIT
+
+    out = {"input": shape.input_bytes / UNIT}
+    for i, (kind, _, w, y, c) in enumerate(shape.layers):
+        out[("out", i)] = y / UNIT
+        if kind == "matmul":
+            out[("w", i)] = w / UNIT
+            out[("b", i)] = c * 2 / UNIT
+    return out
+
+
 def num_layers_of(target_steps: int, ipus: int = 1) -> int:
     """Layers of a program of about ``target_steps`` steps (``build_program``'s rule)."""
     return max(3, ipus, int(round(target_steps / 9.0)))
@@ -401,7 +477,7 @@ def _layer_kinds(rng: np.random.Generator, num_layers: int) -> list[str]:
 
 def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                   splits: tuple[int, ...] | None = None,
-                  stash_mapping: str = "like", levers=None) -> Program:
+                  stash_mapping: str = "like", levers=None, shape=None) -> Program:
     """A training program of about ``target_steps`` program steps (at least ~40), pipelined
     over ``ipus`` IPUs (see the module docstring). ``splits``: the first layer of every stage
     after the first (``ipus - 1`` increasing layer numbers); default: stages as equal in
@@ -410,7 +486,9 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     (``_Builder.stash``). The layers, and every random draw, do not depend on ``ipus``,
     ``splits`` or ``stash_mapping``: only where the stages begin does. ``levers``
     (``tilemem.generate.levers.Levers``): recomputation from checkpoints and the optimiser
-    state sharded over replicas, compiled into the program (no other random draw changes)."""
+    state sharded over replicas, compiled into the program (no other random draw changes).
+    ``shape`` (``tilemem.generate.cnnshape.CnnShape``): a named network's layers and sizes
+    (in units of ``cnnshape.UNIT`` bytes, FP16) instead of drawn ones."""
     from .levers import Levers
 
     levers = levers or Levers()
@@ -419,7 +497,9 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
         raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
                          f"not {stash_mapping!r}")
     b = _Builder(rng)
-    num_layers = num_layers_of(target_steps, ipus)
+    num_layers = num_layers_of(target_steps, ipus) if shape is None else len(shape.layers)
+    if num_layers < ipus:
+        raise ValueError(f"{num_layers} layers cannot make {ipus} pipeline stages")
     if splits is None:   # consecutive layers per stage, as equal in number as they can be
         stage = [i * ipus // num_layers for i in range(num_layers)]
     else:
@@ -427,10 +507,13 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
         stage = np.searchsorted(np.asarray(splits), np.arange(num_layers), "right").tolist()
     last = ipus - 1
     every = -1 if ipus > 1 else 0
-    kinds = _layer_kinds(rng, num_layers)
+    kinds = _layer_kinds(rng, num_layers) if shape is None else shape.kinds
+    named = _named_sizes(shape)
     ckpt = levers.checkpoints(num_layers, stage)
     width = [b.jitter(1.0, 0.35) for _ in kinds]     # relative layer widths
     half = [bool(rng.random() < 0.5) for _ in kinds]  # mixed precision per layer
+    if named:
+        half = [True] * num_layers
 
     # ---- init, before the training loop ------------------------------------------------
     init = b.step("StreamCopy", "init/weightsFromHost")
@@ -441,20 +524,26 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     for i, k in enumerate(kinds):
         b.ipu = stage[i]
         if k in ("matmul", "recurrent"):
-            w = b.jitter(1.0) * width[i]
+            w = named.get(("w", i), b.jitter(1.0) * width[i])
             weights[i] = b.tensor(f"layer{i}/weights", w, init, dtype=2 if half[i] else 4,
                                   coverage=AUTO, interleaved=bool(rng.random() < 0.7),
                                   ascending=bool(rng.random() < 0.7), persistent=True)
             wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
+            # momentum bytes; a named network's in FP32, one element a weight's
+            mb = 2 * w if named else w * (1.0 if half[i] else 0.5)
             if shards > 1:   # a replica's shard, linearly over the IPU
-                momentum[i] = b.shard(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5),
+                momentum[i] = b.shard(f"layer{i}/momentum", mb,
                                       init, shards, persistent=True, role="momentum")
             else:
-                momentum[i] = b.tensor(f"layer{i}/momentum", w * (1.0 if half[i] else 0.5),
+                momentum[i] = b.tensor(f"layer{i}/momentum", mb,
                                        init, coverage=wt.coverage, ascending=wt.ascending,
                                        place=wt.name, offset=wt.offset, persistent=True,
                                        role="momentum")
-            biases[i] = b.tensor(f"layer{i}/biases", 0.02 * width[i], init,
+            if levers.rts_weights:   # the weights kept as shards laid out like the momentum's
+                b.shard_weights(weights[i], b.shard(
+                    f"layer{i}/weights", w, init, shards, dtype=wt.dtype, like=momentum[i],
+                    clone=False, persistent=True))
+            biases[i] = b.tensor(f"layer{i}/biases", named.get(("b", i), 0.02 * width[i]), init,
                                  coverage=0.05, offset=0 if rng.random() < 0.5 else -1,
                                  persistent=True)
 
@@ -462,7 +551,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     # ---- forward ----------------------------------------------------------------------
     b.ipu = 0                  # the input streams to the first stage, the labels to the last
     sc = b.step("StreamCopy", "input/StreamCopy")
-    x = b.tensor("input", b.jitter(0.5) * width[0], sc, coverage=0.3, dtype=2 if half[0] else 4)
+    x = b.tensor("input", named.get("input", b.jitter(0.5) * width[0]), sc, coverage=0.3,
+                 dtype=2 if half[0] else 4)
     host_msg = b.tensor("input/<hostMessage>", 0.1, sc, category="hostMessage", coverage=0.3)
     b.use(sc + 1, host_msg)
     sc2 = b.step("StreamCopy", "labels/StreamCopy")
@@ -487,8 +577,9 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
         hf = half[i]
         dt = 2 if hf else 4
         starts.append(b.mark())
-        act = b.jitter(0.6) * width[i]
+        act = named.get(("out", i), b.jitter(0.6) * width[i])
         if k == "matmul":
+            wf = b.gathered(weights[i], "fwd")
             ex = b.exchange(f"{p}/Conv_1/ExchangePre")
             b.use(ex, x)
             msg = b.message(f"{p}/Conv_1/ExchangePre", ex, 0.35 * act)
@@ -497,25 +588,26 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                 rearr = b.tensor(f"{p}/Conv_1/rearrangement", 0.3 * act, ex,
                                  category="rearrangement")
             cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
-            b.use(cs, x, weights[i], rearr)
+            b.use(cs, x, wf, rearr)
             partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
                                 coverage=AUTO, interleaved=bool(rng.random() < 0.3),
                                 role="partials")
             b.element_pairs.append((rearr if rearr is not None else msg, partials))
             if not b.region_pairs or rng.random() < 0.2:  # a few: weights vs its input
-                b.region_pairs.append((weights[i], rearr if rearr is not None else msg))
+                b.region_pairs.append((wf, rearr if rearr is not None else msg))
             red = b.compute(f"{p}/Conv_1/Reduce", "ReduceAdd", hf)
             b.use(red, partials)
             y = b.tensor(f"{p}/Conv_1/out", act, red, dtype=dt, coverage=AUTO)
             b.element_pairs.append((partials, y))
             ex2 = b.exchange(f"{p}/AddBias/ExchangePre")
             b.use(ex2, biases[i])
-            b.message(f"{p}/AddBias/ExchangePre", ex2, 0.03 * width[i])
+            b.message(f"{p}/AddBias/ExchangePre", ex2, named.get(("b", i), 0.03 * width[i]))
             cs2 = b.compute(f"{p}/AddBias", "AddToChannel")
             b.use(cs2, y)
             saved.append(("matmul", x, y))
             x = y
         elif k == "recurrent":
+            wf = b.gathered(weights[i], "fwd")
             zero = b.compute(f"{p}/state/zero", "MemsetZero64Bit")
             h = b.tensor(f"{p}/state", 0.4 * act, zero, dtype=dt)
             outs = b.tensor(f"{p}/outputs", act, zero, dtype=dt)
@@ -524,7 +616,7 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             b.use(ex, h, x)
             msg = b.message(f"{p}/cell/ExchangePre", ex, 0.3 * act)
             cs = b.compute(f"{p}/cell/Convolve", "ConvPartial1x1Out", hf)
-            b.use(cs, weights[i], h, x)
+            b.use(cs, wf, h, x)
             partials = b.tensor(f"{p}/cell/partials", 0.5 * act, cs, coverage=AUTO,
                                 role="partials")
             b.element_pairs.append((msg, partials))
@@ -573,7 +665,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     b.ipu = last
     cs = b.compute("loss/LossSumSquaredTransform", "LossSumSquaredTransform")
     b.use(cs, x, labels, loss_scale)
-    dy = b.tensor("loss/gradient", b.jitter(0.6) * width[-1], cs)
+    dy = b.tensor("loss/gradient", named.get(("out", num_layers - 1), b.jitter(0.6) * width[-1]),
+                  cs)
     b.element_pairs.append((x, dy))
     red = b.compute("loss/reduce/ReduceOnTile", "Reduce")
     b.use(red, x)
@@ -600,11 +693,12 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
         if kind in ("matmul", "recurrent"):
             dx = None
             if i > 0:
+                wb = b.gathered(weights[i], "bwd")
                 ex = b.exchange(f"{p}/Conv_1/ExchangePre")
                 b.use(ex, dy)
                 msg = b.message(f"{p}/Conv_1/ExchangePre", ex, 0.35 * act)
                 cs = b.compute(f"{p}/Conv_1/Convolve", "ConvPartial1x1Out", hf)
-                b.use(cs, weights[i], dy)
+                b.use(cs, wb, dy)
                 partials = b.tensor(f"{p}/Conv_1/partials", 0.8 * act, cs,
                                     coverage=AUTO, role="partials")
                 b.element_pairs.append((msg, partials))
@@ -680,6 +774,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             b.use(ex, dw)
             grad = b.shard(f"{wp}/rts/gradShard", b.tensors[dw].bpt, ex, shards,
                            like=momentum[i], role="update")
+        if levers.offload_state:
+            b.load_state([momentum[i]], f"layer{i}/momentum")
         cs = b.compute(f"{wp}/momentum", "ScaledAddSupervisor", half[i])
         b.use(cs, momentum[i], grad)
         b.element_pairs.append((momentum[i], grad))
@@ -692,8 +788,10 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                                role="update")
             b.use(cs + 1, tmp)
         cs = b.compute(f"{wp}/ScaledAdd", "ScaledAddSupervisor", half[i])
-        b.use(cs, weights[i], momentum[i])
-        if shards > 1:   # the update on the shard, all-gathered into the whole weights
+        b.use(cs, b.stored(weights[i]), momentum[i])
+        if levers.rts_weights:   # the update on the weights' shard, kept so
+            b.element_pairs.append((b.stored(weights[i]), momentum[i]))
+        elif shards > 1:   # the update on the shard, all-gathered into the whole weights
             wt = b.tensors[weights[i]]
             new = b.shard(f"{wp}/rts/weightsShard", wt.bpt, cs, shards, dtype=wt.dtype,
                           like=momentum[i], role="update")
@@ -701,6 +799,8 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             b.use(b.step("GlobalExchange", f"{wp}/rts/AllGather"), new)
         else:
             b.element_pairs.append((weights[i], momentum[i]))
+        if levers.offload_state:
+            b.store_state([momentum[i]], f"layer{i}/momentum")
         cs = b.compute(f"{wp}/ScaledAddBiases", "ScaledAddSupervisor")
         b.use(cs, biases[i], db)
     cs = b.compute("lossScaling/else/increase", "ScaledAddSupervisor")
@@ -711,5 +811,5 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     b.loops.append((body_start, b.here))
 
     fin = b.step("StreamCopy", "weights/toHost")
-    b.use(fin, *weights.values(), *biases.values())
+    b.use(fin, *map(b.stored, weights.values()), *biases.values())
     return b.build()

@@ -247,11 +247,13 @@ class _Builder(_BaseBuilder):
 
 def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: int,
                always_live: bool, small: bool = False, ipu: int | None = None,
-               shards: int = 1) -> dict:
+               shards: int = 1, shard_weights: bool = False) -> dict:
     """A weight (half), its Adam moments (float) and its gradient accumulator, clones of the
     weight (the same elements on each tile): the update runs elementwise on each tile. With
     ``shards`` replicas sharing the optimiser state, the moments are a replica's shards,
-    linearly over the IPU (``_BaseBuilder.shard``)."""
+    linearly over the IPU (``_BaseBuilder.shard``); with ``shard_weights`` a weight matrix
+    (not a ``small`` one) is kept as a shard laid out like them, all-gathered whole for each
+    pass that reads it (``_BaseBuilder.gathered``)."""
     ipu = b.ipu if ipu is None else ipu
     rng = b.rng
     kw = dict(coverage=0.02 if small else AUTO, ipu=ipu)
@@ -266,6 +268,9 @@ def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: in
                     always_live=always_live, role="momentum")
         v = b.shard(f"{name}/adam/secondMoment", 2 * bpt, init, shards, like=m,
                     always_live=always_live, role="state")
+        if shard_weights and not small:
+            b.shard_weights(w, b.shard(f"{name}/weights", bpt, init, shards, dtype=2, like=m,
+                                       clone=False, always_live=always_live))
     else:
         m = b.tensor(f"{name}/adam/firstMoment", 2 * bpt, init, always_live=always_live,
                      role="momentum", **same)
@@ -346,7 +351,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
 
     def param(name, bpt, small=False, ipu=None):
         return _parameter(b, name, bpt, init, accum_dtype=accum_dtype, always_live=al,
-                          small=small, ipu=ipu, shards=shards)
+                          small=small, ipu=ipu, shards=shards, shard_weights=levers.rts_weights)
 
     # ---- init: state from the host -----------------------------------------------------
     init = b.step("StreamCopy", "init/weightsFromHost")
@@ -414,10 +419,10 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
                       alignment=4)
     b.ipu = 0
     cs = b.compute("embedding/tokens/MultiSlice", "multiSlice")
-    b.use(cs, ids, emb["w"])
+    b.use(cs, ids, b.gathered(emb["w"], "fwd"))
     x_emb = b.tensor("embedding/tokens/out", r, cs, dtype=2, coverage=AUTO)
     cs = b.compute("embedding/positions/Add", "add")
-    b.use(cs, x_emb, pos["w"])
+    b.use(cs, x_emb, b.gathered(pos["w"], "fwd"))
     x, emb_stats = b.norm("embedding/norm", x_emb, emb_ln["gamma"]["w"], emb_ln["beta"]["w"], r)
     saved, stash, stage_saved = [], {}, []
     starts = []  # per layer: where its forward pass starts (recomputation replays it)
@@ -437,7 +442,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         starts.append(b.mark())
         an, mn = L["attn_norm"], L["mlp_norm"]
         ln1, st1 = b.norm(f"{p}/attn/norm", x, an["gamma"]["w"], an["beta"]["w"], r)
-        qkv = b.matmul(f"{p}/attn/qkv", [ln1], 3 * r, weight=L["qkv"]["w"])
+        qkv = b.matmul(f"{p}/attn/qkv", [ln1], 3 * r, weight=b.gathered(L["qkv"]["w"], "fwd"))
         b.use(b.compute(f"{p}/attn/qkv/AddBias", "add"), qkv, L["qkv_b"]["w"])
         scores = b.matmul(f"{p}/attn/scores", [qkv], probs)
         # softmax in place over the scores: max, exp, sum, divide
@@ -450,19 +455,19 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         sm = b.small(f"{p}/attn/softmax/sum", 0.02 * probs, cs)
         b.use(b.compute(f"{p}/attn/softmax/Divide", "divide"), scores, sm)
         ctx = b.matmul(f"{p}/attn/context", [scores, qkv], r)
-        ao = b.matmul(f"{p}/attn/out", [ctx], r, weight=L["out"]["w"])
+        ao = b.matmul(f"{p}/attn/out", [ctx], r, weight=b.gathered(L["out"]["w"], "fwd"))
         cs = b.compute(f"{p}/attn/residual/Add", "add")
         b.use(cs, x, ao, L["out_b"]["w"])
         x1 = b.tensor(f"{p}/attn/residual/out", r, cs, dtype=2, coverage=AUTO)
         b.element_pairs.append((ao, x1))
         ln2, st2 = b.norm(f"{p}/mlp/norm", x1, mn["gamma"]["w"], mn["beta"]["w"], r)
-        h1 = b.matmul(f"{p}/mlp/fc1", [ln2], 4 * r, weight=L["fc1"]["w"])
+        h1 = b.matmul(f"{p}/mlp/fc1", [ln2], 4 * r, weight=b.gathered(L["fc1"]["w"], "fwd"))
         cs = b.compute(f"{p}/mlp/gelu/NonLinearity", "gelu")
         b.use(cs, h1, L["fc1_b"]["w"])
         g = b.tensor(f"{p}/mlp/gelu/out", 4 * r, cs, dtype=2, coverage=AUTO,
                      interleaved=bool(rng.random() < 0.2))
         b.element_pairs.append((h1, g))
-        h2 = b.matmul(f"{p}/mlp/fc2", [g], r, weight=L["fc2"]["w"])
+        h2 = b.matmul(f"{p}/mlp/fc2", [g], r, weight=b.gathered(L["fc2"]["w"], "fwd"))
         cs = b.compute(f"{p}/mlp/residual/Add", "add")
         b.use(cs, x1, h2, L["fc2_b"]["w"])
         x2 = b.tensor(f"{p}/mlp/residual/out", r, cs, dtype=2, coverage=AUTO)
@@ -482,7 +487,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     cs = b.compute("head/maskedPositions/MultiSlice", "multiSlice")
     b.use(cs, lnf, labels)
     xm = b.tensor("head/maskedPositions/out", MASKED * r, cs, dtype=2, coverage=AUTO)
-    head_w = head["w"]
+    head_w = b.gathered(head["w"], "head")   # read by the head's forward and backward
     if tied and last > 0:   # the embedding, on the first IPU, copied to the head's
         head_w = b.ipu_copy(head_w, last, "pipeline/tied/embedding/tokens/fwd")
     logits = b.matmul("head/logits", [xm], MASKED * r * vocab, weight=head_w)
@@ -515,19 +520,22 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
             again.update(b.replay(starts[first], ends[i]))
         S = {k: again.get(v, v) for k, v in saved[i].items()}
         p = f"layer{i}"
-        dg = b.matmul(f"{p}/mlp/fc2/bwd", [dy], 4 * r, weight=L["fc2"]["w"], out="gradIn")
+        dg = b.matmul(f"{p}/mlp/fc2/bwd", [dy], 4 * r, weight=b.gathered(L["fc2"]["w"], "bwd"),
+                      out="gradIn")
         b.weight_grad(f"{p}/mlp/fc2", [S["g"], dy], L["fc2"])
         b.bias_grad(f"{p}/mlp/fc2", dy, L["fc2_b"])
         cs = b.compute(f"{p}/mlp/gelu/bwd/NonLinearityGrad", "geluGrad")
         b.use(cs, dg, S["h1"])
         dh1 = b.tensor(f"{p}/mlp/gelu/bwd/gradIn", 4 * r, cs, dtype=2, coverage=AUTO)
         b.element_pairs.append((dg, dh1))
-        dln2 = b.matmul(f"{p}/mlp/fc1/bwd", [dh1], r, weight=L["fc1"]["w"], out="gradIn")
+        dln2 = b.matmul(f"{p}/mlp/fc1/bwd", [dh1], r, weight=b.gathered(L["fc1"]["w"], "bwd"),
+                        out="gradIn")
         b.weight_grad(f"{p}/mlp/fc1", [S["ln2"], dh1], L["fc1"])
         b.bias_grad(f"{p}/mlp/fc1", dh1, L["fc1_b"])
         dx1 = b.norm_grad(f"{p}/mlp/norm/bwd", dln2, S["x1"], S["st2"], L["mlp_norm"], r,
                           residual=dy)
-        dctx = b.matmul(f"{p}/attn/out/bwd", [dx1], r, weight=L["out"]["w"], out="gradIn")
+        dctx = b.matmul(f"{p}/attn/out/bwd", [dx1], r, weight=b.gathered(L["out"]["w"], "bwd"),
+                        out="gradIn")
         b.weight_grad(f"{p}/attn/out", [S["ctx"], dx1], L["out"])
         b.bias_grad(f"{p}/attn/out", dx1, L["out_b"])
         dprobs = b.matmul(f"{p}/attn/context/bwd", [dctx, S["qkv"]], probs, out="gradIn")
@@ -538,7 +546,8 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         cs = b.compute(f"{p}/attn/qkv/bwd/Concat", "Memcpy64BitSupervisor")
         b.use(cs, dqk, dv)
         dqkv = b.tensor(f"{p}/attn/qkv/bwd/gradOut", 3 * r, cs, dtype=2, coverage=AUTO)
-        dln1 = b.matmul(f"{p}/attn/qkv/bwd", [dqkv], r, weight=L["qkv"]["w"], out="gradIn")
+        dln1 = b.matmul(f"{p}/attn/qkv/bwd", [dqkv], r, weight=b.gathered(L["qkv"]["w"], "bwd"),
+                        out="gradIn")
         b.weight_grad(f"{p}/attn/qkv", [S["ln1"], dqkv], L["qkv"])
         b.bias_grad(f"{p}/attn/qkv", dqkv, L["qkv_b"])
         dy = b.norm_grad(f"{p}/attn/norm/bwd", dln1, S["x"], S["st1"], L["attn_norm"], r,
@@ -570,18 +579,24 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
             b.use(ex, acc)
             grad = b.shard(f"{n}/rts/gradShard", b.tensors[acc].bpt, ex, shards, like=m,
                            dtype=q["accum_dtype"], role="update")
+        if levers.offload_state:
+            b.load_state([m, v], f"{n}/adam")
         cs = b.compute(f"{n}/adam/moments", "scaledAdd")
         b.use(cs, m, v, grad, loss_scale)
         b.element_pairs.append((m, grad))
         if q["small"]:
             cs = b.compute(f"{n}/adam/update", "adam")
             b.use(cs, w, m, v, lr_t, step_count)
+            if levers.offload_state:
+                b.store_state([m, v], f"{n}/adam")
             if shards > 1:
                 _gather(b, n, w, m, cs, shards)
             continue
         # bias-corrected moments, defined and read together: one class, a temporary
         cs = b.compute(f"{n}/adam/biasCorrection", "sqrt")
         b.use(cs, m, v, step_count)
+        if levers.offload_state:
+            b.store_state([m, v], f"{n}/adam")
         same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
         if shards > 1:   # on the shard, laid out like it
             t = b.tensors[m]
@@ -596,8 +611,10 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         d = b.tensor(f"{n}/adam/update", 2 * wb_here, cs, role="update", **same)
         b.element_pairs.append((mh, d))
         cs = b.compute(f"{n}/adam/ScaledAdd", "scaledAdd")
-        b.use(cs, w, d, lr_t)
-        if shards > 1:
+        b.use(cs, b.stored(w), d, lr_t)
+        if levers.rts_weights:   # the update on the weights' shard, kept so
+            b.element_pairs.append((b.stored(w), d))
+        elif shards > 1:
             new = _gather(b, n, w, m, cs, shards)
             b.element_pairs.append((new, d))
         else:
@@ -611,6 +628,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     b.loops.append((body_start, b.here))
 
     fin = b.step("StreamCopy", "weights/toHost")
-    b.use(fin, *(q["w"] for q in params), *(q[k] for q in params for k in ("m", "v")),
+    b.use(fin, *(b.stored(q["w"]) for q in params),
+          *(q[k] for q in params for k in ("m", "v") if not levers.offload_state),
           step_count)
     return b.build()
