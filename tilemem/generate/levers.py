@@ -48,7 +48,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..rules import INFERRED_DEFAULT_AMP
-from ..rules import parse_amp  # noqa: F401  (generate's option reads it here too)
 
 #: Poplar's default availableMemoryProportion for convolutions and matmuls.
 DEFAULT_AMP = INFERRED_DEFAULT_AMP
