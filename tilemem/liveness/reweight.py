@@ -28,7 +28,7 @@ report's one class graph when that is chordal, for many tiles and added classes.
 ...     eq_class=[0, 1, 2, 0, 2], interference=[[1], [0, 2], [1]])     # a path 0 - 1 - 2
 >>> tc = TileCliques(r, [0, 1])
 >>> tc.max_live(r.size).tolist(), tc.max_live(np.array([0, 4, 9, 6, 6])).tolist()
-[[12, 6], [13, 6]]
+([12, 6], [13, 6])
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from ..model import Report
 from .classgraph import _local_graph, sorted_interference
 from .graphalg import _chordal_pass, max_weight_clique
 from .maxlive import NODES_PER_SECOND
+from .sorting import argsort
 
 
 class TileCliques:
@@ -134,7 +135,7 @@ def _tile_cliques(g_indptr, g_indices, tile_ptr, node_class, num_classes):
             continue
         # Blair & Peyton: v and its earlier neighbours are a maximal clique exactly when the
         # next vertex visited has no more earlier neighbours than v (or v is the last)
-        order = np.argsort(pos)
+        order = argsort(pos)
         is_max = np.zeros(n, np.bool_)
         for i in range(n - 1):
             is_max[order[i]] = cand[order[i + 1]] <= cand[order[i]]
