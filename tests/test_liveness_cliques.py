@@ -15,6 +15,8 @@ from tilemem.liveness.cliques import Extra, ReweightedBound
 from tilemem.model import Report, symmetric_closure
 from tilemem.model.target import MK1
 
+from liveness_oracle import brute_force
+
 
 def subtree_graph(rng, classes: int, tree: int = 10):
     """A random chordal graph: the classes are subtrees of a random tree, two interfering when
@@ -46,21 +48,6 @@ def report_of(edges, classes, rng, tiles=3, steps=None):
         interference=symmetric_closure(classes, src, dst), class_steps=steps)
 
 
-def brute_force(r: Report, size: np.ndarray, tile: int, edges: set) -> int:
-    """Heaviest set of pairwise interfering classes on ``tile``, + its always-live bytes."""
-    on = (r.tile == tile) & r.allocated
-    al = int(size[on & r.always_live].sum())
-    w = np.bincount(r.eq_class[on & ~r.always_live], size[on & ~r.always_live],
-                    minlength=r.num_classes)
-    present = [c for c in range(r.num_classes) if w[c] > 0]
-    best = 0
-    for k in range(1, len(present) + 1):
-        for s in itertools.combinations(present, k):
-            if all((a, b) in edges or (b, a) in edges for a, b in itertools.combinations(s, 2)):
-                best = max(best, int(w[list(s)].sum()))
-    return al + best
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.integers(2, 11))
 def test_chordal_graphs_against_brute_force(seed, classes):
@@ -71,7 +58,7 @@ def test_chordal_graphs_against_brute_force(seed, classes):
     assert b is not None
     for size in (r.size, r.size * rng.integers(0, 3, r.num_vars)):
         peak, al = b.max_live(b.node_weights(size), np.arange(r.num_tiles))
-        want = [brute_force(r, size, t, set(edges)) for t in range(r.num_tiles)]
+        want = [brute_force(r, size, r.allocated, t, set(edges)) for t in range(r.num_tiles)]
         assert peak.tolist() == want
         assert al.tolist() == [int(size[(r.tile == t) & r.always_live].sum())
                                for t in range(r.num_tiles)]
@@ -120,7 +107,7 @@ def test_added_classes_against_brute_force(seed, classes, added):
         always_live=np.concatenate([r.always_live, np.zeros(len(rows), bool)]),
         interference=symmetric_closure(C, np.array([e[0] for e in all_edges], np.int64),
                                        np.array([e[1] for e in all_edges], np.int64)))
-    assert peak.tolist() == [brute_force(big, big.size, t, all_edges)
+    assert peak.tolist() == [brute_force(big, big.size, big.allocated, t, all_edges)
                              for t in range(r.num_tiles)]
 
 

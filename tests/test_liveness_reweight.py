@@ -16,6 +16,8 @@ from tilemem.liveness.reweight import TileCliques
 from tilemem.model import Report, symmetric_closure
 from tilemem.model.target import MK1
 
+from liveness_oracle import brute_force
+
 
 def random_report(rng, classes: int, density: float, tiles: int = 3) -> tuple[Report, set]:
     edges = {(a, b) for a, b in itertools.combinations(range(classes), 2)
@@ -29,21 +31,6 @@ def random_report(rng, classes: int, density: float, tiles: int = 3) -> tuple[Re
         category=["variable"] * n, eq_class=rng.integers(0, classes, n),
         always_live=rng.random(n) < 0.1, interference=symmetric_closure(classes, src, dst))
     return r, edges
-
-
-def brute_force(r: Report, size, allocated, tile: int, edges: set) -> int:
-    """Heaviest set of pairwise interfering classes on ``tile``, + its always-live bytes."""
-    on = (r.tile == tile) & allocated
-    al = int(size[on & r.always_live].sum())
-    w = np.bincount(r.eq_class[on & ~r.always_live], size[on & ~r.always_live],
-                    minlength=r.num_classes)
-    present = [c for c in range(r.num_classes) if w[c] > 0]
-    best = 0
-    for k in range(1, len(present) + 1):
-        for s in itertools.combinations(present, k):
-            if all((a, b) in edges or (b, a) in edges for a, b in itertools.combinations(s, 2)):
-                best = max(best, int(w[list(s)].sum()))
-    return al + best
 
 
 def fresh(r: Report, size, allocated, tiles) -> list[int]:
