@@ -83,3 +83,17 @@ def test_restrict_by_hand():
     assert s.element_constraints.to_lists() == [[1], [0]]
     assert s.tiles_in_use().tolist() == [2] and s.num_tiles == 3
     assert restrict(r, [0, 1, 2]) is r            # every variable: nothing built
+
+
+def test_rows_of_tiles_are_the_same_by_range_and_by_scan(two_ipus):
+    """On a report ordered by (IPU, tile) (as generated) the rows come from each tile's
+    range; the scan of the tile column (any row order) is called directly: both give the
+    tiles' allocated rows, checked against a plain mask of the column."""
+    from tilemem.model.ipuview import tile_ordered
+    from tilemem.model.shard import _scanned_rows, rows_of_tiles
+
+    assert tile_ordered(two_ipus)
+    tiles = np.array([0, 3, 7, 11, 99, -1])   # 99 and -1 are no tiles of the report
+    want = np.flatnonzero(np.isin(two_ipus.tile, tiles) & two_ipus.allocated)
+    assert rows_of_tiles(two_ipus, tiles).tolist() == want.tolist()
+    assert _scanned_rows(two_ipus, tiles).tolist() == want.tolist()

@@ -52,11 +52,23 @@ def ipu_shard(report: Report, ipu: int) -> Report:
 
 
 def rows_of_tiles(report: Report, tiles) -> np.ndarray:
-    """The allocated rows of ``tiles``, in report order: one pass over the tile column in
-    blocks (no index of the whole report is built or kept, and a mapped column stays
-    file pages)."""
-    want = np.zeros(report.num_tiles + 1, bool)   # the last slot: tile -1 (unallocated)
+    """The allocated rows of ``tiles``, in report order. A report whose rows are ordered by
+    (IPU, tile) (``tilemem.model.ipuview.tile_ordered``: what tilemem writes for several IPUs)
+    has each tile's rows as a range; otherwise one pass over the tile column in blocks (no
+    index of the whole report is built or kept, and a mapped column stays file pages)."""
+    from .ipuview import tile_ordered
+
     tiles = np.asarray(tiles, np.int64)
+    if tile_ordered(report):
+        kept = np.unique(tiles[(tiles >= 0) & (tiles < report.num_tiles)])
+        parts = [report.tile_rows(int(t)) for t in kept]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return _scanned_rows(report, tiles)
+
+
+def _scanned_rows(report: Report, tiles: np.ndarray) -> np.ndarray:
+    """``rows_of_tiles`` by a pass over the tile column in blocks (any row order)."""
+    want = np.zeros(report.num_tiles + 1, bool)   # the last slot: tile -1 (unallocated)
     want[tiles[(tiles >= 0) & (tiles < report.num_tiles)]] = True
     tile, allocated = report.tile, report.allocated
     parts = []
