@@ -168,6 +168,12 @@ def test_tile_rows_of_an_ordered_report_are_ranges_and_the_same_rows(two_ipus, m
     assert [ranged.tile_rows(t).tolist() for t in range(r.num_tiles)] == want
     assert ranged._tile_index[1] is None
     assert ranged.tiles_in_use().tolist() == indexed.tiles_in_use().tolist()
+    # every reader of the tile index takes both kinds: the live bytes over steps the same
+    from tilemem.liveness.steps import max_over_tiles
+
+    assert r.class_steps is not None
+    assert ([a.tolist() for a in max_over_tiles(ranged)]
+            == [a.tolist() for a in max_over_tiles(indexed)])
     # and by the tile column itself
     for t in range(r.num_tiles):
         assert want[t] == np.flatnonzero(r.allocated & (r.tile == t)).tolist()

@@ -138,7 +138,7 @@ def max_over_tiles(r: Report, tiles=None, block: int = 64):
     if r.class_steps is None:
         return None
     tiles = r.tiles_in_use() if tiles is None else np.asarray(tiles, np.int64)
-    indptr, order = r._tiles()
+    indptr, _ = r._tiles()
     al = always_live_bytes(r)
     steps = r.class_steps
     # one time axis for all tiles: every start and end of a class used by a live variable
@@ -152,7 +152,8 @@ def max_over_tiles(r: Report, tiles=None, block: int = 64):
     who = np.zeros(len(times), np.int64)
     for b in range(0, len(tiles), block):     # a dense (tiles x times) grid, a block at a time
         chunk = tiles[b:b + block]
-        rows = np.concatenate([order[indptr[t]:indptr[t + 1]] for t in chunk.tolist()]
+        # ``tile_rows``: an index of rows, or a range where the rows are ordered by tile
+        rows = np.concatenate([r.tile_rows(t) for t in chunk.tolist()]
                               + [np.zeros(0, np.int64)])
         local = np.repeat(np.arange(len(chunk)), indptr[chunk + 1] - indptr[chunk])
         keep = ~r.always_live[rows]
