@@ -172,3 +172,27 @@ def test_recompute_needs_class_steps(tmp_path, capsys):
     assert main(["what-if", str(p), "--recompute"]) == 2
     err = capsys.readouterr().err
     assert "equivalenceClassSteps" in err and len(err.strip().splitlines()) == 1
+
+
+def test_amp_per_ipu_where_the_report_does_not_record_tiles_per_ipu(monkeypatch):
+    """Poplar's reports leave tilesPerIPU out: the levers take the IPU size the report's
+    target infers (``rules.inferred_tiles_per_ipu``), as every other reader does, not the
+    whole report as one IPU."""
+    import dataclasses
+
+    import tilemem.rules as rules
+
+    kw = dict(tiles=12, steps=STEPS["transformer"], seed=3, model="transformer",
+              splits=(1,))
+    base = generate_report("mk1", **kw)
+    tpi = base.target.tiles_per_ipu
+    assert base.num_tiles == 2 * tpi
+    compiled = generate_report("mk1", levers=Levers(amp=(0.2, 0.6)), **kw)
+    # a target of this tile memory is taken as IPUs of ``tpi`` tiles (a stand-in for the
+    # full IPU sizes the rule knows)
+    monkeypatch.setitem(rules.INFERRED_TILES_PER_IPU, int(base.target.tile_memory), tpi)
+    silent = dataclasses.replace(base, target=dataclasses.replace(base.target,
+                                                                  tiles_per_ipu=None))
+    assert silent.target.num_ipus == 2
+    changed, _ = apply_edits(silent, lever_edits(amp="0.2,0.6"))
+    assert (bounds(changed) == bounds(compiled)).all()

@@ -146,8 +146,7 @@ def optimiser_temporary_rows(r: Report) -> np.ndarray:
 
 
 def ipu_of_rows(r: Report, rows: np.ndarray) -> np.ndarray:
-    tpi = r.target.tiles_per_ipu or r.num_tiles
-    return r.tile[rows] // tpi
+    return r.target.ipu_of(r.tile[rows])
 
 
 def amp_sizes(r: Report, size: np.ndarray, amps: tuple, was: float):
@@ -186,12 +185,11 @@ def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
     temp = temp[allocated[temp]]
     new = size.copy()
     new[temp] = np.ceil(size[temp] / n).astype(size.dtype)
-    tpi = r.target.tiles_per_ipu or r.num_tiles
     T = r.num_tiles
     per_tile = np.bincount(r.tile[state], size[state], minlength=T)
     in_use = np.zeros(T, bool)
     in_use[r.tile[allocated & (r.tile >= 0)]] = True
-    ipu = np.arange(T) // tpi
+    ipu = r.target.ipu_of(np.arange(T))
     k = int(ipu.max()) + 1
     share_ipu = np.bincount(ipu, per_tile, minlength=k) / n
     tiles_ipu = np.bincount(ipu[in_use], minlength=k)

@@ -135,7 +135,7 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     U = len(units.labels)
     numbers = [int(m.group(1)) if (m := re.search(r"(\d+)$", lab)) else None
                for lab in units.labels]
-    tpi = r.target.tiles_per_ipu or r.num_tiles
+    tpi = r.target.ipu_tiles   # recorded, or inferred where Poplar leaves it out
     every, every_layer = kept, layer
     kept, layer = kept[layer >= 0], layer[layer >= 0]
     # each layer's output: its kept tensor defined last (the first row of those)

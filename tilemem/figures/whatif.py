@@ -310,8 +310,7 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
                        variables=len(matched), bytes_before=before,
                        bytes_after=int(size[rows].sum()))
     if e.kind == "amp":
-        tpi = r.target.tiles_per_ipu or r.num_tiles
-        ipus = max(1, r.num_tiles // tpi)
+        ipus = r.target.num_ipus
         if len(e.factors) not in (1, ipus):
             raise ReportError(f"--amp: {len(e.factors)} values for a report of {ipus} IPU(s): "
                               "give one, or one an IPU", field="--amp")
