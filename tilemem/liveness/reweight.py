@@ -32,6 +32,8 @@ report's one class graph when that is chordal, for many tiles and added classes.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numba import njit
 
@@ -92,11 +94,13 @@ class TileCliques:
         peak = _peaks(self.tile_ptr, self.chordal, self.mem_ptr, self.mem_of,
                       self.tile_cliques, node_w)
         if self._graphs:
-            left = max(0.0, self.time_limit)
+            # ``time_limit`` for all of them, what is left shared among the tiles left (as
+            # ``max_live_all`` shares it)
+            deadline = time.monotonic() + max(0.0, self.time_limit)
             todo = list(self._graphs.items())
             for i, (t, (ip, ix)) in enumerate(todo):
                 a, b = self.tile_ptr[t], self.tile_ptr[t + 1]
-                budget = left / (len(todo) - i)
+                budget = max(0.0, deadline - time.monotonic()) / (len(todo) - i)
                 c = max_weight_clique(ip, ix, node_w[a:b],
                                       node_limit=max(1000, int(budget * NODES_PER_SECOND)))
                 peak[t] = c.weight
