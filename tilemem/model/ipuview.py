@@ -53,8 +53,8 @@ def order_by_tile(r: Report) -> Report:
         idx += np.arange(int(lengths.sum()))
         return Csr.from_lengths(lengths, new_row[csr.indices[idx]])
 
-    blob, offsets = _gathered_names(r, perm)
-    cols = {f: getattr(r, f)[perm] for f in _ROW_COLUMNS}
+    blob, offsets = gathered_names(r, perm)
+    cols = {f: getattr(r, f)[perm] for f in ROW_COLUMNS}
     out = replace(r, **cols, name_blob=blob, name_offsets=offsets,
                   element_constraints=rows(r.element_constraints),
                   region_constraints=rows(r.region_constraints),
@@ -65,12 +65,13 @@ def order_by_tile(r: Report) -> Report:
     return out
 
 
-_ROW_COLUMNS = ("var_id", "tile", "size", "alignment", "offset", "category", "eq_class",
+#: The per-variable columns (one row a variable), taken for the rows a view or shard keeps.
+ROW_COLUMNS = ("var_id", "tile", "size", "alignment", "offset", "category", "eq_class",
                 "allocated", "is_constant", "always_live", "executable", "vertex_code",
                 "lowest_256kb", "in_interleaved_mem")
 
 
-def _gathered_names(r: Report, rows: np.ndarray, block: int = 1 << 18):
+def gathered_names(r: Report, rows: np.ndarray, block: int = 1 << 18):
     """The names of ``rows`` in that order: one blob and its offsets. Gathered a block of
     rows at a time: the byte index of a block, not of every name (8 bytes a name byte)."""
     offs = r.name_offsets
@@ -114,7 +115,7 @@ def ipu_view(r: Report, k: int) -> Report:
     if not 0 <= k < len(b) - 1:
         raise ValueError(f"IPU {k} of {len(b) - 1}")
     lo, hi = int(b[k]), int(b[k + 1])
-    cols = {f: getattr(r, f)[lo:hi] for f in _ROW_COLUMNS}
+    cols = {f: getattr(r, f)[lo:hi] for f in ROW_COLUMNS}
     T, tpi = r.num_tiles, r.target.ipu_tiles
     t0, t1 = min(k * tpi, T), min((k + 1) * tpi, T)
     order = r.allocation_order
@@ -175,11 +176,11 @@ def _take(r: Report, rows: np.ndarray) -> Report:
         row = np.repeat(np.arange(len(rows)), lengths)
         return Csr.from_lengths(np.bincount(row[inside], minlength=len(rows)), entries[inside])
 
-    names, name_offsets = _gathered_names(r, rows)
+    names, name_offsets = gathered_names(r, rows)
     order = r.allocation_order
     keep = new_row[order.indices] >= 0
     tile_of_entry = order.row_ids()[keep]
-    return replace(r, **{f: getattr(r, f)[rows] for f in _ROW_COLUMNS}, name_blob=names,
+    return replace(r, **{f: getattr(r, f)[rows] for f in ROW_COLUMNS}, name_blob=names,
                    name_offsets=name_offsets, element_constraints=cons(r.element_constraints),
                    region_constraints=cons(r.region_constraints),
                    allocation_order=Csr.from_lengths(

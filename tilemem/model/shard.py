@@ -28,12 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import Csr, Report
-
-#: The per-variable columns (one row a variable), copied for the kept rows.
-_ROW_COLUMNS = ("var_id", "tile", "size", "alignment", "offset", "category", "eq_class",
-                "allocated", "is_constant", "always_live", "executable", "vertex_code",
-                "lowest_256kb", "in_interleaved_mem")
-
+from ._tileorder import BLOCK as _BLOCK
+from .ipuview import ROW_COLUMNS, gathered_names, tile_ordered
 
 def ipu_tiles(report: Report, ipu: int) -> np.ndarray:
     """The tiles in use of IPU ``ipu``."""
@@ -56,8 +52,6 @@ def rows_of_tiles(report: Report, tiles) -> np.ndarray:
     (IPU, tile) (``tilemem.model.ipuview.tile_ordered``: what tilemem writes for several IPUs)
     has each tile's rows as a range; otherwise one pass over the tile column in blocks (no
     index of the whole report is built or kept, and a mapped column stays file pages)."""
-    from .ipuview import tile_ordered
-
     tiles = np.asarray(tiles, np.int64)
     if tile_ordered(report):
         kept = np.unique(tiles[(tiles >= 0) & (tiles < report.num_tiles)])
@@ -80,10 +74,6 @@ def _scanned_rows(report: Report, tiles: np.ndarray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-#: Rows a block of ``rows_of_tiles`` (its temporaries: about 10 bytes a row).
-_BLOCK = 1 << 22
-
-
 def restrict(report: Report, tiles) -> Report:
     """The report kept to the allocated variables of ``tiles`` (see the module); the report
     itself when that is every allocated variable (nothing to build)."""
@@ -91,23 +81,21 @@ def restrict(report: Report, tiles) -> Report:
     rows = rows_of_tiles(report, tiles)
     if len(rows) == int(np.count_nonzero(report.allocated)):
         return report
-    cols = {c: np.asarray(getattr(report, c))[rows] for c in _ROW_COLUMNS}
+    cols = {c: np.asarray(getattr(report, c))[rows] for c in ROW_COLUMNS}
 
     cls = cols["eq_class"]
     classes = np.unique(cls[cls >= 0])
     cols["eq_class"] = np.where(cls >= 0, np.searchsorted(classes, cls), -1).astype(np.int64)
 
-    blob = np.frombuffer(report.name_blob, np.uint8)
-    name_lengths, name_bytes = Csr(np.asarray(report.name_offsets, np.int64), blob).gather(rows)
-    name_offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(name_lengths, out=name_offsets[1:])
+    # a block of rows at a time: no byte index of every name of the shard
+    name_bytes, name_offsets = gathered_names(report, rows)
 
     order_lengths = np.zeros(report.num_tiles, np.int64)
     kept_order = _kept(report.allocation_order, tiles, rows)
     order_lengths[tiles] = kept_order.lengths()
     steps = None if report.class_steps is None else np.asarray(report.class_steps)[classes]
     return Report(
-        target=report.target, **cols, name_blob=name_bytes.tobytes(),
+        target=report.target, **cols, name_blob=name_bytes,
         name_offsets=name_offsets, categories=report.categories,
         element_constraints=_kept(report.element_constraints, rows, rows),
         region_constraints=_kept(report.region_constraints, rows, rows),
