@@ -221,8 +221,11 @@ class _Packing:
         missing = [t for t in self.reps if t not in self.known and not self.board.is_final(t)]
         if missing:
             k = 1 if len(missing) < 64 else max(1, self.w) * 4
-            parts = ([[t for t in missing if self.ipu(t) == i] for i in self.ipus]
-                     if self.by_ipu else [missing])
+            parts = [missing]
+            if self.by_ipu:   # one IPU's tiles a chunk, each in the order of ``missing``
+                m = np.asarray(missing, np.int64)
+                of = self.report.target.ipu_of(m)
+                parts = [m[of == i].tolist() for i in self.ipus]
             k = max(1, k // len(parts))
             chunks = [p[i::k] for p in parts for i in range(k) if p[i::k]]
             # the bounds' clique searches take a default slice at most in all: a longer
