@@ -106,7 +106,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
             return None
         return b
 
-    useful = []
+    useful, alone = [], {}
     for x in levers:   # a lever that applies to nothing is not tried
         try:
             b = bound([x], alone=True)
@@ -114,6 +114,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
             b = None
         if b is not None:
             useful.append(x)
+            alone[x[0]] = b   # a combination of this lever alone: not re-weighted again
     if not useful:
         return None
     combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)]
@@ -124,7 +125,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     for c in order:
         if tried and time.monotonic() - t0 > MAX_SECONDS and c is not combos[-1]:
             continue
-        b = bound(c)
+        b = alone[c[0][0]] if len(c) == 1 else bound(c)
         tried += 1
         over = b > tm
         left, free = int(over.sum()), int((b[over] - tm).sum())
