@@ -89,7 +89,7 @@ def parse_tiles(spec: str | None, num_tiles: int, option: str = "--tiles"):
 
 def packing_options(*, what: str | None = None, budget: float | None = None,
                     time_limit: float | None = None, time_limit_help: str | None = None,
-                    budget_help: str | None = None, method_help: str | None = None,
+                    budget_help: str | None = None,
                     run: bool = False):
     """The options of every command that runs the packer, defined once: ``--method``,
     ``--time-limit`` and (given a ``budget`` default) ``--budget``; with ``run`` also how
@@ -105,7 +105,7 @@ def packing_options(*, what: str | None = None, budget: float | None = None,
     see = " (see `tilemem alloc`)"
     options = [click.option(
         "--method", type=METHOD, default="auto", show_default=True,
-        help=method_help or (
+        help=(
             f"Packing method of {what}{see}." if what else
             "replay: first fit in allocationOrderByTile order; heuristic: best of a few "
             "greedy orders; auto: heuristic, then a quick search and the exact portfolio "

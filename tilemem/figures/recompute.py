@@ -70,17 +70,9 @@ def turn_step(r: Report, rows: np.ndarray) -> int:
     return int(np.argmax(cover))
 
 
-def recomputed(r: Report, checkpoints) -> tuple[Report, np.ndarray, np.ndarray]:
-    """The report with activations recomputed (``checkpoints``: ``"all"``, or the layer
-    numbers whose input is a checkpoint); ``(report, recomputed rows, copy rows)``: the
-    rows given forward lifetimes and the rows added for their recomputed copies."""
-    rc = recomputation(r, checkpoints)
-    return rc.report, rc.rows, rc.copies
-
-
 @dataclass(frozen=True)
 class Recomputation:
-    """``recomputed``'s answer and what it is made of: the changed ``report``, the ``rows``
+    """``recomputation``'s answer and what it is made of: the changed ``report``, the ``rows``
     recomputed, their ``copies`` (rows of ``report``), and each stash cut to its
     checkpoints' share (``stash_rows`` at ``stash_keep / stash_total`` of their bytes);
     ``resized`` gives the same report's sizes for other sizes of the original rows."""
@@ -103,8 +95,10 @@ class Recomputation:
 
 
 def recomputation(r: Report, checkpoints) -> Recomputation:
-    """``recomputed``, with what it is made of (``Recomputation``); computed once per
-    report and checkpoints."""
+    """The report with activations recomputed (``checkpoints``: ``"all"``, or the layer
+    numbers whose input is a checkpoint), with what it is made of (``Recomputation``: the
+    rows given forward lifetimes, the rows added for their recomputed copies, each stash's
+    cut); computed once per report and checkpoints."""
     key = "recomputation:" + ("all" if checkpoints == "all"
                               else ",".join(map(str, sorted({int(x) for x in checkpoints}))))
     return r.cached(key, lambda: _recomputation(r, checkpoints))

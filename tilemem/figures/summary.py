@@ -95,12 +95,6 @@ def tiles_fitting(r: Report, tiles, offsets: np.ndarray | None = None) -> int:
     return int(ok[np.asarray(tiles, np.int64)].sum())
 
 
-def bytes_by_category(r: Report) -> dict[str, int]:
-    a = r.allocated
-    sums = np.bincount(r.category[a], weights=r.size[a], minlength=len(r.categories))
-    return {r.categories[i]: int(s) for i, s in enumerate(sums) if s}
-
-
 class TargetInfo(msgspec.Struct, rename="camel"):
     num_tiles: int
     tile_memory: int
