@@ -268,6 +268,7 @@ def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarra
             ("element", r.element_constraints, el_first, el_last, "memory element"),
             ("region", r.region_constraints, rg_first, rg_last, "region")):
         a, b = _pairs(csr, pos)
+        # on the same tile only (``rules.INFERRED_CONSTRAINTS_WITHIN_TILE``)
         hit = (touches[a] & touches[b] & (r.tile[rows[a]] == r.tile[rows[b]])
                & (first[a] <= last[b]) & (first[b] <= last[a]))
         idx = np.flatnonzero(hit)

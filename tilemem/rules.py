@@ -258,3 +258,15 @@ INFERRED_FIRST_ORDER_NAME = r"momentum|velocity|first_?moment|accl1|exp_avg(?!_s
 #: sharding) is one flat tensor mapped linearly over the IPU's tiles
 #: (``calcLinearTileMapping``, 003), not like the weight.
 INFERRED_RTS_LINEAR = True
+
+#: Inferred (004 describes the fields, not their order): a report's row order carries no
+#: meaning: a variable is named by its ``var`` id, the allocation order is the separate
+#: ``allocationOrderByTile`` and constraints name var ids. So tilemem writes a report of
+#: several IPUs with its rows ordered by (IPU, tile) (``tilemem.model.ipuview``).
+INFERRED_ROW_ORDER_FREE = True
+
+#: Inferred (FACTS.md: a memory element and a region are a tile's): an element or region
+#: constraint binds two variables only on the same tile, so the checker and any per-IPU
+#: pass may leave out the pairs whose variables are on different tiles (a view of one IPU
+#: drops those that cross IPUs).
+INFERRED_CONSTRAINTS_WITHIN_TILE = True

@@ -1,6 +1,6 @@
 """Rows ordered by (IPU, tile), and one IPU of a report as a view.
 
-A report's row order carries no meaning of its own (004): a variable is named by its ``var``
+A report's row order carries no meaning of its own (``rules.INFERRED_ROW_ORDER_FREE``): a variable is named by its ``var``
 id, the allocation order is the separate ``allocationOrderByTile``, and constraints name var
 ids. So the writers may order the rows as they like, and tilemem's order a report of several
 IPUs by tile (stable: within a tile the order they had), the variables that are not allocated
