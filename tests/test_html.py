@@ -89,7 +89,7 @@ def test_page_is_one_self_contained_file(page, example):
     # a small report: every tile's map is in, and the out-of-memory ones say why
     assert {c["tile"] for c in data["included"]} == set(range(32))
     oom = set(np.flatnonzero(highest_ends(example) > example.target.tile_memory).tolist())
-    assert set(data["outOfMemory"]) == oom == {0, 2}
+    assert set(data["outOfMemory"]) == oom == {0, 1, 2}
     for c in data["included"]:
         assert ("out of memory" in c["why"]) == (c["tile"] in oom)
     # the rectangles are the report's variables at their offsets
@@ -103,7 +103,7 @@ def test_page_is_one_self_contained_file(page, example):
     from tilemem.liveness import max_live
 
     d = data["tiles"]["0"]["oom"]
-    assert d["excess"] == int(highest_ends(example)[0]) - example.target.tile_memory == 3600
+    assert d["excess"] == int(highest_ends(example)[0]) - example.target.tile_memory == 2376
     assert d["maxLiveBytes"] == max_live(example, 0).max_live_bytes
     assert d["verdictCode"] in ("reduceData", "repackFits", "repackOverflows", "provenNoFit",
                                 "notRepacked")
@@ -112,14 +112,18 @@ def test_page_is_one_self_contained_file(page, example):
 def test_budget_keeps_only_the_tiles_that_matter(tmp_path, example):
     out = tmp_path / "small.html"
     counts = np.bincount(example.tile[example.allocated], minlength=32)
-    budget = int(counts[[9, 0, 2]].sum())      # room for tile 9 and the two out of memory
+    budget = int(counts[[9, 0, 1, 2]].sum())   # room for tile 9 and the three out of memory
     assert main(["html", str(EXAMPLE), "-o", str(out), "--max-vars", str(budget), "--tiles",
                  "9", "--no-repack"]) == 0
     data = page_data(out)
     # asked-for first, then out of memory worst first; no room left for the fullest 8
-    assert [c["tile"] for c in data["included"]] == [9, 0, 2]
-    assert set(data["tiles"]) == {"9", "0", "2"}
-    assert data["leftOut"] == {"fullest": 8}
+    assert [c["tile"] for c in data["included"]] in ([9, 0, 1, 2], [9, 0, 2, 1])  # 1, 2 tie
+    assert set(data["tiles"]) == {"9", "0", "1", "2"}
+    # the 8 fullest of the others, less tile 9 if it is one of them (already in)
+    ends = highest_ends(example)
+    others = [t for t in np.argsort(-ends, kind="stable").tolist()
+              if t not in (0, 1, 2) and counts[t] > 0][:8]
+    assert data["leftOut"] == {"fullest": 8 - (9 in others)}
     assert data["tiles"]["0"]["oom"]["verdictCode"] in ("reduceData", "notRepacked")
 
 

@@ -81,7 +81,9 @@ def test_oom_to_a_file_keeps_every_phrase_on_one_line(tmp_path):
            if k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     with out.open("w") as f:
-        subprocess.run([sys.executable, "-m", "tilemem", "oom", EXAMPLE, "-o", str(doc)],
+        # a panel for each tile out of memory (each one's phrases are checked below)
+        subprocess.run([sys.executable, "-m", "tilemem", "oom", EXAMPLE, "--panels", "9", "-o",
+                        str(doc)],
                        stdout=f, env=env, cwd=tmp_path, check=True, timeout=600)
     lines = out.read_text().splitlines()
     d = json.loads(doc.read_text())

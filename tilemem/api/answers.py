@@ -250,7 +250,7 @@ def report(report, offsets=None) -> Figures:
     >>> import tilemem
     >>> f = tilemem.report(tilemem.load("examples/mk1-small.json"))
     >>> len(f.to_frame()), f.out_of_memory().tolist()
-    (32, [0, 2])
+    (32, [0, 1, 2])
     """
     from ..figures.memory import memory_figures
 

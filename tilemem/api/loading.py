@@ -24,7 +24,7 @@ class Report(model.Report):
     >>> import tilemem
     >>> r = tilemem.load("examples/mk1-small.json")
     >>> r.num_vars, r.num_tiles
-    (14574, 32)
+    (14405, 32)
     >>> r.variables().loc[0, ["name", "tile", "size", "category"]].astype(str).tolist()
     ['lossScaling/lossScale#0', '0', '4', 'variable']
     """
@@ -117,7 +117,7 @@ class Report(model.Report):
         >>> import tilemem
         >>> v = tilemem.load("examples/mk1-small.json").variables()
         >>> int(v[v.tile == 3]["size"].sum()) > 0, len(v)
-        (True, 14574)
+        (True, 14405)
         """
         # the index is the report's row: a selection keeps the rows' numbers
         return frame(self._variable_columns(rows, names),
@@ -130,7 +130,7 @@ class Report(model.Report):
         -------
         >>> import tilemem
         >>> tilemem.load("examples/mk1-small.json").to_arrow().num_rows
-        14574
+        14405
         """
         pa = need("pyarrow", "tables")
         cols = {c: getattr(self, c) for c in COLUMNS}

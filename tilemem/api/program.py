@@ -110,7 +110,7 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
     >>> r = tilemem.load("examples/mk1-small.json")
     >>> d = tilemem.diagnose(r, repack=False)
     >>> d.summary.out_of_memory, d.to_frame()["tile"].tolist()
-    (2, [0, 2])
+    (3, [0, 1, 2])
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program

@@ -397,16 +397,26 @@ class _Assembler:
                           [c for c, k in zip(items.category, keep_items) if k],
                           [lab for lab, k in zip(items.label, keep_items) if k])
 
-        def over_share(s: float) -> float:
+        def over_at(s: float) -> np.ndarray:
             owner, tile, size = self.parts(s)
             keep = np.isin(tile, sample)
             r = self.build(owner[keep], tile[keep], size[keep], sub_items, names=False)
             ends = highest_end_per_tile(r.with_offsets(first_fit_offsets(r)))
-            return float((ends[sample] > self.t.tile_memory).mean())
+            return ends[sample] > self.t.tile_memory
 
         want = max(TARGET_OVER, 1.0 / len(sample))
         lo, hi = scale * 0.7, scale * 1.4
-        share_lo, share_hi = over_share(lo), over_share(hi)
+        # tiles that first fit overflows well below the estimated scale overflow by their
+        # constraints (a variable first fit cannot place in its region), not by the
+        # pressure: the share is judged on the other tiles
+        over_lo = over_at(lo)
+        odd = over_lo if want <= over_lo.mean() < 1 else np.zeros_like(over_lo)
+
+        def over_share(s: float) -> float:
+            return float(over_at(s)[~odd].mean())
+
+        share_lo = float(over_lo[~odd].mean())
+        share_hi = over_share(hi)
         if share_lo >= want or share_hi < want:
             return lo if share_lo >= want else hi
         for _ in range(REFINE_STEPS):

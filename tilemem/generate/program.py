@@ -529,8 +529,9 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                                   coverage=AUTO, interleaved=bool(rng.random() < 0.7),
                                   ascending=bool(rng.random() < 0.7), persistent=True)
             wt = b.tensors[weights[i]]  # same mapping as the weights: one vertex updates both
-            # momentum bytes; a named network's in FP32, one element a weight's
-            mb = 2 * w if named else w * (1.0 if half[i] else 0.5)
+            # the momentum in FP32, one element per weight element (a half weight's bytes
+            # twice over, a float weight's once)
+            mb = w * 4 / wt.dtype
             if shards > 1:   # a replica's shard, linearly over the IPU
                 momentum[i] = b.shard(f"layer{i}/momentum", mb,
                                       init, shards, persistent=True, role="momentum")
