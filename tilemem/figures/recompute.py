@@ -18,13 +18,19 @@ be changed and the question is refused):
    definition to the end of its layer's forward pass (the last definition of a kept tensor
    of the layer; a layer's output to the next layer's first, as the next layer, or the copy
    to the next pipeline stage, reads it), and a recomputed copy lives from the
-   recomputation of its segment (a checkpoint to the next: before the backward of the
-   segment's last layer, which starts when the next layer's backward has read its last kept
-   activation; for the last segment, what follows the last layer: a head's kept data) to its
-   last use in the backward (its original lifetime's end). Numbered names of the pipeline's
-   plumbing (``pipeline/stage0/stash``, ...) are no layers;
-4. the changed report: those rows in classes of their forward lifetimes, a copy of each in a
-   class of its recomputed lifetime, both interfering with every class whose steps they share
+   recomputation of its segment (a checkpoint to the next) to its last use in the backward
+   (its original lifetime's end). The recomputation runs between two steps of the report
+   (times are in half steps): after the backward before it, just before the segment's last
+   layer's backward first reads its kept data (a layer's backward reads its output first).
+   Numbered names of the pipeline's plumbing (``pipeline/stage0/stash``, ...) are no
+   layers. The recomputation reads the segment's checkpoint again: a checkpoint the report lets die
+   in the forward (a stage's input, a first layer's input, when that layer's backward does
+   not read it: the last per-sample data defined before the layer's first, live there)
+   lives to it; a checkpoint kept as the previous layer's output, where the next layer's
+   backward does not read its input (no weights, only its output kept: an elementwise
+   layer), lives to it too and is then recomputed with its own segment;
+4. the changed report (its steps in half steps): those rows in classes of their forward
+   lifetimes, a copy of each in a class of its recomputed lifetime, both interfering with every class whose steps they share
    (the original interference elsewhere); the bound is that report's maximum live bytes.
 
 A pipeline stage's stash (kept per-sample data of no layer, live around all of its IPU's kept
@@ -48,7 +54,9 @@ ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the f
            "backward pass is what is kept for the backward, layers are numbered name "
            "prefixes, a layer's last-defined kept tensor is the next layer's input; the rest "
            "is recomputed (its forward copy living to the end of its layer's forward, a "
-           "recomputed copy from the segment's recomputation to its last backward use); the "
+           "recomputed copy from the segment's recomputation to its last backward use); a "
+           "checkpoint lives to its segment's recomputation, which reads it; a layer without "
+           "weights that keeps only its output does not read its input in its backward; the "
            "recomputation's own temporaries and code are not estimated; a pipeline stage's "
            "stash that holds its activations keeps the checkpoints' share")
 
@@ -167,8 +175,6 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     again = kept[~(is_out & keep_out[layer])]
     lay = layer[~(is_out & keep_out[layer])]
     none = np.zeros(0, np.int64)
-    if not len(again):
-        return Recomputation(r, again, again, none, none, none)
     stash = _stash_cut(r, every, every_layer, again, start, end, tpi)
     size = r.size.copy()
     size[stash[0]] = np.ceil(r.size[stash[0]] * stash[1] / stash[2]).astype(size.dtype)
@@ -179,27 +185,110 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
         seg_last[u] = nxt
         if ckpt_in[u]:
             nxt = u - 1
-    back_end = np.full(U + 1, turn + 1)
-    np.maximum.at(back_end, layer, end[kept])
-    # the last segment is recomputed once the backward of what follows the last layer (a
-    # head: its kept data defined after the last layer's forward) has read its last
-    head = every[(every_layer < 0) & (start[every] > last_start[U - 1])]
-    if len(head):
-        back_end[U] = max(back_end[U], int(end[head].max()))
-    replay = back_end[seg_last + 1][lay]
+    # Times in half steps (a report's step s is 2s, [s, e) is [2s, 2e - 1)): a segment's recomputation runs between
+    # two of the report's steps, after the backward that precedes it and before its last
+    # layer's backward first reads its kept data (a layer's backward reads its output
+    # first), at the half step before that read. What it reads (the checkpoint) lives to it,
+    # what it writes (the copies) from it, and what the read step computes sees no
+    # checkpoint.
+    never = np.iinfo(np.int64).max
+    first_read = np.full(U, never)
+    np.minimum.at(first_read, layer, end[kept] - 1)
+    first_read = np.maximum(np.where(first_read == never, turn + 1, first_read), turn + 1)
+    replay_of = 2 * first_read[seg_last] - 1          # per layer: its segment's recomputation
+    replay = replay_of[lay]
     fwd_end = np.maximum(last_start[lay] + 1, start[again] + 1)
     # a layer's output recomputed is still read by what follows it in the forward: the next
     # layer (its first kept tensor's definition), or the copy to the next pipeline stage
-    never = np.iinfo(np.int64).max
     first_start = np.full(U + 1, never)
     np.minimum.at(first_start, layer, start[kept])
     first_start[first_start == never] = -1
     out_again = (codes[again] == out_code[lay]) & (first_start[lay + 1] >= 0)
     fwd_end[out_again] = np.maximum(fwd_end[out_again], first_start[lay + 1][out_again] + 1)
-    fwd = (start[again], fwd_end)
-    bwd = (np.minimum(replay, end[again] - 1), end[again])
-    out, rows, copies = _with_lifetimes(r, again, fwd, bwd, size)
+    # a checkpoint kept as a layer's output that the next layer's backward does not read:
+    # read by the next segment's recomputation, then recomputed in its own segment's, just
+    # before its layer's backward first reads it; in between (the next layer's backward)
+    # it is not live
+    only = np.zeros(U, bool)
+    only[:-1] = keep_out[:-1] & ~_reads_its_input(r, units.of_row, kept, layer, codes, U)[1:]
+    ck = kept[is_out & only[layer]]
+    ck_lay = layer[is_out & only[layer]]
+    ck_end = replay_of[np.minimum(ck_lay + 1, U - 1)] + 1
+    ck_again = replay_of[ck_lay]
+    gap = (ck_end < ck_again) & (ck_again < 2 * end[ck] - 1) & (ck_end > 2 * start[ck])
+    ck, ck_end, ck_again = ck[gap], ck_end[gap], ck_again[gap]
+    read = _checkpoints_read_again(r, cand, every, units.of_row, start, end, ckpt_in, ipu,
+                                   replay_of + 1, tpi)
+    if not len(again) and not len(ck) and not len(read[0]):
+        return Recomputation(r, none, none, none, none, none)
+    fwd = (2 * np.concatenate([start[again], start[ck]]),
+           np.concatenate([2 * fwd_end - 1, ck_end]))
+    bwd = (np.concatenate([np.minimum(replay, 2 * end[again] - 2), ck_again]),
+           2 * np.concatenate([end[again], end[ck]]) - 1)
+    out, rows, copies = _with_lifetimes(r, np.concatenate([again, ck]), fwd, bwd, size, read,
+                                        half_steps=True)
     return Recomputation(out, rows, copies, *stash)
+
+
+def _reads_its_input(r: Report, of_row, kept, layer, codes, U) -> np.ndarray:
+    """Per layer, whether its backward may read its input: a layer with weights (persistent
+    state: the weight gradient is computed from the input) or that keeps more than its output
+    for the backward (a normalisation's statistics: its gradient reads the input again). An
+    elementwise layer keeps its output alone, and its gradient reads that."""
+    from .batch import persistent_rows
+
+    p = np.flatnonzero(persistent_rows(r))
+    lp = of_row[p]
+    state = np.bincount(lp[lp >= 0], minlength=U)[:U] > 0
+    pairs = np.unique(layer * (int(codes.max()) + 1) + codes[kept])
+    n_kept = np.bincount(pairs // (int(codes.max()) + 1), minlength=U)[:U]
+    return state | (n_kept > 1)
+
+
+def _checkpoints_read_again(r: Report, cand, kept, of_row, start, end, ckpt_in, ipu,
+                            replay_at, tpi):
+    """The checkpoints the report does not keep across the turn, with the lifetimes the
+    recomputation gives them, as ``(rows, (start, end))``: the recomputation of a segment
+    reads its checkpoint again, so a checkpoint lives through its segment's recomputation
+    (to ``replay_at``, per layer, in half steps; the intervals returned are in half steps). A report keeps a layer's input across the turn
+    when the layer's backward reads it, or when it is the previous layer's output; a
+    pipeline stage's input, read by an elementwise first layer, is neither: it dies in the
+    forward pass unless recomputation reads it again.
+
+    A segment's checkpoint is told by lifetime: of the per-sample rows ``cand`` of no
+    segment's first layer ``u`` on its IPU, live where that layer's first per-sample data is
+    defined, the last defined (what the layer reads first). Kept rows (``kept``: live
+    across the turn) already live long enough."""
+    never = np.iinfo(np.int64).max
+    U = len(ckpt_in)
+    lay = of_row[cand]
+    mine = lay >= 0
+    first = np.full(U, never)
+    np.minimum.at(first, lay[mine], start[cand][mine])
+    is_kept = np.zeros(r.num_vars, bool)
+    is_kept[kept] = True
+    ipu_of = r.tile // tpi
+    rows, ends = [], []
+    for u in np.flatnonzero(ckpt_in & (first < never)).tolist():
+        f = first[u]
+        live = cand[(start[cand] < f) & (end[cand] > f) & (lay != u)]
+        if ipu[u] >= 0:
+            live = live[ipu_of[live] == ipu[u]]
+        if not len(live):
+            continue
+        read = live[start[live] == start[live].max()]
+        again = int(replay_at[u])
+        if is_kept[read].any() or 2 * end[read].max() - 1 >= again:
+            continue
+        rows.append(read)
+        ends.append(np.full(len(read), again))
+    if not rows:
+        none = np.zeros(0, np.int64)
+        return none, (none, none)
+    rows = np.concatenate(rows).astype(np.int64)
+    ends = np.concatenate(ends)
+    rows, first_of = np.unique(rows, return_index=True)   # a row of two segments: its first
+    return rows, (2 * start[rows], np.maximum(ends[first_of], 2 * end[rows] - 1))
 
 
 def _layers_only(units):
@@ -249,14 +338,23 @@ def _stash_cut(r: Report, kept, layer, again, start, end, tpi):
     return cat(rows), cat(keep), cat(total)
 
 
-def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None):
+def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None,
+                    half_steps: bool = False):
     """``r`` with ``rows`` in classes of the ``fwd`` intervals and a copy of each in classes
-    of the ``bwd`` intervals; new classes interfere with every class whose steps they share."""
+    of the ``bwd`` intervals, and the rows of ``moved`` (``(rows, (start, end))``, no copy)
+    in classes of their intervals; new classes interfere with every class whose steps they
+    share. ``half_steps``: the intervals are in half steps (the report's steps [s, e) are
+    [2s, 2e - 1)), and so are the steps of the report returned."""
     from dataclasses import replace
 
+    none = np.zeros(0, np.int64)
+    moved_rows, moved_iv = moved if moved is not None else (none, (none, none))
     C = r.num_classes
     hull = r.class_steps
-    iv = np.concatenate([np.stack(fwd, 1), np.stack(bwd, 1)]).astype(np.int64)
+    if half_steps:   # live at the steps [s, e) and between them, not after the last read
+        hull = np.stack([2 * hull[:, 0], 2 * hull[:, 1] - 1], 1)
+    iv = np.concatenate([np.stack(fwd, 1), np.stack(bwd, 1),
+                         np.stack(moved_iv, 1).reshape(-1, 2)]).astype(np.int64)
     uniq, inv = np.unique(iv, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     new_cls = C + inv
@@ -276,7 +374,8 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None):
     take = np.concatenate([np.arange(n), rows])
     eq = r.eq_class[take].copy()
     eq[rows] = new_cls[:k]
-    eq[n:] = new_cls[k:]
+    eq[n:] = new_cls[k:2 * k]
+    eq[moved_rows] = new_cls[2 * k:]
     # the copies' names after the report's own, in one blob (no string a variable)
     extra = "".join(_recomputed_name(r.name(i)) for i in rows.tolist()).encode()
     lengths = [len(_recomputed_name(r.name(i)).encode()) for i in rows.tolist()]
