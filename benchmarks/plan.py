@@ -9,7 +9,8 @@ cheapest). A lever only takes memory away, so only the cheaper combinations that
 cheaper one's subset are generated: when those do not fit, neither do their subsets.
 
     python benchmarks/plan.py --preset mk1 --tiles 32 --seeds 1,2,3 --ipus 1,2,4 \\
-        [--models cnn,transformer] [--pressure 1.15] [--pipelined-pressure 2.0]
+        [--models cnn,transformer] [--pressure 1.15] [--pipelined-pressure 2.0] \\
+        [--avoid offload,micro-batch]
 
 A combination with a lever the generator does not compile (a smaller micro-batch of a drawn
 model) cannot be checked and is counted as such. Prints one
@@ -35,20 +36,24 @@ GENERATED = {
     "amp": dict(amp=(0.3,)),
     "recompute": dict(recompute="all"),
     "rts": dict(replicas=4, rts=True),
+    "rts-weights": dict(replicas=4, rts=True, rts_weights=True),
     "offload": dict(offload_state=True),
     "micro-batch": None,
 }
 
 
-def ranking(r, need):
+def ranking(r, need, avoid=()):
     """The plan's own order of combinations (``plan_that_fits``: the levers that apply to
-    something, every combination by (sum of ranks, number of levers)), as lever names."""
+    something and are not avoided, every compatible combination by (sum of ranks, number of
+    levers)), as lever names."""
     from tilemem.errors import ReportError
-    from tilemem.figures.plan import PLAN_LEVERS
+    from tilemem.figures.plan import PLAN_LEVERS, compatible
     from tilemem.figures.whatif import apply_edits, apply_recompute, parse_edits
 
     useful = []
     for x in PLAN_LEVERS:
+        if x[0] in avoid:
+            continue
         kw = dict(x[2])
         try:
             edits = parse_edits([kw.pop("offload")] if "offload" in kw else (), (),
@@ -59,7 +64,8 @@ def ranking(r, need):
             continue
         if all(a.variables > 0 for a in applied + more):
             useful.append(x)
-    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)]
+    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)
+              if compatible([x[0] for x in c])]
     combos.sort(key=lambda c: (sum(x[4] for x in c), len(c)))
     return [tuple(x[0] for x in c) for c in combos]
 
@@ -79,7 +85,7 @@ def compiled_fits(preset, common, combo):
     return over == 0, over
 
 
-def case(preset, tiles, model, ipus, seed, pressure):
+def case(preset, tiles, model, ipus, seed, pressure, avoid=()):
     from tilemem.figures.plan import PLAN_LEVERS, plan_that_fits
     from tilemem.generate import generate_report
 
@@ -91,8 +97,8 @@ def case(preset, tiles, model, ipus, seed, pressure):
     need = np.flatnonzero(b > base.target.tile_memory)
     if not len(need):
         return None
-    plan = plan_that_fits(base, need)
-    order = ranking(base, need)
+    plan = plan_that_fits(base, need, avoid=avoid)
+    order = ranking(base, need, avoid)
     names = {x[1]: x[0] for x in PLAN_LEVERS}
     chosen = tuple(names[d] for d in plan.levers)
     at = next((i for i, c in enumerate(order) if set(c) == set(chosen)), None)
@@ -117,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pressure", type=float, default=1.15, help="on one IPU")
     ap.add_argument("--pipelined-pressure", type=float, default=2.0,
                     help="pipelined (a split spreads a tile's load over more IPUs)")
+    ap.add_argument("--avoid", default="",
+                    help="levers the plan leaves out (oom --avoid), separated by commas")
     a = ap.parse_args(argv)
     tally = dict(cases=0, no_need=0, plan_fits=0, plan_over=0, plan_unchecked=0,
                  plan_estimated_over=0, cheaper_over=0, cheaper_fits=0, cheaper_unchecked=0)
@@ -125,7 +133,8 @@ def main(argv=None) -> int:
             for seed in [int(x) for x in a.seeds.split(",")]:
                 t = time.time()
                 p = a.pressure if ipus == 1 else a.pipelined_pressure
-                res = case(a.preset, a.tiles, model, ipus, seed, p)
+                res = case(a.preset, a.tiles, model, ipus, seed, p,
+                           tuple(x for x in a.avoid.split(",") if x))
                 tally["cases"] += 1
                 head = f"{model:11s} ipus={ipus} seed={seed} pressure={p:g}:"
                 if res is None:

@@ -56,6 +56,29 @@ def test_the_plan_compiled_fits_and_nothing_cheaper_does():
         assert worst(compiled(*c)) > tm, c
 
 
+SHARDING = dict(tiles=16, steps=400, seed=1, model="cnn", pressure=1.6)
+OTHERS = ["offload", "micro-batch", "half-momentum", "half-partials", "amp", "recompute"]
+
+
+def test_sharding_the_weights_is_planned_where_the_state_alone_does_not_fit():
+    # a cnn whose weights are a large part of its peaks: sharding the optimiser state over
+    # 4 replicas is the cheaper lever (rank 6) but leaves tiles over; the weights sharded
+    # too (rank 7) fit, compiled so (generate --replicas 4 --rts [--rts-weights])
+    base = generate_report("mk1", **SHARDING)
+    tm = base.target.tile_memory
+    p = tilemem.diagnose(base, repack=False, avoid=OTHERS).summary.plan
+    assert p.levers == ["optimiser state and weights sharded over 4 replicas"]
+    assert p.tiles_left == 0 and p.what_if == "--rts 4 --rts-weights" and p.cost == 7
+    state = generate_report("mk1", levers=Levers(replicas=4, rts=True), **SHARDING)
+    both = generate_report("mk1", levers=Levers(replicas=4, rts=True, rts_weights=True),
+                           **SHARDING)
+    assert worst(state) > tm >= worst(both)
+    # preferred, it is the plan at cost 0; never with the state's sharding alone
+    q = tilemem.diagnose(base, repack=False, prefer=["rts-weights"]).summary.plan
+    assert q.levers[0] == "optimiser state and weights sharded over 4 replicas" and q.cost == 0
+    assert "optimiser state sharded over 4 replicas" not in q.levers
+
+
 def test_prefer_moves_a_lever_first_and_avoid_leaves_it_out():
     base = compiled()
     a = tilemem.diagnose(base, repack=False, avoid=["offload", "micro-batch", "recompute"])

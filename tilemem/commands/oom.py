@@ -32,7 +32,8 @@ from .options import packing_options, report_path_argument
                    "OUT.journal (same report, same settings) are not solved again.")
 @click.option("--prefer", multiple=True, metavar="LEVER",
               help="A lever the plan that fits tries first (rank 0): half-momentum, "
-                   "half-partials, amp, recompute, offload, rts, micro-batch. Repeat for more.")
+                   "half-partials, amp, recompute, offload, rts, rts-weights, micro-batch. "
+                   "Repeat for more.")
 @click.option("--avoid", multiple=True, metavar="LEVER",
               help="A lever the plan that fits leaves out. Repeat for more.")
 @click.option("--no-plan", is_flag=True,

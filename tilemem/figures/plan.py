@@ -4,10 +4,12 @@ needs less data under tileMemory by the bound (``tilemem oom``'s last next step)
 Each lever (``PLAN_LEVERS``) is a ``tilemem what-if`` option with a stated cost, a *rank*
 (1 cheapest): FP16 momentum and FP16 partials cost precision, a lower availableMemoryProportion
 and recomputation cost cycles, offloading the optimiser state costs host I/O, sharding it
-needs replicas, a smaller micro-batch costs throughput. A combination costs the sum of its
+needs replicas (and sharding the weights too, exchange cycles: each pass all-gathers the
+weights it reads), a smaller micro-batch costs throughput. A combination costs the sum of its
 levers' ranks; the ranks are a default the user overrides (``prefer``: rank 0, tried first;
 ``avoid``: left out), not cycle counts. Combinations are tried cheapest first (fewer levers
-first at equal cost), each by what-if's bound on the tiles that need less data; the first
+first at equal cost; the optimiser state sharded with or without the weights, not both),
+each by what-if's bound on the tiles that need less data; the first
 that brings them all under tileMemory is the plan. When none does within ``MAX_TRIES``, the
 plan is the tried combination that leaves the fewest tiles over, with the bytes still to free.
 A lever that changes nothing in the report (no variable it applies to) is not tried.
@@ -39,10 +41,25 @@ PLAN_LEVERS = (
      "host I/O (streaming memory)"),
     ("rts", "optimiser state sharded over 4 replicas", dict(rts=4), "--rts 4", 6,
      "4 replicas (data parallel)"),
-    ("micro-batch", "half the micro-batch", dict(micro_batch=0.5), "--micro-batch 0.5", 7,
+    ("rts-weights", "optimiser state and weights sharded over 4 replicas",
+     dict(rts=4, rts_weights=True), "--rts 4 --rts-weights", 7,
+     "4 replicas, and exchange cycles (each pass all-gathers the weights it reads)"),
+    ("micro-batch", "half the micro-batch", dict(micro_batch=0.5), "--micro-batch 0.5", 8,
      "throughput (more gradient accumulation)"),
 )
 LEVER_NAMES = tuple(x[0] for x in PLAN_LEVERS)
+#: Levers of which a combination takes one at most: sharding the weights shards the
+#: optimiser state too (``--rts-weights`` is ``--rts`` and more).
+EXCLUSIVE = (frozenset({"rts", "rts-weights"}),)
+
+
+def compatible(names) -> bool:
+    """Whether the levers ``names`` make a combination (``EXCLUSIVE``: one of each set).
+
+    >>> compatible(["amp", "rts"]), compatible(["rts", "rts-weights"])
+    (True, False)
+    """
+    return all(len(ex.intersection(names)) <= 1 for ex in EXCLUSIVE)
 #: Combinations tried at most (each is a bound over the tiles that need less data).
 MAX_TRIES = 40
 #: Seconds the search may take before it settles for the best tried.
@@ -117,7 +134,8 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
             alone[x[0]] = b   # a combination of this lever alone: not re-weighted again
     if not useful:
         return None
-    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)]
+    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)
+              if compatible([x[0] for x in c])]
     combos.sort(key=lambda c: (sum(rank[x[0]] for x in c), len(c)))
     # the combination of every lever (the most any can do) is tried too, last
     order = combos[:MAX_TRIES - 1] + ([combos[-1]] if len(combos) >= MAX_TRIES else [])
