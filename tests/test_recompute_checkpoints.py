@@ -58,6 +58,30 @@ def test_a_first_layers_input_lives_to_its_recomputation():
     assert max_live(changed, 0).max_live_bytes == 324
 
 
+def test_the_recomputation_makes_its_last_layers_temporaries_again():
+    # as above, with layer1's partial sums (step 2, read by its reduction) and a smaller
+    # exchange buffer: the recomputation ends with layer1, whose largest temporary is live
+    # again there, beside the input, layer0's recomputed output, layer1's output and the
+    # gradient
+    r = steps_report([
+        ("layer0/weights", 32, [0, 12]),
+        ("input", 100, [0, 2]),
+        ("layer0/fwd/act", 64, [1, 10]),
+        ("layer1/fwd/act", 64, [2, 8]),
+        ("loss/gradient", 64, [3, 8]),
+        ("layer1/fwd/partials", 50, [2, 3]),
+        ("layer1/fwd/<message>", 20, [2, 3]),
+    ])
+    changed, _, rows = apply_recompute(r, lever_edits(recompute="0"))
+    assert sorted(changed.name(i) for i in rows.tolist()) == ["layer0/fwd/act#0",
+                                                            "layer1/fwd/partials#0"]
+    again = r.num_vars + [changed.name(i) for i in rows.tolist()].index("layer1/fwd/partials#0")
+    assert overlap(changed, again, 1) and not overlap(changed, again, 5)
+    # by hand: at the recomputation 32 + 100 + 64 + 64 + 64 + 50 = 374; at step 2 the
+    # weights, the input, layer0's forward copy, layer1's output and both temporaries: 330
+    assert max_live(changed, 0).max_live_bytes == 374
+
+
 def test_a_kept_checkpoint_read_by_the_next_backward_keeps_its_lifetime():
     # layer1's input is layer0's output, kept for layer0's backward; layer1 has weights,
     # so its backward reads its input (the weight gradient): nothing is recomputed and the

@@ -36,9 +36,12 @@ be changed and the question is refused):
 A pipeline stage's stash (kept per-sample data of no layer, live around all of its IPU's kept
 activations) that holds at least half their bytes stashes the activations: a framework then
 stashes the checkpoints only, so it keeps their share (``_stash_resized``); a smaller stash
-(the stage input alone) stays. What it does not estimate (said with the answer, ``ASSUMES``):
-the recomputation's own temporaries (partial sums, exchange buffers of the replayed
-operations) and the code of the replayed compute sets.
+(the stage input alone) stays. The recomputation's own temporaries are estimated by those of
+the segment's last layer (its forward's data not kept: partial sums, exchange buffers; on
+each tile the largest part), live again at the recomputation, where the rest of the
+segment's recomputed data is; what it does not estimate (said with the answer,
+``ASSUMES``): an earlier replayed layer's larger temporaries, and the code of the replayed
+compute sets.
 """
 from __future__ import annotations
 
@@ -57,7 +60,8 @@ ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the f
            "recomputed copy from the segment's recomputation to its last backward use); a "
            "checkpoint lives to its segment's recomputation, which reads it; a layer without "
            "weights that keeps only its output does not read its input in its backward; the "
-           "recomputation's own temporaries and code are not estimated; a pipeline stage's "
+           "recomputation's temporaries are its last layer's (the largest part a tile), its "
+           "code is not estimated; a pipeline stage's "
            "stash that holds its activations keeps the checkpoints' share")
 
 
@@ -221,13 +225,40 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
                                    replay_of + 1, tpi)
     if not len(again) and not len(ck) and not len(read[0]):
         return Recomputation(r, none, none, none, none, none)
-    fwd = (2 * np.concatenate([start[again], start[ck]]),
-           np.concatenate([2 * fwd_end - 1, ck_end]))
-    bwd = (np.concatenate([np.minimum(replay, 2 * end[again] - 2), ck_again]),
-           2 * np.concatenate([end[again], end[ck]]) - 1)
-    out, rows, copies = _with_lifetimes(r, np.concatenate([again, ck]), fwd, bwd, size, read,
-                                        half_steps=True)
+    temp, temp_at = _replayed_temporaries(r, units.of_row, every, start, end, turn,
+                                          seg_last, replay_of, again, read[0])
+    fwd = (2 * np.concatenate([start[again], start[ck], start[temp]]),
+           np.concatenate([2 * fwd_end - 1, ck_end, 2 * end[temp] - 1]))
+    bwd = (np.concatenate([np.minimum(replay, 2 * end[again] - 2), ck_again, temp_at]),
+           np.concatenate([2 * end[again] - 1, 2 * end[ck] - 1, temp_at + 1]))
+    out, rows, copies = _with_lifetimes(r, np.concatenate([again, ck, temp]), fwd, bwd, size,
+                                        read, half_steps=True)
     return Recomputation(out, rows, copies, *stash)
+
+
+def _replayed_temporaries(r: Report, of_row, kept, start, end, turn, seg_last, replay_of,
+                          again, read):
+    """The temporaries of each recomputed segment's last layer, as ``(rows, at)``: its
+    forward's data that is not kept (partial sums, exchange buffers), on each tile the
+    largest part, live again at the segment's recomputation (``at``, half steps), when the
+    segment's other recomputed data is: its replay ends with that layer."""
+    is_kept = np.zeros(r.num_vars, bool)
+    is_kept[kept] = True
+    is_kept[read] = True
+    lay = of_row
+    last = np.unique(seg_last[np.unique(lay[again])]) if len(again) else np.zeros(0, np.int64)
+    mine = np.flatnonzero(np.isin(lay, last) & r.allocated & ~r.always_live & ~is_kept
+                          & (end <= turn) & (start < end))
+    if not len(mine):
+        none = np.zeros(0, np.int64)
+        return none, none
+    # the largest part on each tile of each layer
+    order = np.lexsort((-r.size[mine], r.tile[mine], lay[mine]))
+    mine = mine[order]
+    first = np.r_[True, (r.tile[mine][1:] != r.tile[mine][:-1])
+                  | (lay[mine][1:] != lay[mine][:-1])]
+    mine = mine[first]
+    return mine, replay_of[lay[mine]]
 
 
 def _reads_its_input(r: Report, of_row, kept, layer, codes, U) -> np.ndarray:
