@@ -141,6 +141,14 @@ def test_cli_prints_the_plan_and_its_json(path, capsys):
     assert plan["tilesLeft"] == 0 and plan["whatIf"]
 
 
+def test_the_cli_plans_the_weights_sharded_when_preferred(path, capsys):
+    assert main(["oom", str(path), "--no-repack", "--json", "--prefer", "rts-weights"]) == 0
+    plan = json.loads(capsys.readouterr().out)["summary"]["plan"]
+    assert plan["levers"][0] == "optimiser state and weights sharded over 4 replicas"
+    assert plan["whatIf"].startswith("--rts 4 --rts-weights") and plan["cost"] == 0
+    assert plan["costs"][0].startswith("rts-weights: rank 0")
+
+
 @pytest.mark.parametrize("opt", ["--prefer", "--avoid"])
 def test_an_unknown_lever_is_one_line_exit_2(path, opt, capsys):
     assert main(["oom", str(path), "--no-repack", opt, "cheaper"]) == 2
