@@ -6,24 +6,27 @@ against the program generated with recomputation (what it keeps live at the repl
 import numpy as np
 import pytest
 
+import tilemem
+
 from tilemem.figures.whatif import apply_recompute, lever_edits
 from tilemem.generate import Levers, generate_report
 from tilemem.liveness import max_live, max_live_all
 from tilemem.model import Report
 
 
-def steps_report(rows):
-    """One tile, one class a row, ``(name, size, [start, end))``; classes interfere where
-    their steps meet."""
+def steps_report(rows, tiles=None):
+    """One class a row, ``(name, size, [start, end))``, on tile 0 (or ``tiles``); classes
+    interfere where their steps meet."""
     names, size, steps = zip(*rows)
     steps = np.array(steps)
     n = len(rows)
+    tiles = [0] * n if tiles is None else list(tiles)
     meet = [[j for j in range(n) if j != i and steps[i, 0] < steps[j, 1]
              and steps[j, 0] < steps[i, 1]] for i in range(n)]
     return Report.from_columns(
-        var_id=range(n), tile=[0] * n, size=list(size), alignment=[4] * n, offset=[0] * n,
+        var_id=range(n), tile=tiles, size=list(size), alignment=[4] * n, offset=[0] * n,
         category=["variable"] * n, eq_class=range(n), interference=meet,
-        names=[f"{x}#0" for x in names], class_steps=steps)
+        names=[f"{x}#{t}" for x, t in zip(names, tiles)], class_steps=steps)
 
 
 def overlap(r, i, j) -> bool:
@@ -56,6 +59,26 @@ def test_a_first_layers_input_lives_to_its_recomputation():
     # layer1's output and the gradient (64 each): 324; before it, at steps 3-6, 260; at
     # step 7 (no input) 224
     assert max_live(changed, 0).max_live_bytes == 324
+
+
+def test_what_if_answers_a_tile_whose_only_change_is_a_checkpoints_lifetime():
+    # tile 1 holds a part of the input and of the gradient only: recomputation copies
+    # nothing there, but the input now lives to the recomputation, beside the gradient,
+    # which takes the tile over tileMemory (262,144 B): it is in question after the change
+    r = steps_report([
+        ("layer0/weights", 32, [0, 12]),
+        ("input", 100, [0, 2]),
+        ("layer0/fwd/act", 150_000, [1, 10]),
+        ("layer1/fwd/act", 150_000, [2, 8]),
+        ("loss/gradient", 64, [3, 8]),
+        ("input", 200_000, [0, 2]),
+        ("loss/gradient", 100_000, [3, 8]),
+    ], tiles=[0, 0, 0, 0, 0, 1, 1])
+    assert max_live(r, 1).max_live_bytes == 200_000
+    w = tilemem.what_if(r, recompute="0", repack=False)
+    assert max_live(w.report, 1).max_live_bytes == 300_000
+    row = w.to_frame().set_index("tile").loc[1]
+    assert row["max_live_bytes"] == 300_000
 
 
 def test_the_recomputation_makes_its_last_layers_temporaries_again():

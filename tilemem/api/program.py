@@ -274,8 +274,8 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
-    from ..figures.whatif import (ASSUMPTIONS, apply_edits, apply_recompute,
-                                  lever_assumptions)
+    from ..figures.whatif import (ASSUMPTIONS, RECOMPUTE, apply_edits, apply_recompute,
+                                  lever_assumptions, recompute_of)
 
     edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
                           half_partials=half_partials, half_momentum=half_momentum, rts=rts,
@@ -284,6 +284,9 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     changed, applied = apply_edits(r, edits)
     changed, more, relived = apply_recompute(changed, edits, base=r)
     applied += more
+    e = next((x for x in edits if x.kind == RECOMPUTE), None)
+    if e is not None:   # checkpoints kept to their recomputation: their tiles change too
+        relived = np.union1d(relived, recompute_of(r, e).moved)
     tm = r.target.tile_memory
     before = memory_figures(r).out_of_memory()
     # every tile's bound before the change; again after it on the tiles it touched

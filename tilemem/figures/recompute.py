@@ -46,7 +46,7 @@ compute sets.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -86,7 +86,8 @@ def turn_step(r: Report, rows: np.ndarray) -> int:
 class Recomputation:
     """``recomputation``'s answer and what it is made of: the changed ``report``, the ``rows``
     recomputed, their ``copies`` (rows of ``report``), and each stash cut to its
-    checkpoints' share (``stash_rows`` at ``stash_keep / stash_total`` of their bytes);
+    checkpoints' share (``stash_rows`` at ``stash_keep / stash_total`` of their bytes), and
+    the checkpoints whose lifetimes grow to their recomputation (``moved``, no copy);
     ``resized`` gives the same report's sizes for other sizes of the original rows."""
 
     report: Report
@@ -95,6 +96,7 @@ class Recomputation:
     stash_rows: np.ndarray
     stash_keep: np.ndarray
     stash_total: np.ndarray
+    moved: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def resized(self, size: np.ndarray, allocated: np.ndarray):
         """``(size, allocated)`` of every row of ``report`` when the original rows have
@@ -233,7 +235,7 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
            np.concatenate([2 * end[again] - 1, 2 * end[ck] - 1, temp_at + 1]))
     out, rows, copies = _with_lifetimes(r, np.concatenate([again, ck, temp]), fwd, bwd, size,
                                         read, half_steps=True)
-    return Recomputation(out, rows, copies, *stash)
+    return Recomputation(out, rows, copies, *stash, moved=read[0])
 
 
 def _replayed_temporaries(r: Report, of_row, kept, start, end, turn, seg_last, replay_of,
