@@ -205,6 +205,23 @@ def test_rts_weights_keeps_shards_and_gathers_each_pass(model, weight):
     assert by_tensor(a, small) == by_tensor(b, small)
 
 
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_weight_gradient_is_mapped_like_its_weight_whatever_the_sharding(pipelined):
+    # the cnn's weight gradients: on the same tiles with the same bytes a tile, whether the
+    # weights are whole, the state sharded, or the weights sharded too (the whole weight is
+    # then a temporary renamed where it is all-gathered: its gradient keeps its place)
+    grad = lambda n: n.endswith("/wu/weightsGrad")  # noqa: E731
+
+    def parts(r):
+        names = base_names(r)
+        keep = np.array([grad(n) for n in names.tolist()])
+        return sorted(zip(names[keep].tolist(), r.tile[keep].tolist(), r.size[keep].tolist()))
+
+    whole = parts(gen("cnn", pipelined))
+    assert whole and parts(gen("cnn", pipelined, replicas=4, rts=True)) == whole
+    assert parts(gen("cnn", pipelined, replicas=4, rts=True, rts_weights=True)) == whole
+
+
 @pytest.mark.parametrize("model", ["cnn", "transformer"])
 def test_rts_weights_estimate_against_the_program_compiled_so(model):
     """what-if --rts 4 --rts-weights against generate --replicas 4 --rts --rts-weights: the
@@ -224,7 +241,7 @@ def test_rts_weights_estimate_against_the_program_compiled_so(model):
     est, act, before = ml(changed), ml(compiled), ml(base)
     assert np.median(act / before) < 0.95     # sharding the weights frees memory ...
     err = (est - act) / act
-    lo, hi = {"cnn": (-0.05, 0.45), "transformer": (-0.08, 0.05)}[model]
+    lo, hi = {"cnn": (-0.05, 0.20), "transformer": (-0.08, 0.05)}[model]
     assert lo <= err.min() and err.max() <= hi, (err.min(), err.max())
     # ... and the estimate sees more of it than sharding the optimiser state alone does (a
     # tile with little weight data may gain: the shards are spread evenly over the IPU)

@@ -725,8 +725,11 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
             red = b.compute(f"{wp}/Conv_1/Reduce", "ReduceAdd")
             b.use(red, partials)
             wt = b.tensors[weights[i]]
+            # mapped like the weights: their place (a weight sharded over the replicas is
+            # renamed where it is first all-gathered, ``_Builder.gathered``)
             dw = b.tensor(f"{wp}/weightsGrad", wt.bpt, red, coverage=wt.coverage,
-                          ascending=wt.ascending, place=wt.name, offset=wt.offset)
+                          ascending=wt.ascending, place=wt.place or wt.name,
+                          offset=wt.offset)
             b.element_pairs.append((partials, dw))
             cs = b.compute(f"{wp}/ReduceBias", "ScaledReduce")
             b.use(cs, dy)
