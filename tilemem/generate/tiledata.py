@@ -72,11 +72,13 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
                num_tiles: int) -> list[np.ndarray]:
     """Tiles each step runs on: those of the tensors it defines, else of those it reads (an
     inter-IPU exchange runs on both: the senders' and the receivers' tiles)."""
-    order = np.argsort(part_tensor, kind="stable")
-    counts = np.bincount(part_tensor, minlength=len(program.tensors))
-    ptr = np.zeros(len(program.tensors) + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    sorted_tiles = part_tile[order]
+    return step_tiles_of_pieces(program, [(part_tensor, part_tile)], num_tiles)
+
+
+def step_tiles_of_pieces(program: Program, pieces, num_tiles: int) -> list[np.ndarray]:
+    """``step_tiles`` of all the parts, given as ``(part_tensor, part_tile)`` pieces on
+    disjoint, increasing ranges of tiles (a Pod's parts IPU by IPU): the same answer, the
+    pieces taken one at a time."""
     defined = [[] for _ in range(program.num_steps)]
     used = [[] for _ in range(program.num_steps)]
     for i, t in enumerate(program.tensors):
@@ -84,15 +86,23 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
         for u in set(t.uses):
             if u < program.num_steps:
                 used[u].append(i)
-    out = []
-    for s in range(program.num_steps):
-        ts = (defined[s] + used[s] if program.step_kind[s] == "GlobalExchange"
-              else defined[s] or used[s])
-        if ts:
-            out.append(np.unique(np.concatenate([sorted_tiles[ptr[i]:ptr[i + 1]] for i in ts])))
-        else:  # control-only steps (sync, consensus) run everywhere
-            out.append(np.arange(num_tiles))
-    return out
+    step_tensors = [defined[s] + used[s] if program.step_kind[s] == "GlobalExchange"
+                    else defined[s] or used[s] for s in range(program.num_steps)]
+    got: list[list[np.ndarray]] = [[] for _ in range(program.num_steps)]
+    for part_tensor, part_tile in pieces:
+        order = np.argsort(part_tensor, kind="stable")
+        counts = np.bincount(part_tensor, minlength=len(program.tensors))
+        ptr = np.zeros(len(program.tensors) + 1, np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        sorted_tiles = part_tile[order]
+        for s, ts in enumerate(step_tensors):
+            if ts:
+                here = np.unique(np.concatenate([sorted_tiles[ptr[i]:ptr[i + 1]] for i in ts]))
+                if len(here) or not got[s]:
+                    got[s].append(here)
+    # control-only steps (sync, consensus) run everywhere
+    return [(got[s][0] if len(got[s]) == 1 else np.concatenate(got[s])) if ts
+            else np.arange(num_tiles) for s, ts in enumerate(step_tensors)]
 
 
 def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
