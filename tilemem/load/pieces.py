@@ -84,7 +84,10 @@ def _spooled(p: IpuPieces, spool: _Spool) -> Report:
     order_lengths = np.zeros(T, np.int64)
     keys: list[str] = []
     last_tile = -1
+    dropped = None   # as the pieces say: None when one IPU's relation is whole, else pruned
     for k, piece in enumerate(p.pieces):
+        if piece.interference_dropped is not None:
+            dropped = -1
         n = piece.num_vars
         if piece.num_classes != K or piece.num_tiles != T:
             raise ValueError(f"piece {k}: {piece.num_classes} classes and {piece.num_tiles} "
@@ -125,7 +128,7 @@ def _spooled(p: IpuPieces, spool: _Spool) -> Report:
         interference=_merged_interference(spool, keys, K),
         allocation_order=Csr(_indptr(spool, "", order_lengths),
                              spool.mapped("allocation_order.idx", np.int64)),
-        class_steps=p.class_steps, interference_dropped=-1)
+        class_steps=p.class_steps, interference_dropped=dropped)
 
 
 def _merged_interference(spool: _Spool, keys: list[str], K: int) -> Csr:
