@@ -88,6 +88,12 @@ def step_tiles_of_pieces(program: Program, pieces, num_tiles: int) -> list[np.nd
                 used[u].append(i)
     step_tensors = [defined[s] + used[s] if program.step_kind[s] == "GlobalExchange"
                     else defined[s] or used[s] for s in range(program.num_steps)]
+    # the steps' tensors flat, to find at once the steps a piece has parts of (a pipeline
+    # stage's piece: about its own steps only)
+    lengths = np.fromiter(map(len, step_tensors), np.int64, count=len(step_tensors))
+    flat = np.fromiter((i for ts in step_tensors for i in ts), np.int64, count=int(lengths.sum()))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    with_tensors = np.flatnonzero(lengths)
     got: list[list[np.ndarray]] = [[] for _ in range(program.num_steps)]
     for part_tensor, part_tile in pieces:
         order = np.argsort(part_tensor, kind="stable")
@@ -95,14 +101,17 @@ def step_tiles_of_pieces(program: Program, pieces, num_tiles: int) -> list[np.nd
         ptr = np.zeros(len(program.tensors) + 1, np.int64)
         np.cumsum(counts, out=ptr[1:])
         sorted_tiles = part_tile[order]
-        for s, ts in enumerate(step_tensors):
-            if ts:
-                here = np.unique(np.concatenate([sorted_tiles[ptr[i]:ptr[i + 1]] for i in ts]))
-                if len(here) or not got[s]:
-                    got[s].append(here)
+        touched = np.zeros(len(step_tensors), bool)
+        if len(with_tensors):
+            touched[with_tensors] = np.logical_or.reduceat(counts[flat] > 0,
+                                                           starts[with_tensors])
+        for s in np.flatnonzero(touched).tolist():
+            got[s].append(np.unique(np.concatenate(
+                [sorted_tiles[ptr[i]:ptr[i + 1]] for i in step_tensors[s]])))
     # control-only steps (sync, consensus) run everywhere
-    return [(got[s][0] if len(got[s]) == 1 else np.concatenate(got[s])) if ts
-            else np.arange(num_tiles) for s, ts in enumerate(step_tensors)]
+    return [(got[s][0] if len(got[s]) == 1 else np.concatenate(got[s]) if got[s]
+             else np.zeros(0, np.int64)) if ts else np.arange(num_tiles)
+            for s, ts in enumerate(step_tensors)]
 
 
 def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
@@ -173,8 +182,15 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     parts.append(("controlCode", cc_tile, cc_w, "controlCode"))
     # constants: worklists of every convolution on its tiles, a few <const> per tile
     conv = compute & np.array(["Convolve" in n for n in names])[st_step]
-    wl_labels = [names[s].rsplit("/", 1)[0] + "/worklists" for s in st_step[conv].tolist()]
-    parts.append(("constant", st_tile[conv], rng.uniform(0.5, 1.5, conv.sum()), wl_labels))
+    # labels as codes into ``table`` until the items are merged (a Pod has some 10^8 step
+    # and tile pairs before, a few million items after: no Python list of the pairs)
+    table: dict[str, int] = {}
+    conv_steps = np.unique(st_step[conv])
+    wl_code = np.zeros(len(names), np.int64)
+    for s in conv_steps.tolist():
+        wl_code[s] = table.setdefault(names[s].rsplit("/", 1)[0] + "/worklists", len(table))
+    parts.append(("constant", st_tile[conv], rng.uniform(0.5, 1.5, conv.sum()),
+                  wl_code[st_step[conv]]))
     parts.append(("constant", np.arange(num_tiles), np.full(num_tiles, 0.1), "<const>"))
 
     # bytes per category: the 002 proportions, relative to the stack
@@ -197,9 +213,12 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     for c, t, w, lab in parts:
         if len(t) == 0:
             continue
-        lab = [lab] * len(t) if isinstance(lab, str) else list(lab)
+        if isinstance(lab, str):
+            lab = np.full(len(t), table.setdefault(lab, len(table)), np.int64)
         t, w, lab = _coarsen(np.asarray(t, np.int64), w, lab, target[c] / MIN_ITEM_BYTES,
                              num_tiles)
+        label_of = list(table)   # code -> label (a few thousand at most)
+        lab = list(map(label_of.__getitem__, lab.tolist()))
         raw = unit[c] * w
         sizes.append(np.maximum(4, np.round(raw / 4).astype(np.int64) * 4))
         tiles.append(t)
@@ -233,5 +252,7 @@ def _coarsen(tile: np.ndarray, weight: np.ndarray, labels: list, max_items: floa
     key = ts * (n + 1) + bucket
     uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
     w = np.bincount(inv.reshape(-1), np.asarray(weight, float)[order], minlength=len(uniq))
+    if isinstance(labels, np.ndarray):
+        return ts[first], w, labels[order[first]]
     lab = [labels[i] for i in order[first].tolist()]
     return ts[first], w, lab
