@@ -504,7 +504,9 @@ class _Assembler:
     def _calibrated(self, progress: bool, T: int) -> float:
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
             items = self._items_at(1.0)
-            scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
+            always_live = np.bincount(items.tile, items.size, minlength=T)
+            del items   # a Pod's items are millions: one set at a time
+            scale = self.calibrate(always_live)
             return self.refine(scale, self._items_at(scale))
 
     def report(self, pressure: float, progress: bool, levers: Levers | None = None,
