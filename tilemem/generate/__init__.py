@@ -656,9 +656,13 @@ class _Assembler:
 
     def _items_at(self, scale: float):
         """``_items`` of the parts at ``scale``, taken IPU by IPU."""
-        return self._items_of(step_tiles_of_pieces(
+        tiles = step_tiles_of_pieces(
             self.p, ((owner, tile) for owner, tile, _ in self.ipu_parts(scale)),
-            self.t.num_tiles))
+            self.t.num_tiles)
+        lengths = np.fromiter(map(len, tiles), np.int64, count=len(tiles))
+        flat = np.concatenate(tiles).astype(np.int64, copy=False)
+        del tiles   # the pairs once, not as a list of arrays beside their concatenation
+        return self._items_of((lengths, flat))
 
     def _items_of(self, tiles_of_step):
         return always_live_items(self.p, tiles_of_step, self.t.num_tiles,

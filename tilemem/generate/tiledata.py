@@ -114,23 +114,30 @@ def step_tiles_of_pieces(program: Program, pieces, num_tiles: int) -> list[np.nd
             for s, ts in enumerate(step_tensors)]
 
 
-def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
+def always_live_items(program: Program, tiles_of_step, num_tiles: int,
                       rng: np.random.Generator,
                       stack_per_tile: int = SUMMARY_STACK_PER_TILE,
                       tiles_per_ipu: int | None = None,
                       per_weight: dict | None = None) -> Items:
-    """Every tile's always-live variables, sized in the 002 summary's proportions;
+    """Every tile's always-live variables, sized in the 002 summary's proportions
+    (``tiles_of_step``: ``step_tiles``' list, or ``(lengths, tiles)`` its lengths and
+    concatenation);
     ``per_weight`` (bytes per unit of item weight by category, ``Items.per_weight`` of
     another program): items priced as in that program instead (the same program recompiled
     pipelined keeps what a code item costs)."""
     tpi = tiles_per_ipu or num_tiles
     kinds = program.step_kind
     names = program.step_name
-    steps_per_tile = [np.full(len(t), s, np.int64) for s, t in enumerate(tiles_of_step)]
-    st_step = np.concatenate(steps_per_tile)
-    st_tile = np.concatenate(tiles_of_step)
+    # one entry per (step, tile) pair, step-major: some 10^8 at 16 IPUs, so no more copies of
+    # them than needed (the step column by a repeat, the step kinds in one byte)
+    if isinstance(tiles_of_step, tuple):   # (tiles per step, the tiles concatenated)
+        lengths, st_tile = tiles_of_step
+    else:
+        lengths = np.fromiter(map(len, tiles_of_step), np.int64, count=len(tiles_of_step))
+        st_tile = np.concatenate(tiles_of_step).astype(np.int64, copy=False)
+    st_step = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     kind = np.array([{"OnTileExecute": 0, "DoExchange": 1, "StreamCopy": 2,
-                      "GlobalExchange": 3}[k] for k in kinds])
+                      "GlobalExchange": 3}[k] for k in kinds], np.int8)
     cl = np.asarray(program.step_codelet, np.int64)
     k_of = kind[st_step]
     compute = (k_of == 0) & (cl[st_step] >= 0)
