@@ -25,7 +25,10 @@ inter-IPU copies through ``globalMessage`` buffers on both sides); every stage's
 mapped onto its own IPU's tiles by the same rules (offsets within the IPU, so each IPU has its
 own hot spots), tiles are numbered globally (IPU ``k`` holds tiles ``k * tilesPerIPU`` to
 ``(k + 1) * tilesPerIPU - 1``) and the report records ``tilesPerIPU`` (a tilemem extension;
-real lowered-variables reports carry ``numTiles`` only).
+real lowered-variables reports carry ``numTiles`` only). ``by_ipu=True`` gives the same report
+as ``IpuPieces``, made one IPU at a time when iterated (parts, items, names, constraints,
+interference pairs and first fit of one IPU held at once; ``save_report`` writes it so), for
+a Pod whose whole report does not fit in memory; the calibration goes IPU by IPU too.
 
 The tilemem extension field ``equivalenceClassSteps`` holds each class's hull
 ``[first step, last step + 1)``. Readers must not require it. Hull overlap is necessary for
