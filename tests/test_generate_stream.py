@@ -96,7 +96,6 @@ def test_cli_streams_a_pod_capnp_and_says_so(tmp_path):
 def test_interference_merge_in_many_blocks_is_the_union(tmp_path, monkeypatch):
     """Pieces sharing classes, merged a few keys at a time: the symmetric union."""
     rng = np.random.default_rng(0)
-    K = 40
     r = generate_report("mk1", tiles=4, ipus=2, steps=120, seed=1)
     K = r.num_classes
     pairs = []
