@@ -1,8 +1,10 @@
 """Pod scale: wall time and peak memory of the commands on N-IPU generated reports.
 
 For each report, runs ``tilemem info``, ``tilemem check``, ``tilemem oom --no-repack``,
-``tilemem split`` and ``tilemem convert`` to JSON (``--commands`` picks; ``generate`` itself
-when it makes the report) as a user would, one at a time, and records
+``tilemem split`` and ``tilemem convert`` to JSON (``--commands`` picks, ``alloc`` too: at the
+default budget, its output then checked by ``tilemem check``; ``generate`` itself when it
+makes the report, ``--model`` and ``--tiles`` say which) as a user would, one at a time, and
+records
 
 - wall time,
 - peak resident set (``VmHWM`` of each process, summed over the run's processes),
@@ -10,6 +12,7 @@ when it makes the report) as a user would, one at a time, and records
   file pages), sampled every 50 ms and summed over the run's processes.
 
     python benchmarks/pod.py --ipus 1 2 4                 # generates mk2 seed 12 reports
+    python benchmarks/pod.py --ipus 16 --model transformer --commands info check
     python benchmarks/pod.py --report /tmp/pod/r4.capnp   # an existing report
     python benchmarks/pod.py --report r4.capnp --src /tmp/base  # another checkout's code
 
@@ -26,9 +29,11 @@ import time
 from pathlib import Path
 
 COMMANDS = {"info": ["info"], "check": ["check"], "oom --no-repack": ["oom", "--no-repack"],
-            "split": ["split"], "convert": ["convert"]}
+            "split": ["split"], "convert": ["convert"], "alloc": ["alloc"]}
 #: command -> output file it writes beside the report (``{stem}``: the report's name)
-OUTPUTS = {"convert": "{stem}.converted.json"}
+OUTPUTS = {"convert": "{stem}.converted.json", "alloc": "{stem}.alloc.capnp"}
+#: outputs checked by ``tilemem check`` before they are removed (a result must be valid)
+CHECKED = {"alloc"}
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -92,11 +97,18 @@ def main(argv=None) -> int:
                     help="generate mk2 reports over these IPU counts (timed too)")
     ap.add_argument("--report", nargs="*", default=[], help="existing reports to measure")
     ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--model", default="cnn", choices=["cnn", "transformer"],
+                    help="program family of the generated reports")
+    ap.add_argument("--tiles", type=int, default=None,
+                    help="tiles per IPU of the generated reports (default: the whole IPU)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the commands' outputs (default: removed, reports are large)")
     ap.add_argument("--out", default="/tmp/pod", help="folder for generated reports")
     ap.add_argument("--src", default=str(Path(__file__).resolve().parents[1]),
                     help="source tree whose tilemem runs (PYTHONPATH)")
     ap.add_argument("--label", default="", help="first column of the table (e.g. before)")
-    ap.add_argument("--commands", nargs="*", default=list(COMMANDS), choices=list(COMMANDS))
+    ap.add_argument("--commands", nargs="*", default=[c for c in COMMANDS if c != "alloc"],
+                    choices=list(COMMANDS))
     a = ap.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=a.src)
     tm = [sys.executable, "-m", "tilemem"]
@@ -105,9 +117,11 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|")
     reports = [(r, "?") for r in a.report]
     for n in a.ipus:
-        path = Path(a.out) / f"r{n}-seed{a.seed}.capnp"
-        m = measure(tm + ["generate", "--preset", "mk2", "--ipus", str(n), "--seed",
-                          str(a.seed), "-o", str(path)], env)
+        tag = ("" if a.model == "cnn" else "t") + ("" if a.tiles is None else f"x{a.tiles}")
+        path = Path(a.out) / f"r{n}{tag}-seed{a.seed}.capnp"
+        m = measure(tm + ["generate", "--preset", "mk2", "--model", a.model, "--ipus", str(n),
+                          "--seed", str(a.seed), "-o", str(path)]
+                    + ([] if a.tiles is None else ["--tiles", str(a.tiles)]), env)
         print(row(label, n, "generate", m), flush=True)
         reports.append((str(path), n))
     for path, n in reports:
@@ -115,9 +129,14 @@ def main(argv=None) -> int:
             out = ([str(Path(a.out) / OUTPUTS[name].format(stem=Path(path).stem))]
                    if name in OUTPUTS else [])
             m = measure(tm + COMMANDS[name] + [path] + out, env)
-            for o in out:   # the output is not kept: reports are large
-                Path(o).unlink(missing_ok=True)
             print(row(label, n, f"{name} `{Path(path).name}`", m), flush=True)
+            if name in CHECKED and m["code"] == 0:
+                for o in out:   # the result must be valid: checked as a user would
+                    c = measure(tm + ["check", o], env)
+                    print(row(label, n, f"check `{Path(o).name}` (its result)", c), flush=True)
+            for o in out if not a.keep else []:   # not kept: reports are large
+                Path(o).unlink(missing_ok=True)
+                Path(o + ".journal").unlink(missing_ok=True)
     return 0
 
 

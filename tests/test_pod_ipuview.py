@@ -180,3 +180,30 @@ def test_tile_rows_of_an_ordered_report_are_ranges_and_the_same_rows(two_ipus, m
     mixed = dataclasses.replace(shuffled(two_ipus, 7), _tile_index=None, _cache={})
     mixed.tile_rows(0)
     assert mixed._tile_index[1] is not None   # not ordered: the index, as before
+
+
+def test_tensor_codes_read_in_blocks_are_the_whole_reading(monkeypatch):
+    """Names read a block of rows at a time (Pod scale) give the codes of one pass: the
+    same first-seen numbering, for all rows, scattered rows, and a mapped file's view."""
+    from dataclasses import replace
+
+    from tilemem.model import names as N
+
+    names = ["w#0", "w#1", "x", "a/b#3", "a/b#x", "ü/v#12"] * 7
+    n = len(names)
+    r = Report.from_columns(var_id=range(n), tile=[0] * n, size=[4] * n, alignment=[4] * n,
+                            offset=[0] * n, category=["variable"] * n, eq_class=[0] * n,
+                            interference=[[]], names=names)
+
+    def by_hand(rows):
+        ids = {}
+        base = [nm.rpartition("#")[0] if nm.rpartition("#")[2].isdigit() else nm
+                for nm in names]
+        return [ids.setdefault(base[i], len(ids)) for i in rows], list(ids)
+
+    monkeypatch.setattr(N, "NAME_BLOCK", 4)
+    view = replace(r, name_blob=np.frombuffer(r.name_blob, np.uint8))
+    for rows in (np.arange(n), np.array([41, 0, 17, 2, 40, 3, 9])):
+        for rep in (r, view):
+            codes, got = N._tensor_codes(rep, rows)
+            assert (codes.tolist(), got) == by_hand(rows.tolist())

@@ -96,7 +96,9 @@ import click
               help="Write a partial report, as Poplar does with debug.loweredVarDumpNumOOMTiles: "
                    "the variables of the K worst out-of-memory tiles only (numTiles unchanged).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(),
-              help="Output report, .json or .capnp.")
+              help="Output report, .json or .capnp. Over several IPUs a .capnp is made and "
+                   "written IPU by IPU (memory of one IPU's variables); a .json (or "
+                   "--partial) holds the whole report first.")
 def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
              partial, out, splits, stash_mapping, half_partials, half_momentum, replicas, rts,
              recompute, recompute_at, layers, hidden, heads, seq_len, vocab, micro_batch,
@@ -140,16 +142,23 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
             raise click.BadParameter(f"{len(points)} split points make {len(points) + 1} "
                                      f"stages, not --ipus {ipus}", param_hint="--splits")
     c = console()
+    # a report over several IPUs is made and written IPU by IPU as capnp (the Pod format),
+    # never held whole; JSON (and --partial, which picks tiles over the whole report) whole
+    by_ipu = ((ipus > 1 or points is not None) and partial is None
+              and out.lower().endswith(".capnp"))
     try:
         r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                             progress=True, ipus=ipus, model=model, splits=points,
                             always_live_state=always_live_state, stash_mapping=stash_mapping,
-                            levers=levers, shape=shape)
+                            levers=levers, shape=shape, by_ipu=by_ipu)
     except ValueError as e:
         hint = ("--recompute-at" if str(e).startswith("recompute")
                 else "--available-memory-proportion" if "availableMemoryProportion" in str(e)
                 else "--layers" if "layers" in str(e) and shape is not None else "--splits")
         raise click.BadParameter(str(e), param_hint=hint) from None
+    if by_ipu:
+        _write_by_ipu(r, out, c, pressure, seed)
+        return
     over = int((highest_end_per_tile(r) > r.target.tile_memory).sum())
     if partial is not None:
         from ..generate.partial import keep_worst_oom_tiles
@@ -165,6 +174,31 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
             f"(first fit, pressure {pressure:g}, seed {seed})"
             + ("" if partial is None else
                f"; partial: the variables of {len(r.tiles_in_use()):,} of them only"))
+
+
+def _write_by_ipu(p, out, c, pressure, seed) -> None:
+    """Write an ``IpuPieces`` report, counting what the summary line says as it passes."""
+    from dataclasses import replace
+
+    from ..figures.summary import highest_end_per_tile
+    from ..load import save_report
+    from ..text import human_bytes
+
+    seen = {"vars": 0, "bytes": 0, "over": 0}
+
+    def counted(pieces):
+        for piece in pieces:
+            seen["vars"] += piece.num_vars
+            seen["bytes"] += int(piece.size.sum())
+            seen["over"] += int((highest_end_per_tile(piece) > p.target.tile_memory).sum())
+            yield piece
+
+    save_report(replace(p, pieces=counted(p.pieces)), out)
+    t = p.target
+    c.print(f"{out}: {t.num_tiles:,} tiles on {t.num_ipus} IPUs of {t.ipu_tiles:,}, "
+            f"{seen['vars']:,} variables, {p.num_classes:,} classes, "
+            f"{human_bytes(seen['bytes'])} in all; {seen['over']:,} tile(s) out of memory "
+            f"(first fit, pressure {pressure:g}, seed {seed}); made and written IPU by IPU")
 
 
 def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recompute,

@@ -25,7 +25,10 @@ inter-IPU copies through ``globalMessage`` buffers on both sides); every stage's
 mapped onto its own IPU's tiles by the same rules (offsets within the IPU, so each IPU has its
 own hot spots), tiles are numbered globally (IPU ``k`` holds tiles ``k * tilesPerIPU`` to
 ``(k + 1) * tilesPerIPU - 1``) and the report records ``tilesPerIPU`` (a tilemem extension;
-real lowered-variables reports carry ``numTiles`` only).
+real lowered-variables reports carry ``numTiles`` only). ``by_ipu=True`` gives the same report
+as ``IpuPieces``, made one IPU at a time when iterated (parts, items, names, constraints,
+interference pairs and first fit of one IPU held at once; ``save_report`` writes it so), for
+a Pod whose whole report does not fit in memory; the calibration goes IPU by IPU too.
 
 The tilemem extension field ``equivalenceClassSteps`` holds each class's hull
 ``[first step, last step + 1)``. Readers must not require it. Hull overlap is necessary for
@@ -52,6 +55,7 @@ import zlib
 from dataclasses import replace
 
 import numpy as np
+from numba import njit
 
 from ..model import CATEGORIES, Csr, Report
 from ..figures.summary import highest_end_per_tile
@@ -67,7 +71,7 @@ from .cnnshape import CnnShape
 from .transformer import Shape, build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
-                       always_live_items, step_tiles)
+                       always_live_items, step_tiles, step_tiles_of_pieces)
 
 __all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS",
            "Levers", "Shape", "CnnShape"]
@@ -108,7 +112,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                     model: str = "cnn", splits: tuple[int, ...] | None = None,
                     always_live_state: bool = False,
                     stash_mapping: str | None = None, levers: Levers | None = None,
-                    shape: Shape | CnnShape | None = None) -> Report:
+                    shape: Shape | CnnShape | None = None, by_ipu: bool = False) -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -139,6 +143,9 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     used): for the transformer a ``Shape`` (layers, hidden size, heads, sequence, vocabulary,
     micro-batch), for the cnn family a ``CnnShape`` (a layer list,
     ``tilemem.generate.cnnshape``).
+    ``by_ipu``: the same report as ``IpuPieces`` (``tilemem.model.ipuview``): its IPUs made
+    one after the other when iterated, so a Pod's report is never held whole (``save_report``
+    writes it piece by piece).
 
     >>> base = generate_report("mk1", tiles=8, steps=60, seed=1)
     >>> half = generate_report("mk1", tiles=8, steps=60, seed=1,
@@ -189,7 +196,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                              f"not {ipus}")
         return pipelined_as_one(preset, per_ipu, int(steps or default_steps[preset]), pressure,
                                 seed, progress, levers, splits, always_live_state, model,
-                                stash_mapping, shape)
+                                stash_mapping, shape, by_ipu)
     n_steps = int(steps or default_steps[preset] * ipus)
 
     def build(rng, lev=None):
@@ -206,21 +213,21 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     ref = _Assembler(build(rng), target, rng, mark)
     scale = None if shape is None else shape.scale(per_ipu)
     if levers.sizes_only:
-        return ref.report(pressure, progress, levers, scale=scale)
+        return _finish(ref, pressure, progress, levers, scale, by_ipu)
     # the program without the levers sizes the one with them
     if scale is None:
         scale = ref.calibrated(progress)
-    owner, tile, _ = ref.parts(scale * pressure)
-    per_weight = ref._items(owner, tile).per_weight
+    per_weight = ref._items_at(scale * pressure).per_weight
     rng = np.random.default_rng(seed)
-    return _Assembler(build(rng, levers), target, rng, mark, per_weight).report(
-        pressure, progress, levers, scale=scale)
+    return _finish(_Assembler(build(rng, levers), target, rng, mark, per_weight), pressure,
+                   progress, levers, scale, by_ipu)
 
 
 def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
                      progress: bool, levers: Levers, splits: tuple[int, ...],
                      always_live_state: bool = False, model: str = "cnn",
-                     stash_mapping: str | None = None, shape: Shape | CnnShape | None = None) -> Report:
+                     stash_mapping: str | None = None, shape: Shape | CnnShape | None = None,
+                     by_ipu: bool = False) -> Report:
     """The program ``generate_report(preset, per_ipu, steps, pressure, seed, model=model)``
     would make for one IPU, compiled pipelined with stages starting at layers ``splits``: the
     same layers, tensors and random draws (``build_program``, ``build_transformer`` with its
@@ -262,14 +269,25 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     rng = np.random.default_rng(seed)
     ref = _Assembler(build(rng), one_target, rng, mark)
     scale = ref.calibrated(progress) if shape is None else shape.scale(per_ipu)
-    owner, tile, _ = ref.parts(scale * pressure)
-    per_weight = ref._items(owner, tile).per_weight
+    per_weight = ref._items_at(scale * pressure).per_weight
     ipus = len(splits) + 1
     target = PRESETS[preset].with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
     rng = np.random.default_rng(seed)
     program = build(rng, ipus=ipus, splits=splits, levers=levers)
-    return _Assembler(program, target, rng, mark, per_weight).report(
-        pressure, progress, levers, scale=scale)
+    return _finish(_Assembler(program, target, rng, mark, per_weight), pressure, progress,
+                   levers, scale, by_ipu)
+
+
+def _finish(asm: "_Assembler", pressure: float, progress: bool, levers: Levers,
+            scale: float | None, by_ipu: bool):
+    """The assembled report, whole or as ``IpuPieces``."""
+    if not by_ipu:
+        return asm.report(pressure, progress, levers, scale=scale)
+    from ..model.ipuview import IpuPieces
+
+    return IpuPieces(target=asm.t, num_classes=asm.lt.num_classes,
+                     class_steps=asm.class_steps, categories=CATEGORIES,
+                     pieces=asm.pieces(pressure, progress, levers, scale=scale))
 
 
 class _Assembler:
@@ -322,9 +340,11 @@ class _Assembler:
                                      np.int64)
 
     # ---- sizes ----------------------------------------------------------------------------
-    def parts(self, scale: float):
+    def parts(self, scale: float, ipu: int | None = None):
         """Tile parts of every tensor at ``scale``: ``(tensor, tile, bytes)``, grouped by
-        tensor in tensor order."""
+        tensor in tensor order; with ``ipu``, those of that IPU only (the same parts, in the
+        same order: a tensor's mapping does not depend on the others), so that a Pod's
+        parts need never be held at once."""
         # model tensors: bpt is the mean over the whole chip (IPU), so a tensor mapped to
         # fewer tiles is denser there; unscaled ones (flags, scalars): bpt bytes on each tile
         total = np.where(self.scaled, self.bpt * scale * self.tpi, self.bpt * self.cov_tiles)
@@ -336,10 +356,17 @@ class _Assembler:
         if c.any():   # a clone has its source's elements on each tile, whatever its type
             src = self.clone_of[c]
             elems[c], min_elems[c], grain[c] = elems[src], min_elems[src], grain[src]
+        ipus = self.p.ipus
+        if ipu is not None and ipus > 1:
+            # the tensors of this IPU and those on every IPU (the same mapping on each)
+            mine = np.flatnonzero((self.ipu == ipu) | (self.ipu < 0))
+            owner, tile, n = map_tensors(self.tpi, elems[mine], min_elems[mine], grain[mine],
+                                         self.offset[mine], self.ascending[mine])
+            owner = mine[owner]
+            return owner, tile + ipu * self.tpi, n * self.dtype[owner]
         owner, tile, n = map_tensors(self.tpi, elems, min_elems, grain, self.offset,
                                      self.ascending)
         ipu = self.ipu[owner]
-        ipus = self.p.ipus
         if ipus > 1:
             # a tensor on every IPU: the same mapping on each IPU's tiles
             rep = np.where(ipu < 0, ipus, 1)
@@ -350,19 +377,41 @@ class _Assembler:
             tile = tile + ipu * self.tpi
         return owner, tile, n * self.dtype[owner]
 
-    def peak(self, tile, size, cls) -> np.ndarray:
+    def ipu_parts(self, scale: float):
+        """``parts(scale, k)`` for every IPU ``k`` in turn (one IPU: all parts at once)."""
+        if self.p.ipus == 1:
+            yield self.parts(scale)
+            return
+        for k in range(self.p.ipus):
+            yield self.parts(scale, k)
+
+    def peak(self, tile, size, cls, tiles: tuple[int, int] | None = None) -> np.ndarray:
         """Per tile, the most bytes live at one step (exact for this program: every step's
-        live set is a clique of the interference relation)."""
-        T, S1 = self.t.num_tiles, self.num_steps + 1
+        live set is a clique of the interference relation), for the tiles ``tiles``
+        (``(first, count)``, default all), which must hold every part given.
+
+        The running sum over steps is taken at the steps where something starts or ends on
+        the tile only (a sort of those events, not a dense tiles x steps array: 23,552 tiles
+        x 70,400 steps would be 13 GB). The sums are added in the order a dense array's
+        cumulative sum adds them (adding the empty steps' zeros changes no bit), so the
+        result is the same to the bit."""
+        first_tile, T = (0, self.t.num_tiles) if tiles is None else tiles
+        S1 = self.num_steps + 1
         nseg = np.diff(self.seg_ptr)[cls]
         idx = np.repeat(np.arange(len(cls)), nseg)
         first = np.zeros(len(cls) + 1, np.int64)
         np.cumsum(nseg, out=first[1:])
         seg = self.seg_ptr[cls][idx] + (np.arange(len(idx)) - first[idx])
         w = size[idx].astype(float)
-        diff = (np.bincount(tile[idx] * S1 + self.seg_start[seg], w, minlength=T * S1)
-                - np.bincount(tile[idx] * S1 + self.seg_end[seg], w, minlength=T * S1))
-        return np.cumsum(diff.reshape(T, S1), axis=1).max(axis=1)
+        row = (tile[idx] - first_tile) * S1
+        m = len(idx)
+        keys, inv = np.unique(np.concatenate([row + self.seg_start[seg], row + self.seg_end[seg]]),
+                              return_inverse=True)
+        inv = inv.reshape(-1)
+        del row, seg, idx
+        diff = (np.bincount(inv[:m], w, minlength=len(keys))
+                - np.bincount(inv[m:], w, minlength=len(keys)))
+        return _segment_peaks(keys // S1, keys % S1, diff, T)
 
     def calibrate(self, always_live: np.ndarray) -> float:
         """Scale at which the ``CALIBRATION_QUANTILE`` tile's estimated need is ``FILL``."""
@@ -371,24 +420,48 @@ class _Assembler:
         icap = FILL * (t.tile_memory - t.interleaved_memory_start)
         scale = 1.0
         for _ in range(6):
-            owner, tile, size = self.parts(scale)
-            cls = self.tensor_class[owner]
-            need = (always_live + self.peak(tile, size, cls)) / cap
-            il = self.interleaved[owner]
-            if icap > 0 and il.any():
-                need = np.maximum(need, self.peak(tile[il], size[il], cls[il]) / icap)
+            need = always_live / cap
+            for k, (owner, tile, size) in enumerate(self.ipu_parts(scale)):
+                span = self._span(k)
+                cls = self.tensor_class[owner]
+                here = (always_live[span[0]:span[0] + span[1]]
+                        + self.peak(tile, size, cls, span)) / cap
+                il = self.interleaved[owner]
+                if icap > 0 and il.any():
+                    here = np.maximum(here, self.peak(tile[il], size[il], cls[il], span) / icap)
+                need[span[0]:span[0] + span[1]] = here
             q = float(np.quantile(need, CALIBRATION_QUANTILE))
             if abs(q - 1.0) < 0.005:
                 break
             scale /= q
         return scale
 
+    def _span(self, k: int) -> tuple[int, int]:
+        """``(first tile, tiles)`` of the ``k``-th piece of ``ipu_parts``."""
+        return (0, self.t.num_tiles) if self.p.ipus == 1 else (k * self.tpi, self.tpi)
+
+    def _need(self, scale: float) -> np.ndarray:
+        """``peak`` of every tile, IPU by IPU."""
+        need = np.zeros(self.t.num_tiles)
+        for k, (owner, tile, size) in enumerate(self.ipu_parts(scale)):
+            span = self._span(k)
+            need[span[0]:span[0] + span[1]] = self.peak(tile, size, self.tensor_class[owner],
+                                                        span)
+        return need
+
+    def _sample_parts(self, scale: float, sample: np.ndarray):
+        """The parts on the tiles ``sample``, IPU by IPU."""
+        got = []
+        for owner, tile, size in self.ipu_parts(scale):
+            keep = np.isin(tile, sample)
+            got.append((owner[keep], tile[keep], size[keep]))
+        return tuple(np.concatenate(x) for x in zip(*got))
+
     def refine(self, scale: float, items) -> float:
         """Smallest scale near ``scale`` at which first fit overflows ``TARGET_OVER`` of a
         sample of tiles (the estimate above ignores gaps, which vary from tile to tile)."""
         T = self.t.num_tiles
-        owner, tile, size = self.parts(scale)
-        need = self.peak(tile, size, self.tensor_class[owner])
+        need = self._need(scale)
         ranked = np.argsort(need, kind="stable")
         sample = np.sort(ranked[np.unique(np.linspace(0, T - 1, min(T, SAMPLE_TILES))
                                           .round().astype(np.int64))])
@@ -398,9 +471,8 @@ class _Assembler:
                           [lab for lab, k in zip(items.label, keep_items) if k])
 
         def over_at(s: float) -> np.ndarray:
-            owner, tile, size = self.parts(s)
-            keep = np.isin(tile, sample)
-            r = self.build(owner[keep], tile[keep], size[keep], sub_items, names=False)
+            owner, tile, size = self._sample_parts(s, sample)
+            r = self.build(owner, tile, size, sub_items, names=False)
             ends = highest_end_per_tile(r.with_offsets(first_fit_offsets(r)))
             return ends[sample] > self.t.tile_memory
 
@@ -444,11 +516,11 @@ class _Assembler:
 
     def _calibrated(self, progress: bool, T: int) -> float:
         with _phase(progress, "calibrating tensor sizes to the tile memory"):
-            owner, tile, size = self.parts(1.0)
-            items = self._items(owner, tile)
-            scale = self.calibrate(np.bincount(items.tile, items.size, minlength=T))
-            owner, tile, size = self.parts(scale)
-            return self.refine(scale, self._items(owner, tile))
+            items = self._items_at(1.0)
+            always_live = np.bincount(items.tile, items.size, minlength=T)
+            del items   # a Pod's items are millions: one set at a time
+            scale = self.calibrate(always_live)
+            return self.refine(scale, self._items_at(scale))
 
     def report(self, pressure: float, progress: bool, levers: Levers | None = None,
                scale: float | None = None) -> Report:
@@ -460,6 +532,29 @@ class _Assembler:
             owner, tile, size = self.parts(scale * pressure)
             r = self.build(owner, tile, size, self._items(owner, tile), names=True)
         return r.with_offsets(first_fit_offsets(r, progress))
+
+    def pieces(self, pressure: float, progress: bool, levers: Levers | None = None,
+               scale: float | None = None):
+        """``report``'s report one IPU at a time, in IPU order: each a ``Report`` of that
+        IPU's rows (numbered from 0, ordered by tile), its offsets, its constraints, and its
+        interference pairs (those of classes sharing one of its tiles: the report's relation
+        is their union). Only one IPU's variables, names and pairs are held at a time."""
+        if scale is None:
+            scale = self.calibrated(progress)
+        if levers is not None:
+            self.resize(levers)
+        with _phase(progress, "always-live data of every tile"):
+            items = self._items_at(scale * pressure)
+        item_ipu = items.tile // self.tpi
+        for k, (owner, tile, size) in enumerate(self.ipu_parts(scale * pressure)):
+            mine = np.flatnonzero(item_ipu == k)
+            got = mine.tolist()
+            sub = Items(items.tile[mine], items.size[mine], [items.category[i] for i in got],
+                        [items.label[i] for i in got])
+            with _phase(progress, f"IPU {k}: naming variables, constraints, interference"):
+                r = self.build(owner, tile, size, sub, names=True)
+            del owner, tile, size, sub
+            yield r.with_offsets(first_fit_offsets(r, progress))
 
     def resize(self, levers: Levers) -> None:
         """The sizes the levers change (``tilemem.generate.levers``): partial sums by the
@@ -506,10 +601,13 @@ class _Assembler:
         else:
             name_list = [""] * n
 
+        # the parts of a tensor, wherever they are (one IPU's, or a sample's, are grouped by
+        # IPU first)
+        by_tensor = np.argsort(owner, kind="stable")
         part_ptr = np.zeros(len(p.tensors) + 1, np.int64)
         np.cumsum(np.bincount(owner, minlength=len(p.tensors)), out=part_ptr[1:])
-        elem = _pair_rows(p.element_pairs, part_ptr, tile, n)
-        region = _pair_rows(p.region_pairs, part_ptr, tile, n)
+        elem = _pair_rows(p.element_pairs, part_ptr, by_tensor, tile, n)
+        region = _pair_rows(p.region_pairs, part_ptr, by_tensor, tile, n)
 
         # Poplar-like allocation order: code, other always-live data, interleaved variables,
         # then the rest; each group by decreasing size. AlwaysLive model tensors (a
@@ -553,7 +651,7 @@ class _Assembler:
         seg_cls = np.repeat(np.arange(k), np.diff(seg_ptr))
         ipu_of = tile // self.tpi
         src, dst = [], []
-        for ipu in range(self.p.ipus):
+        for ipu in np.unique(ipu_of).tolist():   # one IPU's piece: that IPU alone
             here = np.zeros(k, bool)
             here[eq_class[ipu_of == ipu]] = True
             seg = here[seg_cls]
@@ -567,7 +665,19 @@ class _Assembler:
 
     def _items(self, owner, tile):
         """Always-live items; the same random draws for the same mapping."""
-        tiles_of_step = step_tiles(self.p, owner, tile, self.t.num_tiles)
+        return self._items_of(step_tiles(self.p, owner, tile, self.t.num_tiles))
+
+    def _items_at(self, scale: float):
+        """``_items`` of the parts at ``scale``, taken IPU by IPU."""
+        tiles = step_tiles_of_pieces(
+            self.p, ((owner, tile) for owner, tile, _ in self.ipu_parts(scale)),
+            self.t.num_tiles)
+        lengths = np.fromiter(map(len, tiles), np.int64, count=len(tiles))
+        flat = np.concatenate(tiles).astype(np.int64, copy=False)
+        del tiles   # the pairs once, not as a list of arrays beside their concatenation
+        return self._items_of((lengths, flat))
+
+    def _items_of(self, tiles_of_step):
         return always_live_items(self.p, tiles_of_step, self.t.num_tiles,
                                  np.random.default_rng(self.item_seed), SUMMARY_STACK_PER_TILE,
                                  tiles_per_ipu=self.tpi, per_weight=self.per_weight)
@@ -589,6 +699,25 @@ def _by_tile(r: Report) -> Report:
     return out if out is r else replace(out, var_id=np.arange(r.num_vars, dtype=np.int64))
 
 
+@njit(cache=True)
+def _segment_peaks(tile, step, diff, num_tiles):
+    """Per tile, the largest running sum of ``diff`` (sorted by tile then step), and 0 where
+    the tile has no event or its first is after step 0 (the steps before it hold 0)."""
+    out = np.zeros(num_tiles)
+    i, n = 0, len(tile)
+    while i < n:
+        t = tile[i]
+        run = 0.0
+        best = 0.0 if step[i] > 0 else -np.inf
+        while i < n and tile[i] == t:
+            run += diff[i]
+            if run > best:
+                best = run
+            i += 1
+        out[t] = best
+    return out
+
+
 def _phase(progress: bool, text: str):
     """A spinner on stderr while a phase runs (when ``progress``)."""
     import contextlib
@@ -600,14 +729,16 @@ def _phase(progress: bool, text: str):
     return Console(stderr=True).status(text)
 
 
-def _pair_rows(pairs, part_ptr: np.ndarray, tile: np.ndarray, n: int) -> Csr:
-    """Constraint lists (both directions) between the parts of two tensors on common tiles."""
+def _pair_rows(pairs, part_ptr: np.ndarray, by_tensor: np.ndarray, tile: np.ndarray,
+               n: int) -> Csr:
+    """Constraint lists (both directions) between the parts of two tensors on common tiles;
+    ``by_tensor[part_ptr[a]:part_ptr[a + 1]]`` are the rows of tensor ``a``'s parts."""
     src, dst = [], []
     for a, b in dict.fromkeys(pairs):
         if a == b:
             continue
-        ra = np.arange(part_ptr[a], part_ptr[a + 1])
-        rb = np.arange(part_ptr[b], part_ptr[b + 1])
+        ra = by_tensor[part_ptr[a]:part_ptr[a + 1]]
+        rb = by_tensor[part_ptr[b]:part_ptr[b + 1]]
         _, ia, ib = np.intersect1d(tile[ra], tile[rb], assume_unique=True, return_indices=True)
         src += [ra[ia], rb[ib]]
         dst += [rb[ib], ra[ia]]

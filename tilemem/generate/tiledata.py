@@ -72,11 +72,13 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
                num_tiles: int) -> list[np.ndarray]:
     """Tiles each step runs on: those of the tensors it defines, else of those it reads (an
     inter-IPU exchange runs on both: the senders' and the receivers' tiles)."""
-    order = np.argsort(part_tensor, kind="stable")
-    counts = np.bincount(part_tensor, minlength=len(program.tensors))
-    ptr = np.zeros(len(program.tensors) + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    sorted_tiles = part_tile[order]
+    return step_tiles_of_pieces(program, [(part_tensor, part_tile)], num_tiles)
+
+
+def step_tiles_of_pieces(program: Program, pieces, num_tiles: int) -> list[np.ndarray]:
+    """``step_tiles`` of all the parts, given as ``(part_tensor, part_tile)`` pieces on
+    disjoint, increasing ranges of tiles (a Pod's parts IPU by IPU): the same answer, the
+    pieces taken one at a time."""
     defined = [[] for _ in range(program.num_steps)]
     used = [[] for _ in range(program.num_steps)]
     for i, t in enumerate(program.tensors):
@@ -84,34 +86,58 @@ def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
         for u in set(t.uses):
             if u < program.num_steps:
                 used[u].append(i)
-    out = []
-    for s in range(program.num_steps):
-        ts = (defined[s] + used[s] if program.step_kind[s] == "GlobalExchange"
-              else defined[s] or used[s])
-        if ts:
-            out.append(np.unique(np.concatenate([sorted_tiles[ptr[i]:ptr[i + 1]] for i in ts])))
-        else:  # control-only steps (sync, consensus) run everywhere
-            out.append(np.arange(num_tiles))
-    return out
+    step_tensors = [defined[s] + used[s] if program.step_kind[s] == "GlobalExchange"
+                    else defined[s] or used[s] for s in range(program.num_steps)]
+    # the steps' tensors flat, to find at once the steps a piece has parts of (a pipeline
+    # stage's piece: about its own steps only)
+    lengths = np.fromiter(map(len, step_tensors), np.int64, count=len(step_tensors))
+    flat = np.fromiter((i for ts in step_tensors for i in ts), np.int64, count=int(lengths.sum()))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    with_tensors = np.flatnonzero(lengths)
+    got: list[list[np.ndarray]] = [[] for _ in range(program.num_steps)]
+    for part_tensor, part_tile in pieces:
+        order = np.argsort(part_tensor, kind="stable")
+        counts = np.bincount(part_tensor, minlength=len(program.tensors))
+        ptr = np.zeros(len(program.tensors) + 1, np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        sorted_tiles = part_tile[order]
+        touched = np.zeros(len(step_tensors), bool)
+        if len(with_tensors):
+            touched[with_tensors] = np.logical_or.reduceat(counts[flat] > 0,
+                                                           starts[with_tensors])
+        for s in np.flatnonzero(touched).tolist():
+            got[s].append(np.unique(np.concatenate(
+                [sorted_tiles[ptr[i]:ptr[i + 1]] for i in step_tensors[s]])))
+    # control-only steps (sync, consensus) run everywhere
+    return [(got[s][0] if len(got[s]) == 1 else np.concatenate(got[s]) if got[s]
+             else np.zeros(0, np.int64)) if ts else np.arange(num_tiles)
+            for s, ts in enumerate(step_tensors)]
 
 
-def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_tiles: int,
+def always_live_items(program: Program, tiles_of_step, num_tiles: int,
                       rng: np.random.Generator,
                       stack_per_tile: int = SUMMARY_STACK_PER_TILE,
                       tiles_per_ipu: int | None = None,
                       per_weight: dict | None = None) -> Items:
-    """Every tile's always-live variables, sized in the 002 summary's proportions;
+    """Every tile's always-live variables, sized in the 002 summary's proportions
+    (``tiles_of_step``: ``step_tiles``' list, or ``(lengths, tiles)`` its lengths and
+    concatenation);
     ``per_weight`` (bytes per unit of item weight by category, ``Items.per_weight`` of
     another program): items priced as in that program instead (the same program recompiled
     pipelined keeps what a code item costs)."""
     tpi = tiles_per_ipu or num_tiles
     kinds = program.step_kind
     names = program.step_name
-    steps_per_tile = [np.full(len(t), s, np.int64) for s, t in enumerate(tiles_of_step)]
-    st_step = np.concatenate(steps_per_tile)
-    st_tile = np.concatenate(tiles_of_step)
+    # one entry per (step, tile) pair, step-major: some 10^8 at 16 IPUs, so no more copies of
+    # them than needed (the step column by a repeat, the step kinds in one byte)
+    if isinstance(tiles_of_step, tuple):   # (tiles per step, the tiles concatenated)
+        lengths, st_tile = tiles_of_step
+    else:
+        lengths = np.fromiter(map(len, tiles_of_step), np.int64, count=len(tiles_of_step))
+        st_tile = np.concatenate(tiles_of_step).astype(np.int64, copy=False)
+    st_step = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     kind = np.array([{"OnTileExecute": 0, "DoExchange": 1, "StreamCopy": 2,
-                      "GlobalExchange": 3}[k] for k in kinds])
+                      "GlobalExchange": 3}[k] for k in kinds], np.int8)
     cl = np.asarray(program.step_codelet, np.int64)
     k_of = kind[st_step]
     compute = (k_of == 0) & (cl[st_step] >= 0)
@@ -163,8 +189,15 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     parts.append(("controlCode", cc_tile, cc_w, "controlCode"))
     # constants: worklists of every convolution on its tiles, a few <const> per tile
     conv = compute & np.array(["Convolve" in n for n in names])[st_step]
-    wl_labels = [names[s].rsplit("/", 1)[0] + "/worklists" for s in st_step[conv].tolist()]
-    parts.append(("constant", st_tile[conv], rng.uniform(0.5, 1.5, conv.sum()), wl_labels))
+    # labels as codes into ``table`` until the items are merged (a Pod has some 10^8 step
+    # and tile pairs before, a few million items after: no Python list of the pairs)
+    table: dict[str, int] = {}
+    conv_steps = np.unique(st_step[conv])
+    wl_code = np.zeros(len(names), np.int64)
+    for s in conv_steps.tolist():
+        wl_code[s] = table.setdefault(names[s].rsplit("/", 1)[0] + "/worklists", len(table))
+    parts.append(("constant", st_tile[conv], rng.uniform(0.5, 1.5, conv.sum()),
+                  wl_code[st_step[conv]]))
     parts.append(("constant", np.arange(num_tiles), np.full(num_tiles, 0.1), "<const>"))
 
     # bytes per category: the 002 proportions, relative to the stack
@@ -187,9 +220,12 @@ def always_live_items(program: Program, tiles_of_step: list[np.ndarray], num_til
     for c, t, w, lab in parts:
         if len(t) == 0:
             continue
-        lab = [lab] * len(t) if isinstance(lab, str) else list(lab)
+        if isinstance(lab, str):
+            lab = np.full(len(t), table.setdefault(lab, len(table)), np.int64)
         t, w, lab = _coarsen(np.asarray(t, np.int64), w, lab, target[c] / MIN_ITEM_BYTES,
                              num_tiles)
+        label_of = list(table)   # code -> label (a few thousand at most)
+        lab = list(map(label_of.__getitem__, lab.tolist()))
         raw = unit[c] * w
         sizes.append(np.maximum(4, np.round(raw / 4).astype(np.int64) * 4))
         tiles.append(t)
@@ -223,5 +259,7 @@ def _coarsen(tile: np.ndarray, weight: np.ndarray, labels: list, max_items: floa
     key = ts * (n + 1) + bucket
     uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
     w = np.bincount(inv.reshape(-1), np.asarray(weight, float)[order], minlength=len(uniq))
+    if isinstance(labels, np.ndarray):
+        return ts[first], w, labels[order[first]]
     lab = [labels[i] for i in order[first].tolist()]
     return ts[first], w, lab

@@ -294,7 +294,8 @@ def check_output(path, formats: tuple[str, ...] = (), *, option: str = "--output
 
 
 def save_report(report: Report, path) -> None:
-    """Write a report as JSON or capnp by the extension of ``path`` (atomically)."""
+    """Write a report as JSON or capnp by the extension of ``path`` (atomically); an
+    ``IpuPieces`` (a report made IPU by IPU) as capnp, one IPU at a time."""
     from ..model.ipuview import order_by_tile
     from .capnpio import write_capnp_streaming
     from .jsonio import write_json
@@ -305,6 +306,17 @@ def save_report(report: Report, path) -> None:
     # the streaming writer: no second copy of the report in Cap'n Proto's memory, and every
     # column's chunks back to back in the file (read as one view)
     writer: Callable = write_json if fmt == ".json" else write_capnp_streaming
+    from ..model.ipuview import IpuPieces
+
+    if isinstance(report, IpuPieces):   # made IPU by IPU: written so (the Pod format)
+        from .pieces import write_capnp_pieces
+
+        if fmt != ".capnp":
+            raise ReportError("a report made IPU by IPU is written as .capnp only",
+                              path=str(path))
+        with atomic_write(path) as f:
+            write_capnp_pieces(report, f, Path(path).parent if str(Path(path).parent) else ".")
+        return
     # over several IPUs, rows by (IPU, tile): one IPU's variables are then one slice of every
     # column when read back (``tilemem.model.ipuview``); the same report, its var ids travel
     # with their rows. One IPU's report is its own slice: its rows are written as they are

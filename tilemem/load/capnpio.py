@@ -394,10 +394,12 @@ class _Layout:
         seg.put(8 * at + off * size, value, size, signed=kind.startswith("int"))
 
 
-def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
+def write_capnp_streaming(r: Report, f: BinaryIO, ids_are_rows: bool = False) -> None:
     """Write ``r`` in tilemem's capnp schema (as ``write_capnp``) with bounded memory: the
     columns may be file mappings (``np.memmap``), which are copied to ``f`` piece by piece.
-    ``f`` must be a binary file (it is written in order, never sought)."""
+    ``f`` must be a binary file (it is written in order, never sought). ``ids_are_rows``:
+    the caller knows that var id ``i`` is row ``i``, so the row lists (constraints,
+    allocation order) are written as they are, not through a gathered copy of var ids."""
     r = pruned(r)   # a report over several IPUs: the pairs that share a tile
     s = schema()
     L = {name: _Layout(getattr(s, name)) for name in ("Report", "TargetMemoryInfo", "Column",
@@ -472,7 +474,8 @@ def write_capnp_streaming(r: Report, f: BinaryIO) -> None:
                                ("allocationOrderByTile", r.allocation_order, r.var_id)):
         c = seg.struct(rl.ptr(root, field), csl.data_words, csl.pointers)
         column(csl.ptr(c, "indptr"), csr.indptr)
-        column(csl.ptr(c, "indices"), csr.indices if values is None else values[csr.indices])
+        column(csl.ptr(c, "indices"), csr.indices if values is None or ids_are_rows
+               else values[csr.indices])
     if r.class_steps is not None:
         rl.set(seg, root, "hasEquivalenceClassSteps", True)
         column(rl.ptr(root, "equivalenceClassSteps"), r.class_steps)

@@ -16,11 +16,13 @@ time of any other.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 import numpy as np
 
 from . import Csr, Report
+from .target import Target
 from ._tileorder import allocated_prefix as _allocated_prefix, ordered as _ordered
 
 
@@ -198,3 +200,19 @@ def passes(r: Report):
             yield ipu_view(r, k)
     else:
         yield r
+
+
+@dataclass(frozen=True)
+class IpuPieces:
+    """A report made one IPU at a time (``tilemem.generate``'s ``by_ipu``): ``pieces``
+    iterates, in IPU order, one ``Report`` an IPU holding that IPU's rows (numbered from 0,
+    in the order the whole report has them), their constraints and allocation order, and the
+    interference pairs of classes that share one of its tiles (over all ``num_classes``
+    classes); the report's relation is the union of the pieces'. ``save_report`` writes it
+    so, holding one piece at a time."""
+
+    target: Target
+    num_classes: int
+    class_steps: np.ndarray | None
+    categories: tuple[str, ...]
+    pieces: Iterator[Report]
