@@ -3,42 +3,76 @@
 ``conftest.py`` runs ``python tests/compile_kernels.py PART`` for each part at once, in
 the controlling process only: on a clean clone (CI) every pytest-xdist worker, and every
 process a test forks or spawns, would otherwise compile the same kernels for itself (a
-quarter of the suite's time went to that). Each part reaches a different group of kernels
-(the pool's own warm-up, less the search on part of a tile; that search's own version of the
-kernel and the other stages), so the two compile side by side on two cores; with the cache
-already written (a second run) each takes a few seconds. A kernel a part misses is still
-compiled where it is first used, as before.
+quarter of the suite's time went to that). Each part reaches a different group of kernels:
+the search has three compiled versions (on a whole tile; with the overflow zone; on part of
+a tile, with domains), each a large compilation, one a part; the stages' kernels (loading,
+liveness on chordal and general class graphs, the checker, the plan's re-weighting) go with
+the lightest. Arrays read from a ``.capnp`` are read-only, which numba compiles apart, so
+the stages run on a report loaded from each format. With the cache already written (a
+second run) each part takes a few seconds. A kernel a part misses is still compiled where
+it is first used, as before.
 """
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mk1-small.json"
 
 
 def search() -> None:
-    """The whole-tile search, first fit, the guard and the quick search's probes: the pool's
-    own warm-up, less the search on part of a tile."""
+    """The search on a whole tile, first fit, the guard and the quick search's probes."""
     from tilemem.pack.tasks import _warm_up
 
-    _warm_up(part=False)
+    _warm_up(whole=True, part=False, zone=False)
+
+
+def zone() -> None:
+    """The search's version with the overflow zone, then the stages on both formats."""
+    from tilemem.pack.tasks import _warm_up
+
+    _warm_up(whole=False, part=False, zone=True)
+    stages()
+
+
+def part() -> None:
+    """The search on part of a tile (its version with domains)."""
+    from tilemem.pack.tasks import _warm_up
+
+    _warm_up(whole=False, part=True, zone=False)
 
 
 def stages() -> None:
-    """The search on part of a tile (its own compiled version of the kernel), then loading,
-    liveness, the checker and the figures on the bundled report."""
+    """Loading (JSON, and a ``.capnp`` of one IPU and of two), liveness (chordal and general
+    class graphs), the checker, the figures and the plan on the bundled report and on a small
+    generated one."""
     import tilemem
-    from tilemem.pack.search import warm_up
+    from tilemem.generate import generate_report
+    from tilemem.load import save_report
+    from tilemem.model import Report
 
-    warm_up(whole=False)
     r = tilemem.load(EXAMPLE)
-    tilemem.liveness(r, tiles=[0, 1])
-    tilemem.check(r)
-    tilemem.report(r)
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = [r]
+        for i, rep in enumerate([r, generate_report("mk1", tiles=4, steps=60, seed=1, ipus=2)]):
+            path = Path(tmp) / f"r{i}.capnp"
+            save_report(rep, path)
+            reports.append(tilemem.load(path))
+        for rep in reports:
+            tilemem.liveness(rep)
+            tilemem.check(rep)
+            tilemem.report(rep)
+            tilemem.diagnose(rep, repack=False)
+        # the general (non-chordal) class graph: one tile's classes without lifetimes
+        general = Report.from_columns(
+            target=r.target, var_id=range(5), tile=[0] * 5, size=[8] * 5, alignment=[4] * 5,
+            offset=[0] * 5, category=["variable"] * 5, eq_class=range(5),
+            interference=[[1, 4], [0, 2], [1, 3], [2, 4], [3, 0]])
+        tilemem.liveness(general)
 
 
-PARTS = {"search": search, "stages": stages}
+PARTS = {"search": search, "zone": zone, "part": part}
 
 if __name__ == "__main__":
     PARTS[sys.argv[1]]()

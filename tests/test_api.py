@@ -173,6 +173,26 @@ def test_allocate_one_tile_the_checker_accepts(mk1):
     assert np.array_equal(a.offsets[others], mk1.offset[others])
 
 
+def test_allocate_takes_the_policy_s_time_limit_unless_one_is_given(mk1, monkeypatch):
+    """``time_limit`` replaces the policy's only when given: a tuned ``Policy`` alone keeps
+    its own (the driver is asked with it)."""
+    from tilemem.pack import driver
+    from tilemem.pack.plan import Policy
+
+    asked = []
+    real = driver.allocate
+
+    def spy(report, **kw):
+        asked.append(kw["policy"].time_limit)
+        return real(report, **kw)
+
+    monkeypatch.setattr(driver, "allocate", spy)
+    for kw in ({"policy": Policy(time_limit=0.25)}, {"policy": Policy(time_limit=0.25),
+                                                     "time_limit": 0.5}, {}):
+        tilemem.allocate(mk1, tiles=[2], method="heuristic", workers=1, **kw)
+    assert asked == [0.25, 0.5, Policy().time_limit]
+
+
 def test_an_interrupted_allocation_keeps_the_tiles_it_finished(mk1):
     def stop_after_first(e):
         raise KeyboardInterrupt

@@ -993,3 +993,23 @@ def test_a_repeated_probe_runs_other_descents(monkeypatch):
                                repeat=repeat)
             assert res.status == "optimal" and self_check(p, res.offsets, capacity=cap)
     assert skipped == [(), PROBE_ORDERINGS] * 2
+
+
+def test_the_warm_up_reaches_each_version_of_the_kernel():
+    """The pool's warm-up compiles (or loads) each of the search kernel's three versions, so
+    no worker compiles one on first use: on a whole tile (no zone, no domains), with the
+    overflow zone (no domains), and on part of a tile (a zone and domains)."""
+    from numba.core import types
+
+    from tilemem.pack.search import kernel
+    from tilemem.pack.tasks import _warm_up
+
+    def versions():
+        # the kernel's last two arguments: the zone's capacity, the domains
+        return {tuple(isinstance(t, types.NoneType) for t in sig[-2:])
+                for sig in kernel.run.overloads}
+
+    _warm_up(whole=False, part=False, zone=True)
+    assert (False, True) in versions()
+    _warm_up(whole=True, part=True, zone=False)
+    assert versions() == {(True, True), (False, True), (False, False)}

@@ -49,15 +49,18 @@ class Recorder:
 
 
 def _capnp_source(report) -> str | None:
-    """The path of the capnp file ``report`` was loaded from, else None (it loaded, so a file
-    that does not start as JSON does is capnp)."""
+    """The path of the capnp file ``report`` was loaded from, else None (judged by content,
+    as the loader does)."""
+    from ..errors import ReportError
+    from ..load import _map, report_format
+
     path = getattr(report, "_source", None)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except (OSError, TypeError):
+    if path is None:
         return None
-    return path if head and head[:1] not in (b"{", b"[") else None
+    try:
+        return path if report_format(_map(path)) == "capnp" else None
+    except (OSError, ReportError):
+        return None
 
 
 def open_run(output, report, settings: dict, resume: bool, *, echo=None):
@@ -143,7 +146,7 @@ class Allocation(Table):
 
 def allocate(report, *, method: str = "auto", tiles=None,
              budget: float | None = DEFAULTS.alloc_budget,
-             time_limit: float = DEFAULTS.time_limit, workers: int | None = None, seed: int = 0,
+             time_limit: float | None = None, workers: int | None = None, seed: int = 0,
              deterministic: bool = False, progress: bool | Callable = False,
              output=None, resume: bool = False, policy=None, params=None,
              scheduler: str | None = None, shared_report=None,
@@ -159,8 +162,9 @@ def allocate(report, *, method: str = "auto", tiles=None,
         Default: every tile in use.
     budget : float or None
         Seconds for the whole run (every tile gets the bound and the heuristic whatever it).
-    time_limit : float
-        Seconds per tile for the exact portfolio (a cap; it sets ``policy.time_limit``).
+    time_limit : float, optional
+        Seconds per tile for the exact portfolio (a cap); given, it replaces
+        ``policy.time_limit`` (default: the policy's, ``DEFAULTS.time_limit``).
     workers : int, optional
         Processes (default: all cores).
     seed : int
@@ -214,14 +218,19 @@ def allocate(report, *, method: str = "auto", tiles=None,
 
     if output is not None:
         check_output(output, FORMATS)
+    policy = policy or DEFAULT_POLICY
+    if time_limit is not None:
+        policy = replace(policy, time_limit=time_limit)
     chosen = None if tiles is None else np.unique(np.asarray(tiles, np.int64))
-    settings = {"command": "alloc", "method": method, "time_limit": time_limit, "seed": seed,
+    settings = {"command": "alloc", "method": method, "time_limit": policy.time_limit,
+                "seed": seed,
                 "deterministic": deterministic,
                 "tiles": None if chosen is None else chosen.tolist()}
     # tuned knobs are settings of the run too (a journal resumes only with the same); the
     # defaults are left out, so a default run's journal reads as before
-    settings.update({k: repr(v) for k, v in (("policy", policy), ("params", params))
-                     if v is not None})
+    tuned = policy != replace(DEFAULT_POLICY, time_limit=policy.time_limit)
+    settings.update({k: repr(v) for k, v in (("policy", policy if tuned else None),
+                                             ("params", params)) if v is not None})
     journal = open_run(output, report, settings, resume, echo=echo)
     total = len(report.tiles_in_use() if chosen is None else chosen)
     recorder = Recorder(journal, progress if callable(progress) else None, "allocate", total)
@@ -232,7 +241,7 @@ def allocate(report, *, method: str = "auto", tiles=None,
         shared_report = _capnp_source(report)
     try:
         result = pack(report, method=method, tiles=chosen, budget=budget,
-                      policy=replace(policy or DEFAULT_POLICY, time_limit=time_limit),
+                      policy=policy,
                       run=RunOptions(workers=workers, seed=seed, deterministic=deterministic,
                                      solver=params or DEFAULT_PARAMS,
                                      scheduler=scheduler, state_path=shared_report,

@@ -415,33 +415,47 @@ class _Progress:
             self.progress.stop()
 
 
-def _warm_up(part: bool = True) -> None:
-    """Compile the numba kernels once in the parent, so forked workers inherit them
-    (``part``: the search on part of a tile too, ``search.warm_up``)."""
-    r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
-                            tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
-                            category=["variable"] * 2, eq_class=[0, 0], interference=[[]],
-                            element_constraints=[[1], []], region_constraints=[[1], []])
-    p = TileProblem.from_report(r, 0)
-    self_check(p, first_fit(p))
-    search.warm_up(part=part)
-    # the quick search's probes, bottom-up and mirrored, on a tile that fits and on one whose
-    # live data alone is past tileMemory (the search then places in the overflow zone): each
-    # kernel compiled on first use in a worker cost it tens of seconds of its budget
-    # (a chain a - b - c of sizes 4, 4, 8: first fit in that order ends at 16, the bound
-    # is 12, so the search has something to do)
-    for capacity in (64, 8):
-        z = Report.from_columns(target=Target(1, capacity, capacity // 2,
-                                              np.array([0, capacity // 2])),
-                                var_id=range(3), tile=[0] * 3, size=[4, 4, 8],
-                                alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
-                                eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
-        q = TileProblem.from_report(z, 0)
-        hint = first_fit(q)
-        quick_search(q, hint, 12, 0.05)
-        for mirrored in (False, True):
-            search.solve_search(q, time_limit=0.05, hint=hint, capacity=12, probe=True,
-                                mirrored=mirrored)
+def _warm_up(whole: bool = True, part: bool = True, zone: bool = True) -> None:
+    """Compile the numba kernels once in the parent, so forked workers inherit them (or load
+    them from numba's cache): ``whole``, the search on a whole tile, first fit and the guard;
+    ``part``, the search on part of a tile (``search.warm_up``); ``zone``, the search's
+    version with the overflow zone (the quick search on a tile whose live data alone is past
+    tileMemory). Each kernel compiled on first use in a worker cost it tens of seconds of its
+    budget; the three compile in separate processes side by side (the test suite does)."""
+    if whole:
+        r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
+                                tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
+                                category=["variable"] * 2, eq_class=[0, 0],
+                                interference=[[]], element_constraints=[[1], []],
+                                region_constraints=[[1], []])
+        p = TileProblem.from_report(r, 0)
+        self_check(p, first_fit(p))
+        search.warm_up(whole=True, part=False)
+        # the quick search's probes, bottom-up and mirrored, on a tile that fits (a chain
+        # a - b - c of sizes 4, 4, 8: first fit in that order ends at 16, the bound is 12,
+        # so the search has something to do)
+        _warm_up_probes(Target(1, 64, 32, np.array([0, 32])), [4, 4, 8], [4, 4, 4])
+    if part:
+        search.warm_up(whole=False, part=True)
+    if zone:
+        # a chain a - b - c of sizes 4, 8, 4 (b aligned to 8) on a tile of 8 bytes: first fit
+        # puts b past tileMemory (ends at 16); at 12, b goes at 0 and a and c past
+        # tileMemory, in the overflow zone
+        _warm_up_probes(Target(1, 8, 8, np.array([0, 4])), [4, 8, 4], [4, 8, 4])
+
+
+def _warm_up_probes(target: Target, size: list[int], alignment: list[int]) -> None:
+    """The quick search and its probes (bottom-up and mirrored) at capacity 12 on a chain of
+    three variables of ``size`` and ``alignment``."""
+    z = Report.from_columns(target=target, var_id=range(3), tile=[0] * 3, size=size,
+                            alignment=alignment, offset=[0] * 3, category=["variable"] * 3,
+                            eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
+    q = TileProblem.from_report(z, 0)
+    hint = first_fit(q)
+    quick_search(q, hint, 12, 0.05)
+    for mirrored in (False, True):
+        search.solve_search(q, time_limit=0.05, hint=hint, capacity=12, probe=True,
+                            mirrored=mirrored)
 
 
 def _verify(report: Report, alloc: Allocation, rules: Rules) -> None:
