@@ -202,3 +202,21 @@ def test_the_pipelined_estimate_within_its_stated_error(pipelined):
     est = np.array([m.max_live_bytes for m in max_live_all(changed, tiles)])
     act = np.array([m.max_live_bytes for m in max_live_all(compiled, tiles)])
     assert (est >= 0.99 * act).all() and (est <= 1.08 * act).all()
+
+
+def test_over_several_ipus_the_new_classes_interfere_only_where_they_share_a_tile(
+        pipelined, monkeypatch):
+    """The recomputed report of a pipelined program keeps its new classes' interference to
+    the pairs that share a tile (as the report keeps its own), and every tile's maximum live
+    bytes are those of the relation in full."""
+    from tilemem.figures import recompute
+
+    _, base, _ = pipelined
+    pruned = recompute._recomputation(base, "all").report
+    monkeypatch.setattr(recompute, "prunes", lambda target: False)
+    full = recompute._recomputation(base, "all").report
+    assert pruned.interference_dropped == -1 and full.interference_dropped is None
+    assert len(pruned.interference.indices) < len(full.interference.indices)
+    tiles = full.tiles_in_use()
+    assert ([m.max_live_bytes for m in max_live_all(pruned, tiles)]
+            == [m.max_live_bytes for m in max_live_all(full, tiles)])

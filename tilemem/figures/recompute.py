@@ -52,6 +52,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Csr, Report
+from ..model.interference import SharedTiles, prunes
 
 ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the forward to the "
            "backward pass is what is kept for the backward, layers are numbered name "
@@ -392,23 +393,30 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     inv = inv.reshape(-1)
     new_cls = C + inv
     steps = np.concatenate([hull, uniq])
-    # interference of the new classes: shared steps with any class (old ones by their hulls)
-    src, dst = [r.interference.row_ids()], [r.interference.indices]
-    for k, (a, b) in enumerate(uniq.tolist()):
-        hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
-        hit = hit[hit != C + k]
-        src += [np.full(len(hit), C + k), hit]
-        dst += [hit, np.full(len(hit), C + k)]
     n_cls = C + len(uniq)
-    s, d = np.concatenate(src), np.concatenate(dst)
-    key = np.unique(s * n_cls + d)
-    interference = Csr.from_pairs(n_cls, key // n_cls, key % n_cls)
     n, k = r.num_vars, len(rows)
     take = np.concatenate([np.arange(n), rows])
     eq = r.eq_class[take].copy()
     eq[rows] = new_cls[:k]
     eq[n:] = new_cls[k:2 * k]
     eq[moved_rows] = new_cls[2 * k:]
+    # over several IPUs only the pairs of classes that share a tile, as the report keeps its
+    # own (``tilemem.model.interference``): conflicts are asked within a tile, and a new class
+    # overlaps in time with most classes of every other IPU
+    shares = (SharedTiles.of(r.tile[take], eq, r.allocated[take], n_cls)
+              if prunes(r.target) else None)
+    # interference of the new classes: shared steps with any class (old ones by their hulls)
+    src, dst = [r.interference.row_ids()], [r.interference.indices]
+    for c, (a, b) in enumerate(uniq.tolist()):
+        hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
+        hit = hit[hit != C + c]
+        if shares is not None:
+            hit = hit[shares.mask(np.full(len(hit), C + c), hit)]
+        src += [np.full(len(hit), C + c), hit]
+        dst += [hit, np.full(len(hit), C + c)]
+    s, d = np.concatenate(src), np.concatenate(dst)
+    key = np.unique(s * n_cls + d)
+    interference = Csr.from_pairs(n_cls, key // n_cls, key % n_cls)
     # the copies' names after the report's own, in one blob (no string a variable)
     extra = "".join(_recomputed_name(r.name(i)) for i in rows.tolist()).encode()
     lengths = [len(_recomputed_name(r.name(i)).encode()) for i in rows.tolist()]
@@ -429,7 +437,8 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
         interference=interference, name_blob=blob, name_offsets=offsets,
         element_constraints=_grown(r.element_constraints, k),
         region_constraints=_grown(r.region_constraints, k),
-        allocation_order=order, class_steps=steps, interference_dropped=None,
+        allocation_order=order, class_steps=steps,
+        interference_dropped=None if shares is None else -1,
         _tile_index=None, _cache={})
     return out, rows, np.arange(n, n + k)
 
