@@ -301,13 +301,18 @@ def _checkpoints_read_again(r: Report, cand, kept, of_row, start, end, ckpt_in, 
     np.minimum.at(first, lay[mine], start[cand][mine])
     is_kept = np.zeros(r.num_vars, bool)
     is_kept[kept] = True
-    ipu_of = r.tile // tpi
+    # the candidates IPU by IPU (a layer's checkpoint is on its own IPU): each layer scans
+    # its IPU's rows, not the whole Pod's
+    cand_ipu = r.tile[cand] // tpi
+    by_ipu = np.argsort(cand_ipu, kind="stable")
+    n_ipus = max(int(cand_ipu.max(initial=0)), int(ipu.max(initial=0))) + 1
+    cut = np.searchsorted(cand_ipu[by_ipu], np.arange(n_ipus + 1))
     rows, ends = [], []
     for u in np.flatnonzero(ckpt_in & (first < never)).tolist():
         f = first[u]
-        live = cand[(start[cand] < f) & (end[cand] > f) & (lay != u)]
-        if ipu[u] >= 0:
-            live = live[ipu_of[live] == ipu[u]]
+        pick = slice(None) if ipu[u] < 0 else by_ipu[cut[ipu[u]]:cut[ipu[u] + 1]]
+        c = cand[pick]
+        live = c[(start[c] < f) & (end[c] > f) & (lay[pick] != u)]
         if not len(live):
             continue
         read = live[start[live] == start[live].max()]
