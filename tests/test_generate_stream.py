@@ -19,7 +19,7 @@ from tilemem.generate import Levers, generate_report
 from tilemem.load import load_report, save_report
 from tilemem.load import pieces as pieces_mod
 from tilemem.model import Csr, symmetric_closure
-from tilemem.model.ipuview import IpuPieces, order_by_tile
+from tilemem.model.ipuview import ROW_COLUMNS, IpuPieces, order_by_tile
 
 CASES = {
     "cnn": dict(preset="mk1", tiles=8, ipus=3, steps=300, seed=3,
@@ -28,9 +28,7 @@ CASES = {
                         always_live_state=True, levers=Levers(half_momentum=True)),
     "splits": dict(preset="mk1", tiles=8, steps=300, seed=3, splits=(3,)),
 }
-COLUMNS = ("var_id", "tile", "size", "alignment", "offset", "category", "eq_class",
-           "allocated", "is_constant", "always_live", "executable", "vertex_code",
-           "lowest_256kb", "in_interleaved_mem", "name_offsets")
+COLUMNS = (*ROW_COLUMNS, "name_offsets")
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))

@@ -998,18 +998,32 @@ def test_a_repeated_probe_runs_other_descents(monkeypatch):
 def test_the_warm_up_reaches_each_version_of_the_kernel():
     """The pool's warm-up compiles (or loads) each of the search kernel's three versions, so
     no worker compiles one on first use: on a whole tile (no zone, no domains), with the
-    overflow zone (no domains), and on part of a tile (a zone and domains)."""
-    from numba.core import types
+    overflow zone (no domains), and on part of a tile (a zone and domains). In a fresh
+    process, each part of the warm-up alone, so no other test's use can stand in for it."""
+    import json
+    import subprocess
+    import sys
 
-    from tilemem.pack.search import kernel
-    from tilemem.pack.tasks import _warm_up
+    script = """
+import json
+from numba.core import types
+from tilemem.pack.search import kernel
+from tilemem.pack.tasks import _warm_up
 
-    def versions():
-        # the kernel's last two arguments: the zone's capacity, the domains
-        return {tuple(isinstance(t, types.NoneType) for t in sig[-2:])
-                for sig in kernel.run.overloads}
+def versions():
+    # the kernel's last two arguments: the zone's capacity, the domains
+    return sorted({tuple(isinstance(t, types.NoneType) for t in sig[-2:])
+                   for sig in kernel.run.overloads})
 
-    _warm_up(whole=False, part=False, zone=True)
-    assert (False, True) in versions()
-    _warm_up(whole=True, part=True, zone=False)
-    assert versions() == {(True, True), (False, True), (False, False)}
+seen = []
+for part in ("zone", "whole", "part"):
+    _warm_up(**{k: k == part for k in ("whole", "part", "zone")})
+    seen.append(versions())
+print(json.dumps(seen))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    zone, whole, part = (set(map(tuple, v)) for v in json.loads(out.splitlines()[-1]))
+    assert zone == {(False, True)}
+    assert whole == zone | {(True, True)}
+    assert part == whole | {(False, False)}

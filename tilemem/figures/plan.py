@@ -51,6 +51,10 @@ LEVER_NAMES = tuple(x[0] for x in PLAN_LEVERS)
 #: Levers of which a combination takes one at most: sharding the weights shards the
 #: optimiser state too (``--rts-weights`` is ``--rts`` and more).
 EXCLUSIVE = (frozenset({"rts", "rts-weights"}),)
+#: Combinations tried at most (each is a bound over the tiles that need less data).
+MAX_TRIES = 40
+#: Seconds the search may take before it settles for the best tried.
+MAX_SECONDS = 60.0
 
 
 def compatible(names) -> bool:
@@ -60,10 +64,6 @@ def compatible(names) -> bool:
     (True, False)
     """
     return all(len(ex.intersection(names)) <= 1 for ex in EXCLUSIVE)
-#: Combinations tried at most (each is a bound over the tiles that need less data).
-MAX_TRIES = 40
-#: Seconds the search may take before it settles for the best tried.
-MAX_SECONDS = 60.0
 
 
 class Plan(msgspec.Struct, rename="camel"):

@@ -274,8 +274,9 @@ def _reads_its_input(r: Report, of_row, kept, layer, codes, U) -> np.ndarray:
     p = np.flatnonzero(persistent_rows(r))
     lp = of_row[p]
     state = np.bincount(lp[lp >= 0], minlength=U)[:U] > 0
-    pairs = np.unique(layer * (int(codes.max()) + 1) + codes[kept])
-    n_kept = np.bincount(pairs // (int(codes.max()) + 1), minlength=U)[:U]
+    span = int(codes.max()) + 1
+    pairs = np.unique(layer * span + codes[kept])   # (layer, tensor) pairs of kept data
+    n_kept = np.bincount(pairs // span, minlength=U)[:U]
     return state | (n_kept > 1)
 
 
@@ -423,8 +424,9 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     key = np.unique(s * n_cls + d)
     interference = Csr.from_pairs(n_cls, key // n_cls, key % n_cls)
     # the copies' names after the report's own, in one blob (no string a variable)
-    extra = "".join(_recomputed_name(r.name(i)) for i in rows.tolist()).encode()
-    lengths = [len(_recomputed_name(r.name(i)).encode()) for i in rows.tolist()]
+    copied = [_recomputed_name(r.name(i)).encode() for i in rows.tolist()]
+    extra = b"".join(copied)
+    lengths = [len(x) for x in copied]
     blob = np.concatenate([np.frombuffer(r.name_blob, np.uint8, count=int(r.name_offsets[-1])),
                            np.frombuffer(extra, np.uint8)])
     offsets = np.concatenate([r.name_offsets,

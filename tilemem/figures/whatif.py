@@ -189,7 +189,8 @@ def _recompute_text(recompute) -> str:
 def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
                     ) -> tuple[Report, list[Applied], np.ndarray]:
     """``r`` recomputed as the ``recompute`` edit says (``tilemem.figures.recompute``; no
-    change without one), what it matched, and the rows whose lifetimes changed.
+    change without one), what it matched, and the rows recomputed (``Recomputation.rows``:
+    the checkpoints whose lifetimes grow to their recomputation are ``.moved``, no copy).
 
     ``base``: the report ``r`` was edited from (``apply_edits``; the same variables). What is
     recomputed, and each stash's share, is then read from ``base`` (the program as compiled:

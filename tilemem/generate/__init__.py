@@ -70,7 +70,7 @@ from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
 from .cnnshape import CnnShape
 from .transformer import Shape, build_transformer
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
-                       GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE, Items,
+                       GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE,
                        always_live_items, step_tiles, step_tiles_of_pieces)
 
 __all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS",
@@ -465,10 +465,7 @@ class _Assembler:
         ranked = np.argsort(need, kind="stable")
         sample = np.sort(ranked[np.unique(np.linspace(0, T - 1, min(T, SAMPLE_TILES))
                                           .round().astype(np.int64))])
-        keep_items = np.isin(items.tile, sample)
-        sub_items = Items(items.tile[keep_items], items.size[keep_items],
-                          [c for c, k in zip(items.category, keep_items) if k],
-                          [lab for lab, k in zip(items.label, keep_items) if k])
+        sub_items = items.take(np.flatnonzero(np.isin(items.tile, sample)))
 
         def over_at(s: float) -> np.ndarray:
             owner, tile, size = self._sample_parts(s, sample)
@@ -547,10 +544,7 @@ class _Assembler:
             items = self._items_at(scale * pressure)
         item_ipu = items.tile // self.tpi
         for k, (owner, tile, size) in enumerate(self.ipu_parts(scale * pressure)):
-            mine = np.flatnonzero(item_ipu == k)
-            got = mine.tolist()
-            sub = Items(items.tile[mine], items.size[mine], [items.category[i] for i in got],
-                        [items.label[i] for i in got])
+            sub = items.take(np.flatnonzero(item_ipu == k))
             with _phase(progress, f"IPU {k}: naming variables, constraints, interference"):
                 r = self.build(owner, tile, size, sub, names=True)
             del owner, tile, size, sub

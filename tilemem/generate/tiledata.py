@@ -67,6 +67,12 @@ class Items:
     label: list             # name without the ``#tile`` suffix
     per_weight: dict | None = None   # bytes per unit of item weight, by category
 
+    def take(self, idx: np.ndarray) -> "Items":
+        """The items at the positions ``idx`` (``per_weight`` not carried)."""
+        got = idx.tolist()
+        return Items(self.tile[idx], self.size[idx], [self.category[i] for i in got],
+                     [self.label[i] for i in got])
+
 
 def step_tiles(program: Program, part_tensor: np.ndarray, part_tile: np.ndarray,
                num_tiles: int) -> list[np.ndarray]:

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import FLAG_FIELDS, Csr, Report
-from ..model.ipuview import IpuPieces
+from ..model import Csr, Report
+from ..model.ipuview import ROW_COLUMNS, IpuPieces
 
 #: Interference keys merged at a time (int64s: 16 Mi keys, 128 MiB and their unique).
 MERGE_KEYS = 1 << 24
-_ROW_COLUMNS = ("tile", "size", "alignment", "offset", "category", "eq_class",
-                *FLAG_FIELDS)
+#: The per-variable columns spooled from each piece; var ids are numbered afresh (var ``i`` is
+#: row ``i``, as the generator numbers them).
+_ROW_COLUMNS = tuple(c for c in ROW_COLUMNS if c != "var_id")
 
 
 class _Spool:
@@ -57,13 +58,8 @@ class _Spool:
         self.files.clear()
 
 
-def _csr_lengths(csr: Csr) -> np.ndarray:
-    return np.diff(np.asarray(csr.indptr, np.int64))
-
-
-def _indptr(spool: _Spool, name: str, lengths: np.ndarray | None = None) -> np.ndarray:
-    """An indptr from spooled (or given) row lengths."""
-    lengths = spool.mapped(name, np.int64) if lengths is None else lengths
+def _indptr(lengths: np.ndarray) -> np.ndarray:
+    """An indptr from row lengths."""
     ptr = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=ptr[1:])
     return ptr
@@ -105,9 +101,9 @@ def _spooled(p: IpuPieces, spool: _Spool) -> Report:
         spool.append("name_offsets", np.asarray(piece.name_offsets[:-1], np.int64) + blob)
         for name in ("element_constraints", "region_constraints"):
             csr = getattr(piece, name)
-            spool.append(name + ".len", _csr_lengths(csr))
+            spool.append(name + ".len", csr.lengths().astype(np.int64, copy=False))
             spool.append(name + ".idx", np.asarray(csr.indices, np.int64) + rows)
-        order_lengths += _csr_lengths(piece.allocation_order)
+        order_lengths += piece.allocation_order.lengths()
         spool.append("allocation_order.idx",
                      np.asarray(piece.allocation_order.indices, np.int64) + rows)
         inter = piece.interference
@@ -119,14 +115,15 @@ def _spooled(p: IpuPieces, spool: _Spool) -> Report:
     spool.append("name_offsets", np.array([blob], np.int64))
     cols = {name: spool.mapped(name) for name in ("var_id", *_ROW_COLUMNS)}
     cols["category"] = cols["category"].astype(np.int16, copy=False)
-    cons = {name: Csr(_indptr(spool, name + ".len"), spool.mapped(name + ".idx", np.int64))
+    cons = {name: Csr(_indptr(spool.mapped(name + ".len", np.int64)),
+                    spool.mapped(name + ".idx", np.int64))
             for name in ("element_constraints", "region_constraints")}
     blob_col = spool.mapped("name_blob", np.uint8)
     return Report(
         target=p.target, **cols, name_blob=blob_col if len(blob_col) else b"",
         name_offsets=spool.mapped("name_offsets"), categories=tuple(p.categories), **cons,
         interference=_merged_interference(spool, keys, K),
-        allocation_order=Csr(_indptr(spool, "", order_lengths),
+        allocation_order=Csr(_indptr(order_lengths),
                              spool.mapped("allocation_order.idx", np.int64)),
         class_steps=p.class_steps, interference_dropped=dropped)
 
@@ -145,7 +142,7 @@ def _merged_interference(spool: _Spool, keys: list[str], K: int) -> Csr:
         spool.append("interference.idx", u % K)
     if "interference.idx" not in spool.files:
         spool.append("interference.idx", np.zeros(0, np.int64))
-    return Csr(_indptr(spool, "", lengths), spool.mapped("interference.idx"))
+    return Csr(_indptr(lengths), spool.mapped("interference.idx"))
 
 
 def write_capnp_pieces(p: IpuPieces, f, spool_dir) -> None:

@@ -31,6 +31,7 @@ from . import Csr, Report
 from ._tileorder import BLOCK as _BLOCK
 from .ipuview import ROW_COLUMNS, gathered_names, tile_ordered
 
+
 def ipu_tiles(report: Report, ipu: int) -> np.ndarray:
     """The tiles in use of IPU ``ipu``."""
     used = report.tiles_in_use()
