@@ -220,3 +220,32 @@ def test_over_several_ipus_the_new_classes_interfere_only_where_they_share_a_til
     tiles = full.tiles_in_use()
     assert ([m.max_live_bytes for m in max_live_all(pruned, tiles)]
             == [m.max_live_bytes for m in max_live_all(full, tiles)])
+
+
+def test_the_pods_bounds_go_ipu_by_ipu_and_equal_the_whole_changed_reports(pipelined):
+    """oom's next steps and plan (``WhatIfBounds``) take a recomputation IPU by IPU on a
+    report ordered by tile (each IPU's changed part, never the Pod's): every tile's bound
+    is ``max_live_all`` on the whole changed report, alone and with another lever."""
+    from tilemem.figures.whatif import RECOMPUTE, apply_edits, recompute_of
+    from tilemem.figures.whatifbounds import WhatIfBounds
+    from tilemem.model.ipuview import order_by_tile, tile_ordered
+
+    _, base, _ = pipelined
+    r = order_by_tile(base)
+    assert tile_ordered(r) and r.target.num_ipus == 2
+    tiles = r.tiles_in_use()
+    bounds = WhatIfBounds(r, tiles)
+    for edits in (lever_edits(recompute=True),
+                  lever_edits(recompute=True, half_momentum=True)):
+        got, applied = bounds.of_edits(edits)
+        changed, _ = apply_edits(r, edits)
+        whole, _, _ = apply_recompute(changed, edits, base=r)
+        assert got.tolist() == [m.max_live_bytes for m in max_live_all(whole, tiles)]
+        e = next(x for x in edits if x.kind == RECOMPUTE)
+        assert applied[-1].variables == len(recompute_of(r, e).rows) > 0
+    # each IPU's part holds its own rows and their copies only
+    parts = bounds._recomputed_parts(e.pattern, recompute_of(r, e))
+    assert len(parts) == 2
+    for pos, lo, part, _ in parts:
+        assert (r.target.ipu_of(tiles[pos]) == r.target.ipu_of(part.base.tile)[0]).all()
+        assert part.report.num_vars == part.base.num_vars + len(part.rows) < r.num_vars

@@ -177,14 +177,14 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     if by_ipu is None:
         by_ipu = r.target.num_ipus > 1 and tile_ordered(r)
     if not by_ipu:
-        return _check(r, off, rules, limit, _interference_keys(r))
+        return _check(r, off, rules, limit, *_interference_keys(r))
     keys = _interference_keys(r)   # once: the relation is the whole report's
     bounds = ipu_bounds(r) if tile_ordered(r) else None
     parts = []
     for k, view in ipu_parts(r):
         part_off = (off[bounds[k]:bounds[k + 1]] if bounds is not None
                     else off[r.rows_of_vars(view.var_id)])
-        parts.append(_check(view, part_off, rules, limit, keys))
+        parts.append(_check(view, part_off, rules, limit, *keys))
     return _merged(parts, rules, limit, r.num_tiles)
 
 
@@ -211,8 +211,8 @@ def _merged(parts: list[CheckResult], rules: Rules, limit: int, num_tiles: int) 
         tile_violations=sum((p.tile_violations for p in parts), np.zeros(num_tiles, np.int64)))
 
 
-def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarray
-           ) -> CheckResult:
+def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarray,
+           keys_ptr: np.ndarray) -> CheckResult:
     rows = np.flatnonzero(r.allocated)
     bad = rows[off[rows] < 0]
     if len(bad):
@@ -291,9 +291,11 @@ def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarra
     nz = np.flatnonzero(size > 0)
     order = nz[np.lexsort((start[nz], r.tile[rows[nz]]))]
     srows = rows[order]
+    key_ptr = keys_ptr if num_classes > DENSE_CLASSES else np.zeros(1, np.int64)
     n_over, pa, pb, why = _overlap_sweep(
         r.tile[srows], start[order], end[order], r.eq_class[srows], r.always_live[srows],
-        keys, num_classes, dense, num_classes <= DENSE_CLASSES, limit, per_tile["overlap"])
+        keys, key_ptr, num_classes, dense, num_classes <= DENSE_CLASSES, limit,
+        per_tile["overlap"])
     counts["overlap"] = int(n_over)
     for i, j, w in zip(pa.tolist(), pb.tolist(), why.tolist()):
         ri, rj = int(srows[i]), int(srows[j])
@@ -348,13 +350,14 @@ def _pairs(csr, pos):
     return key // n, key % n
 
 
-def _interference_keys(r: Report) -> np.ndarray:
+def _interference_keys(r: Report) -> tuple[np.ndarray, np.ndarray]:
     """Sorted ``a * C + b`` for every listed class pair, both directions (symmetric: a pair
-    conflicts if either list says so)."""
+    conflicts if either list says so), and where each class's keys start (``C + 1``)."""
     inter = r.interference
     c = max(inter.num_rows, 1)
     src, dst = inter.row_ids(), inter.indices
-    return _unique(np.concatenate([src * c + dst, dst * c + src]))
+    keys = _unique(np.concatenate([src * c + dst, dst * c + src]))
+    return keys, np.searchsorted(keys, np.arange(c + 1, dtype=np.int64) * c)
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -364,26 +367,29 @@ def _unique(x: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _listed(keys, key):
-    # a binary search of our own: numba's np.searchsorted in cached code can run another
-    # cached function's search (see tilemem.liveness.sorting; the checker imports none of it)
-    lo, hi = 0, len(keys)
+def _listed(keys, lo, hi, key):
+    """Whether ``key`` is in ``keys[lo:hi]`` (sorted). A binary search of our own: numba's
+    np.searchsorted in cached code can run another cached function's search (see
+    tilemem.liveness.sorting; the checker imports none of it)."""
+    end = hi
     while lo < hi:
         mid = (lo + hi) >> 1
         if keys[mid] < key:
             lo = mid + 1
         else:
             hi = mid
-    return lo < len(keys) and keys[lo] == key
+    return lo < end and keys[lo] == key
 
 
 @njit(cache=True)
-def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_dense, limit,
-                   per_tile):
+def _overlap_sweep(tile, start, end, cls, always, keys, key_ptr, num_classes, dense,
+                   use_dense, limit, per_tile):
     """Variables sorted by (tile, start), all of positive size: every pair that shares a byte
     is ``i < j`` with ``start[j] < end[i]`` on the same tile. Returns the number of conflicting
     overlapping pairs and the first ``limit`` of them with the reason (0 alwaysLive, 1 same
-    class, 2 interfering classes); counts every pair on its tile in ``per_tile``."""
+    class, 2 interfering classes); counts every pair on its tile in ``per_tile``. A class's
+    listed pairs are ``keys[key_ptr[c]:key_ptr[c + 1]]``: a pair is searched among its first
+    class's (a few hundred keys, in cache), not among a Pod's hundreds of millions."""
     n = len(start)
     count = 0
     pa = np.empty(limit, np.int64)
@@ -400,7 +406,8 @@ def _overlap_sweep(tile, start, end, cls, always, keys, num_classes, dense, use_
             elif use_dense:
                 if dense[cls[i], cls[j]]:
                     w = 2
-            elif _listed(keys, cls[i] * num_classes + cls[j]):
+            elif _listed(keys, key_ptr[cls[i]], key_ptr[cls[i] + 1],
+                         cls[i] * num_classes + cls[j]):
                 w = 2
             if w >= 0:
                 per_tile[tile[i]] += 1

@@ -51,7 +51,17 @@ PER_SAMPLE_CATEGORIES = ("variable", "message", "rearrangement", "outputEdge")
 
 
 def persistent_rows(r: Report) -> np.ndarray:
-    """Whether each row is persistent training state (see the module docstring)."""
+    """Whether each row is persistent training state (see the module docstring). Computed
+    once a report (every lever asks; at Pod scale a pass is seconds), read-only."""
+    return r.cached("batch.persistent_rows", lambda: _frozen(_persistent_rows(r)))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _persistent_rows(r: Report) -> np.ndarray:
     var = np.isin(r.category, [k for k, c in enumerate(r.categories) if c == "variable"])
     data = r.allocated & var
     out = data & r.always_live
@@ -71,12 +81,14 @@ def persistent_rows(r: Report) -> np.ndarray:
 
 def micro_batch_rows(r: Report) -> np.ndarray:
     """Rows a smaller micro-batch shrinks: per-sample tensors that are neither persistent
-    nor parameter-shaped (see the module docstring)."""
-    from ..model.names import tensor_keys
+    nor parameter-shaped (see the module docstring). Computed once a report, read-only."""
+    return r.cached("batch.micro_batch_rows", lambda: _frozen(_micro_batch_rows(r)))
 
-    keys = tensor_keys(r)
-    _, code = np.unique(keys, return_inverse=True)
-    code = code.reshape(-1)
+
+def _micro_batch_rows(r: Report) -> np.ndarray:
+    from ..model.names import tensor_codes
+
+    code, _ = tensor_codes(r)
     alloc = np.flatnonzero(r.allocated)
     k = int(code.max()) + 1 if len(code) else 0
     first = np.full(k, np.iinfo(np.int64).max)

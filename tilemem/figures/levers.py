@@ -94,12 +94,26 @@ def _named(r: Report, rx) -> np.ndarray:
     return hit[codes]
 
 
+def _once(r: Report, name: str, make) -> np.ndarray:
+    """``make(r)``, computed once a report and read-only: each lever's rows are asked by
+    every combination the plan tries, and at Pod scale a pass over the rows is seconds."""
+    def frozen():
+        a = make(r)
+        a.setflags(write=False)
+        return a
+    return r.cached("levers." + name, frozen)
+
+
 def _category_is(r: Report, cats) -> np.ndarray:
     return np.isin(r.category, [k for k, c in enumerate(r.categories) if c in cats])
 
 
 def partials_rows(r: Report) -> np.ndarray:
     """Rows of convolution and matmul partial sums (see the module docstring)."""
+    return _once(r, "partials_rows", _partials_rows)
+
+
+def _partials_rows(r: Report) -> np.ndarray:
     from .batch import persistent_rows
 
     data = _category_is(r, ("variable",))
@@ -125,6 +139,10 @@ def partials_rows(r: Report) -> np.ndarray:
 
 def optimiser_state_rows(r: Report) -> np.ndarray:
     """Persistent rows named as an optimiser's state."""
+    return _once(r, "optimiser_state_rows", _optimiser_state_rows)
+
+
+def _optimiser_state_rows(r: Report) -> np.ndarray:
     from .batch import persistent_rows
 
     return np.flatnonzero(persistent_rows(r) & _named(r, OPTIMISER_HINT))
@@ -132,6 +150,10 @@ def optimiser_state_rows(r: Report) -> np.ndarray:
 
 def first_order_rows(r: Report) -> np.ndarray:
     """The optimiser state named as first-order momentum."""
+    return _once(r, "first_order_rows", _first_order_rows)
+
+
+def _first_order_rows(r: Report) -> np.ndarray:
     rows = optimiser_state_rows(r)
     return rows[_named(r, FIRST_ORDER_HINT)[rows]]
 
@@ -139,6 +161,10 @@ def first_order_rows(r: Report) -> np.ndarray:
 def optimiser_temporary_rows(r: Report) -> np.ndarray:
     """Model data named as the optimiser's that is not persistent (its update's
     temporaries)."""
+    return _once(r, "optimiser_temporary_rows", _optimiser_temporary_rows)
+
+
+def _optimiser_temporary_rows(r: Report) -> np.ndarray:
     from .batch import persistent_rows
 
     var = _category_is(r, ("variable",)) & r.allocated & ~r.always_live
@@ -160,6 +186,10 @@ def amp_sizes(r: Report, size: np.ndarray, amps: tuple, was: float):
 
 def weight_rows(r: Report) -> np.ndarray:
     """Persistent model data not named as an optimiser's state: the weights."""
+    return _once(r, "weight_rows", _weight_rows)
+
+
+def _weight_rows(r: Report) -> np.ndarray:
     from .batch import persistent_rows
 
     var = _category_is(r, ("variable",))

@@ -47,12 +47,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+from numba import njit
 
 from ..errors import ReportError
 from ..model import Csr, Report
 from ..model.interference import SharedTiles, prunes
+
+_NONE = np.zeros(0, np.int64)
 
 ASSUMES = ("--recompute{at}: the per-sample data live across the turn from the forward to the "
            "backward pass is what is kept for the backward, layers are numbered name "
@@ -85,28 +89,82 @@ def turn_step(r: Report, rows: np.ndarray) -> int:
 
 @dataclass(frozen=True)
 class Recomputation:
-    """``recomputation``'s answer and what it is made of: the changed ``report``, the ``rows``
-    recomputed, their ``copies`` (rows of ``report``), and each stash cut to its
-    checkpoints' share (``stash_rows`` at ``stash_keep / stash_total`` of their bytes), and
-    the checkpoints whose lifetimes grow to their recomputation (``moved``, no copy);
-    ``resized`` gives the same report's sizes for other sizes of the original rows."""
+    """``recomputation``'s answer, what it is made of: the ``rows`` recomputed, with the
+    forward (``fwd``) and recomputed (``bwd``) lifetimes, in half steps, of each and of its
+    copy; each stash cut to its checkpoints' share (``stash_rows`` at ``stash_keep /
+    stash_total`` of their bytes); the checkpoints whose lifetimes grow to their
+    recomputation (``moved``, at ``moved_lifetimes``, no copy); and of ``base``, the report as
+    compiled. ``report``: the changed report (built when asked; ``on_ipu`` gives one IPU's
+    part of it, so a Pod's whole changed report need not be); ``resized`` gives its sizes
+    for other sizes of the original rows."""
 
-    report: Report
+    base: Report
     rows: np.ndarray
-    copies: np.ndarray
-    stash_rows: np.ndarray
-    stash_keep: np.ndarray
-    stash_total: np.ndarray
-    moved: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fwd: tuple = (_NONE, _NONE)
+    bwd: tuple = (_NONE, _NONE)
+    stash_rows: np.ndarray = field(default_factory=lambda: _NONE)
+    stash_keep: np.ndarray = field(default_factory=lambda: _NONE)
+    stash_total: np.ndarray = field(default_factory=lambda: _NONE)
+    moved: np.ndarray = field(default_factory=lambda: _NONE)
+    moved_lifetimes: tuple = (_NONE, _NONE)
+    #: one IPU's view of a Pod: its interference built from the view's own classes
+    local: bool = False
+
+    @property
+    def changes(self) -> bool:
+        return bool(len(self.rows) or len(self.moved))
+
+    @cached_property
+    def report(self) -> Report:
+        """The changed report: the recomputed rows in classes of their forward lifetimes,
+        a copy of each (rows ``copies``) in classes of its recomputed lifetime, the moved
+        checkpoints in classes of theirs (see the module docstring)."""
+        if not self.changes:
+            return self.base
+        return _with_lifetimes(self.base, self.rows, self.fwd, self.bwd,
+                               self._cut(self.base.size),
+                               (self.moved, self.moved_lifetimes), half_steps=True,
+                               local=self.local)
+
+    @property
+    def copies(self) -> np.ndarray:
+        """The rows of ``report`` that are the recomputed copies."""
+        n = self.base.num_vars
+        return np.arange(n, n + len(self.rows)) if self.changes else _NONE
+
+    def _cut(self, size: np.ndarray) -> np.ndarray:
+        s = size.copy()
+        st = self.stash_rows
+        s[st] = np.ceil(size[st] * self.stash_keep / self.stash_total).astype(s.dtype)
+        return s
 
     def resized(self, size: np.ndarray, allocated: np.ndarray):
         """``(size, allocated)`` of every row of ``report`` when the original rows have
         ``size`` and ``allocated``: each stash cut by the same share, a copy as its row."""
-        s = size.copy()
-        st = self.stash_rows
-        s[st] = np.ceil(size[st] * self.stash_keep / self.stash_total).astype(s.dtype)
+        if not self.changes:
+            return size, allocated
         take = np.concatenate([np.arange(len(size)), self.rows])
-        return s[take], allocated[take]
+        return self._cut(size)[take], allocated[take]
+
+    def on_ipu(self, k: int) -> "Recomputation":
+        """The same recomputation on IPU ``k`` of an ordered report
+        (``tilemem.model.ipuview.ipu_view``): its rows, stashes and checkpoints, renumbered
+        to the view's rows. Its ``report`` holds that IPU's variables and their copies only,
+        with the interference of its own classes (conflicts are asked within a tile, and a
+        tile is one IPU's)."""
+        from ..model.ipuview import ipu_bounds, ipu_view
+
+        b = ipu_bounds(self.base)
+        lo, hi = int(b[k]), int(b[k + 1])
+
+        def inside(x):
+            return (x >= lo) & (x < hi)
+        m, ms, mv = inside(self.rows), inside(self.stash_rows), inside(self.moved)
+        return Recomputation(
+            ipu_view(self.base, k), self.rows[m] - lo, (self.fwd[0][m], self.fwd[1][m]),
+            (self.bwd[0][m], self.bwd[1][m]), self.stash_rows[ms] - lo,
+            self.stash_keep[ms], self.stash_total[ms], self.moved[mv] - lo,
+            (self.moved_lifetimes[0][mv], self.moved_lifetimes[1][mv]), local=True)
 
 
 def recomputation(r: Report, checkpoints) -> Recomputation:
@@ -183,8 +241,6 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     lay = layer[~(is_out & keep_out[layer])]
     none = np.zeros(0, np.int64)
     stash = _stash_cut(r, every, every_layer, again, start, end, tpi)
-    size = r.size.copy()
-    size[stash[0]] = np.ceil(r.size[stash[0]] * stash[1] / stash[2]).astype(size.dtype)
     # each segment's last layer, and when its recomputation runs
     seg_last = np.zeros(U, np.int64)
     nxt = U - 1
@@ -227,16 +283,15 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     read = _checkpoints_read_again(r, cand, every, units.of_row, start, end, ckpt_in, ipu,
                                    replay_of + 1, tpi)
     if not len(again) and not len(ck) and not len(read[0]):
-        return Recomputation(r, none, none, none, none, none)
+        return Recomputation(r, none)
     temp, temp_at = _replayed_temporaries(r, units.of_row, every, start, end, turn,
                                           seg_last, replay_of, again, read[0])
     fwd = (2 * np.concatenate([start[again], start[ck], start[temp]]),
            np.concatenate([2 * fwd_end - 1, ck_end, 2 * end[temp] - 1]))
     bwd = (np.concatenate([np.minimum(replay, 2 * end[again] - 2), ck_again, temp_at]),
            np.concatenate([2 * end[again] - 1, 2 * end[ck] - 1, temp_at + 1]))
-    out, rows, copies = _with_lifetimes(r, np.concatenate([again, ck, temp]), fwd, bwd, size,
-                                        read, half_steps=True)
-    return Recomputation(out, rows, copies, *stash, moved=read[0])
+    return Recomputation(r, np.concatenate([again, ck, temp]), fwd, bwd, *stash,
+                         moved=read[0], moved_lifetimes=read[1])
 
 
 def _replayed_temporaries(r: Report, of_row, kept, start, end, turn, seg_last, replay_of,
@@ -302,21 +357,27 @@ def _checkpoints_read_again(r: Report, cand, kept, of_row, start, end, ckpt_in, 
     np.minimum.at(first, lay[mine], start[cand][mine])
     is_kept = np.zeros(r.num_vars, bool)
     is_kept[kept] = True
-    # the candidates IPU by IPU (a layer's checkpoint is on its own IPU): each layer scans
-    # its IPU's rows, not the whole Pod's
+    # the candidates IPU by IPU (a layer's checkpoint is on its own IPU), each IPU's by
+    # start: a layer walks back from its first definition to the last live one, not over
+    # its IPU's rows (a Pod's layers each scanning a million rows took minutes)
     cand_ipu = r.tile[cand] // tpi
-    by_ipu = np.argsort(cand_ipu, kind="stable")
     n_ipus = max(int(cand_ipu.max(initial=0)), int(ipu.max(initial=0))) + 1
-    cut = np.searchsorted(cand_ipu[by_ipu], np.arange(n_ipus + 1))
+    groups = {}
+
+    def group(k):   # IPU k's candidates (k < 0: every IPU's), by start
+        if k not in groups:
+            pick = np.arange(len(cand)) if k < 0 else np.flatnonzero(cand_ipu == k)
+            pick = pick[np.argsort(start[cand[pick]], kind="stable")]
+            c = cand[pick]
+            groups[k] = (c, start[c], end[c], lay[pick])
+        return groups[k]
     rows, ends = [], []
     for u in np.flatnonzero(ckpt_in & (first < never)).tolist():
         f = first[u]
-        pick = slice(None) if ipu[u] < 0 else by_ipu[cut[ipu[u]]:cut[ipu[u] + 1]]
-        c = cand[pick]
-        live = c[(start[c] < f) & (end[c] > f) & (lay[pick] != u)]
-        if not len(live):
+        c, cs, ce, cl = group(int(ipu[u]) if ipu[u] < n_ipus else -1)
+        read = c[_last_live_before(cs, ce, cl, f, u)]
+        if not len(read):
             continue
-        read = live[start[live] == start[live].max()]
         again = int(replay_at[u])
         if is_kept[read].any() or 2 * end[read].max() - 1 >= again:
             continue
@@ -329,6 +390,31 @@ def _checkpoints_read_again(r: Report, cand, kept, of_row, start, end, ckpt_in, 
     ends = np.concatenate(ends)
     rows, first_of = np.unique(rows, return_index=True)   # a row of two segments: its first
     return rows, (2 * start[rows], np.maximum(ends[first_of], 2 * end[rows] - 1))
+
+
+@njit(cache=True)
+def _last_live_before(start, end, layer, f, u):
+    """Positions (in ``start``'s ascending order) of the rows live at ``f`` (``start < f <
+    end``) of another layer than ``u`` whose start is the latest among those."""
+    j = np.searchsorted(start, f) - 1
+    while j >= 0 and not (end[j] > f and layer[j] != u):
+        j -= 1
+    if j < 0:
+        return np.zeros(0, np.int64)
+    lo = j
+    while lo > 0 and start[lo - 1] == start[j]:
+        lo -= 1
+    n = 0
+    for i in range(lo, j + 1):
+        if end[i] > f and layer[i] != u:
+            n += 1
+    out = np.empty(n, np.int64)
+    n = 0
+    for i in range(lo, j + 1):
+        if end[i] > f and layer[i] != u:
+            out[n] = i
+            n += 1
+    return out
 
 
 def _layers_only(units):
@@ -379,12 +465,15 @@ def _stash_cut(r: Report, kept, layer, again, start, end, tpi):
 
 
 def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None,
-                    half_steps: bool = False):
+                    half_steps: bool = False, local: bool = False) -> Report:
     """``r`` with ``rows`` in classes of the ``fwd`` intervals and a copy of each in classes
     of the ``bwd`` intervals, and the rows of ``moved`` (``(rows, (start, end))``, no copy)
     in classes of their intervals; new classes interfere with every class whose steps they
     share. ``half_steps``: the intervals are in half steps (the report's steps [s, e) are
-    [2s, 2e - 1)), and so are the steps of the report returned."""
+    [2s, 2e - 1)), and so are the steps of the report returned. ``local``: ``r`` is one
+    IPU's view of a Pod (``tilemem.model.ipuview``), whose interference is the whole Pod's:
+    only its own classes' is kept, and the new classes are matched against those (the rest
+    is never asked on its tiles)."""
     from dataclasses import replace
 
     none = np.zeros(0, np.int64)
@@ -412,9 +501,17 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     shares = (SharedTiles.of(r.tile[take], eq, r.allocated[take], n_cls)
               if prunes(r.target) else None)
     # interference of the new classes: shared steps with any class (old ones by their hulls)
-    src, dst = [r.interference.row_ids()], [r.interference.indices]
+    if local:   # the view's own classes, their entries and no other IPU's
+        own = np.unique(r.eq_class[r.allocated])
+        lengths, entries = r.interference.gather(own)
+        src, dst = [np.repeat(own, lengths)], [entries]
+        pool = np.concatenate([own, np.arange(C, n_cls)])
+    else:
+        src, dst = [r.interference.row_ids()], [r.interference.indices]
+        pool = np.arange(n_cls)
+    lo_of, hi_of = steps[pool, 0], steps[pool, 1]
     for c, (a, b) in enumerate(uniq.tolist()):
-        hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
+        hit = pool[(lo_of < b) & (hi_of > a)]
         hit = hit[hit != C + c]
         if shares is not None:
             hit = hit[shares.mask(np.full(len(hit), C + c), hit)]
@@ -427,10 +524,13 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     copied = [_recomputed_name(r.name(i)).encode() for i in rows.tolist()]
     extra = b"".join(copied)
     lengths = [len(x) for x in copied]
-    blob = np.concatenate([np.frombuffer(r.name_blob, np.uint8, count=int(r.name_offsets[-1])),
+    # (a view's names are a slice of the whole blob: only that slice is copied)
+    first, last = int(r.name_offsets[0]), int(r.name_offsets[-1])
+    blob = np.concatenate([np.frombuffer(r.name_blob, np.uint8, count=last - first,
+                                         offset=first),
                            np.frombuffer(extra, np.uint8)])
-    offsets = np.concatenate([r.name_offsets,
-                              r.name_offsets[-1] + np.cumsum(lengths, dtype=np.int64)])
+    offsets = np.concatenate([r.name_offsets - first,
+                              last - first + np.cumsum(lengths, dtype=np.int64)])
     ao = r.allocation_order
     order = Csr.from_pairs(ao.num_rows, np.concatenate([ao.row_ids(), r.tile[rows]]),
                            np.concatenate([ao.indices, np.arange(n, n + k)]))
@@ -447,7 +547,7 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
         allocation_order=order, class_steps=steps,
         interference_dropped=None if shares is None else -1,
         _tile_index=None, _cache={})
-    return out, rows, np.arange(n, n + k)
+    return out
 
 
 def _grown(csr: Csr, k: int) -> Csr:

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from ..model import Report
-from ..model.names import base_name, tensor_keys
+from ..model.names import tensor_codes
 
 #: Groups of classes when a report has no usable names.
 CLASS_GROUPS = 64
@@ -51,8 +51,7 @@ def tensor_codes_fast(r: Report) -> tuple[np.ndarray, list[str]]:
     >>> [names[c] for c in codes.tolist()]
     ['w', 'w', 'x']
     """
-    _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
-    return inv.reshape(-1).astype(np.int64), [base_name(r.name(int(i))) for i in first]
+    return tensor_codes(r)
 
 
 def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None,

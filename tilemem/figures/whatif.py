@@ -205,10 +205,16 @@ def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
     out, rows = rc.report, rc.rows
     if base is not None and base is not r:
         out = changed_report(out, *rc.resized(r.size, r.allocated))
+    return out, [recompute_applied(r, e, rc)], rows
+
+
+def recompute_applied(r: Report, e: Edit, rc) -> Applied:
+    """What the ``recompute`` edit ``e`` matched on ``r`` (its rows ``rc.rows``, at ``r``'s
+    sizes): the same bytes before and after (its lifetimes change, not its sizes)."""
     codes, _ = tensor_codes(r)
-    b = int(r.size[rows].sum())
-    return out, [Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
-                         variables=len(rows), bytes_before=b, bytes_after=b)], rows
+    b = int(r.size[rc.rows].sum())
+    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rc.rows]).size),
+                   variables=len(rc.rows), bytes_before=b, bytes_after=b)
 
 
 def recompute_of(r: Report, e: Edit):

@@ -39,21 +39,42 @@ class WhatIfBounds:
         """The bound after ``edits`` (``tilemem.figures.whatif.parse_edits``), as
         ``max_live_all`` on ``apply_recompute(*apply_edits(r, edits), base=r)``'s report,
         and what each edit matched (``Applied``); ``ReportError`` as ``apply_edits``."""
-        from .whatif import RECOMPUTE, apply_recompute, edited_sizes, recompute_of
+        from .whatif import RECOMPUTE, edited_sizes, recompute_applied, recompute_of
 
         size, allocated, applied = edited_sizes(self.r, edits)
         e = next((x for x in edits if x.kind == RECOMPUTE), None)
         if e is None:
             return self._cliques.max_live(size, allocated), applied
-        if e.pattern not in self._recomputed:
-            from ..liveness.reweight import TileCliques
+        rc = recompute_of(self.r, e)
+        out = np.zeros(len(self.tiles), np.int64)
+        for pos, lo, part, cliques in self._recomputed_parts(e.pattern, rc):
+            n = part.base.num_vars   # an IPU's rows of the whole columns, or all of them
+            out[pos] = cliques.max_live(*part.resized(size[lo:lo + n], allocated[lo:lo + n]))
+        return out, applied + [recompute_applied(self.r, e, rc)]
 
-            rc = recompute_of(self.r, e)
-            self._recomputed[e.pattern] = (rc, TileCliques(
-                rc.report, self.tiles, self.time_limit * max(len(self.tiles), 1)))
-        rc, cliques = self._recomputed[e.pattern]
-        _, more, _ = apply_recompute(self.r, [e])   # what it matched (cached)
-        return cliques.max_live(*rc.resized(size, allocated)), applied + more
+    def _recomputed_parts(self, pattern: str, rc) -> list:
+        """``(positions in tiles, first row, Recomputation, TileCliques)`` of the recomputed
+        report: one
+        IPU at a time on an ordered report of several (each IPU's changed part, its tiles'
+        graphs taken apart, then the part let go), else the whole report."""
+        if pattern not in self._recomputed:
+            from ..liveness.reweight import TileCliques
+            from ..model.ipuview import ipu_bounds, tile_ordered
+
+            parts = []
+            if self.r.target.num_ipus > 1 and tile_ordered(self.r) and rc.changes:
+                ipu = self.r.target.ipu_of(self.tiles)
+                for k in np.unique(ipu).tolist():
+                    pos = np.flatnonzero(ipu == k)
+                    part = rc.on_ipu(k)
+                    parts.append((pos, int(ipu_bounds(self.r)[k]), part, TileCliques(
+                        part.report, self.tiles[pos], self.time_limit * len(pos))))
+                    part.__dict__.pop("report", None)   # kept: the cliques, not the report
+            else:
+                parts.append((np.arange(len(self.tiles)), 0, rc, TileCliques(
+                    rc.report, self.tiles, self.time_limit * max(len(self.tiles), 1))))
+            self._recomputed[pattern] = parts
+        return self._recomputed[pattern]
 
 
 def whatif_bounds(r: Report, tiles, time_limit: float = 10.0) -> WhatIfBounds:

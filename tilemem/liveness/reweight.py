@@ -52,7 +52,8 @@ class TileCliques:
     each re-weighting, as ``max_live_all``'s."""
 
     def __init__(self, r: Report, tiles, time_limit: float = 10.0):
-        self.r = r
+        # the report is not kept: only what re-weighting needs (a part built for these
+        # cliques, an IPU's recomputed report say, can then go)
         self.tiles = np.atleast_1d(np.asarray(tiles, np.int64))
         self.time_limit = time_limit
         T, C = r.num_tiles, max(r.num_classes, 1)

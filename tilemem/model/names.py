@@ -35,7 +35,8 @@ def layer_of(base: str) -> str:
 def tensor_codes(r, rows=None) -> tuple[np.ndarray, list[str]]:
     """Every row's tensor -- its name without the ``#tile`` suffix -- as a code into a list of
     distinct names: ``(codes, names)``, ``names[codes[i]]`` for row ``rows[i]`` (default: every
-    row of the report, cached on it).
+    row of the report, by the names' hashes, cached on it; ``names`` then in no particular
+    order).
 
     Names are read from the report's name column once; tensors are far fewer than variables,
     so everything downstream (patterns, groups) works on the distinct names.
@@ -49,8 +50,16 @@ def tensor_codes(r, rows=None) -> tuple[np.ndarray, list[str]]:
     ['w', 'w', 'x']
     """
     if rows is None:
-        return r.cached("tensor_codes", lambda: _tensor_codes(r, np.arange(r.num_vars)))
+        return r.cached("tensor_codes", lambda: _hashed_codes(r))
     return _tensor_codes(r, np.asarray(rows, np.int64))
+
+
+def _hashed_codes(r) -> tuple[np.ndarray, list[str]]:
+    """Every row's tensor code by the names' hashes (``tensor_keys``, compiled), the names
+    in the order of their hashes: a Pod's 50 M names are hashed, not read into Python one by
+    one (minutes). Two tensors share a code only by a 64-bit hash collision."""
+    _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), [base_name(r.name(int(i))) for i in first]
 
 
 #: Rows whose names are read at a time (their offsets as Python ints and their bytes): at
