@@ -41,6 +41,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -177,14 +178,16 @@ def check_allocation(r: Report, offsets=None, rules: Rules = DEFAULT_RULES, *,
     if by_ipu is None:
         by_ipu = r.target.num_ipus > 1 and tile_ordered(r)
     if not by_ipu:
-        return _check(r, off, rules, limit, *_interference_keys(r))
-    keys = _interference_keys(r)   # once: the relation is the whole report's
+        return _check(r, off, rules, limit, _class_pairs(r))
     bounds = ipu_bounds(r) if tile_ordered(r) else None
     parts = []
     for k, view in ipu_parts(r):
         part_off = (off[bounds[k]:bounds[k + 1]] if bounds is not None
                     else off[r.rows_of_vars(view.var_id)])
-        parts.append(_check(view, part_off, rules, limit, *keys))
+        # the IPU's own classes, numbered from 0: a few thousand, so its pairs are looked
+        # up in a dense matrix as one IPU's are, not searched among the whole Pod's
+        own = np.unique(view.eq_class[view.allocated])
+        parts.append(_check(view, part_off, rules, limit, _class_pairs(view, own)))
     return _merged(parts, rules, limit, r.num_tiles)
 
 
@@ -211,8 +214,8 @@ def _merged(parts: list[CheckResult], rules: Rules, limit: int, num_tiles: int) 
         tile_violations=sum((p.tile_violations for p in parts), np.zeros(num_tiles, np.int64)))
 
 
-def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarray,
-           keys_ptr: np.ndarray) -> CheckResult:
+def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, pairs: "_ClassPairs"
+           ) -> CheckResult:
     rows = np.flatnonzero(r.allocated)
     bad = rows[off[rows] < 0]
     if len(bad):
@@ -281,7 +284,7 @@ def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarra
                                 f"both touch {what} {shared} (constraint: different {what}s)"))
 
     # overlap: sweep each tile's variables by offset
-    num_classes = max(r.num_classes, 1)
+    num_classes, keys = pairs.num, pairs.keys
     # Class pairs are looked up once per overlapping pair: a dense matrix when it is small,
     # else a binary search in the sorted pair keys.
     dense = np.zeros((num_classes, num_classes) if num_classes <= DENSE_CLASSES else (1, 1),
@@ -291,9 +294,10 @@ def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, keys: np.ndarra
     nz = np.flatnonzero(size > 0)
     order = nz[np.lexsort((start[nz], r.tile[rows[nz]]))]
     srows = rows[order]
-    key_ptr = keys_ptr if num_classes > DENSE_CLASSES else np.zeros(1, np.int64)
+    cls = r.eq_class[srows] if pairs.local is None else pairs.local[r.eq_class[srows]]
+    key_ptr = pairs.ptr if num_classes > DENSE_CLASSES else np.zeros(1, np.int64)
     n_over, pa, pb, why = _overlap_sweep(
-        r.tile[srows], start[order], end[order], r.eq_class[srows], r.always_live[srows],
+        r.tile[srows], start[order], end[order], cls, r.always_live[srows],
         keys, key_ptr, num_classes, dense, num_classes <= DENSE_CLASSES, limit,
         per_tile["overlap"])
     counts["overlap"] = int(n_over)
@@ -350,14 +354,36 @@ def _pairs(csr, pos):
     return key // n, key % n
 
 
-def _interference_keys(r: Report) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted ``a * C + b`` for every listed class pair, both directions (symmetric: a pair
-    conflicts if either list says so), and where each class's keys start (``C + 1``)."""
+class _ClassPairs(NamedTuple):
+    """The listed class pairs as the overlap sweep looks them up: ``keys``, sorted ``a * num
+    + b`` for every pair in both directions (symmetric: a pair conflicts if either list says
+    so), ``ptr``, where each class's keys start (``num + 1``), and ``local``, the class ids
+    renumbered ``0 .. num - 1`` (``None``: as they are)."""
+
+    num: int
+    keys: np.ndarray
+    ptr: np.ndarray
+    local: np.ndarray | None
+
+
+def _class_pairs(r: Report, classes: np.ndarray | None = None) -> _ClassPairs:
+    """The listed pairs of every class, or of ``classes`` alone (sorted ids, renumbered from
+    0; the pairs to other classes left out: one IPU's classes, whose tiles list no other)."""
     inter = r.interference
-    c = max(inter.num_rows, 1)
-    src, dst = inter.row_ids(), inter.indices
+    if classes is None:
+        c, local = max(inter.num_rows, 1), None
+        src, dst = inter.row_ids(), inter.indices
+    else:
+        c = max(len(classes), 1)
+        local = np.full(inter.num_rows, -1, np.int64)
+        local[classes] = np.arange(len(classes))
+        lengths, dst = inter.gather(classes)
+        src = np.repeat(np.arange(len(classes), dtype=np.int64), lengths)
+        dst = local[dst]
+        src, dst = src[dst >= 0], dst[dst >= 0]
     keys = _unique(np.concatenate([src * c + dst, dst * c + src]))
-    return keys, np.searchsorted(keys, np.arange(c + 1, dtype=np.int64) * c)
+    return _ClassPairs(c, keys, np.searchsorted(keys, np.arange(c + 1, dtype=np.int64) * c),
+                       local)
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
