@@ -327,7 +327,7 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
                           tile=int(r.tile[i]))
     align = effective_alignment(r.alignment[rows]).astype(np.int64)
     # (tile, start), largest alignment first among equal starts (for the alignment cause)
-    order = np.lexsort((-align, off[rows], r.tile[rows]))
+    order = _tile_start_order(r.tile[rows], off[rows], align)
     rows, align = rows[order], align[order]
     tile = r.tile[rows]
     start = off[rows]
@@ -338,13 +338,12 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     prev_end = _previous_end(tile, end)
     cover_start = np.maximum(start, prev_end)
     region_bytes = _region_sums(tile, cover_start, end, bounds, nt)
-    highest_end = np.zeros(nt, np.int64)
-    np.maximum.at(highest_end, tile, end) if len(tile) else None
+    highest_end = _tile_max(tile, end, nt)
     region_high = np.zeros((3, nt), np.int64)
     for k in range(3):
         e = np.minimum(end, bounds[k + 1])
         inside = e > np.maximum(start, bounds[k])
-        np.maximum.at(region_high[k], tile[inside], e[inside] - bounds[k])
+        region_high[k] = _tile_max(tile[inside], e[inside] - bounds[k], nt)
     # overlap: an earlier variable ends after my start, or the next one starts before my end
     same_next = np.zeros(len(rows), bool)
     same_next[:-1] = tile[1:] == tile[:-1]
@@ -353,16 +352,20 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
     overl = (start < prev_end)
     overl[:-1] |= same_next[:-1] & (next_start[:-1] < end[:-1])
 
-    used, cat = np.unique(r.category[rows], return_inverse=True)  # categories with bytes only
+    # categories with bytes only (a count, not a sort: a handful of codes)
+    present = np.bincount(r.category[rows], minlength=len(r.categories)) > 0
+    used = np.flatnonzero(present)
     ncat = len(used)
-    cat = cat.astype(np.int64).reshape(-1)
+    code = np.cumsum(present) - 1
+    # one bincount a region for both the overlapped and the others
+    cell = code[r.category[rows]].astype(np.int64) * nt + tile + overl * (ncat * nt)
     non_overlapped = np.zeros((ncat, 3, nt), np.int64)
     overlapped = np.zeros((ncat, 3, nt), np.int64)
     for k in range(3):
         part = np.clip(np.minimum(end, bounds[k + 1]) - np.maximum(start, bounds[k]), 0, None)
-        for target, mask in ((non_overlapped, ~overl), (overlapped, overl)):
-            target[:, k, :] = np.bincount(cat[mask] * nt + tile[mask], weights=part[mask],
-                                          minlength=ncat * nt).reshape(ncat, nt)
+        both = np.bincount(cell, weights=part, minlength=2 * ncat * nt)
+        non_overlapped[:, k, :] = both[:ncat * nt].reshape(ncat, nt)
+        overlapped[:, k, :] = both[ncat * nt:].reshape(ncat, nt)
     # the overlapped variables alone, swept again: what they really cover
     ot, os_, oe = tile[overl], start[overl], end[overl]
     after = _region_sums(ot, np.maximum(os_, _previous_end(ot, oe)), oe, bounds, nt)
@@ -375,6 +378,31 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
                          region_including_gaps=region_high, highest_end=highest_end,
                          non_overlapped=non_overlapped, overlapped=overlapped,
                          after_overlapping=after, gaps=gaps, in_dump=in_dump)
+
+
+def _tile_start_order(tile: np.ndarray, start: np.ndarray, align: np.ndarray) -> np.ndarray:
+    """The stable order by (tile, start, largest alignment first): one sort of a combined key
+    where the three fit in 63 bits (a Pod's tens of millions of rows: a lexsort of three
+    keys took most of the figures' time), else ``np.lexsort``."""
+    if not len(tile):
+        return np.zeros(0, np.int64)
+    bits = [int(x.max()).bit_length() for x in (tile, start, align)]
+    if min(int(tile.min()), int(start.min()), int(align.min())) < 0 or sum(bits) > 63:
+        return np.lexsort((-align, start, tile))
+    bt, bs, ba = bits
+    key = ((tile.astype(np.int64) << (bs + ba)) | (start.astype(np.int64) << ba)
+           | (((1 << ba) - 1) - align.astype(np.int64)))
+    return np.argsort(key, kind="stable")
+
+
+def _tile_max(tile: np.ndarray, value: np.ndarray, nt: int) -> np.ndarray:
+    """Each tile's largest ``value`` (0 where none), ``tile`` sorted (a maximum of each run,
+    not ``np.maximum.at``)."""
+    out = np.zeros(nt, np.int64)
+    if len(tile):
+        first = np.flatnonzero(np.r_[True, tile[1:] != tile[:-1]])
+        out[tile[first]] = np.maximum(np.maximum.reduceat(value, first), 0)
+    return out
 
 
 def _previous_end(tile: np.ndarray, end: np.ndarray) -> np.ndarray:
