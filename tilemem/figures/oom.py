@@ -157,8 +157,9 @@ def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, boun
                      f"({why or 'no result'}): the report's placement costs {cost:,} B over "
                      "the live data; run `tilemem oom` with re-packing to see whether a "
                      "better allocation alone fits")
-    total = max(sum(b for b, _ in live_groups(r, rows).values()), 1)
-    for group, (b, names) in live_groups(r, rows).items():
+    groups = live_groups(r, rows)
+    total = max(sum(b for b, _ in groups.values()), 1)
+    for group, (b, names) in groups.items():
         eg = ", ".join(n for n, _ in names)
         steps.append(f"{b:,} B ({100 * b / total:.0f} % of the peak) {LIVE_GROUPS[group]}"
                      + (f"; largest here: {eg}" if eg else ""))
