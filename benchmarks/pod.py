@@ -1,10 +1,10 @@
 """Pod scale: wall time and peak memory of the commands on N-IPU generated reports.
 
 For each report, runs ``tilemem info``, ``tilemem check``, ``tilemem oom --no-repack``,
-``tilemem split`` and ``tilemem convert`` to JSON (``--commands`` picks, ``alloc`` too: at the
-default budget, its output then checked by ``tilemem check``; ``generate`` itself when it
-makes the report, ``--model`` and ``--tiles`` say which) as a user would, one at a time, and
-records
+``tilemem split``, ``tilemem convert`` to JSON and ``tilemem html`` (``--commands`` picks,
+``alloc`` too: at the default budget, its output then checked by ``tilemem check``;
+``generate`` itself when it makes the report, ``--model`` and ``--tiles`` say which) as a
+user would, one at a time, and records
 
 - wall time,
 - peak resident set (``VmHWM`` of each process, summed over the run's processes),
@@ -29,9 +29,12 @@ import time
 from pathlib import Path
 
 COMMANDS = {"info": ["info"], "check": ["check"], "oom --no-repack": ["oom", "--no-repack"],
-            "split": ["split"], "convert": ["convert"], "alloc": ["alloc"]}
+            "split": ["split"], "convert": ["convert"], "alloc": ["alloc"], "html": ["html"]}
 #: command -> output file it writes beside the report (``{stem}``: the report's name)
-OUTPUTS = {"convert": "{stem}.converted.json", "alloc": "{stem}.alloc.capnp"}
+OUTPUTS = {"convert": "{stem}.converted.json", "alloc": "{stem}.alloc.capnp",
+           "html": "{stem}.html"}
+#: commands that take their output as ``-o OUT`` (the others as a second argument)
+OUTPUT_OPTION = {"alloc", "html"}
 #: outputs checked by ``tilemem check`` before they are removed (a result must be valid)
 CHECKED = {"alloc"}
 
@@ -128,7 +131,8 @@ def main(argv=None) -> int:
         for name in a.commands:
             out = ([str(Path(a.out) / OUTPUTS[name].format(stem=Path(path).stem))]
                    if name in OUTPUTS else [])
-            m = measure(tm + COMMANDS[name] + [path] + out, env)
+            m = measure(tm + COMMANDS[name] + [path]
+                        + (["-o"] if name in OUTPUT_OPTION else []) + out, env)
             print(row(label, n, f"{name} `{Path(path).name}`", m), flush=True)
             if name in CHECKED and m["code"] == 0:
                 for o in out:   # the result must be valid: checked as a user would
