@@ -502,8 +502,11 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
               if prunes(r.target) else None)
     # interference of the new classes: shared steps with any class (old ones by their hulls)
     if local:   # the view's own classes, their entries and no other IPU's
+        from ..liveness.classgraph import sorted_interference
+
         own = np.unique(r.eq_class[r.allocated])
-        lengths, entries = r.interference.gather(own)
+        # symmetric and sorted (the view shares the Pod's, made once): so is the result
+        lengths, entries = sorted_interference(r).gather(own)
         src, dst = [np.repeat(own, lengths)], [entries]
         pool = np.concatenate([own, np.arange(C, n_cls)])
     else:
@@ -547,6 +550,8 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
         allocation_order=order, class_steps=steps,
         interference_dropped=None if shares is None else -1,
         _tile_index=None, _cache={})
+    if local:   # built from a symmetric, sorted relation, both directions added: no check
+        out._cache["sorted_interference"] = interference
     return out
 
 

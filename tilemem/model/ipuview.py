@@ -130,7 +130,15 @@ def ipu_view(r: Report, k: int) -> Report:
                    allocation_order=Csr(indptr, order.indices[p0:p1] - lo),
                    _tile_index=None, _cache={})
     view._cache["ipuview.ordered"] = True
+    for key in SHARED_CACHE:   # the relation is the whole report's: what was made of it holds
+        if key in r._cache:
+            view._cache[key] = r._cache[key]
     return view
+
+
+#: What a report keeps made of its class relation alone (not of its rows), which a view,
+#: sharing the relation, shares too instead of making again from the whole Pod's.
+SHARED_CACHE = ("sorted_interference", "tile_interference")
 
 
 def _rebased(csr: Csr, lo: int, hi: int) -> Csr:
