@@ -115,23 +115,21 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     # every combination re-weights the same tiles' class graphs, taken apart once
     bounds = whatif_bounds(r, need, time_limit)
 
-    def bound(combo, alone=False):
-        b, applied = bounds.of_edits(edits_of(combo))
-        # alone, a lever that changes nothing is not tried; in a combination one may leave
-        # another nothing to change (the optimiser state offloaded is not then in FP16)
-        if alone and any(a.variables == 0 for a in applied):
-            return None
-        return b
+    def bound(combo):
+        return bounds.of_edits(edits_of(combo))[0]
 
-    useful, alone = [], {}
-    for x in levers:   # a lever that applies to nothing is not tried
+    # alone, a lever that changes nothing is not tried (told by what it matches, without its
+    # bound: a lever's bound is only computed when a combination with it is tried); in a
+    # combination one may leave another nothing to change (the optimiser state offloaded is
+    # not then in FP16)
+    useful = []
+    for x in levers:
         try:
-            b = bound([x], alone=True)
+            applied = bounds.matched(edits_of([x]))
         except ReportError:
-            b = None
-        if b is not None:
+            continue
+        if all(a.variables > 0 for a in applied):
             useful.append(x)
-            alone[x[0]] = b   # a combination of this lever alone: not re-weighted again
     if not useful:
         return None
     combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)
@@ -143,7 +141,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     for c in order:
         if tried and time.monotonic() - t0 > MAX_SECONDS and c is not combos[-1]:
             continue
-        b = alone[c[0][0]] if len(c) == 1 else bound(c)
+        b = bound(c)
         tried += 1
         over = b > tm
         left, free = int(over.sum()), int((b[over] - tm).sum())

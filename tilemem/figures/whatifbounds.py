@@ -52,6 +52,17 @@ class WhatIfBounds:
             out[pos] = cliques.max_live(*part.resized(size[lo:lo + n], allocated[lo:lo + n]))
         return out, applied + [recompute_applied(self.r, e, rc)]
 
+    def matched(self, edits: list) -> list:
+        """What each of ``edits`` matches (``Applied``), as ``of_edits`` says, without the
+        bound; ``ReportError`` as ``of_edits``."""
+        from .whatif import RECOMPUTE, edited_sizes, recompute_applied, recompute_of
+
+        _, _, applied = edited_sizes(self.r, edits)
+        e = next((x for x in edits if x.kind == RECOMPUTE), None)
+        if e is None:
+            return applied
+        return applied + [recompute_applied(self.r, e, recompute_of(self.r, e))]
+
     def _recomputed_parts(self, pattern: str, rc) -> list:
         """``(positions in tiles, first row, Recomputation, TileCliques)`` of the recomputed
         report: one
