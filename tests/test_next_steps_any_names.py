@@ -89,3 +89,22 @@ def test_every_step_count_is_the_what_ifs(reports, capsys, key):
         rc, out = run(capsys, "what-if", p, opt, arg.strip("'"), "--json")
         w = json.loads(out)["summary"]
         assert w["verdicts"]["reduceData"] == need - step["tilesFixed"], step
+
+
+def test_recomputation_is_offered_only_where_what_if_can_answer_it():
+    """A layer's step offers recomputation beside offloading only when the report has the
+    class steps ``what-if --recompute`` changes (without them it refuses)."""
+    from dataclasses import replace
+
+    import tilemem
+
+    r = generate_report("mk1", tiles=16, steps=300, seed=4, pressure=1.3)
+
+    def layer_steps(report):
+        d = tilemem.diagnose(report, repack=False, plan=False)
+        return [s.action for s in d.summary.next_steps if s.action.startswith("offload layer")
+                and s.action.split()[1].endswith("/*")]
+    with_steps = layer_steps(r)
+    assert with_steps and all(a.endswith(" (or recompute it)") for a in with_steps)
+    without = layer_steps(replace(r, class_steps=None, _cache={}))
+    assert without == [a.removesuffix(" (or recompute it)") for a in with_steps]

@@ -95,9 +95,11 @@ def test_the_recomputation_makes_its_last_layers_temporaries_again():
         ("layer1/fwd/partials", 50, [2, 3]),
         ("layer1/fwd/<message>", 20, [2, 3]),
     ])
-    changed, _, rows = apply_recompute(r, lever_edits(recompute="0"))
+    changed, applied, rows = apply_recompute(r, lever_edits(recompute="0"))
     assert sorted(changed.name(i) for i in rows.tolist()) == ["layer0/fwd/act#0",
                                                             "layer1/fwd/partials#0"]
+    # what it says it recomputes: the activation, not the temporary made again beside it
+    assert (applied[0].tensors, applied[0].variables, applied[0].bytes_before) == (1, 1, 64)
     again = r.num_vars + [changed.name(i) for i in rows.tolist()].index("layer1/fwd/partials#0")
     assert overlap(changed, again, 1) and not overlap(changed, again, 5)
     # by hand: at the recomputation 32 + 100 + 64 + 64 + 64 + 50 = 374; at step 2 the
@@ -242,7 +244,8 @@ def test_the_pods_bounds_go_ipu_by_ipu_and_equal_the_whole_changed_reports(pipel
         whole, _, _ = apply_recompute(changed, edits, base=r)
         assert got.tolist() == [m.max_live_bytes for m in max_live_all(whole, tiles)]
         e = next(x for x in edits if x.kind == RECOMPUTE)
-        assert applied[-1].variables == len(recompute_of(r, e).rows) > 0
+        rc = recompute_of(r, e)
+        assert applied[-1].variables == len(rc.rows) - rc.temporaries > 0
     # each IPU's part holds its own rows and their copies only
     parts = bounds._recomputed_parts(e.pattern, recompute_of(r, e))
     assert len(parts) == 2

@@ -107,8 +107,16 @@ class Recomputation:
     stash_total: np.ndarray = field(default_factory=lambda: _NONE)
     moved: np.ndarray = field(default_factory=lambda: _NONE)
     moved_lifetimes: tuple = (_NONE, _NONE)
+    #: how many of ``rows`` (the last ones) are the replay's temporaries, estimated (made
+    #: again, not activations recomputed)
+    temporaries: int = 0
     #: one IPU's view of a Pod: its interference built from the view's own classes
     local: bool = False
+
+    @property
+    def recomputed(self) -> np.ndarray:
+        """The activations recomputed (``rows`` without the replay's temporaries)."""
+        return self.rows[:len(self.rows) - self.temporaries]
 
     @property
     def changes(self) -> bool:
@@ -160,11 +168,13 @@ class Recomputation:
         def inside(x):
             return (x >= lo) & (x < hi)
         m, ms, mv = inside(self.rows), inside(self.stash_rows), inside(self.moved)
+        temporaries = int(m[len(self.rows) - self.temporaries:].sum())
         return Recomputation(
             ipu_view(self.base, k), self.rows[m] - lo, (self.fwd[0][m], self.fwd[1][m]),
             (self.bwd[0][m], self.bwd[1][m]), self.stash_rows[ms] - lo,
             self.stash_keep[ms], self.stash_total[ms], self.moved[mv] - lo,
-            (self.moved_lifetimes[0][mv], self.moved_lifetimes[1][mv]), local=True)
+            (self.moved_lifetimes[0][mv], self.moved_lifetimes[1][mv]),
+            temporaries=temporaries, local=True)
 
 
 def recomputation(r: Report, checkpoints) -> Recomputation:
@@ -291,7 +301,7 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     bwd = (np.concatenate([np.minimum(replay, 2 * end[again] - 2), ck_again, temp_at]),
            np.concatenate([2 * end[again] - 1, 2 * end[ck] - 1, temp_at + 1]))
     return Recomputation(r, np.concatenate([again, ck, temp]), fwd, bwd, *stash,
-                         moved=read[0], moved_lifetimes=read[1])
+                         moved=read[0], moved_lifetimes=read[1], temporaries=len(temp))
 
 
 def _replayed_temporaries(r: Report, of_row, kept, start, end, turn, seg_last, replay_of,

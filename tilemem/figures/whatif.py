@@ -209,12 +209,14 @@ def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
 
 
 def recompute_applied(r: Report, e: Edit, rc) -> Applied:
-    """What the ``recompute`` edit ``e`` matched on ``r`` (its rows ``rc.rows``, at ``r``'s
-    sizes): the same bytes before and after (its lifetimes change, not its sizes)."""
+    """What the ``recompute`` edit ``e`` matched on ``r``: the activations it recomputes
+    (``rc.recomputed``; not the replay's temporaries, estimated beside them), at ``r``'s
+    sizes, the same bytes before and after (their lifetimes change, not their sizes)."""
     codes, _ = tensor_codes(r)
-    b = int(r.size[rc.rows].sum())
-    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rc.rows]).size),
-                   variables=len(rc.rows), bytes_before=b, bytes_after=b)
+    rows = rc.recomputed
+    b = int(r.size[rows].sum())
+    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+                   variables=len(rows), bytes_before=b, bytes_after=b)
 
 
 def recompute_of(r: Report, e: Edit):
