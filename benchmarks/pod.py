@@ -6,7 +6,8 @@ For each report, runs ``tilemem info``, ``tilemem check``, ``tilemem oom --no-re
 ``generate`` itself when it makes the report, ``--model`` and ``--tiles`` say which) as a
 user would, one at a time, and records
 
-- wall time,
+- wall time, and CPU time (user + system, of the command and its children: the time that
+  compares on a shared machine),
 - peak resident set (``VmHWM`` of each process, summed over the run's processes),
 - peak anonymous memory (``RssAnon``: what the kernel cannot drop, unlike a mapped report's
   file pages), sampled every 50 ms and summed over the run's processes.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -68,8 +70,10 @@ def _tree(root: int) -> list[int]:
 
 
 def measure(argv: list[str], env: dict, interval: float = 0.05) -> dict:
-    """Runs ``argv``; wall seconds, peak summed RssAnon, peak summed VmHWM (each process's own
-    peak, summed over the processes seen), exit code."""
+    """Runs ``argv``; wall seconds, CPU seconds (user + system of it and the children it
+    waited for: on a shared machine the comparable time), peak summed RssAnon, peak summed
+    VmHWM (each process's own peak, summed over the processes seen), exit code."""
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak_anon, hwm = 0, {}
@@ -83,14 +87,17 @@ def measure(argv: list[str], env: dict, interval: float = 0.05) -> dict:
         peak_anon = max(peak_anon, anon)
         time.sleep(interval)
     err = proc.stderr.read().decode(errors="replace")
-    return {"wall": time.perf_counter() - t0, "anon": peak_anon, "rss": sum(hwm.values()),
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    return {"wall": time.perf_counter() - t0, "cpu": cpu, "anon": peak_anon,
+            "rss": sum(hwm.values()),
             "code": proc.returncode, "stderr": err.strip().splitlines()[-1:] if err else []}
 
 
 def row(label: str, ipus: int | str, command: str, m: dict) -> str:
     gb = 1 << 30
-    return (f"| {label} | {ipus} | {command} | {m['wall']:.1f} s | {m['rss'] / gb:.2f} GB | "
-            f"{m['anon'] / gb:.2f} GB |" + ("" if m["code"] == 0 else
+    return (f"| {label} | {ipus} | {command} | {m['wall']:.1f} s | {m['cpu']:.1f} s | "
+            f"{m['rss'] / gb:.2f} GB | {m['anon'] / gb:.2f} GB |" + ("" if m["code"] == 0 else
                                             f" exit {m['code']}: {m['stderr']}"))
 
 
@@ -116,8 +123,8 @@ def main(argv=None) -> int:
     env = dict(os.environ, PYTHONPATH=a.src)
     tm = [sys.executable, "-m", "tilemem"]
     label = a.label or Path(a.src).name
-    print("| code | IPUs | command | wall | peak RSS (sum) | peak RssAnon (sum) |")
-    print("|---|---|---|---|---|---|")
+    print("| code | IPUs | command | wall | CPU | peak RSS (sum) | peak RssAnon (sum) |")
+    print("|---|---|---|---|---|---|---|")
     reports = [(r, "?") for r in a.report]
     for n in a.ipus:
         tag = ("" if a.model == "cnn" else "t") + ("" if a.tiles is None else f"x{a.tiles}")
