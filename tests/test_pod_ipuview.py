@@ -207,3 +207,24 @@ def test_tensor_codes_read_in_blocks_are_the_whole_reading(monkeypatch):
         for rep in (r, view):
             codes, got = N._tensor_codes(rep, rows)
             assert (codes.tolist(), got) == by_hand(rows.tolist())
+
+
+def test_memory_figures_ipu_by_ipu_are_the_whole_reports(two_ipus):
+    """The memory figures of an ordered report over several IPUs are computed IPU by IPU;
+    every figure, category and hole is what one pass over the whole report gives, for the
+    report's offsets and for others."""
+    from tilemem.figures import memory
+
+    r = order_by_tile(two_ipus)
+    rng = np.random.default_rng(3)
+    other = np.where(r.allocated, rng.integers(0, r.target.tile_memory, r.num_vars), -1)
+    for off in (None, other):
+        split = memory.memory_figures(r, off)
+        whole, _ = memory._memory_figures(r, off, None, False)
+        assert split.categories == whole.categories
+        for f in ("region_bytes", "region_including_gaps", "highest_end", "non_overlapped",
+                  "overlapped", "after_overlapping", "in_dump"):
+            assert np.array_equal(getattr(split, f), getattr(whole, f)), f
+        for f in ("tile", "region", "start", "end", "cause"):
+            assert np.array_equal(getattr(split.gaps, f), getattr(whole.gaps, f)), f
+        assert split.highest_end[PER_IPU:].any()   # both IPUs hold data

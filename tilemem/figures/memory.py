@@ -308,7 +308,47 @@ class MemoryDocument(msgspec.Struct):
 def memory_figures(r: Report, offsets: np.ndarray | None = None,
                    tiles=None) -> MemoryFigures:
     """The memory figures of ``offsets`` (default: the report's own allocation). ``tiles``
-    limits the work to those tiles (the others read as empty)."""
+    limits the work to those tiles (the others read as empty).
+
+    A report over several IPUs ordered by tile (``tilemem.model.ipuview``) is gone through
+    IPU by IPU, each IPU's view with its slice of the offsets (every figure is a tile's, and
+    a tile one IPU's): a Pod's temporaries are then one IPU's, not a dozen whole columns."""
+    from ..model.ipuview import ipu_bounds, ipu_view, tile_ordered
+
+    if tiles is None and r.target.num_ipus > 1 and tile_ordered(r):
+        off = r.offset if offsets is None else np.asarray(offsets, np.int64)
+        if off.shape == (r.num_vars,):
+            b = ipu_bounds(r)
+            parts = [_memory_figures(ipu_view(r, k), off[b[k]:b[k + 1]], None, True)
+                     for k in range(r.target.num_ipus)]
+            return _merged(r, parts)
+    return _memory_figures(r, offsets, tiles, False)[0]
+
+
+def _merged(r: Report, parts: list) -> MemoryFigures:
+    """The figures of the IPUs' ``parts`` (``(figures with every category, the categories
+    of its rows)``) as one report's: per tile arrays added (a tile is in one part), the
+    categories of some part's rows kept, the holes in the order of the whole report's
+    (tile, then address)."""
+    nt = r.target.num_tiles
+    add = {f: sum(getattr(p, f) for p, _ in parts) for f in
+           ("region_bytes", "region_including_gaps", "highest_end", "non_overlapped",
+            "overlapped", "after_overlapping")}
+    used = np.unique(np.concatenate([found for _, found in parts]))
+    for f in ("non_overlapped", "overlapped"):
+        add[f] = add[f][used]
+    g = [p.gaps for p, _ in parts]   # each by (tile, start): in IPU order, the whole's
+    gaps = Gaps(**{f: np.concatenate([getattr(x, f) for x in g])
+                   for f in ("tile", "region", "start", "end", "cause")})
+    in_dump = np.zeros(nt, bool)
+    in_dump[r.tiles_in_use()] = True
+    return MemoryFigures(target=r.target, categories=tuple(r.categories[c] for c in used.tolist()),
+                         all_categories=tuple(r.categories), **add, gaps=gaps, in_dump=in_dump)
+
+
+def _memory_figures(r: Report, offsets, tiles, every_category: bool):
+    """``(figures, the categories of their rows)``; ``every_category``: the figures' arrays
+    for every category of the report (a part of a Pod's, merged by ``_merged``)."""
     t = r.target
     nt = t.num_tiles
     off = r.offset if offsets is None else np.asarray(offsets, np.int64)
@@ -354,6 +394,9 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
 
     # categories with bytes only (a count, not a sort: a handful of codes)
     present = np.bincount(r.category[rows], minlength=len(r.categories)) > 0
+    found = np.flatnonzero(present)
+    if every_category:   # a part of a report's figures: the merge keeps those with bytes
+        present[:] = True
     used = np.flatnonzero(present)
     ncat = len(used)
     code = np.cumsum(present) - 1
@@ -372,12 +415,13 @@ def memory_figures(r: Report, offsets: np.ndarray | None = None,
 
     gaps = _gaps(r, off, rows, tile, start, prev_end, align, bounds)
     in_dump = np.zeros(nt, bool)
-    in_dump[r.tiles_in_use()] = True
+    if not every_category:   # a part's tiles in use are its merge's to say
+        in_dump[r.tiles_in_use()] = True
     return MemoryFigures(target=t, categories=tuple(r.categories[c] for c in used.tolist()),
                          all_categories=tuple(r.categories), region_bytes=region_bytes,
                          region_including_gaps=region_high, highest_end=highest_end,
                          non_overlapped=non_overlapped, overlapped=overlapped,
-                         after_overlapping=after, gaps=gaps, in_dump=in_dump)
+                         after_overlapping=after, gaps=gaps, in_dump=in_dump), found
 
 
 def _tile_start_order(tile: np.ndarray, start: np.ndarray, align: np.ndarray) -> np.ndarray:
