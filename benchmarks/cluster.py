@@ -201,7 +201,7 @@ def main(argv=None) -> int:
             row["same_offsets"] = bool((row["offsets"] == first[2]).all())
             print(f"{n} worker(s): deterministic {wall:.1f} s (predicted "
                   f"{row['predicted_s']:.1f} s; {row['model_s']:.1f} s from its own tasks' "
-                  "seconds), offsets as with {counts[0]}: "
+                  f"seconds), offsets as with {counts[0]}: "
                   f"{row['same_offsets']}; load {row['load']}", flush=True)
             for b in budgets:
                 took, q = alloc(report, cluster.address, scratch / f"b{n}.capnp", "--budget",
