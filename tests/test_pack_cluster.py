@@ -163,6 +163,35 @@ def test_a_worker_checks_the_rows_of_its_own_ipu_only(tmp_path):
     assert f"var {var}," in said and whole.value.field == worker.value.field
 
 
+def test_a_worker_repairs_its_shards_names_as_the_driver_does(tmp_path):
+    """Opened trusted, the file's names are not decoded; the shard's are then made valid
+    UTF-8 as the driver's load makes the whole report's (a name with a bad byte in IPU 1:
+    the same names on both sides, U+FFFD in it)."""
+    import warnings
+    from dataclasses import replace
+
+    import numpy as np
+
+    from tilemem.errors import ReportWarning
+    from tilemem.generate import generate_report
+    from tilemem.load import load_report, save_report
+    from tilemem.model.shard import ipu_shard
+
+    r = replace(generate_report("mk1", tiles=4, steps=40, seed=5, ipus=2), class_steps=None)
+    tiles = r.tiles_in_use()
+    row = int(r.tile_rows(int(tiles[r.target.ipu_of(tiles) == 1][0]))[0])
+    blob = np.frombuffer(bytes(r.name_blob), np.uint8).copy()
+    blob[r.name_offsets[row]] = 0xFF          # never valid in UTF-8
+    path = tmp_path / "names.capnp"
+    save_report(replace(r, name_blob=blob.tobytes(), _cache={}), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        driver = load_report(path)
+    worker = ReportFile(path).shard(1)
+    assert worker.names() == ipu_shard(driver, 1).names()
+    assert any("\ufffd" in n for n in worker.names())
+
+
 # ---- a real Dask cluster ------------------------------------------------------------------
 distributed = pytest.importorskip(
     "distributed", reason="dask distributed is not installed (pip install -e '.[cluster]')")

@@ -292,15 +292,10 @@ class ShardCache:
             if shard is not None:
                 self.shards.move_to_end(key)
                 return shard
-            from ..load.validate import validate_report
             from ..model.shard import ipu_shard, report_nbytes
 
             report = source.load()
-            shard = ipu_shard(report, ipu)
-            try:   # the file was opened trusted: its values checked here, this IPU's only
-                validate_report(shard)
-            except ReportError as e:
-                raise _in_report(e, report, ipu).with_path(source.path) from None
+            shard = _checked(ipu_shard(report, ipu), report, ipu, source.path)
             self.built.append((source.path, ipu, report_nbytes(shard)))
             self.shards[key] = shard
             while len(self.shards) > source.keep:
@@ -314,6 +309,28 @@ class ShardCache:
 
 
 _LOCAL_SHARDS: ShardCache | None = None
+
+
+def _checked(shard, report, ipu: int, path: str):
+    """The shard of a report opened trusted, checked as the driver's load checked the
+    whole: validated (this IPU's rows only), its names made valid UTF-8 as the driver's are
+    (``repair_names``, whose warning the driver has given)."""
+    import warnings
+    from dataclasses import replace
+
+    from ..errors import ReportWarning
+    from ..load.validate import repair_names, validate_report
+
+    try:
+        validate_report(shard)
+    except ReportError as e:
+        raise _in_report(e, report, ipu).with_path(path) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        blob, offsets = repair_names(shard.name_blob, shard.name_offsets, shard.var_id)
+    if blob is shard.name_blob:
+        return shard
+    return replace(shard, name_blob=blob, name_offsets=offsets, _cache={})
 
 
 def _in_report(e: ReportError, report, ipu: int) -> ReportError:
