@@ -222,9 +222,9 @@ def main(argv=None) -> int:
     for row in rows:
         mem = ", ".join(f"{m['peak_rss_mb']:.0f} / {m['rss_anon_mb']:.0f}"
                         for m in row["memory"])
+        same = "equal" if row["same_offsets"] else "DIFFERENT"
         print(f"{row['workers']} | {row['deterministic_s']:.1f} | {row['predicted_s']:.1f} | "
-              f"{row['model_s']:.1f} | {row['task_s']:.1f} | {'equal' if row['same_offsets'] else 'DIFFERENT'} | "
-              f"{row['load']} | {mem}")
+              f"{row['model_s']:.1f} | {row['task_s']:.1f} | {same} | {row['load']} | {mem}")
     print("\nworkers | budget (s) | run's wall (s) | overflow bytes | tiles that fit | mean gap "
           "| within 1 % | load (1, 5 min)")
     for row in rows:

@@ -342,8 +342,8 @@ def _in_report(e: ReportError, report, ipu: int) -> ReportError:
     if field is not None and e.var is not None and field.startswith("vars["):
         row = int(report.rows_of_vars([e.var])[0])
         field = re.sub(r"^vars\[\d+\]", f"vars[{row}]", field)
-    return ReportError(f"IPU {ipu}'s rows, checked by the worker: {e.message}", field=field, var=e.var,
-                       tile=e.tile, eq_class=e.eq_class)
+    return ReportError(f"IPU {ipu}'s rows, checked by the worker: {e.message}", field=field,
+                       var=e.var, tile=e.tile, eq_class=e.eq_class)
 
 
 def _worker():
