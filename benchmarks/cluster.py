@@ -1,10 +1,12 @@
 """``tilemem alloc --scheduler`` on a real Dask cluster of 1, 2, ... workers started as a user
 would (``dask scheduler``, ``dask worker ... --nworkers 1 --nthreads 1``), on a multi-IPU
 report: the deterministic run's wall time, predicted for N workers from the 1-worker run's
-per-task cost and measured; the quality at fixed budgets; each worker's memory.
+per-task cost and measured, and its offsets compared across worker counts; the quality at
+fixed budgets and each such run's wall time; each worker's memory. Every wall time is
+printed with the machine's load average beside it (a shared machine's figures say so).
 
     python benchmarks/cluster.py [REPORT.capnp] --workers 1,2 --budgets 10,20
-    python benchmarks/cluster.py REPORT.capnp --workers 2 --memory-only
+    python benchmarks/cluster.py REPORT.capnp --workers 2 --memory-only [--shards-only]
 
 Without REPORT a 2-IPU report is generated (``tilemem generate --ipus 2 --tiles 16``: 16 tiles an IPU, so that
 the deterministic run, the exact portfolio on every tile not proven optimal, stays minutes).
@@ -99,9 +101,13 @@ def alloc(report: Path, address: str, out: Path, *args: str) -> tuple[float, dic
     return wall, json.loads(p.stdout)
 
 
-def predict(wall_1: float, doc: dict, tiles_per_ipu: int, n: int) -> float:
-    """The deterministic run's wall time on ``n`` workers from its 1-worker run."""
+def predict(wall_1: float, doc: dict, tiles_per_ipu: int, n: int,
+            tasks: dict | None = None) -> float:
+    """The deterministic run's wall time on ``n`` workers from its 1-worker run (``wall_1``,
+    ``doc``); with ``tasks``, another run's document, its tiles' seconds instead of the
+    1-worker run's (the model checked apart from how fast each task ran)."""
     work = [t["seconds"] for t in doc["tiles"]]
+    doc = doc if tasks is None else tasks
     per_worker = [0.0] * n
     ipus = sorted({t["tile"] // tiles_per_ipu for t in doc["tiles"]})
     home = {ipu: k % n for k, ipu in enumerate(ipus)}
@@ -110,11 +116,18 @@ def predict(wall_1: float, doc: dict, tiles_per_ipu: int, n: int) -> float:
     return wall_1 - sum(work) + max(per_worker)
 
 
-def compare_memory(report: Path, workers: int, scratch: Path) -> None:
+def _load() -> str:
+    """The machine's load average over 1 and 5 minutes (the figures beside it are wall
+    times on a shared machine)."""
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f}, {five:.1f}"
+
+
+def compare_memory(report: Path, workers: int, scratch: Path, whole: bool = True) -> None:
     """Each worker's memory after ``alloc --method heuristic`` (every tile once) when the
     workers open the report and build their IPUs' shards, against the same run with the
     whole report sent to every worker (``RunOptions.state_path`` None: what every run did
-    before shards), each on a fresh cluster."""
+    before shards; not with ``whole`` False), each on a fresh cluster."""
     from tilemem.load import load_report
     from tilemem.pack.driver import RunOptions, allocate
 
@@ -122,7 +135,7 @@ def compare_memory(report: Path, workers: int, scratch: Path) -> None:
     print(f"\nworkers' memory after a heuristic pass, {workers} worker(s) "
           "(peak RSS / RssAnon at the end, MB):")
     for name, path in (("shards (opened from the path)", str(report)),
-                       ("whole report sent to each", None)):
+                       ("whole report sent to each", None))[:2 if whole else 1]:
         cluster = Cluster(workers, scratch)
         try:
             t0 = time.time()
@@ -144,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", default="0.2", help="the deterministic run's per tile")
     ap.add_argument("--memory-only", action="store_true",
                     help="only the workers' memory, shards against the whole report sent")
+    ap.add_argument("--shards-only", action="store_true",
+                    help="with --memory-only: not the run with the whole report sent")
     args = ap.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="tilemem-cluster-"))
     report = args.report
@@ -162,7 +177,7 @@ def main(argv=None) -> int:
     del r
     counts = [int(x) for x in args.workers.split(",")]
     if args.memory_only:
-        compare_memory(report, max(counts), scratch)
+        compare_memory(report, max(counts), scratch, whole=not args.shards_only)
         return 0
     budgets = [float(x) for x in args.budgets.split(",")]
     rows, first = [], None
@@ -173,33 +188,50 @@ def main(argv=None) -> int:
             alloc(report, cluster.address, scratch / "warm.capnp", "--method", "heuristic")
             wall, doc = alloc(report, cluster.address, scratch / f"det{n}.capnp",
                               "--deterministic", "--time-limit", args.time_limit)
-            row = {"workers": n, "deterministic_s": wall,
-                   "task_s": sum(t["seconds"] for t in doc["tiles"])}
+            row = {"workers": n, "deterministic_s": wall, "load": _load(),
+                   "task_s": sum(t["seconds"] for t in doc["tiles"]),
+                   "offsets": load_report(scratch / f"det{n}.capnp").offset}
             if first is None:
-                first = (wall, doc)
+                first = (wall, doc, row["offsets"])
             row["predicted_s"] = predict(first[0], first[1], per_ipu, n)
+            # the same model with this run's own task seconds: on a loaded machine a task
+            # of N workers runs slower than alone, which the prediction cannot know
+            row["model_s"] = predict(first[0], first[1], per_ipu, n, tasks=doc)
+            (scratch / f"det{n}.json").write_text(json.dumps(doc))
+            row["same_offsets"] = bool((row["offsets"] == first[2]).all())
+            print(f"{n} worker(s): deterministic {wall:.1f} s (predicted "
+                  f"{row['predicted_s']:.1f} s; {row['model_s']:.1f} s from its own tasks' "
+                  f"seconds), offsets as with {counts[0]}: "
+                  f"{row['same_offsets']}; load {row['load']}", flush=True)
             for b in budgets:
-                _, q = alloc(report, cluster.address, scratch / f"b{n}.capnp", "--budget",
-                             str(b))
+                took, q = alloc(report, cluster.address, scratch / f"b{n}.capnp", "--budget",
+                                str(b))
                 s = q["summary"]
-                row[f"budget {b:g}"] = (s["overflowBytes"], s["tilesThatFit"], s["meanGap"],
-                                        s["withinOnePercent"])
+                row[f"budget {b:g}"] = (took, s["overflowBytes"], s["tilesThatFit"],
+                                        s["meanGap"], s["withinOnePercent"], _load())
+                print(f"{n} worker(s), budget {b:g} s: {took:.1f} s, {row[f'budget {b:g}']}",
+                      flush=True)
             row["memory"] = cluster.memory()
         finally:
             cluster.stop()
         rows.append(row)
-    print("\nworkers | deterministic run (s) | predicted from 1 worker (s) | tile-task s | "
-          "per worker: peak RSS / RssAnon (MB)")
+    print("\nworkers | deterministic run (s) | predicted from 1 worker (s) | the same from "
+          "its own task seconds (s) | tile-task s | "
+          f"offsets as with {counts[0]} worker(s) | load (1, 5 min) | per worker: peak RSS / "
+          "RssAnon (MB)")
     for row in rows:
         mem = ", ".join(f"{m['peak_rss_mb']:.0f} / {m['rss_anon_mb']:.0f}"
                         for m in row["memory"])
+        same = "equal" if row["same_offsets"] else "DIFFERENT"
         print(f"{row['workers']} | {row['deterministic_s']:.1f} | {row['predicted_s']:.1f} | "
-              f"{row['task_s']:.1f} | {mem}")
-    print("\nworkers | budget (s) | overflow bytes | tiles that fit | mean gap | within 1 %")
+              f"{row['model_s']:.1f} | {row['task_s']:.1f} | {same} | {row['load']} | {mem}")
+    print("\nworkers | budget (s) | run's wall (s) | overflow bytes | tiles that fit | mean gap "
+          "| within 1 % | load (1, 5 min)")
     for row in rows:
         for b in budgets:
-            o, fit, gap, within = row[f"budget {b:g}"]
-            print(f"{row['workers']} | {b:g} | {o:,} | {fit} | {gap:.2%} | {within:.0%}")
+            took, o, fit, gap, within, load = row[f"budget {b:g}"]
+            print(f"{row['workers']} | {b:g} | {took:.1f} | {o:,} | {fit} | {gap:.2%} | "
+                  f"{within:.0%} | {load}")
     return 0
 
 

@@ -119,6 +119,79 @@ def test_bad_scheduler_option_is_one_line():
         make_executor("somewhere:8786", None)
 
 
+def _broken_in_ipu(path, out, ipu: int) -> int:
+    """The report at ``path`` written to ``out`` with one row of IPU ``ipu``'s last tile
+    given alignment 3 (not a power of two); that row's var id."""
+    from dataclasses import replace
+
+    from tilemem.load import load_report, save_report
+
+    r = load_report(path)
+    tiles = r.tiles_in_use()
+    row = int(r.tile_rows(int(tiles[r.target.ipu_of(tiles) == ipu][-1]))[0])
+    alignment = r.alignment.copy()
+    alignment[row] = 3
+    save_report(replace(r, alignment=alignment, _cache={}), out)
+    return int(r.var_id[row])
+
+
+def test_a_worker_checks_the_rows_of_its_own_ipu_only(tmp_path):
+    """A worker opens the report its driver validated without reading its values and
+    validates the shard it builds: with a row of IPU 1 broken, IPU 0's shard is built (the
+    same as from the intact file), IPU 1's is refused in one line naming the file's row, as
+    the driver's whole validation names it."""
+    from dataclasses import replace
+
+    from tilemem.generate import generate_report
+    from tilemem.load import load_report, save_report
+    from tilemem.model.shard import ipu_shard
+
+    good, bad = tmp_path / "good.capnp", tmp_path / "bad.capnp"
+    save_report(replace(generate_report("mk1", tiles=4, steps=40, seed=5, ipus=2),
+                        class_steps=None), good)
+    var = _broken_in_ipu(good, bad, 1)
+    with pytest.raises(ReportError) as whole:      # the driver's load: the whole report
+        load_report(bad)
+    assert "alignment must be a power of two" in str(whole.value)
+    source = ReportFile(bad)
+    source.load()                                  # opened trusted: no value read
+    assert source.shard(0) == ipu_shard(load_report(good), 0)
+    with pytest.raises(ReportError) as worker:
+        source.shard(1)
+    said = str(worker.value)
+    assert said.startswith(f"{bad}: IPU 1's rows") and "\n" not in said
+    assert f"var {var}," in said and whole.value.field == worker.value.field
+
+
+def test_a_worker_repairs_its_shards_names_as_the_driver_does(tmp_path):
+    """Opened trusted, the file's names are not decoded; the shard's are then made valid
+    UTF-8 as the driver's load makes the whole report's (a name with a bad byte in IPU 1:
+    the same names on both sides, U+FFFD in it)."""
+    import warnings
+    from dataclasses import replace
+
+    import numpy as np
+
+    from tilemem.errors import ReportWarning
+    from tilemem.generate import generate_report
+    from tilemem.load import load_report, save_report
+    from tilemem.model.shard import ipu_shard
+
+    r = replace(generate_report("mk1", tiles=4, steps=40, seed=5, ipus=2), class_steps=None)
+    tiles = r.tiles_in_use()
+    row = int(r.tile_rows(int(tiles[r.target.ipu_of(tiles) == 1][0]))[0])
+    blob = np.frombuffer(bytes(r.name_blob), np.uint8).copy()
+    blob[r.name_offsets[row]] = 0xFF          # never valid in UTF-8
+    path = tmp_path / "names.capnp"
+    save_report(replace(r, name_blob=blob.tobytes(), _cache={}), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        driver = load_report(path)
+    worker = ReportFile(path).shard(1)
+    assert worker.names() == ipu_shard(driver, 1).names()
+    assert any("\ufffd" in n for n in worker.names())
+
+
 # ---- a real Dask cluster ------------------------------------------------------------------
 distributed = pytest.importorskip(
     "distributed", reason="dask distributed is not installed (pip install -e '.[cluster]')")
@@ -407,6 +480,29 @@ def test_workers_that_cannot_see_the_report_receive_it(shared_cluster, tmp_path)
     with pytest.raises(ReportError, match="cannot read it at this path"):
         with make_executor(address, stale):
             pass
+
+
+def test_a_broken_or_truncated_report_is_refused_before_any_task(shared_cluster,
+                                                                two_ipu_report, tmp_path):
+    """The driver validates the whole report before any task is sent (workers trust it and
+    check their own rows only): a report cut short (at 3/4 of its bytes), or with a row of
+    IPU 1 broken, is one line and exit 2, and no worker built a shard of it."""
+    from tilemem.pack.cluster import worker_shards
+
+    address, _ = shared_cluster
+    path, _, _ = two_ipu_report
+    cut, bad = tmp_path / "cut.capnp", tmp_path / "bad.capnp"
+    data = Path(path).read_bytes()
+    cut.write_bytes(data[:len(data) * 3 // 4])
+    _broken_in_ipu(path, bad, 1)
+    for report, says in ((cut, "truncated"), (bad, "alignment must be a power of two")):
+        code, _, err = _cli("alloc", report, *DET, "--scheduler", address, "-o",
+                            tmp_path / "out.capnp")
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f"tilemem: error: {report}: ") and says in err
+    with distributed.Client(address, timeout=60) as c:
+        held = c.run(worker_shards)
+    assert not [b for h in held.values() for b in h["built"] if b[0] in (str(cut), str(bad))]
 
 
 def test_auto_with_a_budget_runs_its_plan_on_a_dask_cluster(shared_cluster, two_ipu_report,

@@ -115,10 +115,12 @@ def report_format(buf) -> str:
                       "Cap'n Proto format")
 
 
-def load_report(path) -> Report:
+def load_report(path, *, trusted: bool = False) -> Report:
     """Read a lowered-variables report (JSON or tilemem capnp, by content). Raises
     ``ReportError`` (one line naming the file, the field and the record); warns
     (``ReportWarning``) about what it repaired, e.g. names that are not valid UTF-8.
+    ``trusted``: a capnp report another process validated whole (``capnpio.read_capnp``'s
+    ``trusted``: its values are not read); a JSON report is always checked.
 
     >>> import tempfile, os
     >>> from tilemem.model import Report
@@ -141,7 +143,7 @@ def load_report(path) -> Report:
                 skip = len(_BOM) if bytes(buf[:3]) == _BOM else 0
                 report = read_json(memoryview(buf)[skip:] if skip else buf)
             else:
-                report = read_capnp(buf)
+                report = read_capnp(buf, trusted=trusted)
         except ReportError as e:
             raise e.with_path(str(path)) from None
         except OSError as e:

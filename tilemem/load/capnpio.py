@@ -190,7 +190,8 @@ class _Reader:
             raw = raw.copy()
         return raw.view(dt)
 
-    def csr(self, parent, field: str, num_rows: int | None = None) -> Csr:
+    def csr(self, parent, field: str, num_rows: int | None = None,
+            checked: bool = True) -> Csr:
         self.field = field
         if not parent._has(field):
             raise ReportError("is missing", field=field)
@@ -200,7 +201,8 @@ class _Reader:
         if len(indptr) == 0 or (num_rows is not None and len(indptr) != num_rows + 1):
             raise ReportError(f"has {max(len(indptr) - 1, 0):,} rows, expected {num_rows:,}",
                               field=f"{field}.indptr")
-        if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
+        if checked and (indptr[0] != 0 or np.any(np.diff(indptr) < 0)
+                        or indptr[-1] != len(indices)):
             raise ReportError("CSR offsets are not a valid partition of the entries",
                               field=f"{field}.indptr")
         return Csr(indptr, indices)
@@ -224,8 +226,14 @@ def _plain(e) -> str:
                 "a field holds the wrong kind of value")
 
 
-def read_capnp(buf) -> Report:
-    """Decode a tilemem capnp report from a buffer (bytes or mmap). Raises ``ReportError``."""
+def read_capnp(buf, *, trusted: bool = False) -> Report:
+    """Decode a tilemem capnp report from a buffer (bytes or mmap). Raises ``ReportError``.
+
+    ``trusted``: a report already validated whole by another process (a Dask worker opening
+    the file its driver loaded, ``tilemem.pack.cluster.ReportFile``): only the checks that
+    read no column's values (the message, the target, each column's presence, dtype and
+    length) are made, so that opening it reads none of its pages and makes no temporary of
+    a whole column; the values a worker uses are checked in its shard."""
     import capnp
 
     from .validate import MAX_CATEGORIES, repair_names, validate_report, validate_target
@@ -271,7 +279,8 @@ def read_capnp(buf) -> Report:
                                   "var)", field=field)
         rd.field = "categoryNames"
         cats = tuple(_categories(m.categoryNames, MAX_CATEGORIES))
-        if n and (cols["category"].min() < 0 or cols["category"].max() >= len(cats)):
+        if not trusted and n and (cols["category"].min() < 0
+                                  or cols["category"].max() >= len(cats)):
             row = int(np.flatnonzero((cols["category"] < 0)
                                      | (cols["category"] >= len(cats)))[0])
             raise ReportError(f"category code {cols['category'][row]} is outside the "
@@ -279,11 +288,12 @@ def read_capnp(buf) -> Report:
                               var=int(cols["var_id"][row]))
         blob = rd.column(m, "nameBlob", "|u1")
         name_offsets = rd.column(m, "nameOffsets", "<i8")
-        if len(name_offsets) != n + 1 or name_offsets[0] != 0 or np.any(
-                np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob):
+        if len(name_offsets) != n + 1 or not trusted and (name_offsets[0] != 0 or np.any(
+                np.diff(name_offsets) < 0) or name_offsets[-1] != len(blob)):
             raise ReportError("name offsets do not partition nameBlob", field="nameOffsets")
         # names as a view of the file (bytes only if one had to be repaired)
-        name_blob, name_offsets = repair_names(blob, name_offsets, cols["var_id"])
+        name_blob, name_offsets = ((blob, name_offsets) if trusted else
+                                   repair_names(blob, name_offsets, cols["var_id"]))
         steps = None
         if m.hasEquivalenceClassSteps:
             flat = rd.column(m, "equivalenceClassSteps", "<i8")
@@ -294,18 +304,21 @@ def read_capnp(buf) -> Report:
         report = Report(
             target=target, **cols, name_blob=name_blob, name_offsets=name_offsets,
             categories=cats, element_constraints=Csr.empty(n), region_constraints=Csr.empty(n),
-            interference=rd.csr(m, "equivalenceClassInterference"),
+            interference=rd.csr(m, "equivalenceClassInterference", checked=not trusted),
             allocation_order=Csr.empty(target.num_tiles), class_steps=steps,
             interference_dropped=m.interferenceDropped if m.interferencePruned else None)
         lookup = report.rows_of_vars
         for attr, field in (("element_constraints", "elementConstraints"),
                             ("region_constraints", "regionConstraints"),
                             ("allocation_order", "allocationOrderByTile")):
-            c = rd.csr(m, field, n if attr != "allocation_order" else target.num_tiles)
-            object.__setattr__(report, attr, Csr(c.indptr, lookup(c.indices)))
+            c = rd.csr(m, field, n if attr != "allocation_order" else target.num_tiles,
+                       checked=not trusted)
+            if len(c.indices):   # (no index of the var ids for an empty relation)
+                object.__setattr__(report, attr, Csr(c.indptr, lookup(c.indices)))
     except capnp.KjException as e:
         raise ReportError(f"damaged Cap'n Proto report: {_plain(e)}", field=rd.field) from None
-    validate_report(report)
+    if not trusted:
+        validate_report(report)
     return pruned(report)   # a file written before the pairs were pruned: pruned now
 
 

@@ -210,6 +210,14 @@ class ReportFile:
 
     ``size`` and ``mtime_ns`` are recorded when made, so a worker that sees another file at
     the path refuses it (``ReportError``) instead of solving the wrong report.
+
+    Validation: the driver has validated the whole report before any task is sent (it
+    loads it to plan the run, and bad input must be one line, exit 2, before the long
+    work), so a worker trusts the file it identifies as that one (``load_report(...,
+    trusted=True)``: no value of a column read when it opens the file, no whole-column
+    temporary, no page of another IPU's rows touched) and validates only the shard it
+    builds (``validate_report`` on those rows: the values it will solve with, checked in
+    memory it holds anyway). A worker's peak memory is then its shard's, not the report's.
     """
 
     def __init__(self, path, extra: Any = None, keep: int = 2):
@@ -232,7 +240,7 @@ class ReportFile:
                                   "differ on this worker)", path=self.path)
             from ..load import load_report
 
-            r = _OPENED[self.key] = load_report(self.path)
+            r = _OPENED[self.key] = load_report(self.path, trusted=True)
         return r
 
     def shard(self, ipu: int):
@@ -286,7 +294,8 @@ class ShardCache:
                 return shard
             from ..model.shard import ipu_shard, report_nbytes
 
-            shard = ipu_shard(source.load(), ipu)
+            report = source.load()
+            shard = _checked(ipu_shard(report, ipu), report, ipu, source.path)
             self.built.append((source.path, ipu, report_nbytes(shard)))
             self.shards[key] = shard
             while len(self.shards) > source.keep:
@@ -300,6 +309,41 @@ class ShardCache:
 
 
 _LOCAL_SHARDS: ShardCache | None = None
+
+
+def _checked(shard, report, ipu: int, path: str):
+    """The shard of a report opened trusted, checked as the driver's load checked the
+    whole: validated (this IPU's rows only), its names made valid UTF-8 as the driver's are
+    (``repair_names``, whose warning the driver has given)."""
+    import warnings
+    from dataclasses import replace
+
+    from ..errors import ReportWarning
+    from ..load.validate import repair_names, validate_report
+
+    try:
+        validate_report(shard)
+    except ReportError as e:
+        raise _in_report(e, report, ipu).with_path(path) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        blob, offsets = repair_names(shard.name_blob, shard.name_offsets, shard.var_id)
+    if blob is shard.name_blob:
+        return shard
+    return replace(shard, name_blob=blob, name_offsets=offsets, _cache={})
+
+
+def _in_report(e: ReportError, report, ipu: int) -> ReportError:
+    """A shard's validation error as the report's: its row (``vars[i]`` counts the shard's
+    rows) found again by the var id, and the IPU said."""
+    import re
+
+    field = e.field
+    if field is not None and e.var is not None and field.startswith("vars["):
+        row = int(report.rows_of_vars([e.var])[0])
+        field = re.sub(r"^vars\[\d+\]", f"vars[{row}]", field)
+    return ReportError(f"IPU {ipu}'s rows, checked by the worker: {e.message}", field=field,
+                       var=e.var, tile=e.tile, eq_class=e.eq_class)
 
 
 def _worker():
