@@ -429,12 +429,23 @@ class SplitModel(Crossings):
             bufs = [Extra(rows, a, e) for rows, a, e in extra]
             return lambda tiles: b.max_live(w, tiles, bufs)
         from ..liveness import max_live_all
+        from ..model.ipuview import take_rows
         from .whatif import changed_report
 
+        # the stage's rows only (and those its buffers copy): a folded Pod holds every
+        # stage's rows, and a copy of all of them a stage (with its buffers') passed 15 GB at
+        # 16 IPUs; the rows left out are not in the stage and weigh nothing in its bound
         r = self.r
-        changed = changed_report(r, size, r.allocated & (size > 0))
+        keep = r.allocated & (size > 0)
+        for rows, _, _ in extra:
+            keep[rows] = True
+        keep = np.flatnonzero(keep)
+        sub = take_rows(r, keep)
+        at = np.full(r.num_vars, -1, np.int64)
+        at[keep] = np.arange(len(keep))
+        changed = changed_report(sub, size[keep], sub.allocated & (size[keep] > 0))
         if extra:
-            changed = with_buffers(changed, extra, r)
+            changed = with_buffers(changed, [(at[rows], a, e) for rows, a, e in extra], sub)
 
         def bound(tiles):
             got = max_live_all(changed, tiles, time_limit=0.05 * len(tiles))

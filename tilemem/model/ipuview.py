@@ -171,6 +171,12 @@ def _gathered(r: Report, rows: np.ndarray) -> Report:
     return order_by_tile(_take(r, rows))
 
 
+def take_rows(r: Report, rows: np.ndarray) -> Report:
+    """``r`` restricted to ``rows`` (ascending), as a copy: the same classes, interference
+    and target, constraints and allocation order among those rows only."""
+    return _take(r, np.asarray(rows, np.int64))
+
+
 def _take(r: Report, rows: np.ndarray) -> Report:
     n = r.num_vars
     new_row = np.full(n, -1, np.int64)
@@ -190,13 +196,17 @@ def _take(r: Report, rows: np.ndarray) -> Report:
     order = r.allocation_order
     keep = new_row[order.indices] >= 0
     tile_of_entry = order.row_ids()[keep]
-    return replace(r, **{f: getattr(r, f)[rows] for f in ROW_COLUMNS}, name_blob=names,
-                   name_offsets=name_offsets, element_constraints=cons(r.element_constraints),
-                   region_constraints=cons(r.region_constraints),
-                   allocation_order=Csr.from_lengths(
-                       np.bincount(tile_of_entry, minlength=order.num_rows),
-                       new_row[order.indices[keep]]),
-                   _tile_index=None, _cache={})
+    out = replace(r, **{f: getattr(r, f)[rows] for f in ROW_COLUMNS}, name_blob=names,
+                  name_offsets=name_offsets, element_constraints=cons(r.element_constraints),
+                  region_constraints=cons(r.region_constraints),
+                  allocation_order=Csr.from_lengths(
+                      np.bincount(tile_of_entry, minlength=order.num_rows),
+                      new_row[order.indices[keep]]),
+                  _tile_index=None, _cache={})
+    for key in SHARED_CACHE:   # the same relation
+        if key in r._cache:
+            out._cache[key] = r._cache[key]
+    return out
 
 
 def passes(r: Report):
