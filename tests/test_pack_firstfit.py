@@ -106,7 +106,7 @@ def test_best_fit_differs_from_first_fit():
     assert ff(r, best_fit=True) == [0, 8, 16]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_reports(max_vars=10, tiles=2), st.booleans(), st.booleans(), st.randoms())
 def test_every_placement_passes_the_checker(r, best, span, rnd):
     rules = Rules(no_region_span=span, lowest_256kb_limit=rnd.choice([262144, 48, 100]))

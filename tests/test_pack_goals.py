@@ -101,13 +101,20 @@ def test_under_the_fit_goal_only_undecided_tiles_get_the_later_passes(report):
 
 def test_the_goal_changes_nothing_without_a_budget(report):
     """``goal`` and ``settle`` act only under auto with a budget: the deterministic run (no
-    clock) gives the same offsets whatever they are."""
-    x = allocate(report,
+    clock) gives the same offsets whatever they are. Three of the eight tiles (two out of
+    memory with the report's offsets, one that fits): the same question at a third of the
+    time."""
+    tiles = [0, 1, 2]
+    x = allocate(report, tiles=tiles,
                  policy=Policy(time_limit=0.5),
                  run=RunOptions(workers=1, deterministic=True))
-    y = allocate(report,
+    y = allocate(report, tiles=tiles,
                  policy=Policy(time_limit=0.5, settle=1.0),
                  run=RunOptions(workers=1, deterministic=True, goal=Goal.FIT))
+    assert [t.tile for t in x.tiles] == tiles
+    assert [t.overflow_bytes > 0 for t in allocate(report, method="replay", tiles=tiles,
+                                                   run=RunOptions(workers=1)).tiles] \
+        == [True, True, False]
     assert np.array_equal(x.offsets, y.offsets)
     assert x.ended_early is None and y.ended_early is None
 

@@ -16,7 +16,7 @@ from tilemem.pack.problem import TileProblem
 from tilemem.pack.search import solve_search
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(small_reports(max_vars=7), st.randoms(use_true_random=False))
 def test_self_check_agrees_with_the_independent_checker(r, rnd):
     p = TileProblem.from_report(r, 0)

@@ -43,7 +43,7 @@ def four_variables(geometry) -> TileProblem:
     return TileProblem.from_report(r, 0)
 
 
-@examples(120)
+@examples(80)
 @given(small_reports(max_vars=4, max_classes=3, geometry=TINY_GEOMETRY))
 def test_exact_matches_brute_force(r):
     # a deterministic run's limit sets its local search's move budget (40 a second) and
@@ -327,7 +327,9 @@ def test_near_stops_once_within_its_target(monkeypatch):
     assert caps[-1] >= 72 and all(c < 72 for c in caps[:-1]), caps
     found = len(caps)
     caps.clear()
-    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 0.2)
+    # without a target it probes below 72 until its time is up: 1 s, not 0.2, so a loaded
+    # machine (the process given a fraction of a core) still gets past the first run's caps
+    off, status, note, _ = portfolio_mod.quick_search(p, hint, 64, 1.0)
     assert off.tolist() == at72.tolist()
     assert len(caps) > found and caps[found - 1] >= 72 and caps[found] < 72, caps
 
