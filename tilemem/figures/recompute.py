@@ -53,6 +53,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import ReportError
+from ..liveness.sorting import search_left
 from ..model import Csr, Report
 from ..model.interference import SharedTiles, prunes
 
@@ -406,7 +407,7 @@ def _checkpoints_read_again(r: Report, cand, kept, of_row, start, end, ckpt_in, 
 def _last_live_before(start, end, layer, f, u):
     """Positions (in ``start``'s ascending order) of the rows live at ``f`` (``start < f <
     end``) of another layer than ``u`` whose start is the latest among those."""
-    j = np.searchsorted(start, f) - 1
+    j = search_left(start, f) - 1
     while j >= 0 and not (end[j] > f and layer[j] != u):
         j -= 1
     if j < 0:
