@@ -53,12 +53,18 @@ PER_SAMPLE_CATEGORIES = ("variable", "message", "rearrangement", "outputEdge")
 def persistent_rows(r: Report) -> np.ndarray:
     """Whether each row is persistent training state (see the module docstring). Computed
     once a report (every lever asks; at Pod scale a pass is seconds), read-only."""
-    return r.cached("batch.persistent_rows", lambda: _frozen(_persistent_rows(r)))
+    return cached_rows(r, "batch.persistent_rows", _persistent_rows)
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
+def cached_rows(r: Report, key: str, make) -> np.ndarray:
+    """``make(r)``, computed once a report and kept read-only (rows many what-ifs ask: at Pod
+    scale a pass over the rows is seconds, and a caller writing into the shared array would
+    change every later answer)."""
+    def frozen():
+        a = make(r)
+        a.setflags(write=False)
+        return a
+    return r.cached(key, frozen)
 
 
 def _persistent_rows(r: Report) -> np.ndarray:
@@ -82,7 +88,7 @@ def _persistent_rows(r: Report) -> np.ndarray:
 def micro_batch_rows(r: Report) -> np.ndarray:
     """Rows a smaller micro-batch shrinks: per-sample tensors that are neither persistent
     nor parameter-shaped (see the module docstring). Computed once a report, read-only."""
-    return r.cached("batch.micro_batch_rows", lambda: _frozen(_micro_batch_rows(r)))
+    return cached_rows(r, "batch.micro_batch_rows", _micro_batch_rows)
 
 
 def _micro_batch_rows(r: Report) -> np.ndarray:

@@ -95,13 +95,11 @@ def _named(r: Report, rx) -> np.ndarray:
 
 
 def _once(r: Report, name: str, make) -> np.ndarray:
-    """``make(r)``, computed once a report and read-only: each lever's rows are asked by
-    every combination the plan tries, and at Pod scale a pass over the rows is seconds."""
-    def frozen():
-        a = make(r)
-        a.setflags(write=False)
-        return a
-    return r.cached("levers." + name, frozen)
+    """``make(r)`` once a report, read-only: each lever's rows are asked by every combination
+    the plan tries."""
+    from .batch import cached_rows
+
+    return cached_rows(r, "levers." + name, make)
 
 
 def _category_is(r: Report, cats) -> np.ndarray:

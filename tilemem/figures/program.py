@@ -247,9 +247,7 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
         if kind == "micro-batch":   # the rows what-if --micro-batch scales, on these tiles
             from .batch import micro_batch_rows
 
-            mb = micro_batch_rows(r)   # sorted: a search per row asked, not a Pod's sort
-            at = np.minimum(np.searchsorted(mb, rows), max(len(mb) - 1, 0))
-            sel = np.sort(rows[mb[at] == rows]) if len(mb) else mb
+            sel = np.sort(rows[np.isin(rows, micro_batch_rows(r))])
         else:                       # every allocated row what-if's pattern takes
             test = name_matcher(pattern)
             hit = np.fromiter((test(n) for n in names), bool, count=len(names))

@@ -190,7 +190,8 @@ def recomputation(r: Report, checkpoints) -> Recomputation:
 
 def _recomputation(r: Report, checkpoints) -> Recomputation:
     from .batch import micro_batch_rows
-    from .splitunits import program_units, tensor_codes_fast
+    from ..model.names import tensor_codes
+    from .splitunits import program_units
 
     if r.class_steps is None or len(r.class_steps) != r.num_classes:
         raise ReportError("--recompute: the report has no equivalenceClassSteps (the "
@@ -204,7 +205,7 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     start, end = r.class_steps[r.eq_class, 0], r.class_steps[r.eq_class, 1]
     turn = turn_step(r, cand)
     kept = cand[(start[cand] <= turn) & (end[cand] > turn)]
-    codes, names = tensor_codes_fast(r)
+    codes, names = tensor_codes(r)
     units = _layers_only(program_units(r, kept, start, codes, names))
     layer = units.of_row[kept]
     if not (layer >= 0).any() or units.source != "layer names":

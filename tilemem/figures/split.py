@@ -79,12 +79,13 @@ import numpy as np
 from ..errors import ReportError
 from ..model import Report
 from ..model.interference import tile_interference
+from ..model.names import tensor_codes
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 from .plan import Plan
-from .splitunits import Units, program_units, tensor_codes_fast
+from .splitunits import Units, program_units
 from .splitbuffers import with_buffers
 from .splitcross import Crossings
 from ..liveness.cliques import MAX_EXTRA
@@ -209,7 +210,7 @@ class SplitModel(Crossings):
         tm = r.target
         self.source_ipus = tm.num_ipus
         self.tiles = tm.ipu_tiles
-        codes, names = tensor_codes_fast(r)
+        codes, names = tensor_codes(r)
 
         def of_cats(want):
             return np.isin(r.category, [k for k, c in enumerate(r.categories) if want(c)])

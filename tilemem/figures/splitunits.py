@@ -4,7 +4,7 @@ step 1).
 
 >>> from tilemem.generate import generate_report
 >>> r = generate_report("mk1", tiles=8, steps=60, seed=1)
->>> codes, names = tensor_codes_fast(r)
+>>> codes, names = tensor_codes(r)
 >>> u = program_units(r, np.flatnonzero(~r.always_live), None, codes, names)
 >>> u.source, u.labels[:2]
 ('layer names', ['layer0', 'layer1'])
@@ -39,26 +39,11 @@ def _natural(label: str):
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label)]
 
 
-def tensor_codes_fast(r: Report) -> tuple[np.ndarray, list[str]]:
-    """``tilemem.model.names.tensor_codes`` by the names' hashes (``tensor_keys``,
-    compiled): every row's tensor as a code into distinct names. Two tensors share a code
-    only by a 64-bit hash collision.
-
-    >>> r = Report.from_columns(var_id=range(3), tile=[0, 1, 1], size=[4] * 3,
-    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3, eq_class=[0] * 3,
-    ...     interference=[[]], names=["w#0", "w#1", "x"])
-    >>> codes, names = tensor_codes_fast(r)
-    >>> [names[c] for c in codes.tolist()]
-    ['w', 'w', 'x']
-    """
-    return tensor_codes(r)
-
-
 def program_units(r: Report, model_rows: np.ndarray, start: np.ndarray | None,
                   codes: np.ndarray, names: list) -> Units:
     """The units of ``r`` (see the module docstring); ``model_rows``: the rows that may
     belong to one; ``start``: every row's class start step (``None`` without steps);
-    ``codes``, ``names``: every row's tensor (``tensor_codes_fast``)."""
+    ``codes``, ``names``: every row's tensor (``tilemem.model.names.tensor_codes``)."""
     n_rows = r.num_vars
     numbered = [(_NUMBERED.match(n) or [None, None])[1] for n in names]
     present = np.unique(codes[model_rows]).tolist()

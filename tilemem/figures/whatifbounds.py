@@ -65,9 +65,8 @@ class WhatIfBounds:
 
     def _recomputed_parts(self, pattern: str, rc) -> list:
         """``(positions in tiles, first row, Recomputation, TileCliques)`` of the recomputed
-        report: one
-        IPU at a time on an ordered report of several (each IPU's changed part, its tiles'
-        graphs taken apart, then the part let go), else the whole report."""
+        report: one IPU at a time on an ordered report of several (each IPU's changed part,
+        its tiles' graphs taken apart, then the part let go), else the whole report."""
         if pattern not in self._recomputed:
             from ..liveness.reweight import TileCliques
             from ..model.ipuview import ipu_bounds, tile_ordered
