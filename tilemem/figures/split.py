@@ -86,7 +86,6 @@ from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 from .plan import Plan
 from .splitunits import Units, program_units
-from .splitbuffers import with_buffers
 from .splitcross import Crossings
 from ..liveness.cliques import MAX_EXTRA
 
@@ -218,7 +217,10 @@ class SplitModel(Crossings):
         old = np.array([n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names],
                        bool)[codes]
         old |= of_cats(lambda c: c == "globalMessage" or c.startswith("globalExchange"))
-        self.ipu_of_row = np.where(r.allocated, r.tile // self.tiles, -1)
+        # compact per-row columns (a Pod has some 50 M rows): IPUs, steps and units are few
+        self.ipu_of_row = np.full(r.num_vars, -1, np.int16)
+        np.floor_divide(r.tile, self.tiles, out=self.ipu_of_row, where=r.allocated,
+                        casting="unsafe")
         if self.source_ipus > 1:  # per-tile always-live data once (IPU 0's), not per IPU
             old |= (r.always_live & of_cats(lambda c: c in INFERRED_PER_TILE_ALWAYS_LIVE)
                     & (self.ipu_of_row > 0))
@@ -235,8 +237,11 @@ class SplitModel(Crossings):
         model = alive & ~r.always_live
         self.start = self.end = None
         if r.class_steps is not None and len(r.class_steps) == r.num_classes:
-            self.start = r.class_steps[r.eq_class, 0]
-            self.end = r.class_steps[r.eq_class, 1]
+            steps = r.class_steps
+            if len(steps) and int(steps.max()) < np.iinfo(np.int32).max:
+                steps = steps.astype(np.int32)
+            self.start = steps[r.eq_class, 0]
+            self.end = steps[r.eq_class, 1]
         named_al = alive & r.always_live
         self.units = program_units(r, np.flatnonzero(model), self.start, codes, names)
         u = self.units.of_row
@@ -274,8 +279,7 @@ class SplitModel(Crossings):
         # embedding may be: 004 leaves the flag to Poplar), as when they are not so written
         al_model = named_al & (u < 0) & of_cats(lambda c: c == "variable")
         shared = (model | al_model) & (u < 0)
-        self.anchor = np.full(r.num_vars, -1, np.int64)
-        self.part_start = np.full(r.num_vars, -1, np.int64)   # where a part's forward begins
+        self.anchor = np.full(r.num_vars, -1, np.int32 if L < 2 ** 31 else np.int64)
         if self.pos is not None and shared.any():
             order = np.argsort(self.pos, kind="stable")
             k = np.searchsorted(self.pos[order], self.start[shared], "right") - 1
@@ -325,6 +329,15 @@ class SplitModel(Crossings):
             self.of_micro_batch = (model & ~self.persistent & (self.anchor >= 0)
                                    & (self.start >= self.span[0])
                                    & of_cats(lambda c: c in PER_SAMPLE_CATEGORIES))
+        # each stage's rows without a pass over every row: those of a unit, grouped by unit
+        anchored = np.flatnonzero(self.anchor >= 0)
+        if r.num_vars < 2 ** 31:
+            anchored = anchored.astype(np.int32)
+        self._by_anchor = anchored[np.argsort(self.anchor[anchored], kind="stable")]
+        self._anchor_ptr = np.searchsorted(self.anchor[self._by_anchor], np.arange(L + 1))
+        self._every_rows = np.flatnonzero(self.everywhere)
+        self._whole_rows = np.flatnonzero(self.whole)
+        self._scaled_rows = np.flatnonzero(self.step_scaled)
         self._crossings()
         self._tied_weights(r.allocated & r.always_live & of_cats(lambda c: c == "variable"))
         self._evals: dict = {}
@@ -399,14 +412,14 @@ class SplitModel(Crossings):
         classes live only outside them (an optimiser step after the gradient accumulation
         loop), the bound is the larger of the stage's bound and, plus the stash, the bound
         of its classes that meet the micro-batches."""
-        size, extra, buffers, stash = self._stage_sizes(s, i, j, n)
-        full = self._bound_of(size, extra)
-        out = self.outside & (size > 0)
+        rows, size, extra, buffers, stash = self._stage_sizes(s, i, j, n)
+        full = self._bound_of(rows, size, extra)
+        out = self.outside[rows]
         if not stash.any() or not out.any():
             return full, buffers, stash
         a, e = self.span
-        inside = self._bound_of(np.where(out, 0, size), [x for x in extra
-                                                         if x[1] < e and x[2] > a])
+        inside = self._bound_of(rows[~out], size[~out], [x for x in extra
+                                                        if x[1] < e and x[2] > a])
 
         def bound(tiles):
             p0, al = full(tiles)
@@ -415,9 +428,10 @@ class SplitModel(Crossings):
             return np.maximum(p0, p1 + st) - st, al
         return bound, buffers, stash
 
-    def _bound_of(self, size: np.ndarray, extra: list):
+    def _bound_of(self, rows: np.ndarray, size: np.ndarray, extra: list):
         """``bound(tiles)``: maximum live bytes and always-live bytes on ``tiles`` of the
-        report's variables at sizes ``size`` with the classes ``extra`` added."""
+        report's variables ``rows`` at sizes ``size`` (every other variable left out) with
+        the classes ``extra`` added."""
         if self._bound is None:
             from ..liveness.cliques import ReweightedBound
 
@@ -426,69 +440,74 @@ class SplitModel(Crossings):
             from ..liveness.cliques import Extra
 
             b = self._bound
-            w = b.node_weights(np.where(self.r.allocated, size, 0))
-            bufs = [Extra(rows, a, e) for rows, a, e in extra]
+            whole = np.zeros(self.r.num_vars, np.float64)
+            whole[rows] = size
+            w = b.node_weights(whole)
+            bufs = [Extra(x, a, e) for x, a, e in extra]
             return lambda tiles: b.max_live(w, tiles, bufs)
         from ..liveness import max_live_all
-        from ..model.ipuview import take_rows
-        from .whatif import changed_report
+        from .splitbuffers import stage_report
 
-        # the stage's rows only (and those its buffers copy): a folded Pod holds every
-        # stage's rows, and a copy of all of them a stage (with its buffers') passed 15 GB at
-        # 16 IPUs; the rows left out are not in the stage and weigh nothing in its bound
-        r = self.r
-        keep = r.allocated & (size > 0)
-        for rows, _, _ in extra:
-            keep[rows] = True
-        keep = np.flatnonzero(keep)
-        sub = take_rows(r, keep)
-        at = np.full(r.num_vars, -1, np.int64)
-        at[keep] = np.arange(len(keep))
-        changed = changed_report(sub, size[keep], sub.allocated & (size[keep] > 0))
-        if extra:
-            changed = with_buffers(changed, [(at[rows], a, e) for rows, a, e in extra], sub)
+        # the stage's own report: a folded Pod holds every stage's rows and classes, and a
+        # changed copy of all of them a stage (with its buffers' interference) passed 15 GB
+        # at 16 IPUs; rows and classes not in the stage weigh nothing in its bound
+        stage = stage_report(self.r, rows, size, extra)
 
         def bound(tiles):
-            got = max_live_all(changed, tiles, time_limit=0.05 * len(tiles))
+            got = max_live_all(stage, tiles, time_limit=0.05 * len(tiles))
             return (np.array([m.max_live_bytes for m in got], np.int64),
                     np.array([m.always_live_bytes for m in got], np.int64))
         return bound
 
     def _stage_sizes(self, s: int, i: int, j: int, n: int):
-        """Stage ``s``'s variables: every row's size in the stage (0: not in it), its
-        buffers as ``(rows, start, end)`` classes (with steps), the bytes pipelining adds per
-        tile, the stash per tile."""
+        """Stage ``s``'s variables: ``rows`` (ascending: the allocated rows in the stage) and
+        their ``size`` there, its buffers as ``(rows, start, end)`` classes (with steps), the
+        bytes pipelining adds per tile, the stash per tile.
+
+        A row's size in the stage is its size times its share (1: a unit of the stage, data
+        of every stage or kept whole; the stage's share of the tile's variables: step-scaled
+        always-live data) plus the copies pipelining adds of it (without steps, or too many
+        buffers: live like the tensor copied)."""
         r, T = self.r, self.tiles
-        a = self.anchor
-        mult = ((a >= i) & (a < j)).astype(np.float64)
-        mult[self.everywhere] = 1.0
-        mult[self.whole] = 1.0
+        lo, hi = self._anchor_ptr[i], self._anchor_ptr[j]
         own = self.count[j] - self.count[i] + self.count_every
         share = np.divide(own, self.count_all, out=np.ones(T), where=self.count_all > 0)
-        mult[self.step_scaled] = share[r.tile[self.step_scaled]]
-        extra = np.zeros(r.num_vars)
+        parts = [(self._by_anchor[lo:hi], np.ones(hi - lo)),
+                 (self._every_rows, np.ones(len(self._every_rows))),
+                 (self._whole_rows, np.ones(len(self._whole_rows))),
+                 (self._scaled_rows, share[r.tile[self._scaled_rows]])]
+        copies = []        # (rows, times): copies live like the tensor copied
         if self.start is None:  # buffers live like the tensor copied (an upper bound)
             if i > 0:       # the activation comes in, the gradient goes back
-                extra[self.fwd[i]] += INFERRED_COPY_ON_DESTINATION
-                extra[self.bwd[i]] += INFERRED_COPY_ON_SOURCE
+                copies += [(self.fwd[i], INFERRED_COPY_ON_DESTINATION),
+                           (self.bwd[i], INFERRED_COPY_ON_SOURCE)]
             if j < self.L:  # the activation goes out, the gradient comes back
-                extra[self.fwd[j]] += INFERRED_COPY_ON_SOURCE
-                extra[self.bwd[j]] += INFERRED_COPY_ON_DESTINATION
+                copies += [(self.fwd[j], INFERRED_COPY_ON_SOURCE),
+                           (self.bwd[j], INFERRED_COPY_ON_DESTINATION)]
         bufs = self._buffers(i, j) if self.start is not None else []
         tied = self._tied_copies(i, j)
         if self.start is not None and len(bufs) + len(tied) <= MAX_EXTRA:
             bufs += [(np.concatenate([rows] * k), a, e) for rows, a, e, k in tied]
         else:   # live like the tensor copied (an upper bound)
-            for rows, _, _, k in tied:
-                extra[rows] += k
-        size = np.ceil(r.size * (mult + extra)).astype(r.size.dtype)
-        size[~r.allocated] = r.size[~r.allocated]
-        buffers = np.bincount(r.tile[extra > 0], (r.size * extra)[extra > 0], minlength=T)
-        buffers = buffers.astype(np.float64)
+            copies += [(rows, k) for rows, _, _, k in tied]
+        copies = [(np.asarray(x, np.int64), k) for x, k in copies if k and len(x)]
+        every = np.concatenate([p[0] for p in parts] + [x for x, _ in copies])
+        times = np.concatenate([p[1] for p in parts] + [np.full(len(x), float(k))
+                                                        for x, k in copies])
+        rows, at = np.unique(every, return_inverse=True)
+        mult = np.bincount(at.reshape(-1), times, minlength=len(rows))
+        size = np.ceil(r.size[rows] * mult).astype(r.size.dtype)
+        keep = size > 0
+        buffers = np.zeros(T, np.float64)
+        if copies:
+            extra_rows = np.concatenate([x for x, _ in copies])
+            extra_times = np.concatenate([np.full(len(x), float(k)) for x, k in copies])
+            buffers += np.bincount(r.tile[extra_rows], r.size[extra_rows] * extra_times,
+                                   minlength=T)
         if self.start is not None:
-            for rows, _, _ in bufs:
-                buffers += np.bincount(r.tile[rows], r.size[rows], minlength=T)
-        return size, bufs, buffers, self.stash_tiles(s, i, j, n)
+            for x, _, _ in bufs:
+                buffers += np.bincount(r.tile[x], r.size[x], minlength=T)
+        return rows[keep], size[keep], bufs, buffers, self.stash_tiles(s, i, j, n)
 
     def stash_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
         """Stage ``s``'s stash, bytes per tile: ``stash_mapping="like"``, each stashed

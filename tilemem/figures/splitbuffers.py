@@ -1,58 +1,86 @@
-"""The buffers a pipelined program adds to a stage (the activations sent to the next stage,
-the gradients back, the stash), as classes of the report: ``with_buffers``. Used by
-``tilemem.figures.split`` to estimate a stage with them.
+"""A stage of a split as a report of its own: its variables at their sizes in the stage, and
+the buffers a pipelined program adds to it (the activations sent to the next stage, the
+gradients back) as classes of their own: ``stage_report``. Used by
+``tilemem.figures.split`` to estimate a stage by the bound when the report's class graph is
+not chordal.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from ..model import Report
-from ..model.interference import tile_interference
+from ..liveness.classgraph import sorted_interference
+from ..model import Csr, Report, symmetric_closure
+from ..model.ipuview import ROW_COLUMNS
 
 
-def with_buffers(r: Report, bufs: list, orig: Report) -> Report:
-    """``r`` with, for each ``(rows, start, end)`` of ``bufs``, copies of ``rows`` in a new
-    class live over ``[start, end)``: it interferes with every class whose steps overlap
-    that interval (the steps' hull: a superset of the program's interference); ``orig``:
-    the report the rows are copied from (``r`` may have them off their tiles)."""
-    from dataclasses import replace
+def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list) -> Report:
+    """The report of ``rows`` (ascending, allocated) at sizes ``size``, with, for each
+    ``(buffer_rows, start, end)`` of ``bufs``, copies of those rows of ``r`` in a new class
+    live over ``[start, end)``: it interferes with every class whose steps overlap that
+    interval (the steps' hull: a superset of the program's interference).
 
-    from ..model import Csr, symmetric_closure
+    Its classes are those of ``rows``, numbered from 0 in the order of their ids, then the
+    buffers' (so a tile's graph is the one ``r`` restricted to the stage would give, in the
+    same order); its interference is ``r``'s among them. No names, constraints or allocation
+    order: what a bound reads, not what a packer needs. A stage of a folded Pod is then its
+    share of the Pod, not a copy of all of it.
 
-    if not bufs:
-        return r
+    >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 4, 4],
+    ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
+    ...     eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
+    >>> s = stage_report(r, np.array([0, 1]), np.array([16, 4]), [])
+    >>> s.num_vars, s.size.tolist(), s.interference.to_lists()
+    (2, [16, 4], [[1], [0]])
+    """
+    rows = np.asarray(rows, np.int64)
     C = r.num_classes
-    rows = np.concatenate([b[0] for b in bufs])
-    new_cls = np.repeat(np.arange(C, C + len(bufs)), [len(b[0]) for b in bufs])
-    span = np.array([[b[1], b[2]] for b in bufs], np.int64)
-    steps = np.concatenate([r.class_steps, span])
-    inter = tile_interference(r)
-    src, dst = [inter.row_ids()], [inter.indices]
-    for k, (a, b) in enumerate(span.tolist()):
-        hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
-        hit = hit[hit != C + k]
-        src.append(np.full(len(hit), C + k))
-        dst.append(hit)
-    inter = symmetric_closure(C + len(bufs), np.concatenate(src), np.concatenate(dst))
-    k = len(rows)
-
-    def cat(col, src=None):
-        return np.concatenate([col, (col if src is None else src)[rows]])
-
-    def grow(csr):
-        return Csr(np.concatenate([csr.indptr, np.full(k, csr.indptr[-1])]), csr.indices)
-
-    return replace(
-        r, var_id=np.concatenate([r.var_id, r.var_id.max() + 1 + np.arange(k)]),
-        tile=cat(r.tile, orig.tile), size=cat(r.size, orig.size), alignment=cat(r.alignment),
-        offset=cat(r.offset, orig.offset),
-        category=cat(r.category), eq_class=np.concatenate([r.eq_class, new_cls]),
-        allocated=np.concatenate([r.allocated, np.ones(k, bool)]),
-        is_constant=cat(r.is_constant),
-        always_live=np.concatenate([r.always_live, np.zeros(k, bool)]),
-        executable=cat(r.executable), vertex_code=cat(r.vertex_code),
-        lowest_256kb=cat(r.lowest_256kb), in_interleaved_mem=cat(r.in_interleaved_mem),
-        name_offsets=np.concatenate([r.name_offsets, np.full(k, r.name_offsets[-1])]),
-        element_constraints=grow(r.element_constraints),
-        region_constraints=grow(r.region_constraints), interference=inter,
-        class_steps=steps, _tile_index=None, _cache={})
+    cls = np.unique(r.eq_class[rows])
+    local = np.full(max(C, 1), -1, np.int64)
+    local[cls] = np.arange(len(cls))
+    # the rows of the stage's classes in the report's relation, kept where both ends are
+    inter = sorted_interference(r)
+    starts = inter.indptr[cls]
+    lengths = inter.indptr[cls + 1] - starts
+    total = int(lengths.sum())
+    first = np.zeros(len(cls), np.int64)
+    np.cumsum(lengths[:-1], out=first[1:])
+    idx = np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
+    src = np.repeat(np.arange(len(cls), dtype=np.int64), lengths)
+    dst = local[inter.indices[idx]]
+    src, dst = [src[dst >= 0]], [dst[dst >= 0]]
+    steps = None
+    if r.class_steps is not None and len(r.class_steps) == C:
+        steps = r.class_steps[cls]
+    n = len(cls)
+    brows = [np.asarray(b[0], np.int64) for b in bufs]
+    if bufs:
+        span = np.array([[b[1], b[2]] for b in bufs], np.int64)
+        steps = np.concatenate([steps, span])
+        for k, (a, b) in enumerate(span.tolist()):
+            hit = np.flatnonzero((steps[:, 0] < b) & (steps[:, 1] > a))
+            hit = hit[hit != n + k]
+            src += [np.full(len(hit), n + k), hit]
+            dst += [hit, np.full(len(hit), n + k)]
+    classes = n + len(bufs)
+    relation = symmetric_closure(classes, np.concatenate(src), np.concatenate(dst))
+    take = np.concatenate([rows] + brows)
+    m = len(rows)
+    cols = {f: getattr(r, f)[take] for f in ROW_COLUMNS}
+    cols["size"] = np.concatenate([np.asarray(size, r.size.dtype), r.size[take[m:]]])
+    cols["eq_class"] = np.concatenate(
+        [local[r.eq_class[rows]],
+         np.repeat(np.arange(n, classes, dtype=np.int64), [len(b) for b in brows])])
+    cols["allocated"] = np.ones(len(take), bool)
+    cols["always_live"][m:] = False
+    cols["var_id"] = np.arange(len(take), dtype=np.int64)
+    none = Csr(np.zeros(len(take) + 1, np.int64), np.zeros(0, np.int64))
+    out = replace(r, **cols, name_blob=b"", name_offsets=np.zeros(len(take) + 1, np.int64),
+                  element_constraints=none, region_constraints=none,
+                  allocation_order=Csr(np.zeros(r.num_tiles + 1, np.int64),
+                                       np.zeros(0, np.int64)),
+                  interference=relation, class_steps=steps, interference_dropped=None,
+                  _tile_index=None, _cache={})
+    out._cache["sorted_interference"] = relation
+    return out

@@ -37,7 +37,6 @@ class Crossings:
         order = np.argsort(self.pos, kind="stable")
         k = np.searchsorted(self.pos[order], t, "right") - 1
         self.anchor[shared] = np.where(t < big, order[np.maximum(k, 0)], self.anchor[shared])
-        self.part_start[shared] = np.where(t < big, t, -1)
 
     def _tied_weights(self, al_state: np.ndarray) -> None:
         """Weights read by a unit other than their own (a tied embedding read by the head):

@@ -178,7 +178,6 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     move to its lighter neighbour (when moving it lowers the worse of the two), and the
     levers each stage needs (``Stage.levers``: oom's plan that fits, on its tiles that need
     less data by that bound)."""
-    from ..liveness import max_live_all
     from .plan import plan_that_fits
 
     n, L, T = m.source_ipus, m.L, m.tiles
@@ -193,7 +192,7 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
                           f"the report's {n} IPUs: cannot tell its split", field="tilesPerIPU")
     cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
     a = answer(m, n, cuts, "the report's own split")
-    bound = np.array([x.max_live_bytes for x in max_live_all(r, time_limit=time_limit)])
+    bound = _tile_bounds(r, time_limit)
     tm = r.target.tile_memory
     for s, st in enumerate(a.stages):
         st.actual_max_live_bytes = int(bound[s * T:(s + 1) * T].max())
@@ -220,6 +219,23 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
         a.note += (f"; move {unit} to IPU {nb}: the worse of the two stages then "
                    f"{pair:,} bytes by the estimate (now {now:,})")
     return a
+
+
+def _tile_bounds(r: Report, time_limit: float) -> np.ndarray:
+    """Every tile's maximum live bytes (the bound), IPU by IPU on a report ordered by tile
+    (one IPU's temporaries at a time, not the whole Pod's); ``time_limit`` shared out by
+    tiles."""
+    from ..liveness import max_live_all
+    from ..model.ipuview import passes
+
+    out = np.zeros(r.num_tiles, np.int64)
+    tpi = r.target.ipu_tiles
+    for k, v in enumerate(passes(r)):
+        tiles = (np.arange(r.num_tiles) if v is r
+                 else np.arange(k * tpi, min((k + 1) * tpi, r.num_tiles)))
+        got = max_live_all(v, tiles, time_limit=time_limit * len(tiles) / max(r.num_tiles, 1))
+        out[tiles] = [x.max_live_bytes for x in got]
+    return out
 
 
 def fewest_by_upper_bound(m: SplitModel | list[SplitModel], most: int

@@ -59,7 +59,8 @@ def _hashed_codes(r) -> tuple[np.ndarray, list[str]]:
     in the order of their hashes: a Pod's 50 M names are hashed, not read into Python one by
     one (minutes). Two tensors share a code only by a 64-bit hash collision."""
     _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
-    return inv.reshape(-1).astype(np.int64), [base_name(r.name(int(i))) for i in first]
+    codes = inv.reshape(-1).astype(np.int64, copy=False)   # (no copy of 50 M codes)
+    return codes, [base_name(r.name(int(i))) for i in first]
 
 
 #: Rows whose names are read at a time (their offsets as Python ints and their bytes): at
