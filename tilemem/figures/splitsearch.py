@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
-from .split import ASSUMPTIONS, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage, verdict
+from .split import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
+                    verdict)
 
 #: Stage evaluations the exact search may spend (n stages x L(L+1)/2 ranges at most).
 EXACT_EVALUATIONS = 600
@@ -192,12 +193,10 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
                           f"the report's {n} IPUs: cannot tell its split", field="tilesPerIPU")
     cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
     a = answer(m, n, cuts, "the report's own split")
-    bound = _tile_bounds(r, time_limit)
     tm = r.target.tile_memory
-    for s, st in enumerate(a.stages):
-        st.actual_max_live_bytes = int(bound[s * T:(s + 1) * T].max())
+    for s, (st, (worst, need)) in enumerate(zip(a.stages, _ipu_bounds(r, time_limit))):
+        st.actual_max_live_bytes = worst
         # the levers this stage needs: oom's plan that fits, on its own tiles
-        need = s * T + np.flatnonzero(bound[s * T:(s + 1) * T] > tm)
         st.levers = plan_that_fits(r, need, time_limit=time_limit) if len(need) else None
     tight = int(np.argmax([st.actual_max_live_bytes for st in a.stages]))
     moves = []
@@ -221,21 +220,36 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     return a
 
 
-def _tile_bounds(r: Report, time_limit: float) -> np.ndarray:
-    """Every tile's maximum live bytes (the bound), IPU by IPU on a report ordered by tile
-    (one IPU's temporaries at a time, not the whole Pod's); ``time_limit`` shared out by
-    tiles."""
-    from ..liveness import max_live_all
-    from ..model.ipuview import passes
+def _ipu_bounds(r: Report, time_limit: float):
+    """For each IPU of ``r``: ``(worst, over)``, the largest maximum live bytes of its
+    tiles (the bound) and its tiles whose bound is over tileMemory.
 
-    out = np.zeros(r.num_tiles, np.int64)
-    tpi = r.target.ipu_tiles
-    for k, v in enumerate(passes(r)):
-        tiles = (np.arange(r.num_tiles) if v is r
-                 else np.arange(k * tpi, min((k + 1) * tpi, r.num_tiles)))
-        got = max_live_all(v, tiles, time_limit=time_limit * len(tiles) / max(r.num_tiles, 1))
-        out[tiles] = [x.max_live_bytes for x in got]
-    return out
+    IPU by IPU on a report ordered by tile (one IPU's temporaries at a time), and only on the
+    tiles that can decide either: a tile's bytes all live at once bound it above, so the
+    tiles above tileMemory by that are bounded, then the others in order of it until none
+    left could beat the worst found. ``time_limit`` is shared out by the tiles bounded."""
+    from ..liveness import max_live_all
+    from ..model.ipuview import ipu_view, tile_ordered
+
+    tm, tpi, n = r.target.tile_memory, r.target.ipu_tiles, r.target.num_ipus
+    views = n > 1 and tile_ordered(r)
+    for k in range(n):
+        v = ipu_view(r, k) if views else r
+        t0, t1 = k * tpi, min((k + 1) * tpi, r.num_tiles)
+        a = v.allocated & (v.tile >= t0) & (v.tile < t1)
+        upper = np.bincount(v.tile[a] - t0, v.size[a], minlength=t1 - t0)
+        order = np.argsort(-upper, kind="stable")
+        done, worst, over = 0, 0, []
+        first = max(int((upper > tm).sum()), FIRST_TILES)
+        while done < len(order) and (done == 0 or upper[order[done]] > worst):
+            batch = np.sort(order[done:done + max(first, done)]) + t0
+            got = max_live_all(v, batch, time_limit=time_limit * len(batch)
+                               / max(r.num_tiles, 1))
+            live = np.array([x.max_live_bytes for x in got], np.int64)
+            worst = max(worst, int(live.max()))
+            over.append(batch[live > tm])
+            done += len(batch)
+        yield worst, np.sort(np.concatenate(over)) if over else np.zeros(0, np.int64)
 
 
 def fewest_by_upper_bound(m: SplitModel | list[SplitModel], most: int
