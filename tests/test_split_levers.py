@@ -53,3 +53,47 @@ def test_each_stage_names_the_levers_that_bring_its_tiles_under_tile_memory(tmp_
     stages = json.loads(capsys.readouterr().out)["stages"]
     got = [None if x["levers"] is None else x["levers"]["whatIf"] for x in stages]
     assert got == [None if s.levers is None else s.levers.what_if for s in a.stages]
+
+
+#: the plan's levers as the generator's compile options
+COMPILED = {"half-momentum": dict(half_momentum=True), "half-partials": dict(half_partials=True),
+            "amp": dict(amp=(0.3,)), "recompute": dict(recompute="all"),
+            "offload": dict(offload_state=True), "rts": dict(replicas=4, rts=True),
+            "rts-weights": dict(replicas=4, rts=True, rts_weights=True)}
+LABELS = {x[1]: x[0] for x in PLAN_LEVERS}
+
+
+def test_an_estimated_splits_stage_names_levers_that_fit_it_compiled(tmp_path, capsys):
+    """One IPU's report split over two by the estimate: a stage over tileMemory names the
+    levers it needs (the plan on the stage's own report as recompiled, with its buffers and
+    stash); the program compiled with that split and those levers fits the stage's tiles by
+    the bound, and without them does not; a stage that fits names none."""
+    from tilemem.generate import Levers
+
+    kw = dict(tiles=12, steps=500, seed=2, model="transformer", pressure=2.2)
+    r = generate_report("mk1", **kw)
+    tm, T = r.target.tile_memory, r.target.ipu_tiles
+    a = tilemem.split(r, ipus=2).answer
+    assert any(s.max_live_bytes > tm for s in a.stages)
+    for s in a.stages:
+        if s.max_live_bytes <= tm:
+            assert s.levers is None
+            continue
+        p = s.levers
+        assert p is not None and p.levers and p.tiles_left == 0
+        opts = {}
+        for lever in p.levers:
+            opts.update(COMPILED[LABELS[lever]])
+        tiles = np.arange(s.ipu * T, (s.ipu + 1) * T)
+        for levers, fits in ((Levers(**opts), True), (Levers(), False)):
+            c = generate_report("mk1", splits=tuple(a.split_indices), levers=levers, **kw)
+            worst = max(m.max_live_bytes for m in max_live_all(c, tiles))
+            assert (worst <= tm) == fits, (p.levers, worst)
+    path = tmp_path / "one.capnp"
+    save_report(r, path)
+    assert main(["split", str(path), "--ipus", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "levers each stage needs, by its estimate" in out
+    for s in a.stages:
+        if s.levers is not None:
+            assert f"IPU {s.ipu}: {' + '.join(s.levers.levers)}" in out

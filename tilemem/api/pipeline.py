@@ -83,7 +83,8 @@ def split(report, ipus: int | None = None, stash: str = "inputs",
     (2, 1)
     """
     from ..figures.split import SplitModel
-    from ..figures.splitsearch import best_split, current_split, fewest_ipus
+    from ..figures.splitsearch import (best_split, current_split, fewest_ipus,
+                                       with_stage_levers)
     from .answers import nothing_to_analyse
 
     path = getattr(report, "source", None)
@@ -107,9 +108,9 @@ def split(report, ipus: int | None = None, stash: str = "inputs",
         if have > 1 and ipus in (None, have):
             a = current_split(m, report)
         elif ipus is None:
-            a = fewest_ipus(m)
+            a = with_stage_levers(m, fewest_ipus(m))
         else:
-            a = best_split(m, ipus)
+            a = with_stage_levers(m, best_split(m, ipus))
     except ReportError as e:
         if e.path is None:
             e.path = path

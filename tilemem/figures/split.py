@@ -509,6 +509,27 @@ class SplitModel(Crossings):
                 buffers += np.bincount(r.tile[x], r.size[x], minlength=T)
         return rows[keep], size[keep], bufs, buffers, self.stash_tiles(s, i, j, n)
 
+    def stage_report(self, s: int, i: int, j: int, n: int) -> Report | None:
+        """Stage ``s`` of ``n`` holding units ``[i, j)`` as a report of its own, as
+        recompiled: its variables at their sizes in the stage, its buffers and its stash as
+        classes of their own (the stash live over the micro-batches), with names (the
+        buffers' under ``pipeline/``): what the levers are estimated on
+        (``splitsearch.with_stage_levers``). ``None`` without class steps (a buffer's or the
+        stash's lifetime cannot be placed) or with the stash spread over the IPU
+        (``stash_mapping="linear"``: no variable of the report is mapped so)."""
+        from .splitbuffers import stage_report
+
+        if self.start is None or self.stash_mapping != "like":
+            return None
+        rows, size, extra, _, _ = self._stage_sizes(s, i, j, n)
+        depth = inferred_stash_depth(s, n)
+        kept = self.stash_rows(i, j)
+        if depth and len(kept):
+            a, e = self.span if self.span is not None else (
+                int(self.start[rows].min()), int(self.end[rows].max()))
+            extra = extra + [(np.concatenate([kept] * depth), a, e)]
+        return stage_report(self.r, rows, size, extra, names=True)
+
     def stash_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
         """Stage ``s``'s stash, bytes per tile: ``stash_mapping="like"``, each stashed
         tensor's copies on its own tiles (a stash made as slices of the stashed tensor:

@@ -12,10 +12,12 @@ import numpy as np
 
 from ..liveness.classgraph import sorted_interference
 from ..model import Csr, Report, symmetric_closure
-from ..model.ipuview import ROW_COLUMNS
+from ..model.ipuview import ROW_COLUMNS, gathered_names
+from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 
-def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list) -> Report:
+def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
+                 names: bool = False) -> Report:
     """The report of ``rows`` (ascending, allocated) at sizes ``size``, with, for each
     ``(buffer_rows, start, end)`` of ``bufs``, copies of those rows of ``r`` in a new class
     live over ``[start, end)``: it interferes with every class whose steps overlap that
@@ -23,8 +25,10 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list) -> R
 
     Its classes are those of ``rows``, numbered from 0 in the order of their ids, then the
     buffers' (so a tile's graph is the one ``r`` restricted to the stage would give, in the
-    same order); its interference is ``r``'s among them. No names, constraints or allocation
-    order: what a bound reads, not what a packer needs. A stage of a folded Pod is then its
+    same order); its interference is ``r``'s among them. No constraints or allocation order,
+    and names only when asked (``names``: a buffer's copies named ``pipeline/`` and the name
+    copied, ``rules.INFERRED_PIPELINE_BUFFER_PREFIX``, as a pipelined program's are): what a
+    bound and the levers read, not what a packer needs. A stage of a folded Pod is then its
     share of the Pod, not a copy of all of it.
 
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 4, 4],
@@ -76,7 +80,15 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list) -> R
     cols["always_live"][m:] = False
     cols["var_id"] = np.arange(len(take), dtype=np.int64)
     none = Csr(np.zeros(len(take) + 1, np.int64), np.zeros(0, np.int64))
-    out = replace(r, **cols, name_blob=b"", name_offsets=np.zeros(len(take) + 1, np.int64),
+    blob, offsets = b"", np.zeros(len(take) + 1, np.int64)
+    if names:
+        blob, offsets = gathered_names(r, rows)
+        copies = [(INFERRED_PIPELINE_BUFFER_PREFIX + r.name(i)).encode()
+                  for i in take[m:].tolist()]
+        blob = bytes(blob) + b"".join(copies)
+        offsets = np.concatenate([offsets, offsets[-1] + np.cumsum([len(x) for x in copies],
+                                                                   dtype=np.int64)])
+    out = replace(r, **cols, name_blob=blob, name_offsets=offsets,
                   element_constraints=none, region_constraints=none,
                   allocation_order=Csr(np.zeros(r.num_tiles + 1, np.int64),
                                        np.zeros(0, np.int64)),

@@ -23,6 +23,9 @@ from ..model import Report
 from .split import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
                     verdict)
 
+#: ``SplitAnswer.search`` of a pipelined report answered per IPU (``current_split``).
+OWN_SPLIT = "the report's own split"
+
 #: Stage evaluations the exact search may spend (n stages x L(L+1)/2 ranges at most).
 EXACT_EVALUATIONS = 600
 #: Rounds of the improvement after the cheap search (each: the worst stage's boundaries
@@ -147,6 +150,27 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
             "them may be estimated low"]))
 
 
+def with_stage_levers(m: SplitModel, a: SplitAnswer, time_limit: float = 10.0) -> SplitAnswer:
+    """``a`` (an estimated split) with, on each stage whose estimate is over tileMemory, the
+    levers it needs (``Stage.levers``): oom's plan that fits its tiles over tileMemory by the
+    estimate, by the bound on the stage's own report as recompiled, with its buffers and
+    stash (``SplitModel.stage_report``). A stage without such a report (no class steps, the
+    stash spread over the IPU) is left without."""
+    from .plan import plan_that_fits
+
+    tm = m.r.target.tile_memory
+    b = [0] + list(a.split_indices) + [m.L]
+    for s, st in enumerate(a.stages):
+        if st.max_live_bytes <= tm:
+            continue
+        stage = m.stage_report(s, b[s], b[s + 1], a.ipus)
+        if stage is None:
+            continue
+        need = np.flatnonzero(m.stage(s, b[s], b[s + 1], a.ipus)[0] > tm)
+        st.levers = plan_that_fits(stage, need, time_limit=time_limit)
+    return a
+
+
 def _mapped(assumption: str, mapping: str) -> str:
     """The stash's assumption as the model maps the stash (``SplitModel.stash_tiles``)."""
     if mapping != "linear":
@@ -192,7 +216,7 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
         raise ReportError(f"the units ({m.units.source}) are not in consecutive stages over "
                           f"the report's {n} IPUs: cannot tell its split", field="tilesPerIPU")
     cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
-    a = answer(m, n, cuts, "the report's own split")
+    a = answer(m, n, cuts, OWN_SPLIT)
     tm = r.target.tile_memory
     for s, (st, (worst, need)) in enumerate(zip(a.stages, _ipu_bounds(r, time_limit))):
         st.actual_max_live_bytes = worst

@@ -12,6 +12,7 @@ r.json: split over 2 IPUs at layer2: every stage fits under tileMemory (1,000 by
 from __future__ import annotations
 
 from ..figures.split import SplitAnswer
+from ..figures.splitsearch import OWN_SPLIT
 
 
 def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:
@@ -59,13 +60,20 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
 
 
 def stage_levers(a: SplitAnswer) -> list[str]:
-    """A pipelined report's stages that need less data: the levers each needs (its plan that
-    fits, ``Stage.levers``), one line a stage, with the ``what-if`` options that try them."""
+    """The stages that need less data: the levers each needs (its plan that fits,
+    ``Stage.levers``), one line a stage, with the ``what-if`` options that try them (on a
+    pipelined report, on the report itself; on an estimated split, the options to compile
+    the stage with: on the one report, what-if would try them on the whole program)."""
     need = [s for s in a.stages if s.levers is not None]
     if not need:
         return []
-    out = ["", "  levers each stage needs (the plan that fits its tiles that need less data, "
-           "cheapest first; tilemem oom --prefer/--avoid to rank them):"]
+    if a.search == OWN_SPLIT:
+        out = ["", "  levers each stage needs (the plan that fits its tiles that need less "
+               "data, cheapest first; tilemem oom --prefer/--avoid to rank them):"]
+    else:
+        out = ["", "  levers each stage needs, by its estimate (the plan that fits its tiles "
+               "over tileMemory, on the stage as recompiled with its buffers and stash, "
+               "cheapest first; what-if options to compile the stage with):"]
     for s in need:
         p = s.levers
         what = " + ".join(p.levers)
