@@ -503,3 +503,24 @@ def test_stash_mapping_is_asked_for_by_the_cli_and_the_api(tmp_path):
     assert said == [[], [said[1][0]]] and "evenly" in said[1][0]
     code, out = run("split", path, "--stash-mapping", "even")
     assert code == 2 and "even" in out
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_pipelined_reports_own_bounds_are_every_tiles(broken):
+    """A pipelined report's stages carry each IPU's actual worst tile (the bound) while only
+    the tiles that can decide it are bounded: the same as the bound of every tile, also when
+    the report's own allocation is broken on a tile (its highest end then bounds nothing)."""
+    from dataclasses import replace
+
+    import tilemem
+
+    # more tiles an IPU than are bounded first (``FIRST_TILES``), so some are not bounded
+    tiles = 64
+    r = generate_report("mk1", tiles=tiles, steps=STEPS, seed=1, pressure=1.0, splits=(6,))
+    bound = np.array([m.max_live_bytes for m in max_live_all(r)])
+    if broken:   # the worst tile's variables all at offset 0: its highest end is tiny
+        worst = int(np.argmax(bound))
+        r = replace(r, offset=np.where(r.tile == worst, 0, r.offset), _cache={})
+    a = tilemem.split(r).answer
+    assert [s.actual_max_live_bytes for s in a.stages] == \
+        [int(bound[k * tiles:(k + 1) * tiles].max()) for k in range(2)]

@@ -249,19 +249,26 @@ def _ipu_bounds(r: Report, time_limit: float):
     tiles (the bound) and its tiles whose bound is over tileMemory.
 
     IPU by IPU on a report ordered by tile (one IPU's temporaries at a time), and only on the
-    tiles that can decide either: a tile's bytes all live at once bound it above, so the
-    tiles above tileMemory by that are bounded, then the others in order of it until none
-    left could beat the worst found. ``time_limit`` is shared out by the tiles bounded."""
+    tiles that can decide either. A tile's bytes all live at once bound its bound above, and
+    so does the highest end of the report's own allocation where the checker accepts it
+    (variables live together do not overlap there); the tiles above tileMemory by that are
+    bounded, then the others in order of it until none left could beat the worst found.
+    ``time_limit`` is shared out by the tiles bounded."""
+    from ..check import check_allocation
     from ..liveness import max_live_all
     from ..model.ipuview import ipu_view, tile_ordered
+    from .summary import highest_end_per_tile
 
     tm, tpi, n = r.target.tile_memory, r.target.ipu_tiles, r.target.num_ipus
+    broken = check_allocation(r, limit=1).tile_violations > 0
     views = n > 1 and tile_ordered(r)
     for k in range(n):
         v = ipu_view(r, k) if views else r
         t0, t1 = k * tpi, min((k + 1) * tpi, r.num_tiles)
         a = v.allocated & (v.tile >= t0) & (v.tile < t1)
         upper = np.bincount(v.tile[a] - t0, v.size[a], minlength=t1 - t0)
+        ends = highest_end_per_tile(v)[t0:t1]
+        upper = np.where(broken[t0:t1], upper, np.minimum(upper, ends))
         order = np.argsort(-upper, kind="stable")
         done, worst, over = 0, 0, []
         first = max(int((upper > tm).sum()), FIRST_TILES)
