@@ -135,3 +135,19 @@ def test_report_digest_is_of_the_content_not_the_format(tmp_path):
     size[7] += 4
     assert report_digest(replace(r, size=size)) != d
     assert report_digest(generate_report("mk1", tiles=4, steps=60, seed=2)) != d
+
+
+def test_an_existing_journal_is_refused_before_the_report_is_read(tmp_path, capsys):
+    """``alloc -o OUT`` with OUT.journal left by an interrupted run and no ``--resume``: one
+    line naming the journal, exit 2, before the report is read (a Pod's takes a minute): a
+    report that is not one at all is not even opened."""
+    from tilemem.cli import main
+
+    out = tmp_path / "out.capnp"
+    journal_path(out).write_bytes(b"work a user ran for")
+    broken = tmp_path / "broken.capnp"
+    broken.write_bytes(b"\x00" * 64)
+    assert main(["alloc", str(broken), "-o", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "out.capnp.journal" in lines[0] and "--resume" in lines[0]
+    assert journal_path(out).read_bytes() == b"work a user ran for"

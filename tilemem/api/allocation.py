@@ -63,6 +63,24 @@ def _capnp_source(report) -> str | None:
         return None
 
 
+def refuse_journal(output, resume: bool) -> None:
+    """What ``open_run`` refuses that needs no report, said before the report is read (a
+    Pod's takes a minute): ``--resume`` without an output, and an existing journal without
+    ``--resume`` (it holds work a user ran for)."""
+    from ..errors import ReportError
+    from ..pack.journal import journal_path
+
+    if output is None:
+        if resume:
+            raise ReportError("--resume needs -o OUT: the journal of finished tiles lives "
+                              "beside OUT", field="--resume")
+        return
+    path = journal_path(output)
+    if path.exists() and not resume:
+        raise ReportError("holds the finished tiles of an interrupted run: add --resume to "
+                          "continue it, or delete it to start afresh", path=str(path))
+
+
 def open_run(output, report, settings: dict, resume: bool, *, echo=None):
     """The journal of a run writing ``output`` (``tilemem.pack.journal``), opened before any
     work; ``None`` without an output.
@@ -73,19 +91,13 @@ def open_run(output, report, settings: dict, resume: bool, *, echo=None):
     existing journal without ``resume`` is refused too rather than overwritten: it holds work
     a user ran for.
     """
-    from ..errors import ReportError
     from ..pack.journal import FIRST, journal_path, open_journal, report_digest
 
+    refuse_journal(output, resume)
     if output is None:
-        if resume:
-            raise ReportError("--resume needs -o OUT: the journal of finished tiles lives "
-                              "beside OUT", field="--resume")
         return None
     path = journal_path(output)
     existed = path.exists()
-    if existed and not resume:
-        raise ReportError("holds the finished tiles of an interrupted run: add --resume to "
-                          "continue it, or delete it to start afresh", path=str(path))
     finished, journal = open_journal(output, report_digest(report), settings, resume=resume)
     if resume and existed and echo is not None:
         started = len(set(journal.records.get(FIRST, {})) - set(finished))

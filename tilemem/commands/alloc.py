@@ -34,11 +34,13 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
     import sys
 
     from .. import api
+    from ..api.allocation import refuse_journal
     from ..load import FORMATS, save_report
     from ..text import alloc_view
     from .options import console, echo_json, parse_tiles
 
     output_path(output, FORMATS)
+    refuse_journal(output, resume)
     if scheduler is not None:
         from ..pack.cluster import make_executor
 
