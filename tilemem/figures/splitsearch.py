@@ -218,10 +218,15 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
     a = answer(m, n, cuts, OWN_SPLIT)
     tm = r.target.tile_memory
+    from ..model.ipuview import ipu_view, tile_ordered
+
+    views = tile_ordered(r)
     for s, (st, (worst, need)) in enumerate(zip(a.stages, _ipu_bounds(r, time_limit))):
         st.actual_max_live_bytes = worst
-        # the levers this stage needs: oom's plan that fits, on its own tiles
-        st.levers = plan_that_fits(r, need, time_limit=time_limit) if len(need) else None
+        # the levers this stage needs: oom's plan that fits, on its own tiles, from its own
+        # IPU's variables (a view: each lever's rows found among one IPU's, not the Pod's)
+        own = ipu_view(r, s) if views else r
+        st.levers = plan_that_fits(own, need, time_limit=time_limit) if len(need) else None
     tight = int(np.argmax([st.actual_max_live_bytes for st in a.stages]))
     moves = []
     b = [0] + cuts + [L]
