@@ -1,7 +1,9 @@
 """Pod scale: wall time and peak memory of the commands on N-IPU generated reports.
 
 For each report, runs ``tilemem info``, ``tilemem check``, ``tilemem oom --no-repack``,
-``tilemem split``, ``tilemem convert`` to JSON and ``tilemem html`` (``--commands`` picks,
+``tilemem split``, ``tilemem convert`` to JSON (then that JSON back to capnp, streamed, and
+``tilemem info`` handed the JSON: a command that needs a conversion) and ``tilemem html``
+(``--commands`` picks,
 ``alloc`` too: at the default budget, its output then checked by ``tilemem check``;
 ``generate`` itself when it makes the report, ``--model`` and ``--tiles`` say which) as a
 user would, one at a time, and records
@@ -39,6 +41,10 @@ OUTPUTS = {"convert": "{stem}.converted.json", "alloc": "{stem}.alloc.capnp",
 OUTPUT_OPTION = {"alloc", "html"}
 #: outputs checked by ``tilemem check`` before they are removed (a result must be valid)
 CHECKED = {"alloc"}
+#: converted outputs that are converted back (``{stem}``: the report's name): the JSON path
+#: at scale is both directions, and what a command handed the JSON does (it reads JSON whole,
+#: so a large one is refused, one line, before any long work)
+CONVERTED_BACK = {"convert": "{stem}.reconverted.capnp"}
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -141,6 +147,14 @@ def main(argv=None) -> int:
             m = measure(tm + COMMANDS[name] + [path]
                         + (["-o"] if name in OUTPUT_OPTION else []) + out, env)
             print(row(label, n, f"{name} `{Path(path).name}`", m), flush=True)
+            if name in CONVERTED_BACK and m["code"] == 0:
+                back = str(Path(a.out) / CONVERTED_BACK[name].format(stem=Path(path).stem))
+                c = measure(tm + ["convert", out[0], back], env)
+                print(row(label, n, f"convert `{Path(out[0]).name}` `{Path(back).name}`", c),
+                      flush=True)
+                c = measure(tm + ["info", out[0]], env)
+                print(row(label, n, f"info `{Path(out[0]).name}`", c), flush=True)
+                out.append(back)
             if name in CHECKED and m["code"] == 0:
                 for o in out:   # the result must be valid: checked as a user would
                     c = measure(tm + ["check", o], env)

@@ -310,3 +310,22 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
 def test_cli_missing_file():
     res = run_cli("info", "/nonexistent/vars.json")
     assert res.returncode == 2 and res.stderr.startswith("tilemem: error: /nonexistent/vars.json")
+
+
+def test_json_too_large_says_its_amounts_in_a_unit_that_shows_them(tmp_path, monkeypatch):
+    # a small machine's cap is said in MB or bytes, never "0.0 GB" (the refusal must say
+    # why: how much reading needs against how much there is)
+    from tilemem.load import JSON_BYTES_PER_FILE_BYTE, _json_fits
+
+    monkeypatch.setenv("TILEMEM_MEMORY_AVAILABLE", "3000000")
+    size = 2_500_000
+    need = int(size * JSON_BYTES_PER_FILE_BYTE)
+    with pytest.raises(ReportError) as e:
+        _json_fits(size, tmp_path / "r.json")
+    assert (f"a JSON report of {size / 1e6:.2f} MB needs about {need / 1e6:.2f} MB of memory "
+            f"to read and 3.00 MB is available: convert it first") in str(e.value)
+    monkeypatch.setenv("TILEMEM_MEMORY_AVAILABLE", "900")
+    with pytest.raises(ReportError, match="and 900 bytes is available"):
+        _json_fits(size, tmp_path / "r.json")
+    monkeypatch.setenv("TILEMEM_MEMORY_AVAILABLE", str(need))   # exactly enough: read
+    _json_fits(size, tmp_path / "r.json")

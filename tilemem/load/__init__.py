@@ -190,9 +190,21 @@ def _json_fits(size: int, path) -> None:
     have = available_memory()
     if have is not None and need > have:
         raise ReportError(
-            f"a JSON report of {size / 1e9:.2f} GB needs about {need / 1e9:.1f} GB of memory "
-            f"to read and {have / 1e9:.1f} GB is available: convert it first (streamed, in "
+            f"a JSON report of {_amount(size)} needs about {_amount(need)} of memory to read "
+            f"and {_amount(have)} is available: convert it first (streamed, in "
             f"bounded memory): tilemem convert {path} {Path(str(path)).with_suffix('.capnp')}")
+
+
+def _amount(n: int) -> str:
+    """Bytes in the unit that shows them (a small machine's cap is not "0.0 GB").
+
+    >>> _amount(16_459_669_878), _amount(9_779_926), _amount(512)
+    ('16.46 GB', '9.78 MB', '512 bytes')
+    """
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} bytes"
 
 
 # ---- writing ------------------------------------------------------------------------------
