@@ -240,13 +240,15 @@ def test_empty_and_impossible_windows():
 # ---- property tests --------------------------------------------------------------------------
 
 # The complete search on drawn problems stops after this many nodes, not at a clock: its
-# verdict is then the same on any machine under any load (a 30 s clock said "unknown" on a
-# busy machine). Far above what the draws below need (the hardest of thousands of drawn
-# problems of up to 20 variables took some 10^5 nodes; most a few dozen), and a few seconds
-# of search at most. Problems of a few dozen variables are not drawn: there the search's run
-# time is heavy-tailed (a 34-variable draw was still undecided after 1.5 * 10^7 nodes), and
-# a complete search cannot promise a verdict at any budget.
+# verdict is then the same on any machine under any load (a clock's is not: a draw it
+# decides on a quiet machine can run out of it on a busy one). Far above what the draws
+# below need (the hardest of thousands of drawn problems of up to 20 variables took some
+# 10^5 nodes; most a few dozen), and a few seconds of search at most. Problems of a few
+# dozen variables are not drawn: there the search's run time is heavy-tailed (a 34-variable
+# draw was still undecided after 1.5 * 10^7 nodes), and a complete search cannot promise a
+# verdict at any budget.
 NODES = 2_000_000
+
 
 @st.composite
 def tiny_reports(draw, max_vars=5):
