@@ -26,6 +26,12 @@ from tilemem.pack.cluster import LocalPool, ReportFile, make_executor, remaining
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
+# one pytest-xdist worker runs the whole module: its module fixtures (a Dask cluster of three
+# processes, a generated report and the pool's allocation of it, each process importing
+# tilemem and distributed) are then built once, not once in each worker that runs one of
+# its tests
+pytestmark = pytest.mark.xdist_group("dask")
+
 #: Unpicklings of CountingState in this process (a worker's count, when read in a worker).
 _LOADS = 0
 

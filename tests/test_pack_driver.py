@@ -106,13 +106,15 @@ def test_process_pool_gives_the_same_offsets(method):
 
 def test_generated_report_heuristic_never_overflows_more_than_replay():
     """A generated Mk1 report with tiles out of memory: per tile, the heuristic (and auto)
-    overflows no more than replaying the report's own order, and everything checks. Its
-    first four tiles (three out of memory with the report's offsets, one that fits): auto's
-    exact passes on all eight took a minute of wall time on a loaded machine."""
+    overflows no more than replaying the report's own order, and everything checks. Three
+    of its tiles: one out of memory whatever the packer (auto below the heuristic below
+    replay), one that fits, one out of memory only with the report's offsets. Tile 1 (out of
+    memory, auto no better than the heuristic) is left out: a third of auto's time for
+    nothing the other three do not check."""
     from tilemem.generate import generate_report
 
     r = generate_report("mk1", tiles=8, steps=300, pressure=1.3, seed=1)
-    tiles = [0, 1, 2, 3]
+    tiles = [0, 2, 3]
     rep = allocate(r, method="replay", tiles=tiles, run=RunOptions(workers=1))
     heu = allocate(r, method="heuristic", tiles=tiles, run=RunOptions(workers=2, verify=True))
     # deterministic: the quick search stops on work done, not on a clock a loaded machine

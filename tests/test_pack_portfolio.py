@@ -288,13 +288,16 @@ def test_search_past_tile_memory_matches_brute_force(r):
     over, end = brute_force(r)
     assume(over > 0)
     p = TileProblem.from_report(r, 0)
-    res = solve_search(p, time_limit=20, capacity=end)
+    # stopped by a node count, not a clock: decided whatever the machine's load (four
+    # variables take a few dozen nodes)
+    res = solve_search(p, time_limit=0, capacity=end, max_nodes=10**6)
     assert res.status == "optimal"
     col = r.offset.copy()
     col[p.rows] = res.offsets
     passes_both_checkers(r, col)
     assert int((res.offsets + np.maximum(p.size, 1)).max()) <= end
-    assert solve_search(p, time_limit=20, capacity=end - 1).status == "infeasible"
+    assert solve_search(p, time_limit=0, capacity=end - 1,
+                        max_nodes=10**6).status == "infeasible"
     # the quick search lowers an overflowing tile to its optimum too, and says so only there
     q, off_q = solve_tile(p, "quick", time_limit=0.05, bound=(end, True))
     col[p.rows] = off_q
