@@ -377,10 +377,8 @@ def _class_pairs(r: Report, classes: np.ndarray | None = None) -> _ClassPairs:
         c = max(len(classes), 1)
         local = np.full(inter.num_rows, -1, np.int64)
         local[classes] = np.arange(len(classes))
-        lengths, dst = inter.gather(classes)
-        src = np.repeat(np.arange(len(classes), dtype=np.int64), lengths)
-        dst = local[dst]
-        src, dst = src[dst >= 0], dst[dst >= 0]
+        own = inter.induced(classes)
+        src, dst = own.row_ids(), own.indices
     keys = _unique(np.concatenate([src * c + dst, dst * c + src]))
     return _ClassPairs(c, keys, np.searchsorted(keys, np.arange(c + 1, dtype=np.int64) * c),
                        local)

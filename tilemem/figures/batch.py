@@ -74,7 +74,7 @@ def _persistent_rows(r: Report) -> np.ndarray:
     model = data & ~r.always_live
     if not model.any():
         return out
-    if r.class_steps is not None and len(r.class_steps) == r.num_classes:
+    if r.has_class_steps:
         s, e = r.class_steps[r.eq_class, 0], r.class_steps[r.eq_class, 1]
         first, last = s[model].min(), e[model].max()
         slack = PERSISTENT_SLACK * (last - first)

@@ -116,7 +116,7 @@ def _partials_rows(r: Report) -> np.ndarray:
 
     data = _category_is(r, ("variable",))
     var = data & r.allocated & ~r.always_live & ~persistent_rows(r)
-    if r.class_steps is not None and len(r.class_steps) == r.num_classes:
+    if r.has_class_steps:
         hull = r.class_steps[r.eq_class]
         var &= (hull[:, 1] - hull[:, 0]) <= SHORT_STEPS
     ec = r.element_constraints

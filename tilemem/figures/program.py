@@ -235,10 +235,9 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
         candidates.append((f"offload {t.name}", "offload", t.name, None))
     # what-if --recompute changes lifetimes: without the report's class steps it refuses, so
     # recomputation is not offered then
-    has_steps = r.class_steps is not None and len(r.class_steps) == r.num_classes
     for lay in layers[:3]:
         # only a framework's layer can be recomputed: not a pipeline buffer, a copy, a stash
-        recompute = " (or recompute it)" if has_steps and is_layer(lay.name) else ""
+        recompute = " (or recompute it)" if r.has_class_steps and is_layer(lay.name) else ""
         candidates.append((f"offload {lay.name}/*{recompute}", "offload",
                            f"{lay.name}/*", None))
     candidates += list(GROUP_STEPS)

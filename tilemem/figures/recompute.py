@@ -193,7 +193,7 @@ def _recomputation(r: Report, checkpoints) -> Recomputation:
     from ..model.names import tensor_codes
     from .splitunits import program_units
 
-    if r.class_steps is None or len(r.class_steps) != r.num_classes:
+    if not r.has_class_steps:
         raise ReportError("--recompute: the report has no equivalenceClassSteps (the "
                           "lifetimes to change)", field="--recompute")
     var = np.isin(r.category, [k for k, c in enumerate(r.categories) if c == "variable"])

@@ -236,7 +236,7 @@ class SplitModel(Crossings):
         alive = r.allocated & (r.size > 0)
         model = alive & ~r.always_live
         self.start = self.end = None
-        if r.class_steps is not None and len(r.class_steps) == r.num_classes:
+        if r.has_class_steps:
             steps = r.class_steps
             if len(steps) and int(steps.max()) < np.iinfo(np.int32).max:
                 steps = steps.astype(np.int32)
@@ -491,19 +491,17 @@ class SplitModel(Crossings):
         else:   # live like the tensor copied (an upper bound)
             copies += [(rows, k) for rows, _, _, k in tied]
         copies = [(np.asarray(x, np.int64), k) for x, k in copies if k and len(x)]
-        every = np.concatenate([p[0] for p in parts] + [x for x, _ in copies])
-        times = np.concatenate([p[1] for p in parts] + [np.full(len(x), float(k))
-                                                        for x, k in copies])
+        copy_rows = np.concatenate([x for x, _ in copies] or [np.zeros(0, np.int64)])
+        copy_times = np.concatenate([np.full(len(x), float(k)) for x, k in copies]
+                                    or [np.zeros(0)])
+        every = np.concatenate([p[0] for p in parts] + [copy_rows])
+        times = np.concatenate([p[1] for p in parts] + [copy_times])
         rows, at = np.unique(every, return_inverse=True)
         mult = np.bincount(at.reshape(-1), times, minlength=len(rows))
         size = np.ceil(r.size[rows] * mult).astype(r.size.dtype)
         keep = size > 0
-        buffers = np.zeros(T, np.float64)
-        if copies:
-            extra_rows = np.concatenate([x for x, _ in copies])
-            extra_times = np.concatenate([np.full(len(x), float(k)) for x, k in copies])
-            buffers += np.bincount(r.tile[extra_rows], r.size[extra_rows] * extra_times,
-                                   minlength=T)
+        buffers = np.bincount(r.tile[copy_rows], r.size[copy_rows] * copy_times,
+                              minlength=T).astype(np.float64)
         if self.start is not None:
             for x, _, _ in bufs:
                 buffers += np.bincount(r.tile[x], r.size[x], minlength=T)
@@ -529,54 +527,6 @@ class SplitModel(Crossings):
                 int(self.start[rows].min()), int(self.end[rows].max()))
             extra = extra + [(np.concatenate([kept] * depth), a, e)]
         return stage_report(self.r, rows, size, extra, names=True)
-
-    def stash_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
-        """Stage ``s``'s stash, bytes per tile: ``stash_mapping="like"``, each stashed
-        tensor's copies on its own tiles (a stash made as slices of the stashed tensor:
-        PopART's ``createSliceableTensorFromSlice`` or one clone a slice); ``"linear"``, one
-        new tensor of all of them mapped linearly over the IPU's tiles (003's linear
-        mapping, at most the bytes over the tiles rounded up on a tile; a stash made by
-        ``createSliceableTensor`` of its own shape). Which one a framework does is not in
-        the report (see ``STASH_MAPPINGS``)."""
-        r, T = self.r, self.tiles
-        inp = self.stash_rows(i, j)
-        depth = inferred_stash_depth(s, n)
-        if self.stash_mapping == "linear":
-            return np.full(T, np.ceil(depth * float(r.size[inp].sum()) / T))
-        return depth * np.bincount(r.tile[inp], r.size[inp], minlength=T).astype(np.float64)
-
-    def stash_rows(self, i: int, j: int) -> np.ndarray:
-        """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
-        (``stash="activations"``, a stage before the last) the micro-batch's data of its
-        units (``of_micro_batch``: come alive after the micro-batches begin, so not the
-        gradient accumulators, whatever their shape) still live when it hands over to unit
-        ``j``, with its input's copy and without the activation it sends forward when only
-        the next stage's backward reads that."""
-        inp = self.input0 if i == 0 else self.fwd[i]
-        if self.stash == "inputs" or j >= self.L:
-            return inp
-        key = ("stash", i, j)
-        if key not in self._evals:
-            if self._stash_cand is None:   # a micro-batch's rows of a unit, by unit (once)
-                a = self.anchor
-                cand = np.flatnonzero(self.of_micro_batch)
-                cand = cand[np.argsort(a[cand], kind="stable")]
-                self._stash_cand = cand
-                self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
-            t = int(self.pos[j])
-            rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
-            rows = rows[(self.start[rows] < t) & (self.end[rows] > t)]
-            # the activation sent forward is stashed where it is read: by the next stage
-            # (its copy), and by this one only if it is read once this stage's backward
-            # has begun; this stage's input (its copy) is stashed here if still read
-            out = self.fwd[j]
-            if len(out) and int(self.end[out].max()) <= int(self.back[j]):
-                rows = np.setdiff1d(rows, out)
-            inp = self.fwd[i] if i else np.zeros(0, np.int64)
-            if len(inp) and int(self.end[inp].max()) > t:
-                rows = np.union1d(rows, inp)
-            self._evals[key] = rows
-        return self._evals[key]
 
     def with_stash(self, stash: str, stash_mapping: str | None = None) -> "SplitModel":
         """The same model under another reading of the stash (what a stage keeps for the

@@ -39,24 +39,10 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
     (2, [16, 4], [[1], [0]])
     """
     rows = np.asarray(rows, np.int64)
-    C = r.num_classes
     cls = np.unique(r.eq_class[rows])
-    local = np.full(max(C, 1), -1, np.int64)
-    local[cls] = np.arange(len(cls))
-    # the rows of the stage's classes in the report's relation, kept where both ends are
-    inter = sorted_interference(r)
-    starts = inter.indptr[cls]
-    lengths = inter.indptr[cls + 1] - starts
-    total = int(lengths.sum())
-    first = np.zeros(len(cls), np.int64)
-    np.cumsum(lengths[:-1], out=first[1:])
-    idx = np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
-    src = np.repeat(np.arange(len(cls), dtype=np.int64), lengths)
-    dst = local[inter.indices[idx]]
-    src, dst = [src[dst >= 0]], [dst[dst >= 0]]
-    steps = None
-    if r.class_steps is not None and len(r.class_steps) == C:
-        steps = r.class_steps[cls]
+    own = sorted_interference(r).induced(cls)   # the report's relation among the stage's
+    src, dst = [own.row_ids()], [own.indices]
+    steps = r.class_steps[cls] if r.has_class_steps else None
     n = len(cls)
     brows = [np.asarray(b[0], np.int64) for b in bufs]
     if bufs:
@@ -74,24 +60,21 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
     cols = {f: getattr(r, f)[take] for f in ROW_COLUMNS}
     cols["size"] = np.concatenate([np.asarray(size, r.size.dtype), r.size[take[m:]]])
     cols["eq_class"] = np.concatenate(
-        [local[r.eq_class[rows]],
+        [np.searchsorted(cls, r.eq_class[rows]),
          np.repeat(np.arange(n, classes, dtype=np.int64), [len(b) for b in brows])])
     cols["allocated"] = np.ones(len(take), bool)
     cols["always_live"][m:] = False
     cols["var_id"] = np.arange(len(take), dtype=np.int64)
-    none = Csr(np.zeros(len(take) + 1, np.int64), np.zeros(0, np.int64))
     blob, offsets = b"", np.zeros(len(take) + 1, np.int64)
     if names:
         blob, offsets = gathered_names(r, rows)
-        copies = [(INFERRED_PIPELINE_BUFFER_PREFIX + r.name(i)).encode()
-                  for i in take[m:].tolist()]
-        blob = bytes(blob) + b"".join(copies)
-        offsets = np.concatenate([offsets, offsets[-1] + np.cumsum([len(x) for x in copies],
-                                                                   dtype=np.int64)])
+        copied, at = gathered_names(r, take[m:],
+                                    prefix=INFERRED_PIPELINE_BUFFER_PREFIX.encode())
+        blob, offsets = blob + copied, np.concatenate([offsets, offsets[-1] + at[1:]])
     out = replace(r, **cols, name_blob=blob, name_offsets=offsets,
-                  element_constraints=none, region_constraints=none,
-                  allocation_order=Csr(np.zeros(r.num_tiles + 1, np.int64),
-                                       np.zeros(0, np.int64)),
+                  element_constraints=Csr.empty(len(take)),
+                  region_constraints=Csr.empty(len(take)),
+                  allocation_order=Csr.empty(r.num_tiles),
                   interference=relation, class_steps=steps, interference_dropped=None,
                   _tile_index=None, _cache={})
     out._cache["sorted_interference"] = relation

@@ -2,14 +2,15 @@
 parts of the program that belong with a unit though named for none (``_anchor_groups``),
 weights read by another unit than their own (``_tied_weights``), the activation sent forward
 and the gradient sent back at each boundary (``_crossings``), and the buffers and copies a
-stage holds for them (``_buffers``, ``_tied_copies``). A mixin: these read and set the
+stage holds for them (``_buffers``, ``_tied_copies``), and what a stage keeps for the
+micro-batches in flight (``stash_rows``, ``stash_tiles``). A mixin: these read and set the
 model's columns, worked out once in ``SplitModel.__init__``."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..model.interference import tile_interference
-from ..rules import INFERRED_COPY_ON_DESTINATION
+from ..rules import INFERRED_COPY_ON_DESTINATION, inferred_stash_depth
 
 
 class Crossings:
@@ -230,3 +231,52 @@ class Crossings:
             else:
                 out.append((g, int(self.start[g].min()), int(self.end[g].max()), k))
         return out
+
+    # ---- what a stage keeps for the micro-batches in flight -------------------------------
+    def stash_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
+        """Stage ``s``'s stash, bytes per tile: ``stash_mapping="like"``, each stashed
+        tensor's copies on its own tiles (a stash made as slices of the stashed tensor:
+        PopART's ``createSliceableTensorFromSlice`` or one clone a slice); ``"linear"``, one
+        new tensor of all of them mapped linearly over the IPU's tiles (003's linear
+        mapping, at most the bytes over the tiles rounded up on a tile; a stash made by
+        ``createSliceableTensor`` of its own shape). Which one a framework does is not in
+        the report (see ``STASH_MAPPINGS``)."""
+        r, T = self.r, self.tiles
+        inp = self.stash_rows(i, j)
+        depth = inferred_stash_depth(s, n)
+        if self.stash_mapping == "linear":
+            return np.full(T, np.ceil(depth * float(r.size[inp].sum()) / T))
+        return depth * np.bincount(r.tile[inp], r.size[inp], minlength=T).astype(np.float64)
+
+    def stash_rows(self, i: int, j: int) -> np.ndarray:
+        """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
+        (``stash="activations"``, a stage before the last) the micro-batch's data of its
+        units (``of_micro_batch``: come alive after the micro-batches begin, so not the
+        gradient accumulators, whatever their shape) still live when it hands over to unit
+        ``j``, with its input's copy and without the activation it sends forward when only
+        the next stage's backward reads that."""
+        inp = self.input0 if i == 0 else self.fwd[i]
+        if self.stash == "inputs" or j >= self.L:
+            return inp
+        key = ("stash", i, j)
+        if key not in self._evals:
+            if self._stash_cand is None:   # a micro-batch's rows of a unit, by unit (once)
+                a = self.anchor
+                cand = np.flatnonzero(self.of_micro_batch)
+                cand = cand[np.argsort(a[cand], kind="stable")]
+                self._stash_cand = cand
+                self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
+            t = int(self.pos[j])
+            rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
+            rows = rows[(self.start[rows] < t) & (self.end[rows] > t)]
+            # the activation sent forward is stashed where it is read: by the next stage
+            # (its copy), and by this one only if it is read once this stage's backward
+            # has begun; this stage's input (its copy) is stashed here if still read
+            out = self.fwd[j]
+            if len(out) and int(self.end[out].max()) <= int(self.back[j]):
+                rows = np.setdiff1d(rows, out)
+            inp = self.fwd[i] if i else np.zeros(0, np.int64)
+            if len(inp) and int(self.end[inp].max()) > t:
+                rows = np.union1d(rows, inp)
+            self._evals[key] = rows
+        return self._evals[key]

@@ -205,7 +205,7 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     less data by that bound)."""
     from .plan import plan_that_fits
 
-    n, L, T = m.source_ipus, m.L, m.tiles
+    n, L = m.source_ipus, m.L
     u = m.units.of_row
     have = (u >= 0) & r.allocated
     ipu = np.zeros(L, np.int64)
@@ -217,15 +217,10 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
                           f"the report's {n} IPUs: cannot tell its split", field="tilesPerIPU")
     cuts = [int(np.searchsorted(ipu, k)) for k in range(1, n)]
     a = answer(m, n, cuts, OWN_SPLIT)
-    tm = r.target.tile_memory
-    from ..model.ipuview import ipu_view, tile_ordered
-
-    views = tile_ordered(r)
-    for s, (st, (worst, need)) in enumerate(zip(a.stages, _ipu_bounds(r, time_limit))):
+    for st, (own, worst, need) in zip(a.stages, _ipu_bounds(r, time_limit)):
         st.actual_max_live_bytes = worst
         # the levers this stage needs: oom's plan that fits, on its own tiles, from its own
         # IPU's variables (a view: each lever's rows found among one IPU's, not the Pod's)
-        own = ipu_view(r, s) if views else r
         st.levers = plan_that_fits(own, need, time_limit=time_limit) if len(need) else None
     tight = int(np.argmax([st.actual_max_live_bytes for st in a.stages]))
     moves = []
@@ -250,8 +245,9 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
 
 
 def _ipu_bounds(r: Report, time_limit: float):
-    """For each IPU of ``r``: ``(worst, over)``, the largest maximum live bytes of its
-    tiles (the bound) and its tiles whose bound is over tileMemory.
+    """For each IPU of ``r``: ``(view, worst, over)``, its variables (``ipu_view`` of a
+    report ordered by tile, else ``r``), the largest maximum live bytes of its tiles (the
+    bound) and its tiles whose bound is over tileMemory.
 
     IPU by IPU on a report ordered by tile (one IPU's temporaries at a time), and only on the
     tiles that can decide either. A tile's bytes all live at once bound its bound above, and
@@ -285,7 +281,7 @@ def _ipu_bounds(r: Report, time_limit: float):
             worst = max(worst, int(live.max()))
             over.append(batch[live > tm])
             done += len(batch)
-        yield worst, np.sort(np.concatenate(over)) if over else np.zeros(0, np.int64)
+        yield v, worst, np.sort(np.concatenate(over)) if over else np.zeros(0, np.int64)
 
 
 def fewest_by_upper_bound(m: SplitModel | list[SplitModel], most: int

@@ -3,6 +3,7 @@ tensor names, or where they come alive, or the classes' order (``tilemem.figures
 step 1).
 
 >>> from tilemem.generate import generate_report
+>>> from tilemem.model.names import tensor_codes
 >>> r = generate_report("mk1", tiles=8, steps=60, seed=1)
 >>> codes, names = tensor_codes(r)
 >>> u = program_units(r, np.flatnonzero(~r.always_live), None, codes, names)
@@ -17,7 +18,6 @@ import msgspec
 import numpy as np
 
 from ..model import Report
-from ..model.names import tensor_codes
 
 #: Groups of classes when a report has no usable names.
 CLASS_GROUPS = 64

@@ -115,7 +115,6 @@ class ReweightedBound:
         """``(max_live_bytes, always_live_bytes)`` of ``tiles`` with the variables weighing
         ``w`` and the classes ``extra`` added (they need the report's class steps), as
         ``max_live_all``'s ``MaxLive`` would give them."""
-        r = self.r
         tiles = np.asarray(tiles, np.int64)
         masks, groups, group_w = self._extra(list(extra), tiles)
         peak = _peaks(self.tile_ptr, self.node_class, w.node, self.clique_ptr, self.clique_of,

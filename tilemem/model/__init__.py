@@ -113,6 +113,24 @@ class Csr:
         first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
         return lengths, self.indices[first + np.arange(total)]
 
+    def induced(self, rows: np.ndarray) -> "Csr":
+        """The relation among ``rows`` (ascending, distinct) alone, renumbered ``0 ..
+        len(rows) - 1`` in their order: row ``i`` holds the positions in ``rows`` of row
+        ``rows[i]``'s entries that are among ``rows`` (a square relation: entries are rows).
+        Sorted rows stay sorted.
+
+        >>> Csr.from_lists([[1, 2], [0], [0, 3], [2]]).induced(np.array([0, 2, 3])).to_lists()
+        [[1], [0, 2], [1]]
+        """
+        rows = np.asarray(rows, np.int64)
+        local = np.full(self.num_rows, -1, np.int64)
+        local[rows] = np.arange(len(rows))
+        lengths, entries = self.gather(rows)
+        src = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+        dst = local[entries]
+        keep = dst >= 0
+        return Csr.from_lengths(np.bincount(src[keep], minlength=len(rows)), dst[keep])
+
     def row_ids(self) -> np.ndarray:
         """The row of every stored entry (same length as ``indices``)."""
         return np.repeat(np.arange(self.num_rows, dtype=np.int64), self.lengths())
@@ -273,6 +291,12 @@ class Report:
     @property
     def num_vars(self) -> int:
         return len(self.var_id)
+
+    @property
+    def has_class_steps(self) -> bool:
+        """Whether every class has its program steps (``class_steps``, the tilemem
+        extension ``equivalenceClassSteps``; Poplar's reports have none)."""
+        return self.class_steps is not None and len(self.class_steps) == self.num_classes
 
     @property
     def num_classes(self) -> int:

@@ -73,22 +73,40 @@ ROW_COLUMNS = ("var_id", "tile", "size", "alignment", "offset", "category", "eq_
                 "lowest_256kb", "in_interleaved_mem")
 
 
-def gathered_names(r: Report, rows: np.ndarray, block: int = 1 << 18):
-    """The names of ``rows`` in that order: one blob and its offsets. Gathered a block of
-    rows at a time: the byte index of a block, not of every name (8 bytes a name byte)."""
+def gathered_names(r: Report, rows: np.ndarray, block: int = 1 << 18, prefix: bytes = b""):
+    """The names of ``rows`` in that order, each after ``prefix``: one blob and its offsets.
+    Gathered a block of rows at a time: the byte index of a block, not of every name (8
+    bytes a name byte).
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[4, 4], alignment=[4, 4],
+    ...     offset=[0, 4], category=["variable"] * 2, eq_class=[0, 1],
+    ...     interference=[[], []], names=["a#0", "bb#0"])
+    >>> gathered_names(r, np.array([1, 0]), prefix=b"p/")
+    (b'p/bb#0p/a#0', array([ 0,  6, 11]))
+    """
     offs = r.name_offsets
     blob = np.frombuffer(r.name_blob, np.uint8)
+    pre = np.frombuffer(prefix, np.uint8)
     out_offsets = np.zeros(len(rows) + 1, np.int64)
     pieces = []
     for a in range(0, len(rows), block):
         rw = rows[a:a + block]
         starts = np.asarray(offs[rw], np.int64)
         lengths = np.asarray(offs[rw + 1], np.int64) - starts
-        np.cumsum(lengths, out=out_offsets[a + 1:a + 1 + len(rw)])
+        np.cumsum(lengths + len(pre), out=out_offsets[a + 1:a + 1 + len(rw)])
         out_offsets[a + 1:a + 1 + len(rw)] += out_offsets[a]
-        take = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-        take += np.arange(len(take))
-        pieces.append(blob[take].tobytes())
+        before = np.cumsum(lengths) - lengths     # where each name starts among the names
+        take = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+        if not len(pre):
+            pieces.append(blob[take].tobytes())
+            continue
+        at = out_offsets[a:a + len(rw)] - out_offsets[a]   # where each starts in the piece
+        piece = np.empty(int(lengths.sum()) + len(pre) * len(rw), np.uint8)
+        piece[(at[:, None] + np.arange(len(pre))).reshape(-1)] = np.tile(pre, len(rw))
+        piece[np.repeat(at + len(pre) - before, lengths)
+              + np.arange(int(lengths.sum()))] = blob[take]
+        pieces.append(piece.tobytes())
     return b"".join(pieces), out_offsets
 
 
@@ -169,12 +187,6 @@ def ipu_parts(r: Report):
 def _gathered(r: Report, rows: np.ndarray) -> Report:
     """The report restricted to ``rows`` (ascending, all allocated, one IPU's), as a copy."""
     return order_by_tile(_take(r, rows))
-
-
-def take_rows(r: Report, rows: np.ndarray) -> Report:
-    """``r`` restricted to ``rows`` (ascending), as a copy: the same classes, interference
-    and target, constraints and allocation order among those rows only."""
-    return _take(r, np.asarray(rows, np.int64))
 
 
 def _take(r: Report, rows: np.ndarray) -> Report:
