@@ -214,6 +214,22 @@ def _merged(parts: list[CheckResult], rules: Rules, limit: int, num_tiles: int) 
         tile_violations=sum((p.tile_violations for p in parts), np.zeros(num_tiles, np.int64)))
 
 
+def _by_tile_then_start(tile: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """``np.lexsort((start, tile))``: by tile, then start, then position. One stable sort of
+    ``tile * 2**40 + start`` where they fit in 63 bits (six times faster on an IPU's three
+    million rows, which come ordered by tile), else the lexsort.
+
+    >>> _by_tile_then_start(np.array([1, 0, 1, 0]), np.array([8, 4, 0, 4])).tolist()
+    [1, 3, 2, 0]
+    """
+    if not len(tile):
+        return np.zeros(0, np.int64)
+    if int(start.max()) < 1 << 40 and 0 <= int(tile.min()) and int(tile.max()) < 1 << 22:
+        return np.argsort((tile.astype(np.int64) << 40) | start.astype(np.int64),
+                          kind="stable")
+    return np.lexsort((start, tile))
+
+
 def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, pairs: "_ClassPairs"
            ) -> CheckResult:
     rows = np.flatnonzero(r.allocated)
@@ -292,7 +308,7 @@ def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, pairs: "_ClassP
     if num_classes <= DENSE_CLASSES:
         dense[keys // num_classes, keys % num_classes] = True
     nz = np.flatnonzero(size > 0)
-    order = nz[np.lexsort((start[nz], r.tile[rows[nz]]))]
+    order = nz[_by_tile_then_start(r.tile[rows[nz]], start[nz])]
     srows = rows[order]
     cls = r.eq_class[srows] if pairs.local is None else pairs.local[r.eq_class[srows]]
     key_ptr = pairs.ptr if num_classes > DENSE_CLASSES else np.zeros(1, np.int64)

@@ -191,7 +191,9 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
     members: list = [None] * nt
     steps_superset = steps_equal = False
     if r.class_steps is not None and len(node_class):
-        steps_superset, steps_equal = _steps_consistent(r, inter)
+        # a pass over the whole interference: once per report, not per batch of tiles
+        steps_superset, steps_equal = r.cached("steps_consistent",
+                                               lambda: _steps_consistent(r, inter))
     if steps_equal:  # the steps are the interference: the sweep is exact
         sweep, sweep_members = _steps_sweep(r, tile_ptr, node_class, node_w)
         best[:] = upper[:] = sweep

@@ -58,9 +58,70 @@ def _hashed_codes(r) -> tuple[np.ndarray, list[str]]:
     """Every row's tensor code by the names' hashes (``tensor_keys``, compiled), the names
     in the order of their hashes: a Pod's 50 M names are hashed, not read into Python one by
     one (minutes). Two tensors share a code only by a 64-bit hash collision."""
-    _, first, inv = np.unique(tensor_keys(r), return_index=True, return_inverse=True)
-    codes = inv.reshape(-1).astype(np.int64, copy=False)   # (no copy of 50 M codes)
+    first, codes = unique_inverse(tensor_keys(r))
     return codes, [base_name(r.name(int(i))) for i in first]
+
+
+def unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)`` without the keys:
+    ``(first, inverse)``, the first row of each distinct key in the keys' order, and each
+    row's place among them. A compiled hash table finds the distinct keys (a Pod's 50 M
+    rows hold a few million tensors: sorting every row took half a minute), then only the
+    distinct ones are sorted.
+
+    >>> first, inv = unique_inverse(np.array([7, 3, 7, 5, 3]))
+    >>> first.tolist(), inv.tolist()
+    ([1, 3, 0], [2, 0, 2, 1, 0])
+    """
+    keys = np.ascontiguousarray(keys, np.int64)
+    first, codes = _first_seen(keys)
+    order = np.argsort(keys[first], kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[codes]
+
+
+@njit(cache=True)
+def _first_seen(keys):
+    # open addressing, the table at most half full (doubled and rebuilt when it would be
+    # fuller); distinct keys numbered in the order they are first seen
+    n = len(keys)
+    cap = 1 << 10
+    slot_key = np.empty(cap, np.int64)
+    slot_code = np.full(cap, -1, np.int64)
+    first = np.empty(max(n, 1), np.int64)
+    codes = np.empty(n, np.int64)
+    d = 0
+    for i in range(n):
+        k = keys[i]
+        # the keys may be hashes already, but any integers must spread: mix (splitmix64)
+        h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(31)
+        j = np.int64(h & np.uint64(cap - 1))
+        while slot_code[j] >= 0 and slot_key[j] != k:
+            j = (j + 1) & (cap - 1)
+        if slot_code[j] < 0:
+            slot_key[j] = k
+            slot_code[j] = d
+            first[d] = i
+            d += 1
+            if 2 * d > cap:
+                cap *= 2
+                slot_key = np.empty(cap, np.int64)
+                slot_code = np.full(cap, -1, np.int64)
+                for c in range(d):
+                    kk = keys[first[c]]
+                    hh = np.uint64(kk) * np.uint64(0x9E3779B97F4A7C15)
+                    hh ^= hh >> np.uint64(31)
+                    jj = np.int64(hh & np.uint64(cap - 1))
+                    while slot_code[jj] >= 0:
+                        jj = (jj + 1) & (cap - 1)
+                    slot_key[jj] = kk
+                    slot_code[jj] = c
+            codes[i] = d - 1
+        else:
+            codes[i] = slot_code[j]
+    return first[:d].copy(), codes
 
 
 #: Rows whose names are read at a time (their offsets as Python ints and their bytes): at
