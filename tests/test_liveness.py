@@ -143,6 +143,13 @@ def test_steps_paths():
     r = make(sizes, [0, 1, 2], [[1], [], []], steps=steps)
     m = max_live(r, 0)
     assert (m.max_live_bytes, m.exact, m.method) == (30, True, "chordal")
+    # a strict subset whose heaviest step is still a clique (3 and 4 overlap, do not
+    # interfere, elsewhere): that step is the answer, no class graph built
+    r = make(sizes + [5, 5], [0, 1, 2, 3, 4], [[1], [2], [], [], []],
+             steps=steps + [[10, 14], [12, 16]])
+    m = max_live(r, 0)
+    assert (m.max_live_bytes, m.exact, m.method, m.peak_classes.tolist()) == (
+        50, True, "steps", [1, 2])
     # empty step interval: a class alone
     r = make([5, 100], [0, 1], [[], []], steps=[[0, 3], [4, 4]])
     m = max_live(r, 0)

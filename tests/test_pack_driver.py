@@ -324,10 +324,19 @@ def test_tiles_the_visits_leave_above_one_percent_are_revisited():
     assert violations(r, a.offsets) == []
 
 
+def deciding_tiles(r, bounds) -> set[int]:
+    """The tiles that decide whether the program fits, by hand: out of memory with the
+    report's offsets (the oracle's objective), or a bound within 2 % of tileMemory."""
+    tm = r.target.tile_memory
+    return {t for t in range(r.num_tiles)
+            if oracle_objective(r, r.offset, t)[0] > 0 or bounds[t] * 1.02 > tm}
+
+
 def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     """No time for any visit: every tile keeps the report's own offsets, read off the
-    columns (nothing built), and says so; those not within the settle gap are unreached and
-    unsearched, those above 1 % counted apart."""
+    columns (nothing built), and says so: every tile kept the report's offsets, those that
+    decide whether the program fits counted apart; none was visited, so none is "unreached"
+    (a visited tile not revisited)."""
     r = generated()
     ex = Recording(r)
     a = run_with(r, ex, budget=0.0)
@@ -340,10 +349,29 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
         assert (res.overflow_bytes, res.total_including_gaps) == (over, total)
         assert res.verdict == ("fits" if over == 0 else "cannot fit: live data"
                                if res.bound > tm else "undecided")
-    open_tiles = sum(t.gap > DEFAULT_POLICY.settle or t.overflow_bytes > 0 for t in a.tiles)
-    assert a.unreached == a.unsearched == a.summary()["unsearched"] == open_tiles > 0
-    far = sum(t.gap > 0.01 for t in a.tiles)
-    assert a.unreached_far == a.summary()["unreachedAboveOnePercent"] == far
+    assert a.kept_report == a.summary()["keptReport"] == r.num_tiles
+    deciding = deciding_tiles(r, {t.tile: t.bound for t in a.tiles})
+    assert 0 < len(deciding) < r.num_tiles   # the case tells the two kinds apart
+    assert a.kept_report_deciding == a.summary()["keptReportDeciding"] == len(deciding)
+    assert a.unreached == a.unsearched == a.unreached_far == 0
+
+
+def test_the_tiles_that_decide_whether_the_program_fits_are_visited_first():
+    """Where the budget may not reach every tile, the visits take first the runs of
+    neighbours holding a tile that is out of memory with the report's offsets or has a
+    bound within 2 % of tileMemory; the run's time is said (its set-up and its whole, which
+    holds every pass)."""
+    r = generated()
+    ex = Recording(r)
+    # a tile a run (``chain``), so the order is the tiles'
+    a = run_with(r, ex, budget=30.0, policy=dataclasses.replace(DEFAULT_POLICY, chain=1))
+    deciding = deciding_tiles(r, {t.tile: t.bound for t in a.tiles})
+    assert 0 < len(deciding) < r.num_tiles - 1
+    visits = [x.tile for x in ex.tile_tasks() if x.prev is None]
+    assert sorted(visits) == list(range(r.num_tiles))
+    assert set(visits[:len(deciding)]) == deciding
+    assert 0 < a.set_up <= a.run_seconds
+    assert a.run_seconds >= sum(p.seconds for p in a.passes if p.label == "maximum live bytes")
 
 
 def test_a_slice_past_the_budget_keeps_its_tiles_result_and_says_so():

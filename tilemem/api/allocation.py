@@ -4,6 +4,7 @@ with a progress callback, and a run that can be interrupted keeping what was don
 ``OUT.journal``, which ``resume=True`` continues (as ``tilemem alloc -o OUT --resume``)."""
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -108,6 +109,10 @@ def open_run(output, report, settings: dict, resume: bool, *, echo=None):
     return journal
 
 
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
+
+
 class Allocation(Table):
     """A new allocation of a report: ``offsets`` (one a variable), per tile a
     ``tilemem.pack.result.TileResult`` in ``tiles`` (method, status, overflow, bound, gap,
@@ -117,9 +122,12 @@ class Allocation(Table):
     _FIELDS = ("tile", "method", "status", "overflow_bytes", "total_including_gaps", "bound",
                "bound_exact", "gap", "seconds", "num_vars", "verdict")
 
-    def __init__(self, report, result, method: str, interrupted: bool = False):
+    def __init__(self, report, result, method: str, interrupted: bool = False, *,
+                 budget: float | None = None, write_seconds: float | None = None):
         self.report, self.result, self.method = report, result, method
         self.interrupted = interrupted
+        #: the run's budget, and the seconds its output took to write (apart from the run)
+        self.budget, self.write_seconds = budget, write_seconds
 
     @property
     def offsets(self) -> np.ndarray:
@@ -138,15 +146,21 @@ class Allocation(Table):
         cols["fits"] = np.asarray([t.fits for t in self.tiles], bool)
         return cols
 
-    def to_json(self, output=None):
-        """``tilemem alloc --json``'s document (``output``: the file written, if any)."""
+    def to_json(self, output=None, load_seconds: float | None = None):
+        """``tilemem alloc --json``'s document (``output``: the file written, if any;
+        ``load_seconds``: what reading the report took, said apart from the run)."""
         from ..figures.summary import tiles_fitting
         from ..text import alloc_json
 
         r = self.report
         done = np.array([t.tile for t in self.tiles], np.int64)
-        return alloc_json(self.method, self.result, tiles_fitting(r, done), output,
-                          dump=(len(r.tiles_in_use()), r.num_tiles))
+        began = time.perf_counter()
+        fit_before = tiles_fitting(r, done)
+        times = {"budget": self.budget, "loadSeconds": _rounded(load_seconds),
+                 "checkSeconds": _rounded(time.perf_counter() - began),
+                 "writeSeconds": _rounded(self.write_seconds)}
+        return alloc_json(self.method, self.result, fit_before, output,
+                          dump=(len(r.tiles_in_use()), r.num_tiles), times=times)
 
     def _view(self, c) -> None:
         from ..text import alloc_view
@@ -260,8 +274,11 @@ def allocate(report, *, method: str = "auto", tiles=None,
                                      state_required=required,
                                      journal=recorder, echo=echo,
                                      progress=progress is True))
+        wrote = None
         if output is not None:
+            began = time.perf_counter()
             save_report(report.with_offsets(result.offsets), output)
+            wrote = time.perf_counter() - began
     except KeyboardInterrupt:
         if journal is not None:
             journal.close()   # kept: resume=True continues from it
@@ -277,4 +294,5 @@ def allocate(report, *, method: str = "auto", tiles=None,
         raise
     if journal is not None:
         journal.discard()     # OUT is safely written: nothing left to resume
-    return Allocation(Report.of(report), result, method)
+    return Allocation(Report.of(report), result, method,
+                      budget=None if deterministic else budget, write_seconds=wrote)

@@ -32,6 +32,7 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
     only some tiles) says so; tiles not in the dump do not count as fitting.
     """
     import sys
+    import time
 
     from .. import api
     from ..api.allocation import refuse_journal
@@ -45,7 +46,9 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
         from ..pack.cluster import make_executor
 
         make_executor(scheduler, None)  # refuses a malformed address before any work
+    began = time.perf_counter()
     r = api.load(report)
+    loaded = time.perf_counter() - began
     empty = nothing_to_analyse(r)
     if empty and not as_json:
         if output:
@@ -59,7 +62,7 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
                      scheduler=scheduler, shared_report=report if shared_report else None,
                      output=output, resume=resume, echo=lambda m: click.echo(m, err=True),
                      progress=not as_json and sys.stderr.isatty())
-    doc = a.to_json(output)
+    doc = a.to_json(output, load_seconds=loaded)
     if as_json:
         echo_json(doc)
     else:

@@ -120,57 +120,129 @@ def _steps_consistent(r: Report, inter: Csr) -> tuple[bool, bool]:
     return True, int(before.sum()) == inter.nnz // 2
 
 
-def _steps_sweep(r: Report, tile_ptr, node_class, node_w):
-    """Per tile: the heaviest set of classes live at one program step, as ``(best, members)``
-    with members local node indices (offset into the tile's nodes)."""
-    s = r.class_steps[node_class]
+@njit(cache=True)
+def _tile_step_peaks(tile_ptr, start, end, w):
+    """Per tile: the heaviest weight of classes live at one program step (its first such
+    step; a class with an empty interval is alone in its clique, so it is the peak where it
+    is heavier) and the nodes live there, ``(best, members, mptr)``: members are node
+    positions, tile ``t``'s at ``members[mptr[t]:mptr[t + 1]]``. Compiled, a tile at a
+    time: an interval sweep of its few thousand classes."""
     nt = len(tile_ptr) - 1
-    node_t = np.repeat(np.arange(nt), np.diff(tile_ptr))
-    nonempty = s[:, 1] > s[:, 0]
-    idx = np.flatnonzero(nonempty)
     best = np.zeros(nt, np.int64)
-    at = np.full(nt, -1, np.int64)
-    if len(idx):
-        # one sweep for all tiles: each tile's steps shifted into a range of its own (a
-        # tile's intervals all end in it, so the live bytes are back to 0 at the next)
-        t0 = int(s[idx].min())
-        width = int(s[idx].max()) - t0 + 1
-        key = node_t[idx, None] * width + (s[idx] - t0)
-        times = np.unique(key.ravel())
-        live = live_sweep(key[:, 0], key[:, 1], node_w[idx], times)[0]
-        tile_of = times // width
-        # per tile, the first time of the maximum
-        o = np.lexsort((np.arange(len(live)), -live, tile_of))
-        head = o[np.r_[True, tile_of[o][1:] != tile_of[o][:-1]]]
-        best[tile_of[head]] = live[head]
-        at[tile_of[head]] = times[head] % width + t0
-    # a class with an empty step interval is alone in its clique
-    empty_w = np.where(nonempty, -1, node_w)
-    members = []
+    members = np.empty(len(start), np.int64)
+    mptr = np.zeros(nt + 1, np.int64)
+    out = 0
     for t in range(nt):
         a, b = tile_ptr[t], tile_ptr[t + 1]
-        if b == a:
-            members.append(np.zeros(0, np.int64))
+        n = b - a
+        ev_t = np.empty(2 * n, np.int64)
+        ev_w = np.empty(2 * n, np.int64)
+        m = 0
+        for i in range(a, b):
+            if end[i] > start[i]:
+                ev_t[m] = start[i]
+                ev_w[m] = w[i]
+                ev_t[m + 1] = end[i]
+                ev_w[m + 1] = -w[i]
+                m += 2
+        at = -1
+        top = 0
+        if m:
+            order = np.argsort(ev_t[:m], kind="mergesort")
+            live = 0
+            k = 0
+            first = True
+            while k < m:
+                time = ev_t[order[k]]
+                while k < m and ev_t[order[k]] == time:
+                    live += ev_w[order[k]]
+                    k += 1
+                if first or live > top:
+                    top = live
+                    at = time
+                    first = False
+        # a class with an empty interval is alone in its clique: where heavier, it is the peak
+        j = -1
+        for i in range(a, b):
+            if end[i] <= start[i] and (j < 0 or w[i] > w[j]):
+                j = i
+        if j >= 0 and w[j] > top:
+            best[t] = w[j]
+            members[out] = j
+            out += 1
+        else:
+            best[t] = top
+            for i in range(a, b):
+                if start[i] <= at and at < end[i]:
+                    members[out] = i
+                    out += 1
+        mptr[t + 1] = out
+    return best, members[:out], mptr
+
+
+def _sub_tiles(tile_ptr: np.ndarray, tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes of some of the tiles (positions ``tiles`` into ``tile_ptr``'s groups):
+    ``(their tile_ptr, the nodes' positions in the whole)``."""
+    lengths = tile_ptr[tiles + 1] - tile_ptr[tiles]
+    ptr = np.zeros(len(tiles) + 1, np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    nodes = np.repeat(tile_ptr[tiles] - ptr[:-1], lengths) + np.arange(ptr[-1], dtype=np.int64)
+    return ptr, nodes
+
+
+@njit(cache=True)
+def _step_peaks_are_cliques(g_indptr, g_indices, tile_ptr, node_class, members, mptr):
+    """For every tile: whether its peak members (node positions ``members[mptr[t]:mptr[t +
+    1]]``) have classes that interfere pairwise. Each member's row is read only over the
+    range of the members' classes (rows are sorted): a class that interferes with a whole
+    Pod's classes costs a search, not a pass over them."""
+    nt = len(tile_ptr) - 1
+    ok = np.zeros(nt, np.bool_)
+    for t in range(nt):
+        a, b = mptr[t], mptr[t + 1]
+        k = b - a
+        cls = np.sort(node_class[members[a:b]])
+        if k <= 1:
+            ok[t] = True
             continue
-        ew = empty_w[a:b]
-        j = int(np.argmax(ew))
-        if ew[j] > best[t]:
-            best[t] = ew[j]
-            members.append(np.array([a + j], np.int64))
-            continue
-        st = s[a:b]
-        members.append(a + np.flatnonzero((st[:, 0] <= at[t]) & (at[t] < st[:, 1])))
-    return best, members
+        lo, hi = cls[0], cls[k - 1]
+        good = True
+        for i in range(k):
+            c = cls[i]
+            if i > 0 and c == cls[i - 1]:
+                good = False   # (a tile's nodes are distinct classes)
+                break
+            row = g_indices[g_indptr[c]:g_indptr[c + 1]]
+            j = np.searchsorted(row, lo)
+            end = np.searchsorted(row, hi, side="right")
+            # a merge of the row's range with the members: every other member must be in it
+            m = 0
+            found = 0
+            while j < end and m < k:
+                if row[j] < cls[m]:
+                    j += 1
+                elif row[j] > cls[m]:
+                    m += 1
+                else:
+                    found += 1
+                    j += 1
+                    m += 1
+            if found != k - 1:
+                good = False
+                break
+        ok[t] = good
+    return ok
 
 
 def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
                  progress: bool = False) -> list[MaxLive]:
     """``MaxLive`` of every tile in ``tiles`` (default: all tiles), in that order.
 
-    All tiles' class graphs go through one compiled pass (MCS + perfect elimination check);
-    with program steps consistent with the interference, one vectorised sweep instead. Tiles
-    whose graph is not chordal get a greedy clique, upper bounds and, if those differ, a branch
-    and bound. ``time_limit`` (seconds) is the budget of those searches for ALL tiles together,
+    With program steps whose overlaps hold every interference edge, each tile's heaviest
+    step (a compiled interval sweep) is exact where the classes live at it interfere
+    pairwise. The other tiles' class graphs go through one compiled pass (MCS + perfect
+    elimination check); those whose graph is not chordal get a greedy clique, upper bounds
+    and, if those differ, a branch and bound. ``time_limit`` (seconds) is the budget of those searches for ALL tiles together,
     shared out as they go; a tile whose search runs out reports ``exact=False``.
     """
     if tiles is None:
@@ -194,21 +266,39 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
         # a pass over the whole interference: once per report, not per batch of tiles
         steps_superset, steps_equal = r.cached("steps_consistent",
                                                lambda: _steps_consistent(r, inter))
-    if steps_equal:  # the steps are the interference: the sweep is exact
-        sweep, sweep_members = _steps_sweep(r, tile_ptr, node_class, node_w)
-        best[:] = upper[:] = sweep
-        exact[:] = True
-        method[:] = "steps"
-        members = sweep_members
-    else:
-        cand, chordal, flat, mptr = _all_tiles_chordal(
-            inter.indptr, inter.indices, tile_ptr, node_class, node_w, max(r.num_classes, 1))
-        for t in np.flatnonzero(chordal):
-            best[t] = upper[t] = cand[t]
+    rest = np.arange(nt)
+    if steps_superset:
+        # every clique's classes share a step (intervals that meet pairwise share a point),
+        # so the heaviest step bounds the clique from above; where the steps are the
+        # interference, or the classes live at that step interfere pairwise, they are the
+        # heaviest clique, and the tile's graph need not be built (at a Pod's tiles that
+        # was most of the pass)
+        steps = r.class_steps[node_class]
+        sweep, flat, mptr = _tile_step_peaks(tile_ptr, steps[:, 0].copy(), steps[:, 1].copy(),
+                                             node_w)
+        ok = (np.ones(nt, np.bool_) if steps_equal else
+              _step_peaks_are_cliques(inter.indptr, inter.indices, tile_ptr, node_class,
+                                      flat, mptr))
+        for t in np.flatnonzero(ok):
+            best[t] = upper[t] = sweep[t]
+            exact[t] = True
+            method[t] = "steps"
+            members[t] = flat[mptr[t]:mptr[t + 1]]
+        rest = np.flatnonzero(~ok)
+    if len(rest):   # the class graph of each tile left: MCS, then a search where not chordal
+        sub_ptr, sub_nodes = _sub_tiles(tile_ptr, rest)
+        cand_s, chordal_s, flat, mptr = _all_tiles_chordal(
+            inter.indptr, inter.indices, sub_ptr, node_class[sub_nodes], node_w[sub_nodes],
+            max(r.num_classes, 1))
+        cand = np.zeros(nt, np.int64)
+        cand[rest] = cand_s
+        for k in np.flatnonzero(chordal_s):
+            t = rest[k]
+            best[t] = upper[t] = cand_s[k]
             exact[t] = True
             method[t] = "chordal"
-            members[t] = flat[mptr[t]:mptr[t + 1]]
-        todo = np.flatnonzero(~chordal)
+            members[t] = sub_nodes[flat[mptr[k]:mptr[k + 1]]]
+        todo = rest[~chordal_s]
         if len(todo):
             _search(r, inter, todo, tile_ptr, node_class, node_w, cand,
                     r.class_steps if steps_superset else None, time_limit, progress,

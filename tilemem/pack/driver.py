@@ -141,6 +141,7 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    began = time.perf_counter()
     packing = _Packing(report, method=method, tiles=tiles, budget=budget, policy=policy,
                        run=run)
     ex = run.executor
@@ -155,6 +156,7 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
                            fallback=None if run.state_required else shared)
     with ex, _Progress(run.progress) as bar:
         packing.start(ex, bar, run.scheduler)
+        packing.set_up = time.perf_counter() - began
         # the plan: each pass takes the tiles not finished with (``Scoreboard``)
         packing.bounds()              # every tile's maximum live bytes
         if packing.searching:
@@ -164,7 +166,7 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
             if not packing.last:
                 packing.fit_stage()   # exact where a tile overflows although its bound fits
                 packing.exact_rest()  # the exact portfolio on every other tile not finished
-    alloc = packing.allocation()
+    alloc = packing.allocation(time.perf_counter() - began)
     if run.verify:
         _verify(report, alloc, run.rules)
     return alloc
@@ -208,8 +210,15 @@ class _Packing:
                                          planned=self.searching), self.tm, run.journal,
                                 self.groups)
         self.todo: list[int] = []
+        #: representatives the budget did not reach: they keep the report's offsets (of
+        #: them, those that decide whether the program fits, ``deciding``)
+        self.kept_report: list[int] = []
+        self.kept_deciding: list[int] = []
         self.planner: Planner | None = None
         self.cp_workers = 1
+        #: seconds from the run's start to its first pass (grouping the tiles, the shared
+        #: tables, the workers started)
+        self.set_up = 0.0
 
     def start(self, ex, bar, scheduler) -> None:
         """The pool the passes run on, and its progress bar."""
@@ -251,6 +260,11 @@ class _Packing:
             # hard they are, sit side by side): what the visits learn as they go (a task's
             # set-up, what the revisits will ask) then holds for the tiles left
             runs = [runs[k] for k in np.random.default_rng(self.seed).permutation(len(runs))]
+        # where the budget cannot reach every tile, the runs of the tiles that decide whether
+        # the program fits are visited first (in the same mixed order)
+        deciding = self.deciding(todo)
+        runs = ([r for r in runs if any(t in deciding for t in r)]
+                + [r for r in runs if not any(t in deciding for t in r)])
         planner = self.planner = Planner(
             todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
             goal=self.goal, policy=p,
@@ -289,6 +303,17 @@ class _Packing:
                 # the budget ran out before its visit: the report's offsets, as they were
                 res, off = _as_reported(self.report, t, self.known[t])
                 board.record(t, res, off)
+                self.kept_report.append(t)
+        self.kept_deciding = [t for t in self.kept_report if t in deciding]
+
+    def deciding(self, tiles: list[int]) -> set[int]:
+        """Of ``tiles``, those that decide whether the program fits: out of memory with the
+        report's own offsets, or with a bound within ``2 * NEAR`` of tileMemory (under or
+        above it). The others fit whatever their allocation, with room to spare."""
+        r, tm = self.report, self.tm
+        rows = np.flatnonzero(r.allocated & (r.offset + r.size.astype(np.int64) > tm))
+        out = set(np.unique(r.tile[rows]).tolist())
+        return {t for t in tiles if t in out or self.known[t][0] > tm / (1 + 2 * NEAR)}
 
     def _label(self, task) -> str:
         """The pass a task counts in (``Allocation.passes``: where the time went)."""
@@ -394,9 +419,10 @@ class _Packing:
         self.exact([t for t in self.todo if not self.board.is_final(t)], Pass(self.method))
 
     # ---- the result ------------------------------------------------------------------------
-    def allocation(self) -> Allocation:
+    def allocation(self, seconds: float) -> Allocation:
         """The offsets of every tile (identical tiles share their representative's) and a
-        ``TileResult`` each; what the budget left undone; whether the run ended early."""
+        ``TileResult`` each; what the budget left undone; whether the run ended early;
+        ``seconds``: the run's, from its set-up to its last result."""
         report, groups, board = self.report, self.groups, self.board
         offsets = report.offset.copy()
         results = []
@@ -418,12 +444,14 @@ class _Packing:
         # tiles not finished that no revisit reached (the budget went to others first)
         left = (self.planner.unreached() if self.planner is not None
                 else [t for t in groups if board.result(t).spent])
-        left = [t for t in left if not board.is_final(t)]
+        # (those not visited at all keep the report's offsets: ``kept_report``)
+        kept = set(self.kept_report)
+        left = [t for t in left if not board.is_final(t) and t not in kept]
         unreached = sum(len(groups[t]) for t in left)
         unreached_far = sum(len(groups[t]) for t in left if board.result(t).gap > NEAR)
         # of them, those no search reached either: they keep the heuristic's allocation
         unsearched = sum(len(groups[t]) for t in left if board.result(t).method in (
-            Stage.HEURISTIC, Stage.REPLAY, Stage.REPORT))
+            Stage.HEURISTIC, Stage.REPLAY))
         # ended before the budget because every tile's question is answered (not merely
         # because every slice had run)
         ended_early = None
@@ -432,7 +460,11 @@ class _Packing:
             ended_early = round(remaining, 1) if remaining > 1.0 else None
         return Allocation(offsets, results, from_journal=len(board.resumed),
                           unreached=unreached, unreached_far=unreached_far,
-                          unsearched=unsearched, passes=self.bar.passes,
+                          unsearched=unsearched,
+                          kept_report=sum(len(groups[t]) for t in self.kept_report),
+                          kept_report_deciding=sum(len(groups[t]) for t in self.kept_deciding),
+                          passes=self.bar.passes, set_up=round(self.set_up, 3),
+                          run_seconds=round(seconds, 3),
                           ended_early=ended_early, goal=Goal(self.goal),
                           settle=(self.policy.settle if self.searching and self.goal == Goal.END
                                   else None))

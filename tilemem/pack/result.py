@@ -120,7 +120,16 @@ class Allocation:
     unreached: int = 0
     unreached_far: int = 0
     unsearched: int = 0
+    #: tiles the budget did not reach (not visited): they keep the report's own offsets; of
+    #: them, those that decide whether the program fits (out of memory with those offsets,
+    #: or a bound within 2 % of tileMemory), which the visits take first
+    kept_report: int = 0
+    kept_report_deciding: int = 0
     passes: list[PassTime] = field(default_factory=list)
+    #: wall seconds of the run, from its set-up to its last result (the budget's span), and
+    #: of its set-up before the first pass (``passes`` say where the rest went)
+    run_seconds: float = 0.0
+    set_up: float = 0.0
     #: seconds of the budget left when the run ended because every tile was finished
     #: (within the settle gap of its bound, proven optimal, or its fit question answered);
     #: None when the run took its whole budget, or had none
@@ -149,7 +158,10 @@ class Allocation:
                 "fromJournal": self.from_journal, "unreached": self.unreached,
                 "unreachedAboveOnePercent": self.unreached_far,
                 "unsearched": self.unsearched,
+                "keptReport": self.kept_report,
+                "keptReportDeciding": self.kept_report_deciding,
                 "endedEarly": self.ended_early, "goal": str(self.goal), "settle": self.settle,
+                "runSeconds": self.run_seconds, "setUpSeconds": self.set_up,
                 "passes": [{"pass": x.label, "seconds": x.seconds, "tiles": x.tiles}
                            for x in self.passes]}
 

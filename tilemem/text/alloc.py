@@ -42,6 +42,20 @@ class AllocationSummary(msgspec.Struct, rename="camel", omit_defaults=True):
     ended_early: float | None = None
     goal: str = "end"
     settle: float | None = None
+    #: tiles the budget did not reach: they keep the report's offsets; of them, those that
+    #: decide whether the program fits (out of memory with those offsets, or a bound within
+    #: 2 % of tileMemory), which the visits take first
+    kept_report: int = 0
+    kept_report_deciding: int = 0
+    #: wall seconds: the run (set-up to last result: what ``budget`` bounds) and its set-up;
+    #: apart from it, reading the report, checking its own offsets (``tilesThatFitBefore``)
+    #: and writing the output
+    budget: float | None = None
+    run_seconds: float = 0.0
+    set_up_seconds: float = 0.0
+    load_seconds: float | None = None
+    check_seconds: float | None = None
+    write_seconds: float | None = None
 
 
 class AllocationDocument(msgspec.Struct):
@@ -50,14 +64,18 @@ class AllocationDocument(msgspec.Struct):
 
 
 def alloc_json(method: str, result, fit_before: int, output=None,
-               dump: tuple[int, int] | None = None) -> AllocationDocument:
+               dump: tuple[int, int] | None = None, times: dict | None = None
+               ) -> AllocationDocument:
     """The JSON of ``tilemem alloc``: every ``TileResult`` of ``result`` (an ``Allocation``)
     and its summary, with how many tiles fit with the report's offsets (``fit_before``: the
     checker accepts them, ``tilemem.figures.summary.tiles_fitting``) and with the new ones.
     ``dump``: (tiles in the dump, numTiles) of the report; a tile with no variables (not in
-    the dump of a partial report) does not count as fitting."""
+    the dump of a partial report) does not count as fitting. ``times``: the summary's
+    ``budget`` and the seconds outside the run (``loadSeconds``, ``checkSeconds``,
+    ``writeSeconds``), where known."""
     partial = dump is not None and dump[0] < dump[1]
-    summary = {**result.summary(), "method": method, "tilesThatFitBefore": fit_before,
+    summary = {**result.summary(), **(times or {}), "method": method,
+               "tilesThatFitBefore": fit_before,
                "tilesThatFitAfter": sum(t.fits and t.num_vars > 0 for t in result.tiles),
                "output": None if output is None else str(output),
                "tilesInDump": dump[0] if partial else None,
@@ -118,6 +136,8 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
     c.print(titled(title, table))
     if s.ended_early is not None:
         c.print(ended_early_text(s))
+    if s.kept_report:
+        c.print(kept_report_text(s))
     if s.unreached:
         c.print(unreached_text(s))
     if s.from_journal:
@@ -129,6 +149,8 @@ def alloc_view(c, name: str, doc: AllocationDocument) -> None:
             + (" (* a lower bound, not proven maximum)"
                if not all(t.bound_exact for t in doc.tiles) else "")
             + "; feasible = time limit hit, not proven optimal")
+    if s.run_seconds:
+        c.print(times_text(s))
     if s.output is not None:
         c.print(f"wrote {s.output}")
 
@@ -196,3 +218,51 @@ def unreached_text(s: AllocationSummary) -> str:
     if s.unsearched:
         text += f", or for {s.unsearched:,} the heuristic's (no search reached them)"
     return text
+
+
+def kept_report_text(s: AllocationSummary) -> str:
+    """The tiles the run's budget did not reach, and whether those that decide whether the
+    program fits were among them (the visits take those first).
+
+    >>> s = AllocationSummary("auto", tiles=30, tiles_that_fit=28, overflow_bytes=9,
+    ...     optimal=0, mean_gap=0, median_gap=0, p95_gap=0, max_gap=0.02,
+    ...     within_one_percent=0.5, seconds=1, from_journal=0, unreached=0,
+    ...     tiles_that_fit_before=27, tiles_that_fit_after=28, kept_report=12)
+    >>> print(kept_report_text(s))
+    12 tile(s) not visited before the run's budget (--budget) ran out keep the report's offsets; every tile that decides whether the program fits (out of memory with the report's offsets, or a bound within 2% of tileMemory) was visited first
+    >>> print(kept_report_text(replace(s, kept_report_deciding=3)))
+    12 tile(s) not visited before the run's budget (--budget) ran out keep the report's offsets, 3 of them tiles that decide whether the program fits (out of memory with the report's offsets, or a bound within 2% of tileMemory): a larger budget would visit them
+    """
+    head = (f"{s.kept_report:,} tile(s) not visited before the run's budget (--budget) ran "
+            f"out keep the report's offsets")
+    why = "(out of memory with the report's offsets, or a bound within 2% of tileMemory)"
+    if s.kept_report_deciding:
+        return (f"{head}, {s.kept_report_deciding:,} of them tiles that decide whether the "
+                f"program fits {why}: a larger budget would visit them")
+    return f"{head}; every tile that decides whether the program fits {why} was visited first"
+
+
+def times_text(s: AllocationSummary) -> str:
+    """Where the wall time went: the run (what ``--budget`` bounds) and, apart from it,
+    reading the report, checking its own offsets and writing the output.
+
+    >>> s = AllocationSummary("auto", tiles=3, tiles_that_fit=3, overflow_bytes=0,
+    ...     optimal=0, mean_gap=0, median_gap=0, p95_gap=0, max_gap=0.0,
+    ...     within_one_percent=1.0, seconds=1, from_journal=0, unreached=0,
+    ...     tiles_that_fit_before=3, tiles_that_fit_after=3, budget=240.0,
+    ...     run_seconds=236.04, set_up_seconds=10.2, load_seconds=21.0, check_seconds=9.5,
+    ...     write_seconds=30.25, passes=[{"pass": "maximum live bytes", "seconds": 60.1,
+    ...     "tiles": 8}, {"pass": "visits: the heuristic, then the quick search",
+    ...     "seconds": 160.0, "tiles": 3}])
+    >>> print(times_text(s))
+    time: the run 236.0 s of its budget of 240 s (set-up 10.2 s, maximum live bytes 60.1 s, visits 160.0 s); apart from it, reading the report 21.0 s, checking its offsets 9.5 s, writing the output 30.2 s
+    """
+    parts = [f"set-up {s.set_up_seconds:.1f} s"] + [
+        f"{p['pass'].split(':')[0]} {p['seconds']:.1f} s" for p in s.passes]
+    text = (f"time: the run {s.run_seconds:.1f} s"
+            + (f" of its budget of {s.budget:g} s" if s.budget is not None else "")
+            + f" ({', '.join(parts)})")
+    apart = [f"{what} {sec:.1f} s" for what, sec in (
+        ("reading the report", s.load_seconds), ("checking its offsets", s.check_seconds),
+        ("writing the output", s.write_seconds)) if sec is not None]
+    return text + (f"; apart from it, {', '.join(apart)}" if apart else "")
