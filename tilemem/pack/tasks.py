@@ -16,6 +16,7 @@ import numpy as np
 
 from ..check import check_allocation
 from ..liveness import class_intervals
+from ..model.interference import prunes
 from ..model import Report
 from ..model.target import Target
 from ..rules import Rules
@@ -64,13 +65,23 @@ def _group_identical(report: Report, tiles: np.ndarray, rules: Rules) -> dict[in
     solved separately, which is merely slower. (``rules`` are the same for every tile.)
     """
     r = report
-    groups: dict[bytes, list[int]] = {}
-    flags = np.stack([r.always_live, r.executable, r.vertex_code, r.lowest_256kb,
-                      r.in_interleaved_mem], axis=1).astype(np.uint8)
-    for t in tiles.tolist():
+    groups: dict = {}
+    # tiles with equal problems have equal sums of their columns: a tile whose sums no other
+    # tile has is alone, without its digest (most tiles of a Pod's report: a third of its
+    # set-up went to digests)
+    sums = _tile_sums(r, tiles)
+    _, inv, counts = np.unique(sums, axis=0, return_inverse=True, return_counts=True)
+    alone = counts[inv.reshape(-1)] == 1
+    for t, single in zip(tiles.tolist(), alone.tolist()):
+        if single:
+            groups[("alone", t)] = [t]
+            continue
         rows = r.tile_rows(t)
+        flags = np.stack([r.always_live[rows], r.executable[rows], r.vertex_code[rows],
+                          r.lowest_256kb[rows], r.in_interleaved_mem[rows]],
+                         axis=1).astype(np.uint8)
         h = hashlib.blake2b(digest_size=16)
-        for a in (r.size[rows], r.alignment[rows], r.eq_class[rows], flags[rows],
+        for a in (r.size[rows], r.alignment[rows], r.eq_class[rows], flags,
                   _local_pair_key(r.element_constraints, rows),
                   _local_pair_key(r.region_constraints, rows), _replay_order(r, t, rows)):
             a = np.ascontiguousarray(a)
@@ -78,6 +89,22 @@ def _group_identical(report: Report, tiles: np.ndarray, rules: Rules) -> dict[in
             h.update(a.tobytes())
         groups.setdefault(h.digest(), []).append(t)
     return {members[0]: members for members in groups.values()}
+
+
+def _tile_sums(r: Report, tiles: np.ndarray) -> np.ndarray:
+    """Per tile of ``tiles``: its allocated rows' count and the sums of their sizes,
+    alignments, classes and flags (``(len(tiles), 5)``), equal for tiles with equal
+    columns."""
+    # (every row, as a slice, where every row is allocated: no copy of a Pod's columns)
+    m = slice(None) if bool(r.allocated.all()) else np.flatnonzero(r.allocated)
+    tile = r.tile[m]
+    flags = (r.always_live[m].astype(np.int64) + 2 * r.executable[m] + 4 * r.vertex_code[m]
+             + 8 * r.lowest_256kb[m] + 16 * r.in_interleaved_mem[m])
+    n = r.num_tiles
+    cols = [np.bincount(tile, minlength=n)] + [
+        np.bincount(tile, weights=np.asarray(c, np.float64), minlength=n)
+        for c in (r.size[m], r.alignment[m], r.eq_class[m], flags)]
+    return np.stack(cols, axis=1).astype(np.int64)[tiles]
 
 
 def _local_pair_key(csr, rows: np.ndarray) -> np.ndarray:
@@ -316,8 +343,15 @@ def _as_reported(report: Report, tile: int, bound: TileBound) -> tuple:
 def _report_intervals(report: Report) -> np.ndarray | None:
     """The report's interval model (``tilemem.liveness.class_intervals``, cached on the
     report) when it has several tiles in use: the search reads every tile's sections off it.
-    A one-tile report recognises its own graph as before (the same work, done once anyway)."""
-    if len(report.tiles_in_use()) < 2:
+    A one-tile report recognises its own graph as before (the same work, done once anyway).
+
+    Not on a report over several IPUs: its interference holds only the pairs of classes that
+    share a tile (``tilemem.model.interference.prunes``), which drops the edges between
+    classes live together on different tiles, so the whole graph is seldom an interval graph
+    (on no generated one), while telling so is a pass over the Pod's graph, the longest part
+    of a Pod's set-up. Each tile's search recognises its own graph, as wherever there is no
+    model."""
+    if len(report.tiles_in_use()) < 2 or prunes(report.target):
         return None
     return class_intervals(report)
 
