@@ -8,6 +8,9 @@ TileCliques``) and each what-if is a weighted maximum over them, equal to ``max_
 on the changed report. Recomputation changes the lifetimes of some classes: its report
 (``tilemem.figures.recompute``, read from the report as compiled) is taken apart once too,
 and every combination with it re-sizes that report's rows (a recomputed copy as its row).
+Sharding the weights adds their gathered copies, each live around a read
+(``tilemem.figures.gathered``): that report (recomputed first when asked) is taken apart once
+too, a copy re-sized as its weight's whole size.
 So a whole-IPU ``oom`` takes each tile's graph apart once or twice, not once a what-if.
 """
 from __future__ import annotations
@@ -39,10 +42,20 @@ class WhatIfBounds:
         """The bound after ``edits`` (``tilemem.figures.whatif.parse_edits``), as
         ``max_live_all`` on ``apply_recompute(*apply_edits(r, edits), base=r)``'s report,
         and what each edit matched (``Applied``); ``ReportError`` as ``apply_edits``."""
-        from .whatif import RECOMPUTE, edited_sizes, recompute_applied, recompute_of
+        from .gathered import gathering
+        from .whatif import (RECOMPUTE, edited_sizes, gathers_weights, recompute_applied,
+                             recompute_of)
 
         size, allocated, applied = edited_sizes(self.r, edits)
         e = next((x for x in edits if x.kind == RECOMPUTE), None)
+        g = gathering(self.r) if gathers_weights(edits) else None
+        if g is not None and g.changes:
+            rc = None if e is None else recompute_of(self.r, e)
+            if rc is not None:
+                size, allocated = rc.resized(size, allocated)
+                applied = applied + [recompute_applied(self.r, e, rc)]
+            cliques = self._gathered_cliques(None if e is None else e.pattern, rc, g)
+            return cliques.max_live(*g.resized(size, allocated)), applied
         if e is None:
             return self._cliques.max_live(size, allocated), applied
         rc = recompute_of(self.r, e)
@@ -62,6 +75,19 @@ class WhatIfBounds:
         if e is None:
             return applied
         return applied + [recompute_applied(self.r, e, recompute_of(self.r, e))]
+
+    def _gathered_cliques(self, pattern, rc, g):
+        """The tiles' graphs taken apart on the report with the weights' gathered copies
+        (``tilemem.figures.gathered``), recomputed first as ``pattern`` says (``None``:
+        not), once each."""
+        key = ("gathered", pattern)
+        if key not in self._recomputed:
+            from ..liveness.reweight import TileCliques
+
+            report = g.on(self.r if rc is None else rc.report)
+            self._recomputed[key] = TileCliques(report, self.tiles,
+                                                self.time_limit * max(len(self.tiles), 1))
+        return self._recomputed[key]
 
     def _recomputed_parts(self, pattern: str, rc) -> list:
         """``(positions in tiles, first row, Recomputation, TileCliques)`` of the recomputed

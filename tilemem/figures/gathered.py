@@ -1,0 +1,199 @@
+"""What-if ``--rts N --rts-weights``: the weights sharded over the replicas, each gathered whole
+only while a pass reads it, told by structure and lifetime, with names as a hint.
+
+With the weights sharded, a replica keeps ``1/N`` of a weight matrix; a pass that reads the
+weight all-gathers it whole first (a temporary mapped as the weight was), and the copy lives
+from the gather to the pass's read. So the gathered weight is not live throughout, as the
+weight was, but only around its reads: at the weight update (every weight gradient live) no
+gathered weight is, and where a pass reads two weights, both are.
+
+From the report as compiled without the lever (with class steps; without them the lifetimes
+cannot be changed and ``tilemem.figures.levers.rts_sizes`` keeps, on each tile, its largest
+weight part whole throughout instead):
+
+1. the *reads* are the convolutions and matmuls (``levers.partials_rows``: partial sums
+   element-constrained to the exchange buffer that fed them, the vertex reading both in one
+   cycle); a read's pass is that buffer's lifetime, from the exchange to the compute set that
+   reads it, and the gather runs in the step before the exchange;
+2. a read's weight: of the weights (``levers.weight_rows``) whose name, less its last
+   component, is a prefix of the read's name (the hint: a framework names a matmul's weight
+   after the matmul), the largest on the read's IPU (a matmul's weight matrix is its largest
+   parameter: not its bias). A read whose partial sums are element-constrained to data mapped
+   on exactly the weight's tiles is the weight gradient's matmul (the gradient is mapped like
+   its weight): it reads the activations and the output gradient, not the weight;
+3. each read weight joins the sharded state (every part of it, ``rts_sizes``), and for each
+   read a copy of its parts at their whole size, on their tiles, lives over the read's pass
+   (a class of its own interfering with every class whose steps it shares). A weight no read
+   was found for (an embedding read by a slice, a bias) stays whole, as a framework keeps the
+   small per-feature parameters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..model import Report
+
+_NONE = np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True)
+class Gathering:
+    """The weights' gathered copies of ``base`` (see the module docstring): ``weights``, the
+    rows of the read weights (sharded); for each copy, its source row ``src`` and its pass,
+    the rows of the exchange buffer read with it (``reader``, a row of the same class as the
+    pass)."""
+
+    base: Report
+    weights: np.ndarray
+    src: np.ndarray
+    reader: np.ndarray
+
+    @property
+    def changes(self) -> bool:
+        return bool(len(self.src))
+
+    def on(self, r: Report) -> Report:
+        """``r`` (``base`` or a report of the same first rows with other sizes, or with rows
+        and classes added after them, as recomputation's) with the gathered copies added
+        after its rows: each in a class from the step before its reader's class starts to
+        where that ends, in ``r``'s steps, at the source's size in ``base`` (whole)."""
+        from dataclasses import replace
+
+        from .recompute import _with_lifetimes
+
+        if not self.changes:
+            return r
+        steps = r.class_steps[r.eq_class[self.reader]]
+        out = _with_lifetimes(r, self.src, None, (steps[:, 0] - 1, steps[:, 1]),
+                              name=_gathered_name)
+        return replace(out, size=np.concatenate([r.size, self.base.size[self.src]]),
+                       _cache={})
+
+    def resized(self, size: np.ndarray, allocated: np.ndarray):
+        """``(size, allocated)`` of every row of ``on(r)`` when ``r``'s rows have ``size``
+        and ``allocated``: a copy whole at its source's size in ``base``, allocated where its
+        source is."""
+        if not self.changes:
+            return size, allocated
+        return (np.concatenate([size, self.base.size[self.src]]),
+                np.concatenate([allocated, allocated[self.src]]))
+
+    @cached_property
+    def report(self) -> Report:
+        return self.on(self.base)
+
+
+def gathering(r: Report) -> Gathering:
+    """``r``'s weights gathered for their reads (``Gathering``), once a report."""
+    return r.cached("gathered_weights", lambda: _gathering(r))
+
+
+def _gathered_name(name: str) -> str:
+    return f"{name}/gathered"
+
+
+def _gathering(r: Report) -> Gathering:
+    from . import levers
+    from ..model.names import tensor_codes
+
+    if not r.has_class_steps:
+        return Gathering(r, _NONE, _NONE, _NONE)
+    w = levers.weight_rows(r)
+    w = w[r.allocated[w]]
+    reads = _reads(r, levers.partials_rows(r))
+    if not len(w) or not len(reads[0]):
+        return Gathering(r, _NONE, _NONE, _NONE)
+    codes, names = tensor_codes(r)
+    tpi = r.target.ipu_tiles
+    # the weights by (stem, IPU): the largest tensor of a stem is the one a matmul reads
+    wcodes, first = np.unique(codes[w], return_index=True)
+    wbytes = np.bincount(codes[w], r.size[w], minlength=len(names))
+    stem_of = {}
+    for c, row in zip(wcodes.tolist(), w[first].tolist()):
+        name = names[c]
+        if "/" not in name:
+            continue
+        key = (name.rsplit("/", 1)[0], int(r.tile[row]) // tpi)
+        best = stem_of.get(key)
+        if best is None or wbytes[c] > wbytes[best]:
+            stem_of[key] = c
+    p_tensor, p_row, x_row = reads
+    partners = _data_partners(r, codes, p_tensor)
+    rows_of = _rows_by_code(codes, np.flatnonzero(
+        np.isin(codes, np.concatenate([wcodes, *partners.values()])) & r.allocated))
+    tiles_of = {}
+
+    def tiles(c):
+        if c not in tiles_of:
+            tiles_of[c] = np.unique(r.tile[rows_of.get(c, _NONE)])
+        return tiles_of[c]
+    src, reader = [], []
+    for pc, prow, xrow in zip(p_tensor.tolist(), p_row.tolist(), x_row.tolist()):
+        parts = names[pc].split("/")
+        ipu = int(r.tile[prow]) // tpi
+        c = next((stem_of[k] for k in (("/".join(parts[:j]), ipu)
+                                       for j in range(len(parts) - 1, 0, -1))
+                  if k in stem_of), None)
+        if c is None:
+            continue
+        # the weight gradient's matmul: its result is mapped like the weight
+        if any(np.array_equal(tiles(o), tiles(c)) for o in partners.get(pc, _NONE).tolist()):
+            continue
+        mine = rows_of[c]
+        mine = mine[np.isin(mine, w)]
+        src.append(mine)
+        reader.append(np.full(len(mine), xrow))
+    if not src:
+        return Gathering(r, _NONE, _NONE, _NONE)
+    src, reader = np.concatenate(src), np.concatenate(reader)
+    weights = np.flatnonzero(np.isin(codes, np.unique(codes[src])) & r.allocated)
+    return Gathering(r, weights, src.astype(np.int64), reader.astype(np.int64))
+
+
+def _rows_by_code(codes: np.ndarray, rows: np.ndarray) -> dict:
+    order = np.argsort(codes[rows], kind="stable")
+    rows = rows[order]
+    cut = np.flatnonzero(np.r_[True, codes[rows][1:] != codes[rows][:-1], True])
+    return {int(codes[rows[a]]): rows[a:b] for a, b in zip(cut[:-1], cut[1:])}
+
+
+def _reads(r: Report, partials: np.ndarray):
+    """The convolutions and matmuls, one a partial-sums tensor: ``(tensor code, a row of
+    it, a row of the exchange buffer it is element-constrained to)``."""
+    from .levers import EXCHANGE_CATEGORIES, _category_is
+    from ..model.names import tensor_codes
+
+    codes, _ = tensor_codes(r)
+    ec = r.element_constraints
+    a, b = ec.row_ids(), ec.indices
+    a, b = np.concatenate([a, b]), np.concatenate([b, a])   # either direction
+    is_partials = np.zeros(r.num_vars, bool)
+    is_partials[partials] = True
+    exchange = _category_is(r, EXCHANGE_CATEGORIES)
+    hit = is_partials[a] & exchange[b]
+    a, b = a[hit], b[hit]
+    if not len(a):
+        return _NONE, _NONE, _NONE
+    pc, first = np.unique(codes[a], return_index=True)
+    return pc, a[first], b[first]
+
+
+def _data_partners(r: Report, codes: np.ndarray, p_tensor: np.ndarray) -> dict:
+    """Per partial-sums tensor of ``p_tensor``, the other model data tensors its rows are
+    element-constrained to (what the matmul writes: its output, or a weight gradient)."""
+    from .levers import _category_is
+
+    ec = r.element_constraints
+    a, b = ec.row_ids(), ec.indices
+    a, b = np.concatenate([a, b]), np.concatenate([b, a])
+    hit = np.isin(codes[a], p_tensor) & _category_is(r, ("variable",))[b]
+    ca, cb = codes[a[hit]], codes[b[hit]]
+    keep = ca != cb
+    span = int(codes.max()) + 1
+    pairs = np.unique(ca[keep] * span + cb[keep])
+    pa, pb = pairs // span, pairs % span
+    cut = np.flatnonzero(np.r_[True, pa[1:] != pa[:-1], True]) if len(pa) else np.zeros(1, int)
+    return {int(pa[x]): pb[x:y] for x, y in zip(cut[:-1], cut[1:])}
