@@ -14,13 +14,16 @@ weight part whole throughout instead):
 1. the *reads* are the convolutions and matmuls (``levers.partials_rows``: partial sums
    element-constrained to the exchange buffer that fed them, the vertex reading both in one
    cycle); a read's pass is that buffer's lifetime, from the exchange to the compute set that
-   reads it, and the gather runs in the step before the exchange;
+   reads it. The gather runs just before the exchange, after the step before it: what is
+   live there is live at the exchange too (but the shard it reads), so the pass's lifetime is
+   the gathered copy's;
 2. a read's weight: of the weights (``levers.weight_rows``) whose name, less its last
    component, is a prefix of the read's name (the hint: a framework names a matmul's weight
    after the matmul), the largest on the read's IPU (a matmul's weight matrix is its largest
    parameter: not its bias). A read whose partial sums are element-constrained to data mapped
-   on exactly the weight's tiles is the weight gradient's matmul (the gradient is mapped like
-   its weight): it reads the activations and the output gradient, not the weight;
+   as the weight is the weight gradient's matmul (the gradient is mapped like
+   its weight: the same bytes on the same tiles): it reads the activations and the output
+   gradient, not the weight;
 3. each read weight joins the sharded state (every part of it, ``rts_sizes``), and for each
    read a copy of its parts at their whole size, on their tiles, lives over the read's pass
    (a class of its own interfering with every class whose steps it shares). A weight no read
@@ -58,8 +61,8 @@ class Gathering:
     def on(self, r: Report) -> Report:
         """``r`` (``base`` or a report of the same first rows with other sizes, or with rows
         and classes added after them, as recomputation's) with the gathered copies added
-        after its rows: each in a class from the step before its reader's class starts to
-        where that ends, in ``r``'s steps, at the source's size in ``base`` (whole)."""
+        after its rows: each in a class of its reader's lifetime, in ``r``'s steps, at the
+        source's size in ``base`` (whole)."""
         from dataclasses import replace
 
         from .recompute import _with_lifetimes
@@ -67,7 +70,7 @@ class Gathering:
         if not self.changes:
             return r
         steps = r.class_steps[r.eq_class[self.reader]]
-        out = _with_lifetimes(r, self.src, None, (steps[:, 0] - 1, steps[:, 1]),
+        out = _with_lifetimes(r, self.src, None, (steps[:, 0], steps[:, 1]),
                               name=_gathered_name)
         return replace(out, size=np.concatenate([r.size, self.base.size[self.src]]),
                        _cache={})
@@ -124,12 +127,18 @@ def _gathering(r: Report) -> Gathering:
     partners = _data_partners(r, codes, p_tensor)
     rows_of = _rows_by_code(codes, np.flatnonzero(
         np.isin(codes, np.concatenate([wcodes, *partners.values()])) & r.allocated))
-    tiles_of = {}
+    layout_of = {}
 
-    def tiles(c):
-        if c not in tiles_of:
-            tiles_of[c] = np.unique(r.tile[rows_of.get(c, _NONE)])
-        return tiles_of[c]
+    def layout(c):   # a tensor's bytes on each of its tiles
+        if c not in layout_of:
+            rows = rows_of.get(c, _NONE)
+            t, inv = np.unique(r.tile[rows], return_inverse=True)
+            layout_of[c] = (t, np.bincount(inv, r.size[rows], minlength=len(t)))
+        return layout_of[c]
+
+    def alike(a, b):
+        (ta, sa), (tb, sb) = layout(a), layout(b)
+        return np.array_equal(ta, tb) and np.array_equal(sa, sb)
     src, reader = [], []
     for pc, prow, xrow in zip(p_tensor.tolist(), p_row.tolist(), x_row.tolist()):
         parts = names[pc].split("/")
@@ -139,8 +148,9 @@ def _gathering(r: Report) -> Gathering:
                   if k in stem_of), None)
         if c is None:
             continue
-        # the weight gradient's matmul: its result is mapped like the weight
-        if any(np.array_equal(tiles(o), tiles(c)) for o in partners.get(pc, _NONE).tolist()):
+        # the weight gradient's matmul: its result is mapped like the weight (the same
+        # bytes on the same tiles)
+        if any(alike(o, c) for o in partners.get(pc, _NONE).tolist()):
             continue
         mine = rows_of[c]
         mine = mine[np.isin(mine, w)]

@@ -87,8 +87,8 @@ ASSUMES = {
                     "the largest persistent tensor named as a prefix of its name, on its IPU; "
                     "not the weight gradient's matmul, whose result is mapped like the "
                     "weight) are sharded so too, and gathered whole for each read: a copy on "
-                    "the weight's tiles live from the step before the read's exchange to its "
-                    "compute set; other weights (embeddings read by a slice, biases) stay "
+                    "the weight's tiles live from the read's exchange to its compute set; "
+                    "other weights (embeddings read by a slice, biases) stay "
                     "whole. Without class steps: on each tile the largest weight's part stays "
                     "whole throughout (one gathered weight taken live at the peak), the rest "
                     "joins the 1/{n} share"),
