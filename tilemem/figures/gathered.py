@@ -136,21 +136,30 @@ def _gathering(r: Report) -> Gathering:
             layout_of[c] = (t, np.bincount(inv, r.size[rows], minlength=len(t)))
         return layout_of[c]
 
-    def alike(a, b):
-        (ta, sa), (tb, sb) = layout(a), layout(b)
-        return np.array_equal(ta, tb) and np.array_equal(sa, sb)
+    def signature(c):
+        t, b = layout(c)
+        return t.tobytes() + b"|" + b.tobytes()
+    weight_of_layout = {signature(c): c for c in wcodes.tolist()}
+    # the weight gradients' matmuls: a result mapped like a weight (the same bytes on the
+    # same tiles); they read the activations and the output gradient, not the weight
+    grad_of = {}
+    for pc in p_tensor.tolist():
+        for o in partners.get(pc, _NONE).tolist():
+            c = weight_of_layout.get(signature(o))
+            if c is not None:
+                grad_of[pc] = c
     src, reader = [], []
     for pc, prow, xrow in zip(p_tensor.tolist(), p_row.tolist(), x_row.tolist()):
+        if pc in grad_of:
+            continue
         parts = names[pc].split("/")
         ipu = int(r.tile[prow]) // tpi
         c = next((stem_of[k] for k in (("/".join(parts[:j]), ipu)
                                        for j in range(len(parts) - 1, 0, -1))
                   if k in stem_of), None)
+        if c is None:   # a weight named otherwise (tied): its gradient's matmul's
+            c = _by_gradient(parts, names, grad_of)
         if c is None:
-            continue
-        # the weight gradient's matmul: its result is mapped like the weight (the same
-        # bytes on the same tiles)
-        if any(alike(o, c) for o in partners.get(pc, _NONE).tolist()):
             continue
         mine = rows_of[c]
         mine = mine[np.isin(mine, w)]
@@ -161,6 +170,25 @@ def _gathering(r: Report) -> Gathering:
     src, reader = np.concatenate(src), np.concatenate(reader)
     weights = np.flatnonzero(np.isin(codes, np.unique(codes[src])) & r.allocated)
     return Gathering(r, weights, src.astype(np.int64), reader.astype(np.int64))
+
+
+def _by_gradient(parts: list, names: list, grad_of: dict):
+    """The weight of a read no weight's name covers: that of the one weight gradient's
+    matmul whose name shares the longest prefix with the read's (a tied weight: the head's
+    logits read the embedding, whose gradient the logits' weight-gradient matmul makes);
+    ``None`` when no gradient shares a prefix, or two share the longest (a matmul without
+    weights among weighted ones: attention's scores)."""
+    best, hits = 0, set()
+    for g, c in grad_of.items():
+        other = names[g].split("/")
+        k = 0
+        while k < min(len(parts), len(other)) - 1 and parts[k] == other[k]:
+            k += 1
+        if k > best:
+            best, hits = k, {c}
+        elif k == best and k:
+            hits.add(c)
+    return next(iter(hits)) if len(hits) == 1 else None
 
 
 def _rows_by_code(codes: np.ndarray, rows: np.ndarray) -> dict:
