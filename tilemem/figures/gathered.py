@@ -72,8 +72,11 @@ class Gathering:
         steps = r.class_steps[r.eq_class[self.reader]]
         out = _with_lifetimes(r, self.src, None, (steps[:, 0], steps[:, 1]),
                               name=_gathered_name)
+        # a copy is a temporary, though its weight may be written alwaysLive
+        live = out.always_live.copy()
+        live[r.num_vars:] = False
         return replace(out, size=np.concatenate([r.size, self.base.size[self.src]]),
-                       _cache={})
+                       always_live=live, _cache={})
 
     def resized(self, size: np.ndarray, allocated: np.ndarray):
         """``(size, allocated)`` of every row of ``on(r)`` when ``r``'s rows have ``size``
