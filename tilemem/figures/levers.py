@@ -202,18 +202,17 @@ def _weight_rows(r: Report) -> np.ndarray:
 
 
 def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
-              weights: bool = False):
+              weights: bool = False, gathered: np.ndarray | None = None):
     """Rows whose sizes change when ``n`` replicas share the optimiser state (``weights``:
     the weights too), and their sizes (see the module docstring); ``(rows, sizes,
-    state_rows)``."""
+    state_rows)``. ``gathered``: the rows of the weights gathered for their reads
+    (``tilemem.figures.gathered.Gathering.weights``), all sharded; ``None`` or none: the
+    largest weight part of each tile stays whole."""
     state = optimiser_state_rows(r)
     state = state[allocated[state]]
     if weights:
-        from .gathered import gathering
-
-        g = gathering(r)
-        if g.changes:   # the weights read by a matmul, gathered for each read (``gathered``)
-            state = np.union1d(state, g.weights[allocated[g.weights]])
+        if gathered is not None and len(gathered):   # gathered for each read, all shared
+            state = np.union1d(state, gathered[allocated[gathered]])
         else:   # no lifetimes to change: the largest weight part of each tile stays whole,
             # a weight gathered for a pass, taken live throughout
             w = weight_rows(r)

@@ -325,8 +325,13 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
 
     codes, _ = tensor_codes(r)
     if e.kind == "rts":
+        from .gathered import gathering
+
+        weights = e.pattern == "weights"
         rows, new, matched = levers.rts_sizes(r, size, allocated, int(e.factor),
-                                              weights=e.pattern == "weights")
+                                              weights=weights,
+                                              gathered=gathering(r).weights if weights
+                                              else None)
         before = int(size[rows].sum())
         size[rows] = new
         return Applied(edit=e.describe(), tensors=int(np.unique(codes[matched]).size),
