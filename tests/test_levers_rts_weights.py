@@ -115,9 +115,10 @@ def test_the_reads_found_are_the_compiled_programs_gathers(model, pipelined):
             w = n.rsplit("/", 3)[0]
             made[w] = made.get(w, 0) + 1
     if model == "transformer":
-        for w in ("embedding/positions/weights", "embedding/tokens/weights"):
-            assert w not in found or not pipelined
-            made.pop(w, None), found.pop(w, None)
+        assert "embedding/positions/weights" not in found
+        made.pop("embedding/positions/weights")
+        emb = "embedding/tokens/weights"
+        assert 1 <= found.pop(emb) <= made.pop(emb)
     assert found == made
 
 
@@ -125,15 +126,15 @@ def test_the_reads_found_are_the_compiled_programs_gathers(model, pipelined):
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_estimate_within_the_stated_error_of_the_compiled_program(model, pipelined):
     """Stated: under by up to 8 % (the collectives' code and buffers are not estimated),
-    over by up to 8 % (a weight no matmul is seen to read stays whole: the pipelined
-    transformer's embedding, read by a slice and copied to the tied head's IPU)."""
+    over by up to 2 % (a weight no matmul is seen to read stays whole: the transformer's
+    positions)."""
     base, compiled = pair(model, pipelined)
     changed = estimate(base, rts=4, rts_weights=True)
     tiles = np.arange(base.num_tiles)
     est = np.array([m.max_live_bytes for m in max_live_all(changed, tiles)])
     act = np.array([m.max_live_bytes for m in max_live_all(compiled, tiles)])
     err = (est - act) / act
-    assert -0.08 <= err.min() and err.max() <= 0.08, (err.min(), err.max())
+    assert -0.08 <= err.min() and err.max() <= 0.02, (err.min(), err.max())
 
 
 @pytest.mark.parametrize("recompute", [None, "all"])

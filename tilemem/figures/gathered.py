@@ -114,6 +114,14 @@ def _gathering(r: Report) -> Gathering:
         return Gathering(r, _NONE, _NONE, _NONE)
     codes, names = tensor_codes(r)
     tpi = r.target.ipu_tiles
+    # a pipeline's stash is persistent too, but the plumbing, not a weight (its names are
+    # told as ``split`` tells an earlier pipelining's buffers)
+    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+
+    plumbing = np.array([n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names], bool)
+    w = w[~plumbing[codes[w]]]
+    if not len(w):
+        return Gathering(r, _NONE, _NONE, _NONE)
     # the weights by (stem, IPU): the largest tensor of a stem is the one a matmul reads
     wcodes, first = np.unique(codes[w], return_index=True)
     wbytes = np.bincount(codes[w], r.size[w], minlength=len(names))
@@ -151,6 +159,15 @@ def _gathering(r: Report) -> Gathering:
             c = weight_of_layout.get(signature(o))
             if c is not None:
                 grad_of[pc] = c
+    # a constraint exists only where both tensors have a part on a tile: a gradient whose
+    # tiles the partial sums miss is told by time instead, defined where they are reduced
+    # (their last step)
+    made_at = _gradients_by_start(r, codes, w, wcodes, weight_of_layout, signature, rows_of)
+    p_end = r.class_steps[r.eq_class[p_row], 1] - 1
+    for pc, prow, end in zip(p_tensor.tolist(), p_row.tolist(), p_end.tolist()):
+        c = made_at.get((int(end), int(r.tile[prow]) // tpi))
+        if c is not None:
+            grad_of.setdefault(pc, c)
     src, reader = [], []
     for pc, prow, xrow in zip(p_tensor.tolist(), p_row.tolist(), x_row.tolist()):
         if pc in grad_of:
@@ -168,11 +185,80 @@ def _gathering(r: Report) -> Gathering:
         mine = mine[np.isin(mine, w)]
         src.append(mine)
         reader.append(np.full(len(mine), xrow))
+    # a weight no matmul reads may be sent whole to another IPU in the forward pass (a tied
+    # weight, for the head's matmul there): an exchange buffer mapped like it, live before
+    # the turn to the backward pass (after it, such a buffer brings its gradient back)
+    read = {int(codes[x[0]]) for x in src}
+    alone = [c for c in wcodes.tolist() if c not in read]
+    if alone:
+        for c, xrow in _sent_forward(r, codes, alone, signature, rows_of).items():
+            mine = rows_of[c]
+            mine = mine[np.isin(mine, w)]
+            src.append(mine)
+            reader.append(np.full(len(mine), xrow))
     if not src:
         return Gathering(r, _NONE, _NONE, _NONE)
     src, reader = np.concatenate(src), np.concatenate(reader)
     weights = np.flatnonzero(np.isin(codes, np.unique(codes[src])) & r.allocated)
     return Gathering(r, weights, src.astype(np.int64), reader.astype(np.int64))
+
+
+def _gradients_by_start(r: Report, codes, w, wcodes, weight_of_layout, signature,
+                        rows_of) -> dict:
+    """``{(step, IPU): weight}``: where a tensor mapped like a weight (its gradient), not
+    persistent, starts."""
+    from .levers import _category_is
+
+    span = len(rows_of) and int(codes.max()) + 1
+    wbytes = set(np.bincount(codes[w], r.size[w], minlength=span)[wcodes].tolist())
+    var = _category_is(r, ("variable",)) & r.allocated
+    var[w] = False
+    cand = np.flatnonzero(var)
+    total = np.bincount(codes[cand], r.size[cand], minlength=span)
+    maybe = np.flatnonzero(np.isin(total, list(wbytes)) & (total > 0))
+    if not len(maybe):
+        return {}
+    rows_of.update(_rows_by_code(codes, cand[np.isin(codes[cand], maybe)]))
+    tpi = r.target.ipu_tiles
+    out = {}
+    for g in maybe.tolist():
+        c = weight_of_layout.get(signature(g))
+        if c is not None:
+            row = rows_of[g][0]
+            out[(int(r.class_steps[r.eq_class[row], 0]), int(r.tile[row]) // tpi)] = c
+    return out
+
+
+def _sent_forward(r: Report, codes: np.ndarray, weights: list, signature, rows_of: dict
+                  ) -> dict:
+    """Of ``weights`` (tensor codes), those an exchange buffer mapped like them (the same
+    bytes on the same tiles) carries before the turn to the backward pass: ``{weight: a row
+    of the buffer}``."""
+    from .batch import micro_batch_rows
+    from .levers import EXCHANGE_CATEGORIES, _category_is
+    from .recompute import turn_step
+
+    cand = micro_batch_rows(r)
+    if not len(cand):
+        return {}
+    turn = turn_step(r, cand)
+    buf = np.flatnonzero(_category_is(r, ("globalMessage",))
+                         & r.allocated)
+    buf = buf[r.class_steps[r.eq_class[buf], 1] <= turn]
+    if not len(buf):
+        return {}
+    want = {signature(c): c for c in weights}
+    bc = np.unique(codes[buf])
+    by_code = _rows_by_code(codes, np.flatnonzero(np.isin(codes, bc) & r.allocated))
+    out = {}
+    for b in bc.tolist():
+        rows = by_code[b]
+        t, inv = np.unique(r.tile[rows], return_inverse=True)
+        sig = t.tobytes() + b"|" + np.bincount(inv, r.size[rows], minlength=len(t)).tobytes()
+        c = want.get(sig)
+        if c is not None and c not in out:
+            out[c] = int(rows[0])
+    return out
 
 
 def _by_gradient(parts: list, names: list, grad_of: dict):
