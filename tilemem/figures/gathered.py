@@ -17,18 +17,26 @@ weight part whole throughout instead):
    reads it. The gather runs just before the exchange, after the step before it: what is
    live there is live at the exchange too (but the shard it reads), so the pass's lifetime is
    the gathered copy's;
-2. a read's weight: of the weights (``levers.weight_rows``) whose name, less its last
-   component, is a prefix of the read's name (the hint: a framework names a matmul's weight
-   after the matmul), the largest on the read's IPU (a matmul's weight matrix is its largest
-   parameter: not its bias). A read whose partial sums are element-constrained to data mapped
-   as the weight is the weight gradient's matmul (the gradient is mapped like
-   its weight: the same bytes on the same tiles): it reads the activations and the output
-   gradient, not the weight;
-3. each read weight joins the sharded state (every part of it, ``rts_sizes``), and for each
+2. a read's weight: of the weights (``levers.weight_rows``, less a pipeline's stashes, which
+   are persistent too) whose name, less its last component, is a prefix of the read's name
+   (the hint: a framework names a matmul's weight after the matmul), the largest on the
+   read's IPU (a matmul's weight matrix is its largest parameter: not its bias). The weight
+   gradient's matmul reads the activations and the output gradient, not the weight: it is
+   told by its result, mapped like the weight (the same bytes on the same tiles), which its
+   partial sums are element-constrained to, or, where they share no tile (a constraint
+   exists only where both have a part), which is defined at their last step. A read no
+   weight's name covers takes the weight of the one gradient matmul whose name shares the
+   longest prefix with it (a tied weight: the head's logits read the embedding, the logits'
+   gradient matmul makes the embedding's gradient); two such (attention's scores among
+   the weighted matmuls of a block): none;
+3. a weight no matmul reads, sent whole to another IPU in the forward pass (an exchange
+   buffer, ``globalMessage``, mapped like it, live before the turn to the backward pass,
+   ``recompute.turn_step``: a tied weight copied to the head's IPU), is read there;
+4. each read weight joins the sharded state (every part of it, ``rts_sizes``), and for each
    read a copy of its parts at their whole size, on their tiles, lives over the read's pass
-   (a class of its own interfering with every class whose steps it shares). A weight no read
-   was found for (an embedding read by a slice, a bias) stays whole, as a framework keeps the
-   small per-feature parameters.
+   (a class of its own interfering with every class whose steps it shares; never alwaysLive).
+   A weight no read was found for (one read by a slice or an add, a bias) stays whole, as a
+   framework keeps the small per-feature parameters.
 """
 from __future__ import annotations
 
@@ -235,7 +243,7 @@ def _sent_forward(r: Report, codes: np.ndarray, weights: list, signature, rows_o
     bytes on the same tiles) carries before the turn to the backward pass: ``{weight: a row
     of the buffer}``."""
     from .batch import micro_batch_rows
-    from .levers import EXCHANGE_CATEGORIES, _category_is
+    from .levers import _category_is
     from .recompute import turn_step
 
     cand = micro_batch_rows(r)

@@ -84,14 +84,16 @@ ASSUMES = {
             "and all-gather between replicas are not estimated (they add a little on every "
             "tile)"),
     "rts-weights": ("--rts-weights: the weights a convolution or matmul reads (its weight: "
-                    "the largest persistent tensor named as a prefix of its name, on its IPU; "
-                    "not the weight gradient's matmul, whose result is mapped like the "
-                    "weight) are sharded so too, and gathered whole for each read: a copy on "
-                    "the weight's tiles live from the read's exchange to its compute set; "
-                    "other weights (embeddings read by a slice, biases) stay "
-                    "whole. Without class steps: on each tile the largest weight's part stays "
-                    "whole throughout (one gathered weight taken live at the peak), the rest "
-                    "joins the 1/{n} share"),
+                    "the largest persistent tensor named as a prefix of its name, on its IPU, "
+                    "or the one its gradient's matmul makes the gradient of; not the weight "
+                    "gradient's matmul, whose result is mapped like the weight) or that is "
+                    "sent whole to another IPU in the forward pass are sharded so too, and "
+                    "gathered whole for each read: a copy on the weight's tiles live from the "
+                    "read's exchange to its compute set; other weights (read by a slice or "
+                    "an add, biases) stay whole; each gather's code is not estimated (under "
+                    "by a few %). Without class steps: on each tile the largest weight's "
+                    "part stays whole throughout (one gathered weight taken live at the "
+                    "peak), the rest joins the 1/{n} share"),
 }
 
 

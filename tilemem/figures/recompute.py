@@ -483,8 +483,8 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     classes) and a copy of each in classes of the ``bwd`` intervals (named by ``name`` of the
     row's name: ``_recomputed_name`` unless given), and the rows of ``moved`` (``(rows,
     (start, end))``, no copy) in classes of their intervals; new classes interfere with every
-    class whose steps they share. ``half_steps``: the intervals are in half steps (the report's steps [s, e) are
-    [2s, 2e - 1)), and so are the steps of the report returned. ``local``: ``r`` is one
+    class whose steps they share. ``half_steps``: the intervals are in half steps (the
+    report's steps [s, e) are [2s, 2e - 1)), and so are the steps of the report returned. ``local``: ``r`` is one
     IPU's view of a Pod (``tilemem.model.ipuview``), whose interference is the whole Pod's:
     only its own classes' is kept, and the new classes are matched against those (the rest
     is never asked on its tiles)."""
