@@ -138,11 +138,18 @@ def test_estimate_within_the_stated_error_of_the_compiled_program(model, pipelin
 
 
 @pytest.mark.parametrize("recompute", [None, "all"])
-def test_the_plans_bounds_are_the_rebuilt_reports(recompute):
+@pytest.mark.parametrize("model,pipelined", [("transformer", False), ("cnn", True)])
+def test_the_plans_bounds_are_the_rebuilt_reports(recompute, model, pipelined):
     """``WhatIfBounds`` (the plan's, oom's next steps') re-weights the gathered report taken
-    apart once; the same bound as the report rebuilt by ``apply_edits`` and
-    ``apply_recompute``, alone and with recomputation and other levers."""
-    base, _ = pair("transformer", False)
+    apart once (over several IPUs, an ordered report, IPU by IPU); the same bound as the
+    report rebuilt by ``apply_edits`` and ``apply_recompute``, alone and with recomputation
+    and other levers."""
+    from tilemem.model.ipuview import order_by_tile, tile_ordered
+
+    base, _ = pair(model, pipelined)
+    if pipelined:
+        base = order_by_tile(base)
+        assert tile_ordered(base) and base.target.num_ipus == 2
     tiles = np.arange(base.num_tiles)
     wb = WhatIfBounds(base, tiles)
     for kw in (dict(rts=4, rts_weights=True),

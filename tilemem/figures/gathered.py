@@ -61,6 +61,8 @@ class Gathering:
     weights: np.ndarray
     src: np.ndarray
     reader: np.ndarray
+    #: one IPU's view of a Pod (``on_ipu``): its interference built from its own classes
+    local: bool = False
 
     @property
     def changes(self) -> bool:
@@ -79,12 +81,12 @@ class Gathering:
             return r
         steps = r.class_steps[r.eq_class[self.reader]]
         out = _with_lifetimes(r, self.src, None, (steps[:, 0], steps[:, 1]),
-                              name=_gathered_name)
+                              name=_gathered_name, local=self.local)
         # a copy is a temporary, though its weight may be written alwaysLive
         live = out.always_live.copy()
         live[r.num_vars:] = False
         return replace(out, size=np.concatenate([r.size, self.base.size[self.src]]),
-                       always_live=live, _cache={})
+                       always_live=live)   # the cache: the interference's, not sizes
 
     def resized(self, size: np.ndarray, allocated: np.ndarray):
         """``(size, allocated)`` of every row of ``on(r)`` when ``r``'s rows have ``size``
@@ -98,6 +100,20 @@ class Gathering:
     @cached_property
     def report(self) -> Report:
         return self.on(self.base)
+
+    def on_ipu(self, k: int) -> "Gathering":
+        """The same gathering on IPU ``k`` of an ordered report
+        (``tilemem.model.ipuview.ipu_view``), renumbered to the view's rows: a weight and the
+        read that gathers it are on one IPU (a read's weight is looked for on its IPU), so a
+        Pod's whole report with the copies need not be built."""
+        from ..model.ipuview import ipu_bounds, ipu_view
+
+        b = ipu_bounds(self.base)
+        lo, hi = int(b[k]), int(b[k + 1])
+        m = (self.src >= lo) & (self.src < hi) & (self.reader >= lo) & (self.reader < hi)
+        w = self.weights[(self.weights >= lo) & (self.weights < hi)]
+        return Gathering(ipu_view(self.base, k), w - lo, self.src[m] - lo,
+                         self.reader[m] - lo, local=True)
 
 
 def gathering(r: Report) -> Gathering:

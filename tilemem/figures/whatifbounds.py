@@ -52,10 +52,15 @@ class WhatIfBounds:
         if g is not None and g.changes:
             rc = None if e is None else recompute_of(self.r, e)
             if rc is not None:
-                size, allocated = rc.resized(size, allocated)
                 applied = applied + [recompute_applied(self.r, e, rc)]
-            cliques = self._gathered_cliques(None if e is None else e.pattern, rc, g)
-            return cliques.max_live(*g.resized(size, allocated)), applied
+            out = np.zeros(len(self.tiles), np.int64)
+            for pos, lo, n, rk, gk, cliques in self._gathered_parts(
+                    None if e is None else e.pattern, rc, g):
+                s, a = size[lo:lo + n], allocated[lo:lo + n]
+                if rk is not None:
+                    s, a = rk.resized(s, a)
+                out[pos] = cliques.max_live(*gk.resized(s, a))
+            return out, applied
         if e is None:
             return self._cliques.max_live(size, allocated), applied
         rc = recompute_of(self.r, e)
@@ -76,17 +81,36 @@ class WhatIfBounds:
             return applied
         return applied + [recompute_applied(self.r, e, recompute_of(self.r, e))]
 
-    def _gathered_cliques(self, pattern, rc, g):
-        """The tiles' graphs taken apart on the report with the weights' gathered copies
+    def _gathered_parts(self, pattern, rc, g) -> list:
+        """``(positions in tiles, first row, rows, Recomputation or None, Gathering,
+        TileCliques)`` of the report with the weights' gathered copies
         (``tilemem.figures.gathered``), recomputed first as ``pattern`` says (``None``:
-        not), once each."""
+        not): one IPU at a time on an ordered report of several (as ``_recomputed_parts``),
+        else the whole report; taken apart once each."""
         key = ("gathered", pattern)
         if key not in self._recomputed:
             from ..liveness.reweight import TileCliques
+            from ..model.ipuview import ipu_bounds, tile_ordered
 
-            report = g.on(self.r if rc is None else rc.report)
-            self._recomputed[key] = TileCliques(report, self.tiles,
-                                                self.time_limit * max(len(self.tiles), 1))
+            parts = []
+            if self.r.target.num_ipus > 1 and tile_ordered(self.r):
+                ipu = self.r.target.ipu_of(self.tiles)
+                for k in np.unique(ipu).tolist():
+                    pos = np.flatnonzero(ipu == k)
+                    gk = g.on_ipu(k)
+                    rk = None if rc is None or not rc.changes else rc.on_ipu(k)
+                    report = gk.on(gk.base if rk is None else rk.report)
+                    parts.append((pos, int(ipu_bounds(self.r)[k]), gk.base.num_vars, rk, gk,
+                                  TileCliques(report, self.tiles[pos],
+                                              self.time_limit * len(pos))))
+                    if rk is not None:
+                        rk.__dict__.pop("report", None)
+            else:
+                report = g.on(self.r if rc is None else rc.report)
+                parts.append((np.arange(len(self.tiles)), 0, self.r.num_vars, rc, g,
+                               TileCliques(report, self.tiles,
+                                           self.time_limit * max(len(self.tiles), 1))))
+            self._recomputed[key] = parts
         return self._recomputed[key]
 
     def _recomputed_parts(self, pattern: str, rc) -> list:
