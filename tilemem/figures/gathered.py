@@ -41,8 +41,6 @@ weight part whole throughout instead):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
-
 import numpy as np
 
 from ..model import Report
@@ -96,10 +94,6 @@ class Gathering:
             return size, allocated
         return (np.concatenate([size, self.base.size[self.src]]),
                 np.concatenate([allocated, allocated[self.src]]))
-
-    @cached_property
-    def report(self) -> Report:
-        return self.on(self.base)
 
     def on_ipu(self, k: int) -> "Gathering":
         """The same gathering on IPU ``k`` of an ordered report
@@ -192,6 +186,7 @@ def _gathering(r: Report) -> Gathering:
         c = made_at.get((int(end), int(r.tile[prow]) // tpi))
         if c is not None:
             grad_of.setdefault(pc, c)
+    ipu_of = dict(zip(p_tensor.tolist(), (r.tile[p_row] // tpi).tolist()))
     src, reader = [], []
     for pc, prow, xrow in zip(p_tensor.tolist(), p_row.tolist(), x_row.tolist()):
         if pc in grad_of:
@@ -202,7 +197,8 @@ def _gathering(r: Report) -> Gathering:
                                        for j in range(len(parts) - 1, 0, -1))
                   if k in stem_of), None)
         if c is None:   # a weight named otherwise (tied): its gradient's matmul's
-            c = _by_gradient(parts, names, grad_of)
+            c = _by_gradient(parts, names, {g: x for g, x in grad_of.items()
+                                            if ipu_of[g] == ipu})
         if c is None:
             continue
         mine = rows_of[c]
