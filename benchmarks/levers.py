@@ -53,7 +53,7 @@ def estimate(r, **kw) -> np.ndarray:
 
     edits = lever_edits(**kw)
     changed, _ = apply_edits(r, edits)
-    changed, _, _ = apply_recompute(changed, edits)
+    changed, _, _ = apply_recompute(changed, edits, base=r)
     return bounds(changed)[:r.num_tiles]
 
 

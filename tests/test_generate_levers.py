@@ -225,28 +225,47 @@ def test_a_weight_gradient_is_mapped_like_its_weight_whatever_the_sharding(pipel
 @pytest.mark.parametrize("model", ["cnn", "transformer"])
 def test_rts_weights_estimate_against_the_program_compiled_so(model):
     """what-if --rts 4 --rts-weights against generate --replicas 4 --rts --rts-weights: the
-    stated error (docs/benchmarks.md): the cnn family over (the largest weight part of a tile
-    kept whole, where the peak holds a smaller gathered weight or none), the transformer a
-    few % under (the collectives' code and buffers, two gathered weights at once)."""
-    from tilemem.figures.whatif import apply_edits, lever_edits
+    stated error (docs/benchmarks.md): under by up to 8 % (the collectives' code and buffers
+    are not estimated), over by up to 2 % (a weight no matmul is seen to read stays
+    whole)."""
+    from tilemem.figures.whatif import apply_edits, apply_recompute, lever_edits
     from tilemem.liveness import max_live_all
 
     kw = dict(tiles=TILES, steps=STEPS[model], seed=3, model=model, pressure=1.2)
     base = generate_report("mk1", **kw)
     compiled = generate_report("mk1", levers=Levers(replicas=4, rts=True, rts_weights=True),
                                **kw)
-    changed, applied = apply_edits(base, lever_edits(rts=4, rts_weights=True))
+    edits = lever_edits(rts=4, rts_weights=True)
+    changed, applied = apply_edits(base, edits)
+    changed, _, _ = apply_recompute(changed, edits, base=base)
     assert "weights" in applied[0].edit and applied[0].variables > 0
+    assert changed.num_vars > base.num_vars       # the gathered copies
     ml = lambda r: np.array([m.max_live_bytes for m in max_live_all(r)])  # noqa: E731
-    est, act, before = ml(changed), ml(compiled), ml(base)
+    est, act, before = ml(changed)[:base.num_tiles], ml(compiled), ml(base)
     assert np.median(act / before) < 0.95     # sharding the weights frees memory ...
     err = (est - act) / act
-    lo, hi = {"cnn": (-0.05, 0.20), "transformer": (-0.08, 0.05)}[model]
-    assert lo <= err.min() and err.max() <= hi, (err.min(), err.max())
+    assert -0.08 <= err.min() and err.max() <= 0.02, (err.min(), err.max())
     # ... and the estimate sees more of it than sharding the optimiser state alone does (a
     # tile with little weight data may gain: the shards are spread evenly over the IPU)
     alone, _ = apply_edits(base, lever_edits(rts=4))
     assert np.median(est) < np.median(ml(alone))
+
+
+@pytest.mark.parametrize("model", ["cnn", "transformer"])
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_gathered_weight_lives_around_its_reads_only(model, pipelined):
+    """Each weight all-gathered for a pass is gathered before the pass reads it: a
+    temporary of a few steps (the head's, read by the head's forward and backward, spans
+    the loss between them), never the whole accumulation loop (a copy read before it is
+    defined inside a loop is live around all of it)."""
+    b = gen(model, pipelined, replicas=4, rts=True, rts_weights=True)
+    names = base_names(b)
+    gathered = np.array([n.endswith("/rts/gathered") for n in names.tolist()])
+    assert gathered.any()
+    hull = b.class_steps[b.eq_class[gathered]]
+    span = int(b.class_steps[:, 1].max() - b.class_steps[:, 0].min())
+    assert (hull[:, 1] - hull[:, 0]).max() < span / 8, sorted(
+        set(names[gathered][(hull[:, 1] - hull[:, 0]) >= span / 8].tolist()))
 
 
 def test_a_named_cnn_layer_list_is_in_real_bytes(tmp_path):

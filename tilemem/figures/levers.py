@@ -36,11 +36,13 @@ optimisations):
   throughout, the share adds to every live set of a tile: it is carried by the tile's state
   variables (or, on a tile without any, its largest alwaysLive variable), which leaves the
   bound as a new variable's would. The optimiser's temporaries shrink by ``N`` in place.
-  With ``weights`` (``--rts-weights``) the weights are sharded too: the rest of the
-  persistent model data (``weight_rows``) joins the share, except, on each tile, the largest
-  weight's part, which stays whole: a pass all-gathers a weight whole before reading it, so
-  one gathered weight is taken to be live at the tile's peak (the largest: an upper estimate
-  when a smaller one is; an under one when two are gathered at once).
+  With ``weights`` (``--rts-weights``) the weights are sharded too: those a convolution or
+  matmul reads join the share, and each read gets a whole copy of its weight live around it
+  (``tilemem.figures.gathered``, a lifetime change applied with recomputation's,
+  ``whatif.apply_recompute``). A report without class steps has no lifetimes to change: the
+  rest of the persistent model data (``weight_rows``) joins the share, except, on each tile,
+  the largest weight's part, which stays whole (one gathered weight taken live at the tile's
+  peak: an upper estimate when a smaller one is; an under one when two are gathered at once).
 """
 from __future__ import annotations
 
@@ -81,10 +83,17 @@ ASSUMES = {
             "stay whole (unless --rts-weights); the code and buffers of the reduce-scatter "
             "and all-gather between replicas are not estimated (they add a little on every "
             "tile)"),
-    "rts-weights": ("--rts-weights: the other persistent model data (the weights) is "
-                    "sharded so too, but a weight read is all-gathered whole first: on each "
-                    "tile the largest weight's part stays whole (one gathered weight taken "
-                    "live at the peak), the rest joins the 1/{n} share"),
+    "rts-weights": ("--rts-weights: the weights a convolution or matmul reads (its weight: "
+                    "the largest persistent tensor named as a prefix of its name, on its IPU, "
+                    "or the one its gradient's matmul makes the gradient of; not the weight "
+                    "gradient's matmul, whose result is mapped like the weight) or that is "
+                    "sent whole to another IPU in the forward pass are sharded so too, and "
+                    "gathered whole for each read: a copy on the weight's tiles live from the "
+                    "read's exchange to its compute set; other weights (read by a slice or "
+                    "an add, biases) stay whole; each gather's code is not estimated (under "
+                    "by a few %). Without class steps: on each tile the largest weight's "
+                    "part stays whole throughout (one gathered weight taken live at the "
+                    "peak), the rest joins the 1/{n} share"),
 }
 
 
@@ -195,20 +204,26 @@ def _weight_rows(r: Report) -> np.ndarray:
 
 
 def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
-              weights: bool = False):
+              weights: bool = False, gathered: np.ndarray | None = None):
     """Rows whose sizes change when ``n`` replicas share the optimiser state (``weights``:
     the weights too), and their sizes (see the module docstring); ``(rows, sizes,
-    state_rows)``."""
+    state_rows)``. ``gathered``: the rows of the weights gathered for their reads
+    (``tilemem.figures.gathered.Gathering.weights``), all sharded; ``None`` or none: the
+    largest weight part of each tile stays whole."""
     state = optimiser_state_rows(r)
     state = state[allocated[state]]
     if weights:
-        w = weight_rows(r)
-        w = w[allocated[w]]
-        # the largest weight part of each tile stays whole (a weight gathered for a pass)
-        order = np.lexsort((-size[w], r.tile[w]))
-        w = w[order]
-        first = np.r_[True, r.tile[w][1:] != r.tile[w][:-1]] if len(w) else np.zeros(0, bool)
-        state = np.union1d(state, w[~first])
+        if gathered is not None and len(gathered):   # gathered for each read, all shared
+            state = np.union1d(state, gathered[allocated[gathered]])
+        else:   # no lifetimes to change: the largest weight part of each tile stays whole,
+            # a weight gathered for a pass, taken live throughout
+            w = weight_rows(r)
+            w = w[allocated[w]]
+            order = np.lexsort((-size[w], r.tile[w]))
+            w = w[order]
+            first = (np.r_[True, r.tile[w][1:] != r.tile[w][:-1]] if len(w)
+                     else np.zeros(0, bool))
+            state = np.union1d(state, w[~first])
     temp = optimiser_temporary_rows(r)
     temp = temp[allocated[temp]]
     new = size.copy()

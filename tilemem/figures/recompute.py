@@ -477,12 +477,14 @@ def _stash_cut(r: Report, kept, layer, again, start, end, tpi):
 
 
 def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None,
-                    half_steps: bool = False, local: bool = False) -> Report:
-    """``r`` with ``rows`` in classes of the ``fwd`` intervals and a copy of each in classes
-    of the ``bwd`` intervals, and the rows of ``moved`` (``(rows, (start, end))``, no copy)
-    in classes of their intervals; new classes interfere with every class whose steps they
-    share. ``half_steps``: the intervals are in half steps (the report's steps [s, e) are
-    [2s, 2e - 1)), and so are the steps of the report returned. ``local``: ``r`` is one
+                    half_steps: bool = False, local: bool = False,
+                    name=None) -> Report:
+    """``r`` with ``rows`` in classes of the ``fwd`` intervals (``None``: in their own
+    classes) and a copy of each in classes of the ``bwd`` intervals (named by ``name`` of the
+    row's name: ``_recomputed_name`` unless given), and the rows of ``moved`` (``(rows,
+    (start, end))``, no copy) in classes of their intervals; new classes interfere with every
+    class whose steps they share. ``half_steps``: the intervals are in half steps (the
+    report's steps [s, e) are [2s, 2e - 1)), and so are the steps of the report returned. ``local``: ``r`` is one
     IPU's view of a Pod (``tilemem.model.ipuview``), whose interference is the whole Pod's:
     only its own classes' is kept, and the new classes are matched against those (the rest
     is never asked on its tiles)."""
@@ -494,8 +496,10 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     hull = r.class_steps
     if half_steps:   # live at the steps [s, e) and between them, not after the last read
         hull = np.stack([2 * hull[:, 0], 2 * hull[:, 1] - 1], 1)
-    iv = np.concatenate([np.stack(fwd, 1), np.stack(bwd, 1),
-                         np.stack(moved_iv, 1).reshape(-1, 2)]).astype(np.int64)
+    nf = 0 if fwd is None else len(rows)
+    iv = np.concatenate([np.stack(fwd, 1).reshape(-1, 2) if nf else np.zeros((0, 2), np.int64),
+                         np.stack(bwd, 1), np.stack(moved_iv, 1).reshape(-1, 2)]
+                        ).astype(np.int64)
     uniq, inv = np.unique(iv, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     new_cls = C + inv
@@ -504,9 +508,10 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     n, k = r.num_vars, len(rows)
     take = np.concatenate([np.arange(n), rows])
     eq = r.eq_class[take].copy()
-    eq[rows] = new_cls[:k]
-    eq[n:] = new_cls[k:2 * k]
-    eq[moved_rows] = new_cls[2 * k:]
+    if nf:
+        eq[rows] = new_cls[:k]
+    eq[n:] = new_cls[nf:nf + k]
+    eq[moved_rows] = new_cls[nf + k:]
     # over several IPUs only the pairs of classes that share a tile, as the report keeps its
     # own (``tilemem.model.interference``): conflicts are asked within a tile, and a new class
     # overlaps in time with most classes of every other IPU
@@ -536,7 +541,8 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
     key = np.unique(s * n_cls + d)
     interference = Csr.from_pairs(n_cls, key // n_cls, key % n_cls)
     # the copies' names after the report's own, in one blob (no string a variable)
-    copied = [_recomputed_name(r.name(i)).encode() for i in rows.tolist()]
+    name = _recomputed_name if name is None else name
+    copied = [name(r.name(i)).encode() for i in rows.tolist()]
     extra = b"".join(copied)
     lengths = [len(x) for x in copied]
     # (a view's names are a slice of the whole blob: only that slice is copied)

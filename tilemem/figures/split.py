@@ -123,7 +123,9 @@ ASSUMPTIONS = (
     "the destination, each mapped like the tensor copied (000, 002); with class steps the "
     "buffers live one step, the copy of a stage's input until its first layer is done with "
     "the micro-batch (past the gradient it sends back if that layer has work after it, a "
-    "weight update), the gradient's copy like the gradient; without steps each lives like "
+    "weight update; to its forward if its backward does not read its input: no weights, "
+    "only its output kept, an element-wise layer), the gradient's copy like the gradient; "
+    "without steps each lives like "
     "the tensor copied",
     STASH_ASSUMPTIONS["inputs"],
     "code of the inter-IPU exchanges and the loss-scaling flags' exchange are not counted",

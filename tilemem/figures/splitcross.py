@@ -167,6 +167,7 @@ class Crossings:
         self.input0 = largest(per if per.any() else at_t0)
         self.back = np.zeros(L + 1, np.int64)
         self.copy_end = np.zeros(L + 1, np.int64)
+        reads_input = self._reads_input(t_unit, self.per_sample[lead], s, e)
         for j in range(1, L):
             t = self.pos[j]
             live = (t_unit < j) & (t_unit >= 0) & (s < t) & (e > t)
@@ -188,6 +189,30 @@ class Crossings:
             # after it (a weight update, which reads the input), else until the gradient
             after = (t_unit == j) & (s > tg) & (s < self.back[j])
             self.copy_end[j] = self.back[j] if after.any() else tg + 1
+            if not reads_input[j]:   # its forward is the last to read it
+                mine = (t_unit == j) & self.per_sample[lead]
+                if mine.any():
+                    self.copy_end[j] = min(int(self.copy_end[j]), int(s[mine].min()) + 1)
+
+    def _reads_input(self, t_unit, per, s, e) -> np.ndarray:
+        """Per unit, whether its backward may read its input (``figures.recompute``'s
+        rule): a unit with weights (persistent state: the weight gradient is computed from
+        the input) or that keeps more than its output across the turn to the backward (a
+        normalisation's statistics). An element-wise unit keeps its output alone, and its
+        gradient reads that."""
+        from .recompute import turn_step
+
+        L = self.L
+        out = np.ones(L + 1, bool)
+        rows = np.flatnonzero(self.per_sample)
+        if not len(rows):
+            return out
+        turn = turn_step(self.r, rows)
+        a = self.anchor[self.persistent]
+        weighted = np.bincount(a[a >= 0], minlength=L + 1)[:L + 1] > 0
+        kept = per & (t_unit >= 0) & (s <= turn) & (e > turn)
+        n_kept = np.bincount(t_unit[kept], minlength=L + 1)[:L + 1]
+        return weighted | (n_kept > 1)
 
     def _buffers(self, i: int, j: int):
         """The buffers stage ``[i, j)`` holds for its boundaries, with steps: ``(rows,

@@ -188,24 +188,38 @@ def _recompute_text(recompute) -> str:
 
 def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
                     ) -> tuple[Report, list[Applied], np.ndarray]:
-    """``r`` recomputed as the ``recompute`` edit says (``tilemem.figures.recompute``; no
-    change without one), what it matched, and the rows recomputed (``Recomputation.rows``:
-    the checkpoints whose lifetimes grow to their recomputation are ``.moved``, no copy).
+    """``r`` with the lifetimes the edits change: recomputed as the ``recompute`` edit says
+    (``tilemem.figures.recompute``), then, with ``--rts-weights``, each read weight's gathered
+    copies added (``tilemem.figures.gathered``; no change without either); what the
+    recomputation matched, and the rows it recomputes (``Recomputation.rows``: the
+    checkpoints whose lifetimes grow to their recomputation are ``.moved``, no copy).
 
     ``base``: the report ``r`` was edited from (``apply_edits``; the same variables). What is
     recomputed, and each stash's share, is then read from ``base`` (the program as compiled:
     halving the momentum does not change which activations the backward reads) and ``r``'s
     sizes carried over, so the answer is the same recomputation whatever the other levers
-    (``tilemem.figures.whatifbounds`` answers combinations so). Without ``base``: from
-    ``r``."""
+    (``tilemem.figures.whatifbounds`` answers combinations so); a gathered weight is whole at
+    its size in ``base``. Without ``base``: from ``r``."""
+    from .gathered import gathering
+
+    src = r if base is None else base
+    out, applied, rows = r, [], np.zeros(0, np.int64)
     e = next((x for x in edits if x.kind == RECOMPUTE), None)
-    if e is None:
-        return r, [], np.zeros(0, np.int64)
-    rc = recompute_of(r if base is None else base, e)
-    out, rows = rc.report, rc.rows
-    if base is not None and base is not r:
-        out = changed_report(out, *rc.resized(r.size, r.allocated))
-    return out, [recompute_applied(r, e, rc)], rows
+    if e is not None:
+        rc = recompute_of(src, e)
+        out, rows = rc.report, rc.rows
+        if base is not None and base is not r:
+            out = changed_report(out, *rc.resized(r.size, r.allocated))
+        applied = [recompute_applied(r, e, rc)]
+    if gathers_weights(edits):
+        out = gathering(src).on(out)
+    return out, applied, rows
+
+
+def gathers_weights(edits: list[Edit]) -> bool:
+    """Whether ``edits`` shard the weights (``--rts N --rts-weights``), whose gathered copies
+    change lifetimes (``tilemem.figures.gathered``)."""
+    return any(x.kind == "rts" and x.pattern == "weights" for x in edits)
 
 
 def recompute_applied(r: Report, e: Edit, rc) -> Applied:
@@ -311,8 +325,13 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
 
     codes, _ = tensor_codes(r)
     if e.kind == "rts":
+        from .gathered import gathering
+
+        weights = e.pattern == "weights"
         rows, new, matched = levers.rts_sizes(r, size, allocated, int(e.factor),
-                                              weights=e.pattern == "weights")
+                                              weights=weights,
+                                              gathered=gathering(r).weights if weights
+                                              else None)
         before = int(size[rows].sum())
         size[rows] = new
         return Applied(edit=e.describe(), tensors=int(np.unique(codes[matched]).size),

@@ -8,6 +8,9 @@ TileCliques``) and each what-if is a weighted maximum over them, equal to ``max_
 on the changed report. Recomputation changes the lifetimes of some classes: its report
 (``tilemem.figures.recompute``, read from the report as compiled) is taken apart once too,
 and every combination with it re-sizes that report's rows (a recomputed copy as its row).
+Sharding the weights adds their gathered copies, each live around a read
+(``tilemem.figures.gathered``): that report (recomputed first when asked) is taken apart once
+too, a copy re-sized as its weight's whole size.
 So a whole-IPU ``oom`` takes each tile's graph apart once or twice, not once a what-if.
 """
 from __future__ import annotations
@@ -39,10 +42,25 @@ class WhatIfBounds:
         """The bound after ``edits`` (``tilemem.figures.whatif.parse_edits``), as
         ``max_live_all`` on ``apply_recompute(*apply_edits(r, edits), base=r)``'s report,
         and what each edit matched (``Applied``); ``ReportError`` as ``apply_edits``."""
-        from .whatif import RECOMPUTE, edited_sizes, recompute_applied, recompute_of
+        from .gathered import gathering
+        from .whatif import (RECOMPUTE, edited_sizes, gathers_weights, recompute_applied,
+                             recompute_of)
 
         size, allocated, applied = edited_sizes(self.r, edits)
         e = next((x for x in edits if x.kind == RECOMPUTE), None)
+        g = gathering(self.r) if gathers_weights(edits) else None
+        if g is not None and g.changes:
+            rc = None if e is None else recompute_of(self.r, e)
+            if rc is not None:
+                applied = applied + [recompute_applied(self.r, e, rc)]
+            out = np.zeros(len(self.tiles), np.int64)
+            for pos, lo, n, rk, gk, cliques in self._gathered_parts(
+                    None if e is None else e.pattern, rc, g):
+                s, a = size[lo:lo + n], allocated[lo:lo + n]
+                if rk is not None:
+                    s, a = rk.resized(s, a)
+                out[pos] = cliques.max_live(*gk.resized(s, a))
+            return out, applied
         if e is None:
             return self._cliques.max_live(size, allocated), applied
         rc = recompute_of(self.r, e)
@@ -62,6 +80,38 @@ class WhatIfBounds:
         if e is None:
             return applied
         return applied + [recompute_applied(self.r, e, recompute_of(self.r, e))]
+
+    def _gathered_parts(self, pattern, rc, g) -> list:
+        """``(positions in tiles, first row, rows, Recomputation or None, Gathering,
+        TileCliques)`` of the report with the weights' gathered copies
+        (``tilemem.figures.gathered``), recomputed first as ``pattern`` says (``None``:
+        not): one IPU at a time on an ordered report of several (as ``_recomputed_parts``),
+        else the whole report; taken apart once each."""
+        key = ("gathered", pattern)
+        if key not in self._recomputed:
+            from ..liveness.reweight import TileCliques
+            from ..model.ipuview import ipu_bounds, tile_ordered
+
+            parts = []
+            if self.r.target.num_ipus > 1 and tile_ordered(self.r):
+                ipu = self.r.target.ipu_of(self.tiles)
+                for k in np.unique(ipu).tolist():
+                    pos = np.flatnonzero(ipu == k)
+                    gk = g.on_ipu(k)
+                    rk = None if rc is None or not rc.changes else rc.on_ipu(k)
+                    report = gk.on(gk.base if rk is None else rk.report)
+                    parts.append((pos, int(ipu_bounds(self.r)[k]), gk.base.num_vars, rk, gk,
+                                  TileCliques(report, self.tiles[pos],
+                                              self.time_limit * len(pos))))
+                    if rk is not None:
+                        rk.__dict__.pop("report", None)
+            else:
+                report = g.on(self.r if rc is None else rc.report)
+                parts.append((np.arange(len(self.tiles)), 0, self.r.num_vars, rc, g,
+                               TileCliques(report, self.tiles,
+                                           self.time_limit * max(len(self.tiles), 1))))
+            self._recomputed[key] = parts
+        return self._recomputed[key]
 
     def _recomputed_parts(self, pattern: str, rc) -> list:
         """``(positions in tiles, first row, Recomputation, TileCliques)`` of the recomputed

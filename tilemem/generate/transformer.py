@@ -418,11 +418,15 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     labels = b.tensor("input/labels", 4 * MASKED * r * feat, sc, dtype=4, coverage=0.1,
                       alignment=4)
     b.ipu = 0
+    # a sharded weight is all-gathered before the step that reads it (``gathered`` makes
+    # a step: called in the reading step's arguments it would come after it)
+    table = b.gathered(emb["w"], "fwd")
     cs = b.compute("embedding/tokens/MultiSlice", "multiSlice")
-    b.use(cs, ids, b.gathered(emb["w"], "fwd"))
+    b.use(cs, ids, table)
     x_emb = b.tensor("embedding/tokens/out", r, cs, dtype=2, coverage=AUTO)
+    positions = b.gathered(pos["w"], "fwd")
     cs = b.compute("embedding/positions/Add", "add")
-    b.use(cs, x_emb, b.gathered(pos["w"], "fwd"))
+    b.use(cs, x_emb, positions)
     x, emb_stats = b.norm("embedding/norm", x_emb, emb_ln["gamma"]["w"], emb_ln["beta"]["w"], r)
     saved, stash, stage_saved = [], {}, []
     starts = []  # per layer: where its forward pass starts (recomputation replays it)
