@@ -275,7 +275,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
     from ..figures.whatif import (ASSUMPTIONS, RECOMPUTE, apply_edits, apply_recompute,
-                                  lever_assumptions, recompute_of)
+                                  gathers_weights, lever_assumptions, recompute_of)
 
     edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
                           half_partials=half_partials, half_momentum=half_momentum, rts=rts,
@@ -310,8 +310,10 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
                                                 method=method, budget=budget,
                                                 time_limit=time_limit, known=after)
     summary.edits = applied
-    # with recomputation the lifetimes change too: its own assumption says how
-    summary.assumptions = ([] if more else [ASSUMPTIONS]) + lever_assumptions(edits)
+    # with recomputation or gathered weights the lifetimes change too: their own
+    # assumptions say how
+    summary.assumptions = (([] if more or gathers_weights(edits) else [ASSUMPTIONS])
+                           + lever_assumptions(edits))
     summary.reduce_data_before = int((bound_before > tm).sum())
     out = Report.of(changed if repacked is None else changed.with_offsets(repacked),
                     source=getattr(report, "source", "report"))
