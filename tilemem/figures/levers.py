@@ -126,8 +126,9 @@ def _partials_rows(r: Report) -> np.ndarray:
     data = _category_is(r, ("variable",))
     var = data & r.allocated & ~r.always_live & ~persistent_rows(r)
     if r.has_class_steps:
-        hull = r.class_steps[r.eq_class]
-        var &= (hull[:, 1] - hull[:, 0]) <= SHORT_STEPS
+        # per class, then per row (not a Pod's rows x 2 of steps)
+        short = (r.class_steps[:, 1] - r.class_steps[:, 0]) <= SHORT_STEPS
+        var &= short[r.eq_class]
     ec = r.element_constraints
     src, dst = ec.row_ids(), ec.indices
     exchange = _category_is(r, EXCHANGE_CATEGORIES)
@@ -203,6 +204,15 @@ def _weight_rows(r: Report) -> np.ndarray:
     return np.flatnonzero(persistent_rows(r) & var & ~_named(r, OPTIMISER_HINT))
 
 
+def _union_rows(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """``np.union1d`` of two sets of row numbers below ``n``, by a mask rather than a sort
+    (a Pod's weight rows are millions)."""
+    mask = np.zeros(n, bool)
+    mask[a] = True
+    mask[b] = True
+    return np.flatnonzero(mask)
+
+
 def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
               weights: bool = False, gathered: np.ndarray | None = None):
     """Rows whose sizes change when ``n`` replicas share the optimiser state (``weights``:
@@ -214,7 +224,7 @@ def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
     state = state[allocated[state]]
     if weights:
         if gathered is not None and len(gathered):   # gathered for each read, all shared
-            state = np.union1d(state, gathered[allocated[gathered]])
+            state = _union_rows(state, gathered[allocated[gathered]], r.num_vars)
         else:   # no lifetimes to change: the largest weight part of each tile stays whole,
             # a weight gathered for a pass, taken live throughout
             w = weight_rows(r)
@@ -223,7 +233,7 @@ def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
             w = w[order]
             first = (np.r_[True, r.tile[w][1:] != r.tile[w][:-1]] if len(w)
                      else np.zeros(0, bool))
-            state = np.union1d(state, w[~first])
+            state = _union_rows(state, w[~first], r.num_vars)
     temp = optimiser_temporary_rows(r)
     temp = temp[allocated[temp]]
     new = size.copy()
