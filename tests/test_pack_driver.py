@@ -356,6 +356,23 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     assert a.unreached == a.unsearched == a.unreached_far == 0
 
 
+def test_tiles_the_budget_did_not_reach_are_not_journalled():
+    """A tile not visited keeps the report's offsets without a journal record: a resumed
+    run visits it (its offsets are the report's anyway), and a Pod's unvisited tiles are
+    not written out."""
+    class Journal:
+        def __init__(self):
+            self.appended, self.records = [], {}
+
+        def append(self, tile, result, offsets, phase):
+            self.appended.append(tile)
+
+    r = generated()
+    j = Journal()
+    a = allocate(r, budget=0.0, run=RunOptions(executor=Recording(r), journal=j))
+    assert a.kept_report == r.num_tiles and j.appended == []
+
+
 def test_the_tiles_that_decide_whether_the_program_fits_are_visited_first():
     """Where the budget may not reach every tile, the visits take first the runs of
     neighbours holding a tile that is out of memory with the report's offsets or has a

@@ -301,8 +301,10 @@ class _Packing:
         for t in todo:
             if t not in board.done:
                 # the budget ran out before its visit: the report's offsets, as they were
+                # (not journalled: nothing was done that a resumed run should not redo, and
+                # a Pod's unvisited tiles' offsets written there were a third of a GB)
                 res, off = _as_reported(self.report, t, self.known[t])
-                board.record(t, res, off)
+                board.record(t, res, off, journaled=False)
                 self.kept_report.append(t)
         self.kept_deciding = [t for t in self.kept_report if t in deciding]
 

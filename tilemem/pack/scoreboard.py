@@ -117,10 +117,11 @@ class Scoreboard:
         self.done.update(self.final)
         self.resumed = set(self.final)   # not solved again at all
 
-    def record(self, t: int, res, off, made_by: Pass | None = None) -> None:
+    def record(self, t: int, res, off, made_by: Pass | None = None,
+               journaled: bool = True) -> None:
         """Keep tile ``t``'s latest result (its seconds summed over the passes, the highest
-        bound any of them proved), made by the pass ``made_by``, and journal it; final as
-        ``finished`` says."""
+        bound any of them proved), made by the pass ``made_by``, and journal it (unless not
+        ``journaled``); final as ``finished`` says."""
         if t in self.done:
             prev = self.done[t][0]
             bound = max(res.bound, prev.bound)
@@ -131,7 +132,7 @@ class Scoreboard:
         at = TileAt(self.tile_memory, None if res.spent else made_by)
         if finished(at, res, self.question):
             self.final[t] = self.done[t]
-        if self.journal is not None:
+        if self.journal is not None and journaled:
             self.journal.append(t, res, off, FINAL if t in self.final else FIRST)
 
     def result(self, t: int):
