@@ -1,8 +1,11 @@
 """The suite's set-up: tilemem's numba kernels compiled once, before the workers start.
 
 On a clean clone each pytest-xdist worker (and each process a test forks or spawns) would
-compile the same kernels for itself on first use; compiled once here, in two processes side
-by side (``compile_kernels.py``), they are loaded from numba's cache everywhere after.
+compile the same kernels for itself on first use; compiled once here, in three processes side
+by side (``compile_kernels.py``: the search's three versions, the stages with the lightest), they
+are loaded from numba's cache everywhere after. Side by side, not the shared code first: what the
+parts share is small, and the three keep both cores of a 2-core machine busy throughout
+(see docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-#: seconds a part may take (about 45 on 2 cores from a clean clone, a few once cached)
+#: seconds a part may take (about 130 s of wall for the three on 2 cores from a clean clone,
+#: some 260 s of CPU; a few seconds once cached)
 TIMEOUT = 600
 
 
