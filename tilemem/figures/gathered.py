@@ -155,7 +155,10 @@ def _gathering(r: Report) -> Gathering:
     p_tensor, p_row, x_row = reads
     partners = _data_partners(r, codes, p_tensor)
     rows_of = _rows_by_code(codes, np.flatnonzero(
-        np.isin(codes, np.concatenate([wcodes, *partners.values()])) & r.allocated))
+        _code_mask(len(names), [wcodes, *partners.values()])[codes] & r.allocated))
+    # (a mask, not ``np.isin`` against a Pod's millions of weight rows at every read)
+    is_weight = np.zeros(r.num_vars, bool)
+    is_weight[w] = True
     layout_of = {}
 
     def layout(c):   # a tensor's bytes on each of its tiles
@@ -202,7 +205,7 @@ def _gathering(r: Report) -> Gathering:
         if c is None:
             continue
         mine = rows_of[c]
-        mine = mine[np.isin(mine, w)]
+        mine = mine[is_weight[mine]]
         src.append(mine)
         reader.append(np.full(len(mine), xrow))
     # a weight no matmul reads may be sent whole to another IPU in the forward pass (a tied
@@ -213,14 +216,23 @@ def _gathering(r: Report) -> Gathering:
     if alone:
         for c, xrow in _sent_forward(r, codes, alone, signature, rows_of).items():
             mine = rows_of[c]
-            mine = mine[np.isin(mine, w)]
+            mine = mine[is_weight[mine]]
             src.append(mine)
             reader.append(np.full(len(mine), xrow))
     if not src:
         return Gathering(r, _NONE, _NONE, _NONE)
     src, reader = np.concatenate(src), np.concatenate(reader)
-    weights = np.flatnonzero(np.isin(codes, np.unique(codes[src])) & r.allocated)
+    weights = np.flatnonzero(_code_mask(len(names), [codes[src]])[codes] & r.allocated)
     return Gathering(r, weights, src.astype(np.int64), reader.astype(np.int64))
+
+
+def _code_mask(n: int, parts) -> np.ndarray:
+    """Which of ``n`` tensor codes are in any of ``parts``: a lookup table, so that testing
+    a Pod's rows is one gather, not a sort."""
+    mask = np.zeros(n, bool)
+    for p in parts:
+        mask[np.asarray(p, np.int64)] = True
+    return mask
 
 
 def _gradients_by_start(r: Report, codes, w, wcodes, weight_of_layout, signature,
@@ -238,7 +250,7 @@ def _gradients_by_start(r: Report, codes, w, wcodes, weight_of_layout, signature
     maybe = np.flatnonzero(np.isin(total, list(wbytes)) & (total > 0))
     if not len(maybe):
         return {}
-    rows_of.update(_rows_by_code(codes, cand[np.isin(codes[cand], maybe)]))
+    rows_of.update(_rows_by_code(codes, cand[_code_mask(span, [maybe])[codes[cand]]]))
     tpi = r.target.ipu_tiles
     out = {}
     for g in maybe.tolist():
@@ -269,7 +281,8 @@ def _sent_forward(r: Report, codes: np.ndarray, weights: list, signature, rows_o
         return {}
     want = {signature(c): c for c in weights}
     bc = np.unique(codes[buf])
-    by_code = _rows_by_code(codes, np.flatnonzero(np.isin(codes, bc) & r.allocated))
+    by_code = _rows_by_code(codes, np.flatnonzero(_code_mask(int(codes.max()) + 1, [bc])[codes]
+                                                  & r.allocated))
     out = {}
     for b in bc.tolist():
         rows = by_code[b]
@@ -336,7 +349,8 @@ def _data_partners(r: Report, codes: np.ndarray, p_tensor: np.ndarray) -> dict:
     ec = r.element_constraints
     a, b = ec.row_ids(), ec.indices
     a, b = np.concatenate([a, b]), np.concatenate([b, a])
-    hit = np.isin(codes[a], p_tensor) & _category_is(r, ("variable",))[b]
+    hit = (_code_mask(int(codes.max()) + 1, [p_tensor])[codes[a]]
+           & _category_is(r, ("variable",))[b])
     ca, cb = codes[a[hit]], codes[b[hit]]
     keep = ca != cb
     span = int(codes.max()) + 1
