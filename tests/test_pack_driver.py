@@ -356,6 +356,21 @@ def test_a_budget_spent_before_any_visit_keeps_the_reports_offsets():
     assert a.unreached == a.unsearched == a.unreached_far == 0
 
 
+def test_identical_tiles_the_budget_did_not_reach_keep_their_own_offsets():
+    """Tiles with one problem but different offsets in the report, none visited: each keeps
+    its own offsets and says its own end (by hand: 48 and 64, within tileMemory 64)."""
+    n = 3
+    r = Report.from_columns(target=Target(2, 64, 32, np.array([0, 32])),
+                            var_id=range(2 * n), tile=[0] * n + [1] * n,
+                            size=[16, 24, 8] * 2, alignment=[4] * (2 * n),
+                            offset=[0, 16, 40, 8, 40, 0], category=["variable"] * (2 * n),
+                            eq_class=[0, 1, 2] * 2, interference=[[1, 2], [0, 2], [0, 1]])
+    a = allocate(r, budget=0.0, run=RunOptions(executor=Recording(r)))
+    assert a.offsets.tolist() == r.offset.tolist()
+    assert [(t.total_including_gaps, t.overflow_bytes) for t in a.tiles] == [(48, 0), (64, 0)]
+    assert a.kept_report == 2
+
+
 def test_tiles_the_budget_did_not_reach_are_not_journalled():
     """A tile not visited keeps the report's offsets without a journal record: a resumed
     run visits it (its offsets are the report's anyway), and a Pod's unvisited tiles are

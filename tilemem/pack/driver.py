@@ -214,6 +214,8 @@ class _Packing:
         #: them, those that decide whether the program fits, ``deciding``)
         self.kept_report: list[int] = []
         self.kept_deciding: list[int] = []
+        #: every tile of the kept groups: its result at the report's offsets
+        self.kept_results: dict[int, Any] = {}
         self.planner: Planner | None = None
         self.cp_workers = 1
         #: seconds from the run's start to its first pass (grouping the tiles, the shared
@@ -298,14 +300,17 @@ class _Packing:
                     board.record(t, res, off)
                 self._tell(t)
             planner.finished_order(order, gaps, time.time() - began, out.setups)
-        for t in todo:
-            if t not in board.done:
-                # the budget ran out before its visit: the report's offsets, as they were
-                # (not journalled: nothing was done that a resumed run should not redo, and
-                # a Pod's unvisited tiles' offsets written there were a third of a GB)
-                res, off = _as_reported(self.report, t, self.known[t])
-                board.record(t, res, off, journaled=False)
-                self.kept_report.append(t)
+        # the budget ran out before their visits: the report's offsets, as they were (no
+        # copy of them held: ``allocation`` keeps the column's; not journalled: nothing was
+        # done that a resumed run should not redo)
+        self.kept_report = [t for t in todo if t not in board.done]
+        # every member of a kept group keeps its own offsets, so each its own result
+        members = [int(m) for t in self.kept_report for m in self.groups[t]]
+        bounds = {m: self.known[t] for t in self.kept_report for m in self.groups[t]}
+        self.kept_results = {res.tile: res
+                             for res in _as_reported(self.report, members, bounds)}
+        for t in self.kept_report:
+            board.record(t, self.kept_results[t], None, journaled=False)
         self.kept_deciding = [t for t in self.kept_report if t in deciding]
 
     def deciding(self, tiles: list[int]) -> set[int]:
@@ -432,6 +437,9 @@ class _Packing:
             res, off = board.done[rep]
             for t in members:
                 rows = report.tile_rows(int(t))
+                if off is None:   # the report's own, kept: the tile's own result
+                    results.append(self.kept_results[int(t)])
+                    continue
                 offsets[rows] = off
                 r = res if t == rep else replace(res, tile=int(t), seconds=0.0,
                                                   note=f"same problem as tile {rep}")

@@ -321,23 +321,37 @@ def _carry_back(shared, run: RunTask, out: RunOut, deadline: float | None,
                                     note=joined_note(res.note, got.note)), got_off)
 
 
-def _as_reported(report: Report, tile: int, bound: TileBound) -> tuple:
-    """``(TileResult, local offsets)`` of a tile left at the report's own offsets (no pass
-    reached it before the budget ran out): nothing built, its end and overflow read off the
-    columns, so that a report of many tiles ends within its budget."""
-    rows = report.tile_rows(tile)
-    off = report.offset[rows].astype(np.int64)
-    size = report.size[rows].astype(np.int64)
+def _as_reported(report: Report, tiles: list[int], bounds: dict) -> list[TileResult]:
+    """The ``TileResult`` of each of ``tiles`` left at the report's own offsets (no pass
+    reached it before the budget ran out; ``bounds``: ``tile -> TileBound``): nothing
+    built, their ends and overflow read off the columns a block of tiles at a time, so that
+    a report of many tiles ends within its budget."""
     tm = report.target.tile_memory
-    total = int((off + size).max()) if len(rows) else 0
-    over = int(overflow_bytes(np.zeros(len(rows), np.int64), off, size, tm, 1)[0])
-    b = TileBound.of(bound)
-    res = TileResult(tile=int(tile), method=Stage.REPORT, status=Status.REPORT,
-                     overflow_bytes=over, total_including_gaps=total, bound=int(b[0]),
-                     bound_exact=bool(b[1]), gap=gap_of(total, int(b[0])), seconds=0.0,
-                     num_vars=len(rows), note=SPENT_NOTE, spent=True,
-                     verdict=fit_verdict(over, int(b[0]), tm, None))
-    return res, off
+    out = []
+    for b0 in range(0, len(tiles), AS_REPORTED_BLOCK):
+        block = tiles[b0:b0 + AS_REPORTED_BLOCK]
+        parts = [report.tile_rows(t) for t in block]
+        lengths = np.array([len(p) for p in parts], np.int64)
+        rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        owner = np.repeat(np.arange(len(block)), lengths)
+        off = report.offset[rows].astype(np.int64)
+        end = off + report.size[rows].astype(np.int64)
+        total = np.zeros(len(block), np.int64)
+        np.maximum.at(total, owner, end)
+        over = overflow_bytes(owner, off, end - off, tm, len(block))
+        for k, t in enumerate(block):
+            b = TileBound.of(bounds[t])
+            out.append(TileResult(
+                tile=int(t), method=Stage.REPORT, status=Status.REPORT,
+                overflow_bytes=int(over[k]), total_including_gaps=int(total[k]),
+                bound=int(b[0]), bound_exact=bool(b[1]), gap=gap_of(int(total[k]), int(b[0])),
+                seconds=0.0, num_vars=int(lengths[k]), note=SPENT_NOTE, spent=True,
+                verdict=fit_verdict(int(over[k]), int(b[0]), tm, None)))
+    return out
+
+
+#: Tiles whose rows ``_as_reported`` reads at a time (a block's rows, not a Pod's, held)
+AS_REPORTED_BLOCK = 1024
 
 
 def _report_intervals(report: Report) -> np.ndarray | None:
