@@ -328,8 +328,9 @@ def _as_reported(report: Report, tiles: list[int], bounds: dict) -> list[TileRes
     a report of many tiles ends within its budget."""
     tm = report.target.tile_memory
     out = []
-    for b0 in range(0, len(tiles), AS_REPORTED_BLOCK):
-        block = tiles[b0:b0 + AS_REPORTED_BLOCK]
+    step = 1024   # tiles whose rows are read at a time (a block's rows held, not a Pod's)
+    for b0 in range(0, len(tiles), step):
+        block = tiles[b0:b0 + step]
         parts = [report.tile_rows(t) for t in block]
         lengths = np.array([len(p) for p in parts], np.int64)
         rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
@@ -348,10 +349,6 @@ def _as_reported(report: Report, tiles: list[int], bounds: dict) -> list[TileRes
                 seconds=0.0, num_vars=int(lengths[k]), note=SPENT_NOTE, spent=True,
                 verdict=fit_verdict(int(over[k]), int(b[0]), tm, None)))
     return out
-
-
-#: Tiles whose rows ``_as_reported`` reads at a time (a block's rows, not a Pod's, held)
-AS_REPORTED_BLOCK = 1024
 
 
 def _report_intervals(report: Report) -> np.ndarray | None:
