@@ -18,6 +18,7 @@ from ..model import Csr, Report
 from .classgraph import _local_graph, _tile_nodes, sorted_interference
 from .sweep import live_sweep
 from .graphalg import _chordal_pass, _earlier_neighbours, max_weight_clique
+from .sorting import argsort, search_left_between, sort
 
 
 #: Search nodes per second of the exact branch and bound (measured here: ~1e7 on a dense
@@ -148,7 +149,7 @@ def _tile_step_peaks(tile_ptr, start, end, w):
         at = -1
         top = 0
         if m:
-            order = np.argsort(ev_t[:m], kind="mergesort")
+            order = argsort(ev_t[:m])
             live = 0
             k = 0
             first = True
@@ -201,7 +202,7 @@ def _step_peaks_are_cliques(g_indptr, g_indices, tile_ptr, node_class, members, 
     for t in range(nt):
         a, b = mptr[t], mptr[t + 1]
         k = b - a
-        cls = np.sort(node_class[members[a:b]])
+        cls = sort(node_class[members[a:b]])
         if k <= 1:
             ok[t] = True
             continue
@@ -212,16 +213,16 @@ def _step_peaks_are_cliques(g_indptr, g_indices, tile_ptr, node_class, members, 
             if i > 0 and c == cls[i - 1]:
                 good = False   # (a tile's nodes are distinct classes)
                 break
-            row = g_indices[g_indptr[c]:g_indptr[c + 1]]
-            j = np.searchsorted(row, lo)
-            end = np.searchsorted(row, hi, side="right")
-            # a merge of the row's range with the members: every other member must be in it
+            # the row's entries from the members' lowest class to their highest
+            j = search_left_between(g_indices, g_indptr[c], g_indptr[c + 1], lo)
+            end = search_left_between(g_indices, j, g_indptr[c + 1], hi + 1)
+            # a merge of that range with the members: every other member must be in it
             m = 0
             found = 0
             while j < end and m < k:
-                if row[j] < cls[m]:
+                if g_indices[j] < cls[m]:
                     j += 1
-                elif row[j] > cls[m]:
+                elif g_indices[j] > cls[m]:
                     m += 1
                 else:
                     found += 1
