@@ -47,8 +47,10 @@ def run(args: list[str], columns: str | None) -> list[str]:
 
 
 def seconds_blanked(lines: list[str]) -> list[str]:
-    """``alloc``'s last column is the seconds each tile took: not the same in two runs."""
-    return [re.sub(r"\d+\.\d\d$", "S", line) for line in lines]
+    """``alloc``'s last column is the seconds each tile took, and its ``time:`` line says
+    where the run's went: not the same in two runs."""
+    return [re.sub(r"\d+\.\d s\b", "S", line) if line.startswith("time:")
+            else re.sub(r"\d+\.\d\d$", "S", line) for line in lines]
 
 
 COMMANDS = {
