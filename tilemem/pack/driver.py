@@ -47,7 +47,7 @@ import numpy as np
 
 from ..model import Report
 from ..model.names import tensor_keys
-from ..rules import DEFAULT_RULES, Rules
+from ..rules import DEFAULT_RULES, Rules, overflow_bytes
 from .bounds import TileBound
 from .cluster import ReportFile, cores, deadline_after, make_executor
 from .kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
@@ -274,7 +274,7 @@ class _Packing:
             neighbours={t: self.near(t) for t in todo},
             # capacity first: their bound within 2 % under tileMemory
             near_capacity={t for t in todo
-                           if self.tm >= self.known[t][0] > self.tm / (1 + 2 * NEAR)})
+                           if self.tm >= self.known[t][0] and self.near_or_above(t)})
         for t in todo:
             if t in board.done:
                 self._tell(t)
@@ -317,10 +317,15 @@ class _Packing:
         """Of ``tiles``, those that decide whether the program fits: out of memory with the
         report's own offsets, or with a bound within ``2 * NEAR`` of tileMemory (under or
         above it). The others fit whatever their allocation, with room to spare."""
-        r, tm = self.report, self.tm
-        rows = np.flatnonzero(r.allocated & (r.offset + r.size.astype(np.int64) > tm))
-        out = set(np.unique(r.tile[rows]).tolist())
-        return {t for t in tiles if t in out or self.known[t][0] > tm / (1 + 2 * NEAR)}
+        r = self.report
+        m = np.flatnonzero(r.allocated)
+        # the report's own offsets by the one definition of overflow (``rules``)
+        over = overflow_bytes(r.tile[m], r.offset[m], r.size[m], self.tm, r.num_tiles)
+        return {t for t in tiles if over[t] > 0 or self.near_or_above(t)}
+
+    def near_or_above(self, t: int) -> bool:
+        """Tile ``t``'s bound within ``2 * NEAR`` under tileMemory, or above it."""
+        return self.known[t][0] > self.tm / (1 + 2 * NEAR)
 
     def _label(self, task) -> str:
         """The pass a task counts in (``Allocation.passes``: where the time went)."""
