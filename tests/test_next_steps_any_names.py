@@ -65,6 +65,30 @@ def test_micro_batch_leaves_parameter_shaped_tensors_alone(reports):
     assert np.array_equal(micro_batch_rows(state), rows)
 
 
+@pytest.mark.parametrize("model, splits, steps", [("cnn", (22,), 400),
+                                                  ("transformer", (2,), 740)])
+def test_micro_batch_scales_a_pipelines_buffers_not_a_weight_it_sends(model, splits, steps):
+    # the generated pipeline's stash is live over the whole program (the cnn updates its
+    # weights between micro-batches), yet it holds micro-batches, as do the copies between
+    # stages; the transformer's tied embedding sent to the head's stage is a weight
+    r = generate_report("mk1", tiles=16, steps=steps, seed=1, model=model, splits=splits)
+    scaled = np.zeros(r.num_vars, bool)
+    scaled[micro_batch_rows(r)] = True
+    kinds = {"stash": [], "copy": [], "tied": []}
+    for i in np.flatnonzero(r.allocated).tolist():
+        n = base_name(r.name(i))
+        if n.startswith("pipeline/tied/"):
+            kinds["tied"].append(scaled[i])
+        elif n.startswith("pipeline/") and n.endswith("/stash"):
+            kinds["stash"].append(scaled[i])
+        elif n.startswith("pipeline/"):
+            kinds["copy"].append(scaled[i])
+    assert kinds["stash"] and all(kinds["stash"])
+    assert kinds["copy"] and all(kinds["copy"])
+    assert (model == "cnn") == (not kinds["tied"])   # only the transformer ties its head
+    assert not any(kinds["tied"])
+
+
 @pytest.mark.parametrize("key", ["state", "anon"])
 def test_every_step_count_is_the_what_ifs(reports, capsys, key):
     paths, _, _ = reports

@@ -15,7 +15,15 @@ them. So the criterion (inferred, ``INFERRED_PARAMETER_SHAPED``):
   tiles) and within ``SHAPE_TOLERANCE`` of its bytes (the same shape in another type is
   mapped by the same rule onto the same tiles);
 - a micro-batch edit scales every other non-always-live ``variable``, ``message``,
-  ``rearrangement`` and ``outputEdge`` tensor.
+  ``rearrangement`` and ``outputEdge`` tensor;
+- and a pipeline's buffers (``rules.INFERRED_PIPELINE_BUFFER_PREFIX``: a stage's stash, the
+  copies between IPUs and their ``globalMessage`` send and receive buffers), which carry
+  micro-batches: a stash can be live over the whole program (a pipeline without gradient
+  accumulation updates the weights between its micro-batches) and so look persistent, but
+  it holds micro-batches' activations. A buffer of exactly a persistent tensor's bytes (on
+  any tiles) carries that tensor, not micro-batches: a weight sent to the stage that reads
+  it (a tied embedding). Names are the only hint here, so a report
+  whose framework names them otherwise keeps them as persistent (over by their half).
 
 >>> from tilemem.model import Report
 >>> import numpy as np
@@ -115,4 +123,31 @@ def _micro_batch_rows(r: Report) -> np.ndarray:
                 break
     per_sample = np.isin(r.category, [i for i, c in enumerate(r.categories)
                                       if c in PER_SAMPLE_CATEGORIES])
-    return np.flatnonzero(r.allocated & ~r.always_live & per_sample & ~shaped[code])
+    buffers = _pipeline_buffers(r, code)
+    if buffers.any() and pers.any():
+        # a buffer of exactly a persistent tensor's bytes carries that tensor to another
+        # stage (on other tiles, so not told by its tiles as the parameter-shaped are; its
+        # bytes exactly, as a copy has them: a network's many weights would match
+        # activations within a tolerance)
+        b = np.unique(code[buffers])
+        kept = pers.copy()
+        kept[b] = False   # a stash looks persistent: it is no tensor a buffer could carry
+        sent = np.zeros(k, bool)
+        sent[b[np.isin(total[b], total[kept])]] = True
+        buffers &= ~sent[code]
+        per_sample &= ~sent[code]
+    return np.flatnonzero(r.allocated & ~r.always_live
+                          & ((per_sample & ~shaped[code]) | buffers))
+
+
+def _pipeline_buffers(r: Report, code: np.ndarray) -> np.ndarray:
+    """Rows of a pipeline's buffers (see the module docstring), told by their names."""
+    from ..model.names import tensor_codes
+    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+
+    _, names = tensor_codes(r)
+    carried = np.isin(r.category, [i for i, c in enumerate(r.categories)
+                                   if c in PER_SAMPLE_CATEGORIES + ("globalMessage",)])
+    hit = np.fromiter((n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names), bool,
+                      count=len(names))
+    return carried & hit[code]

@@ -83,6 +83,12 @@ ASSUMES = {
             "stay whole (unless --rts-weights); the code and buffers of the reduce-scatter "
             "and all-gather between replicas are not estimated (they add a little on every "
             "tile)"),
+    "micro-batch": ("--micro-batch: what is per sample (activations, their gradients, the "
+                    "buffers that carry them, a pipeline's stash and copies between stages) "
+                    "scales on the tiles it is on now; weights, optimiser state and tensors "
+                    "of their bytes on their tiles (weight gradients, accumulators) stay; a "
+                    "compiler that maps a smaller tensor onto fewer tiles puts more on each "
+                    "of them than estimated, and less elsewhere"),
     "rts-weights": ("--rts-weights: the weights a convolution or matmul reads (its weight: "
                     "the largest persistent tensor named as a prefix of its name, on its IPU, "
                     "or the one its gradient's matmul makes the gradient of; not the weight "
