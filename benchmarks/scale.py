@@ -6,7 +6,7 @@ tile, identical tiles not merged so every task does work) with
 - ``inline``: one process, no executor (the per-tile cost),
 - ``pool``: ``tilemem.pack.cluster.LocalPool`` with 2 forked workers,
 - ``dask-1`` / ``dask-2``: a Dask ``LocalCluster`` of 1 and 2 single-threaded workers on
-  127.0.0.1 (``tilemem.pack.cluster.DaskExecutor``, the report scattered once),
+  127.0.0.1 (``tilemem.pack.daskexec.DaskExecutor``, the report scattered once),
 
 all in the same run, and prints tiles per second with ratios against the pool. Then the
 per-task overhead: the same executors running a task that does nothing, seconds per task.
@@ -66,7 +66,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from tilemem.pack.driver import _warm_up
-    from tilemem.pack.cluster import DaskExecutor, LocalPool
+    from tilemem.pack.cluster import LocalPool
+    from tilemem.pack.daskexec import DaskExecutor
     from tilemem.rules import DEFAULT_RULES
 
     t0 = time.perf_counter()

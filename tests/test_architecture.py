@@ -420,7 +420,8 @@ PACK_FLOATS = {
     # the summary's figures, as their names say: median, 95th percentile, within 1 %
     "result.py": {0.5, 0.95, 0.01},
     # seconds a Dask client waits for its scheduler: a network timeout
-    "cluster.py": {30.0},
+    "executors.py": {30.0},
+    "daskexec.py": {30.0},
 }
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tilemem.errors import ReportError
-from tilemem.pack.cluster import LocalPool, ReportFile, make_executor, remaining
+from tilemem.pack.cluster import LocalPool, ReportFile, remaining
+from tilemem.pack.executors import make_executor
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -436,7 +437,7 @@ def test_alloc_on_a_dask_cluster_equals_the_local_pool(shared_cluster, two_ipu_r
     (two IPUs, two workers)."""
     from tilemem.load import load_report
     from tilemem.model.shard import ipu_shard, report_nbytes
-    from tilemem.pack.cluster import worker_shards
+    from tilemem.pack.daskexec import worker_shards
 
     address, _ = shared_cluster
     whole, pool, pool_offsets = two_ipu_report
@@ -493,7 +494,7 @@ def test_a_broken_or_truncated_report_is_refused_before_any_task(shared_cluster,
     """The driver validates the whole report before any task is sent (workers trust it and
     check their own rows only): a report cut short (at 3/4 of its bytes), or with a row of
     IPU 1 broken, is one line and exit 2, and no worker built a shard of it."""
-    from tilemem.pack.cluster import worker_shards
+    from tilemem.pack.daskexec import worker_shards
 
     address, _ = shared_cluster
     path, _, _ = two_ipu_report
@@ -559,7 +560,7 @@ def test_alloc_survives_a_killed_dask_worker(dask_cluster, two_ipu_report, tmp_p
     _check_passes(path, out)
     # again on the one worker left: the same offsets (deterministic results do not depend
     # on how many workers ran them); it builds both IPUs' shards, once each
-    from tilemem.pack.cluster import worker_shards
+    from tilemem.pack.daskexec import worker_shards
 
     again, copy = tmp_path / "one.capnp", tmp_path / "copy.capnp"
     shutil.copyfile(path, copy)   # a path of its own: the worker's records name it

@@ -32,7 +32,9 @@ One file per job, in the order the data flows:
   (``Policy``, its knobs; ``Planner``);
 - ``schedule``: the order of exact work and the runs of neighbouring tiles;
 - ``tasks``: what a worker runs (a tile, a run of neighbours, a chunk of bounds);
-- ``cluster``: where the tasks run (this machine's process pool, or Dask);
+- ``cluster``: where the tasks run (this machine's process pool, or Dask: ``daskexec``);
+- ``daskexec``: the Dask cluster's executor (each IPU's tasks to its home workers);
+- ``executors``: ``make_executor``, the pool or Dask as ``--scheduler`` asks;
 - ``journal``: a run's finished tiles on disk, so that an interrupted run resumes;
 - ``driver``: a whole report (``allocate``, the one entry point of packing: tile grouping,
   bounds, the plan or the method's passes, on an executor).

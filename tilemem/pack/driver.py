@@ -49,7 +49,8 @@ from ..model import Report
 from ..model.names import tensor_keys
 from ..rules import DEFAULT_RULES, Rules, overflow_bytes
 from .bounds import TileBound
-from .cluster import ReportFile, cores, deadline_after, make_executor
+from .cluster import ReportFile, cores, deadline_after
+from .executors import make_executor
 from .kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
 from .result import Allocation
 from .params import DEFAULT_PARAMS, SolverParams
