@@ -61,7 +61,8 @@ from ..rules import INFERRED_DEFAULT_AMP
 from .assemble import _Assembler
 from .cnnshape import CnnShape
 from .levers import Levers
-from .program import STASH_MAPPINGS, build_program
+from .builder import STASH_MAPPINGS
+from .program import build_program
 from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
 from .transformer import Shape, build_transformer
 

@@ -21,7 +21,7 @@ from ..rules import INFERRED_DEFAULT_AMP as DEFAULT_AVAILABLE_MEMORY_PROPORTION
 from .levers import Levers
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
-from .program import Program
+from .builder import Program
 from .tiledata import (ALIGNMENT, ALWAYS_LIVE_CATEGORIES, CODE_CATEGORIES,
                        GLOBAL_EXCHANGE_CATEGORIES, SUMMARY_STACK_PER_TILE,
                        always_live_items, step_tiles, step_tiles_of_pieces)

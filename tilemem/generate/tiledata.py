@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .program import Program
+from .builder import Program
 
 #: Always-live bytes by category in 002's profile summary (the named always-live variables
 #: - worklists, ``<const>``, padding - are the constants).

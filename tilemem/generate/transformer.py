@@ -63,8 +63,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .program import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
-from .program import _Builder as _BaseBuilder
+from .builder import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
+from .builder import _Builder as _BaseBuilder
 
 #: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
 #: state bytes), as ``program.CODELETS``; matmuls are poplin convolutions.
