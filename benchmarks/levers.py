@@ -83,7 +83,7 @@ def estimate(r, **kw) -> np.ndarray:
 def shape_of(model, micro_batch):
     """The named shape of ``model`` for the micro-batch lever, with that micro-batch."""
     from tilemem.generate.cnnshape import CnnShape
-    from tilemem.generate.transformer import Shape
+    from tilemem.generate.transformershape import Shape
 
     spec = SHAPES[model][0]
     if model == "cnn":

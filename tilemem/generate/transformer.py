@@ -59,12 +59,11 @@ as on one IPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .builder import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
 from .builder import _Builder as _BaseBuilder
+from .transformershape import Shape
 
 #: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
 #: state bytes), as ``program.CODELETS``; matmuls are poplin convolutions.
@@ -110,41 +109,6 @@ MASKED = 0.15
 #: Matmul partial sums (float) relative to the matmul's output, at the default
 #: availableMemoryProportion; the message buffers relative to the exchanged input.
 PARTIALS, MESSAGE = 0.7, 0.35
-
-
-@dataclass(frozen=True)
-class Shape:
-    """A named architecture's shape instead of a random one: layers, hidden size, attention
-    heads, sequence length, vocabulary and micro-batch (sequences a micro-batch). Sizes are
-    then real bytes, not calibrated: a weight of ``hidden x hidden`` halves holds
-    ``2 hidden^2`` bytes (``scale``).
-
-    >>> Shape(24, 1024, 16, 128, 30522).tokens
-    128
-    """
-
-    layers: int
-    hidden: int
-    heads: int
-    seq_len: int
-    vocab: int
-    micro_batch: int = 1
-
-    def __post_init__(self):
-        for k in ("layers", "hidden", "heads", "seq_len", "vocab", "micro_batch"):
-            if int(getattr(self, k)) < 1:
-                raise ValueError(f"{k} must be at least 1")
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
-
-    @property
-    def tokens(self) -> int:
-        return self.micro_batch * self.seq_len
-
-    def scale(self, tiles_per_ipu: int) -> float:
-        """The generator's scale (bytes of a tensor = ``bpt * scale * tiles``) at which the
-        unit of ``bpt`` is ``hidden x hidden`` halves."""
-        return 2.0 * self.hidden ** 2 / tiles_per_ipu
 
 
 class _Builder(_BaseBuilder):
