@@ -1,4 +1,5 @@
-"""A Poplar-like training program: program steps, tensors, and where each tensor is used.
+"""The cnn family's training program, built as Poplar builds one (``builder``: its program
+steps, tensors, and where each tensor is used).
 
 The program is what a Poplar user builds for one training step of a layered model, flattened
 into the *program steps* that the profile's liveness view walks (000 "Program structure",
