@@ -253,6 +253,45 @@ def test_counts_equal_all_pairs_oracle(r):
     assert res.overflow_bytes.tolist() == [h - 1024 for h in highest]
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_reports(), st.integers(0, 3))
+def test_the_sparse_sweep_finds_what_the_dense_one_does(r, limit):
+    """Past ``DENSE_CLASSES`` classes the sweep searches each class's listed pairs instead of
+    the dense matrix: the same counts, per-tile counts and violations (pairs, reasons, the
+    first ``limit`` of them), and the oracle's counts."""
+    import importlib
+
+    check = importlib.import_module("tilemem.check")   # the module (tilemem.check is the API's)
+    dense = check_allocation(r, limit=limit)
+    saved = check.DENSE_CLASSES
+    check.DENSE_CLASSES = 0
+    try:
+        sparse = check_allocation(r, limit=limit)
+    finally:
+        check.DENSE_CLASSES = saved
+    assert sparse.counts == dense.counts == oracle(r)
+    assert sparse.tile_violations.tolist() == dense.tile_violations.tolist()
+    assert [str(v) for v in sparse.violations] == [str(v) for v in dense.violations]
+
+
+def test_overlap_reasons_are_told_per_pair():
+    """The first violations of the overlap sweep, each pair with its reason: an alwaysLive
+    variable over two others, two of one class, two of interfering classes; a pair of
+    non-interfering classes sharing bytes is allowed."""
+    #  var (id - 10):   0   1   2   3   4    5    6
+    r = rep([64, 16, 16, 16, 16, 16, 16], [0, 0, 32, 96, 96, 128, 128],
+            eq_class=[0, 1, 1, 2, 3, 2, 4], interference=[[], [], [3], [2], []],
+            always_live=[1, 0, 0, 0, 0, 0, 0])
+    res = check_allocation(r)
+    found = sorted((v.var_ids, v.detail.split(",")[0]) for v in res.violations)
+    assert found == [((10, 11), "var 10 is alwaysLive"), ((10, 12), "var 10 is alwaysLive"),
+                     ((13, 14), "classes 2 and 3 interfere")]
+    assert res.tile_violations.tolist()[0] == 3
+    r2 = rep([16, 16], [0, 8], eq_class=[1, 1], interference=[[], []])
+    assert [v.detail.split(",")[0] for v in check_allocation(r2).violations] == \
+        ["same equivalence class 1"]
+
+
 # ---- generated reports are valid; other allocations; the command ---------------------------------
 
 @pytest.fixture(scope="module")

@@ -197,6 +197,13 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
     assert excess == sorted(excess, reverse=True)
     for t in tiles:
         assert t["excess"] == high[t["tile"]] - tm
+        # the gaps by cause add up to the free bytes below the highest end (the bytes no
+        # variable covers, from the columns)
+        rows = np.flatnonzero(a & (r.tile == t["tile"]) & (r.size > 0))
+        covered = set()
+        for i in rows.tolist():
+            covered.update(range(int(r.offset[i]), int(r.offset[i] + r.size[i])))
+        assert sum(t["gapBytes"].values()) == high[t["tile"]] - len(covered)
         bound = clique_max_live(r, t["tile"], networkx_clique)
         assert t["boundExact"] and t["maxLiveBytes"] == bound
         if bound > tm:

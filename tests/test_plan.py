@@ -210,3 +210,87 @@ def test_the_page_shows_the_plan_before_the_next_steps(path, tmp_path):
     assert f"every one of the {want.of_tiles:,} tiles that need less data" in plan
     if "<h3>Next steps" in section:
         assert section.index('<div id="plan">') < section.index("<h3>Next steps")
+
+
+def _eager_plan(r, need, prefer, avoid, max_tries):
+    """The plan as first written: every lever asked what it matches before any combination
+    is tried (the reference the plan, which asks only the levers of the combination it
+    tries next, must equal; no time limit)."""
+    import itertools
+
+    from tilemem.errors import ReportError
+    from tilemem.figures.plan import compatible
+    from tilemem.figures.whatif import parse_edits
+    from tilemem.figures.whatifbounds import WhatIfBounds
+
+    tm = r.target.tile_memory
+    levers = [x for x in PLAN_LEVERS if x[0] not in set(avoid)]
+    rank = {x[0]: (0 if x[0] in set(prefer) else x[4]) for x in levers}
+
+    def edits_of(combo):
+        kw: dict = {}
+        for x in combo:
+            for k, v in x[2].items():
+                kw[k] = [v] if k == "offload" else v
+        return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
+
+    bounds = WhatIfBounds(r, need)
+    useful = []
+    for x in levers:
+        try:
+            applied = bounds.matched(edits_of([x]))
+        except ReportError:
+            continue
+        if all(a.variables > 0 for a in applied):
+            useful.append(x)
+    if not useful:
+        return None
+    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)
+              if compatible([x[0] for x in c])]
+    combos.sort(key=lambda c: (sum(rank[x[0]] for x in c), len(c)))
+    order = combos[:max_tries - 1] + ([combos[-1]] if len(combos) >= max_tries else [])
+    best, tried = None, 0
+    for c in order:
+        b = bounds.of_edits(edits_of(c))[0]
+        tried += 1
+        left, free = int((b > tm).sum()), int((b[b > tm] - tm).sum())
+        if best is None or (left, free) < best[1:]:
+            best = (c, left, free)
+        if left == 0:
+            break
+    c, left, free = best
+    return ([x[0] for x in c], left, free, tried)
+
+
+@pytest.mark.parametrize("max_tries", [2, 3, 40])
+def test_the_plan_asking_levers_as_it_goes_equals_asking_them_all_first(max_tries,
+                                                                        monkeypatch):
+    """The plan asks a lever what it matches only when a combination with it is next: the
+    plan is the one found by asking every lever first (``_eager_plan``), for preferred and
+    avoided levers that make the first combinations fit or not, and few tries (the last
+    combination tried is then the one of every useful lever)."""
+    import tilemem.figures.plan as plan
+    from tilemem.figures.whatifbounds import WhatIfBounds
+
+    monkeypatch.setattr(plan, "MAX_TRIES", max_tries)
+    r = compiled()
+    need = [m.tile for m in max_live_all(r, r.tiles_in_use())
+            if m.max_live_bytes > r.target.tile_memory]
+    asked = []
+    matched = WhatIfBounds.matched
+    monkeypatch.setattr(WhatIfBounds, "matched",
+                        lambda self, edits: asked.append(edits) or matched(self, edits))
+    settings = [((), ()), ((), ("half-momentum", "half-partials", "amp")),
+                (("micro-batch",), ()), (("rts-weights", "amp"), ("micro-batch",)),
+                ((), ("half-momentum", "half-partials", "amp", "recompute", "offload"))]
+    for prefer, avoid in settings:
+        asked.clear()
+        got = plan.plan_that_fits(r, need, prefer, avoid)
+        n_asked = len(asked)
+        want = _eager_plan(r, need, prefer, avoid, max_tries)
+        assert want is not None
+        assert ([WHAT[x] for x in got.levers], got.tiles_left, got.bytes_to_free,
+                got.tried) == want, (prefer, avoid)
+        assert n_asked <= len(PLAN_LEVERS) - len(avoid)
+        if want[3] == 1:   # the first combination: only its levers were asked
+            assert n_asked == len(want[0]), (prefer, avoid)

@@ -197,3 +197,57 @@ def test_amp_per_ipu_where_the_report_does_not_record_tiles_per_ipu(monkeypatch)
     assert silent.target.num_ipus == 2
     changed, _ = apply_edits(silent, lever_edits(amp="0.2,0.6"))
     assert (bounds(changed) == bounds(compiled)).all()
+
+
+def _micro_batch_by_definition(r):
+    """``micro_batch_rows`` from the module docstring of ``tilemem.figures.batch``, a row at
+    a time in plain Python (the reference for its compiled passes)."""
+    from tilemem.figures.batch import (PER_SAMPLE_CATEGORIES, PERSISTENT_SLACK,
+                                       SHAPE_TOLERANCE)
+
+    rows = range(r.num_vars)
+    model = [i for i in rows if r.allocated[i] and r.category_name(i) == "variable"
+             and not r.always_live[i]]
+    s = {i: int(r.class_steps[r.eq_class[i], 0]) for i in model}
+    e = {i: int(r.class_steps[r.eq_class[i], 1]) for i in model}
+    first, last = min(s.values()), max(e.values())
+    slack = PERSISTENT_SLACK * (last - first)
+    persistent = {i for i in rows if r.allocated[i] and r.category_name(i) == "variable"
+                  and (r.always_live[i] or (s[i] <= first + slack and e[i] >= last - slack))}
+
+    def tensor(i):
+        head, sep, tail = r.name(i).rpartition("#")
+        return head if sep and tail.isdigit() else r.name(i)
+
+    tiles, total = {}, {}
+    for i in rows:
+        if r.allocated[i]:
+            tiles.setdefault(tensor(i), []).append(int(r.tile[i]))
+            total[tensor(i)] = total.get(tensor(i), 0) + int(r.size[i])
+    pers = {tensor(i) for i in persistent}
+    shape = {n: (min(t), len(t)) for n, t in tiles.items()}
+    shaped = {n for n in tiles if n in pers or any(
+        shape[p] == shape[n] and abs(total[n] - total[p]) <= SHAPE_TOLERANCE * total[p]
+        for p in pers)}
+    return [i for i in rows if r.allocated[i] and not r.always_live[i]
+            and r.category_name(i) in PER_SAMPLE_CATEGORIES and tensor(i) not in shaped]
+
+
+@pytest.mark.parametrize("model,seed", [("cnn", 1), ("transformer", 2), ("cnn", 3)])
+def test_micro_batch_rows_are_those_of_the_definition(model, seed):
+    """What a smaller micro-batch shrinks (``tilemem.figures.batch``, compiled passes over
+    the rows) against the docstring's criterion a row at a time, on generated reports with
+    class steps, and a hand case (a weight's accumulator on its tiles is not scaled)."""
+    from tilemem.figures.batch import micro_batch_rows
+
+    r = generate_report("mk1", tiles=6, steps=STEPS[model] // 2, seed=seed, model=model)
+    assert r.has_class_steps
+    want = _micro_batch_by_definition(r)
+    assert 0 < len(want) < r.num_vars
+    assert micro_batch_rows(r).tolist() == want
+    h = Report.from_columns(
+        var_id=range(5), tile=[0, 1, 0, 1, 0], size=[40, 40, 40, 40, 8], alignment=[4] * 5,
+        offset=[0] * 5, category=["variable"] * 4 + ["message"], eq_class=[0, 0, 1, 1, 2],
+        interference=[[1, 2], [0, 2], [0, 1]], names=["w#0", "w#1", "acc#0", "acc#1", "x#0"],
+        class_steps=np.array([[0, 10], [3, 8], [4, 6]]))
+    assert micro_batch_rows(h).tolist() == _micro_batch_by_definition(h) == [4]

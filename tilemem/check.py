@@ -303,18 +303,16 @@ def _check(r: Report, off: np.ndarray, rules: Rules, limit: int, pairs: "_ClassP
     num_classes, keys = pairs.num, pairs.keys
     # Class pairs are looked up once per overlapping pair: a dense matrix when it is small,
     # else a binary search in the sorted pair keys.
-    dense = np.zeros((num_classes, num_classes) if num_classes <= DENSE_CLASSES else (1, 1),
-                     np.bool_)
-    if num_classes <= DENSE_CLASSES:
-        dense[keys // num_classes, keys % num_classes] = True
+    use_dense = num_classes <= DENSE_CLASSES
+    dense = _conflict_matrix(pairs) if use_dense else np.zeros((1, 1), np.bool_)
     nz = np.flatnonzero(size > 0)
     order = nz[_by_tile_then_start(r.tile[rows[nz]], start[nz])]
     srows = rows[order]
     cls = r.eq_class[srows] if pairs.local is None else pairs.local[r.eq_class[srows]]
-    key_ptr = pairs.ptr if num_classes > DENSE_CLASSES else np.zeros(1, np.int64)
+    key_ptr = pairs.ptr if not use_dense else np.zeros(1, np.int64)
     n_over, pa, pb, why = _overlap_sweep(
         r.tile[srows], start[order], end[order], cls, r.always_live[srows],
-        keys, key_ptr, num_classes, dense, num_classes <= DENSE_CLASSES, limit,
+        keys, key_ptr, num_classes, dense, use_dense, limit,
         per_tile["overlap"])
     counts["overlap"] = int(n_over)
     for i, j, w in zip(pa.tolist(), pb.tolist(), why.tolist()):
@@ -427,35 +425,79 @@ def _overlap_sweep(tile, start, end, cls, always, keys, key_ptr, num_classes, de
     """Variables sorted by (tile, start), all of positive size: every pair that shares a byte
     is ``i < j`` with ``start[j] < end[i]`` on the same tile. Returns the number of conflicting
     overlapping pairs and the first ``limit`` of them with the reason (0 alwaysLive, 1 same
-    class, 2 interfering classes); counts every pair on its tile in ``per_tile``. A class's
-    listed pairs are ``keys[key_ptr[c]:key_ptr[c + 1]]``: a pair is searched among its first
-    class's (a few hundred keys, in cache), not among a Pod's hundreds of millions."""
+    class, 2 interfering classes); counts every pair on its tile in ``per_tile``.
+
+    ``use_dense``: ``dense`` is ``_conflict_matrix``'s, a variable's row and column its class
+    or, alwaysLive, ``num_classes``; else a class's listed pairs are
+    ``keys[key_ptr[c]:key_ptr[c + 1]]``: a pair is searched among its first class's (a few
+    hundred keys, in cache), not among a Pod's hundreds of millions.
+
+    A valid allocation shares addresses widely (an IPU of a generated Pod report: some 50
+    overlapping pairs a variable, nearly all allowed), so what is the same for a variable is
+    taken out of the inner loop (its tile's last row, its end, its row of the matrix) and the
+    reason is told only for a pair that conflicts."""
     n = len(start)
     count = 0
     pa = np.empty(limit, np.int64)
     pb = np.empty(limit, np.int64)
     why = np.empty(limit, np.int64)
+    hi = 0   # one past the last row of row i's tile
     for i in range(n):
-        j = i + 1
-        while j < n and tile[j] == tile[i] and start[j] < end[i]:
-            w = -1
-            if always[i] or always[j]:
-                w = 0
-            elif cls[i] == cls[j]:
-                w = 1
-            elif use_dense:
-                if dense[cls[i], cls[j]]:
-                    w = 2
-            elif _listed(keys, key_ptr[cls[i]], key_ptr[cls[i] + 1],
-                         cls[i] * num_classes + cls[j]):
-                w = 2
-            if w >= 0:
-                per_tile[tile[i]] += 1
-                if count < limit:
-                    pa[count] = i
-                    pb[count] = j
-                    why[count] = w
-                count += 1
-            j += 1
+        if i >= hi:
+            hi = i + 1
+            while hi < n and tile[hi] == tile[i]:
+                hi += 1
+        e = end[i]
+        ci = cls[i]
+        found = 0
+        if use_dense:
+            row = dense[num_classes if always[i] else ci]
+            for j in range(i + 1, hi):
+                if start[j] >= e:
+                    break
+                if row[num_classes if always[j] else cls[j]]:
+                    if count + found < limit:
+                        pa[count + found] = i
+                        pb[count + found] = j
+                        why[count + found] = _reason(always, cls, i, j)
+                    found += 1
+        else:
+            lo_k = key_ptr[ci]
+            hi_k = key_ptr[ci + 1]
+            base = ci * num_classes
+            for j in range(i + 1, hi):
+                if start[j] >= e:
+                    break
+                if (always[i] or always[j] or cls[j] == ci
+                        or _listed(keys, lo_k, hi_k, base + cls[j])):
+                    if count + found < limit:
+                        pa[count + found] = i
+                        pb[count + found] = j
+                        why[count + found] = _reason(always, cls, i, j)
+                    found += 1
+        if found:
+            per_tile[tile[i]] += found
+            count += found
     k = min(count, limit)
     return count, pa[:k], pb[:k], why[:k]
+
+
+@njit(cache=True)
+def _reason(always, cls, i, j):
+    """Why a conflicting pair conflicts: 0 alwaysLive, 1 same class, 2 interfering classes."""
+    if always[i] or always[j]:
+        return 0
+    return 1 if cls[i] == cls[j] else 2
+
+
+def _conflict_matrix(pairs: "_ClassPairs") -> np.ndarray:
+    """``(num + 1, num + 1)`` booleans: which classes' variables may not share a byte (listed
+    pairs, a class with itself), and a last row and column for alwaysLive variables (with
+    every variable): the dense sweep's one look-up a pair."""
+    c = pairs.num
+    dense = np.zeros((c + 1, c + 1), np.bool_)
+    dense[pairs.keys // c, pairs.keys % c] = True
+    dense[np.arange(c), np.arange(c)] = True
+    dense[c, :] = True
+    dense[:, c] = True
+    return dense

@@ -39,6 +39,7 @@ them. So the criterion (inferred, ``INFERRED_PARAMETER_SHAPED``):
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ..model import Report
 from ..model.interference import tile_interference
@@ -76,20 +77,47 @@ def cached_rows(r: Report, key: str, make) -> np.ndarray:
 
 
 def _persistent_rows(r: Report) -> np.ndarray:
-    var = np.isin(r.category, [k for k, c in enumerate(r.categories) if c == "variable"])
-    data = r.allocated & var
+    data = r.allocated & _of_categories(r, ("variable",))
     out = data & r.always_live
     model = data & ~r.always_live
     if not model.any():
         return out
     if r.has_class_steps:
-        s, e = r.class_steps[r.eq_class, 0], r.class_steps[r.eq_class, 1]
-        first, last = s[model].min(), e[model].max()
-        slack = PERSISTENT_SLACK * (last - first)
-        out |= model & (s <= first + slack) & (e >= last - slack)
+        out |= _persistent_by_steps(r.eq_class, model, r.class_steps, PERSISTENT_SLACK)
     else:
         deg = np.diff(tile_interference(r).indptr)[r.eq_class]
         out |= model & (deg >= PERSISTENT_DEGREE * deg[model].max())
+    return out
+
+
+def _of_categories(r: Report, names) -> np.ndarray:
+    """Whether each row's category is one of ``names`` (a table of the report's few
+    categories read at every row: ``np.isin`` of a Pod's rows is seconds)."""
+    table = np.array([c in names for c in r.categories], bool)
+    return table[r.category] if len(table) else np.zeros(r.num_vars, bool)
+
+
+@njit(cache=True)
+def _persistent_by_steps(eq_class, model, class_steps, slack_share):
+    """The ``model`` rows whose class is live from within ``slack_share`` of the model rows'
+    steps of their first step to within it of their last (see the module docstring): two
+    passes over the rows, not a gather of every row's steps."""
+    n = len(eq_class)
+    first = np.iinfo(np.int64).max
+    last = np.iinfo(np.int64).min
+    for i in range(n):
+        if model[i]:
+            c = eq_class[i]
+            if class_steps[c, 0] < first:
+                first = class_steps[c, 0]
+            if class_steps[c, 1] > last:
+                last = class_steps[c, 1]
+    slack = slack_share * (last - first)
+    out = np.zeros(n, np.bool_)
+    for i in range(n):
+        if model[i]:
+            c = eq_class[i]
+            out[i] = class_steps[c, 0] <= first + slack and class_steps[c, 1] >= last - slack
     return out
 
 
@@ -103,12 +131,8 @@ def _micro_batch_rows(r: Report) -> np.ndarray:
     from ..model.names import tensor_codes
 
     code, _ = tensor_codes(r)
-    alloc = np.flatnonzero(r.allocated)
     k = int(code.max()) + 1 if len(code) else 0
-    first = np.full(k, np.iinfo(np.int64).max)
-    np.minimum.at(first, code[alloc], r.tile[alloc])
-    ntiles = np.bincount(code[alloc], minlength=k)
-    total = np.bincount(code[alloc], r.size[alloc], minlength=k)
+    first, ntiles, total = _tensor_extents(code, r.tile, r.size, r.allocated, k)
     pers = np.zeros(k, bool)
     pers[code[persistent_rows(r)]] = True
     # parameter-shaped: a persistent tensor on the same tiles with nearly the same bytes
@@ -121,8 +145,7 @@ def _micro_batch_rows(r: Report) -> np.ndarray:
             if abs(total[c] - t) <= SHAPE_TOLERANCE * t:
                 shaped[c] = True
                 break
-    per_sample = np.isin(r.category, [i for i, c in enumerate(r.categories)
-                                      if c in PER_SAMPLE_CATEGORIES])
+    per_sample = _of_categories(r, PER_SAMPLE_CATEGORIES)
     buffers = _pipeline_buffers(r, code)
     if buffers.any() and pers.any():
         # a buffer of exactly a persistent tensor's bytes carries that tensor to another
@@ -146,8 +169,24 @@ def _pipeline_buffers(r: Report, code: np.ndarray) -> np.ndarray:
     from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
     _, names = tensor_codes(r)
-    carried = np.isin(r.category, [i for i, c in enumerate(r.categories)
-                                   if c in PER_SAMPLE_CATEGORIES + ("globalMessage",)])
+    carried = _of_categories(r, PER_SAMPLE_CATEGORIES + ("globalMessage",))
     hit = np.fromiter((n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names), bool,
                       count=len(names))
     return carried & hit[code]
+
+
+@njit(cache=True)
+def _tensor_extents(code, tile, size, allocated, k):
+    """Per tensor code, over the allocated rows: its first tile, its number of variables (one
+    a tile) and its bytes (as floats, compared with a tolerance); one pass over the rows."""
+    first = np.full(k, np.iinfo(np.int64).max, np.int64)
+    count = np.zeros(k, np.int64)
+    total = np.zeros(k, np.int64)
+    for i in range(len(code)):
+        if allocated[i]:
+            c = code[i]
+            if tile[i] < first[c]:
+                first[c] = tile[i]
+            count[c] += 1
+            total[c] += size[i]
+    return first, count, total.astype(np.float64)

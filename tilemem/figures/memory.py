@@ -28,8 +28,9 @@ For a report and an allocation (its own offsets, or any offset column), per tile
   (``<region>IncludingGaps - <region>``); holes above it (the unused end of a region below a
   used one) are *boundary* gaps; all holes of a tile add up to ``totalIncludingGaps - total``.
 
-Everything is column arithmetic over all tiles at once: rows sorted by (tile, offset), one
-sweep with a running maximum of end addresses gives coverage, holes and overlap.
+All tiles at once: rows sorted by (tile, offset), one compiled sweep with a running maximum
+of end addresses gives coverage, overlap and the per-tile sums (``_sweep_figures``), column
+arithmetic the holes.
 
 >>> from tilemem.model import Report
 >>> from tilemem.model.target import MK1
@@ -54,6 +55,7 @@ from typing import NamedTuple
 
 import msgspec
 import numpy as np
+from numba import njit
 
 from ..model import Report
 from ..model.target import Target
@@ -375,23 +377,6 @@ def _memory_figures(r: Report, offsets, tiles, every_category: bool):
     bounds = np.array([0, t.interleaved_memory_start, t.tile_memory,
                        max(t.tile_memory, int(end.max()) if len(end) else 0) + 1], np.int64)
 
-    prev_end = _previous_end(tile, end)
-    cover_start = np.maximum(start, prev_end)
-    region_bytes = _region_sums(tile, cover_start, end, bounds, nt)
-    highest_end = _tile_max(tile, end, nt)
-    region_high = np.zeros((3, nt), np.int64)
-    for k in range(3):
-        e = np.minimum(end, bounds[k + 1])
-        inside = e > np.maximum(start, bounds[k])
-        region_high[k] = _tile_max(tile[inside], e[inside] - bounds[k], nt)
-    # overlap: an earlier variable ends after my start, or the next one starts before my end
-    same_next = np.zeros(len(rows), bool)
-    same_next[:-1] = tile[1:] == tile[:-1]
-    next_start = np.empty_like(start)
-    next_start[:-1] = start[1:]
-    overl = (start < prev_end)
-    overl[:-1] |= same_next[:-1] & (next_start[:-1] < end[:-1])
-
     # categories with bytes only (a count, not a sort: a handful of codes)
     present = np.bincount(r.category[rows], minlength=len(r.categories)) > 0
     found = np.flatnonzero(present)
@@ -399,19 +384,9 @@ def _memory_figures(r: Report, offsets, tiles, every_category: bool):
         present[:] = True
     used = np.flatnonzero(present)
     ncat = len(used)
-    code = np.cumsum(present) - 1
-    # one bincount a region for both the overlapped and the others
-    cell = code[r.category[rows]].astype(np.int64) * nt + tile + overl * (ncat * nt)
-    non_overlapped = np.zeros((ncat, 3, nt), np.int64)
-    overlapped = np.zeros((ncat, 3, nt), np.int64)
-    for k in range(3):
-        part = np.clip(np.minimum(end, bounds[k + 1]) - np.maximum(start, bounds[k]), 0, None)
-        both = np.bincount(cell, weights=part, minlength=2 * ncat * nt)
-        non_overlapped[:, k, :] = both[:ncat * nt].reshape(ncat, nt)
-        overlapped[:, k, :] = both[ncat * nt:].reshape(ncat, nt)
-    # the overlapped variables alone, swept again: what they really cover
-    ot, os_, oe = tile[overl], start[overl], end[overl]
-    after = _region_sums(ot, np.maximum(os_, _previous_end(ot, oe)), oe, bounds, nt)
+    code = (np.cumsum(present) - 1)[r.category[rows]].astype(np.int64)
+    (prev_end, region_bytes, highest_end, region_high, non_overlapped, overlapped,
+     after) = _sweep_figures(tile, start, end, code, ncat, bounds, nt)
 
     gaps = _gaps(r, off, rows, tile, start, prev_end, align, bounds)
     in_dump = np.zeros(nt, bool)
@@ -422,6 +397,68 @@ def _memory_figures(r: Report, offsets, tiles, every_category: bool):
                          region_including_gaps=region_high, highest_end=highest_end,
                          non_overlapped=non_overlapped, overlapped=overlapped,
                          after_overlapping=after, gaps=gaps, in_dump=in_dump), found
+
+
+@njit(cache=True)
+def _sweep_figures(tile, start, end, code, ncat, bounds, nt):
+    """One pass over rows sorted by (tile, start), all of positive size: ``(prev_end,
+    region_bytes, highest_end, region_high, non_overlapped, overlapped, after)``.
+
+    ``prev_end``: the highest end of the earlier rows of the row's tile (0 for its first);
+    the bytes a row covers first are ``[max(start, prev_end), end)``, summed per region
+    (``region_bytes``); a row is *overlapped* when it starts below ``prev_end`` or the next
+    row of its tile starts below its end; its bytes per region go to ``overlapped`` or
+    ``non_overlapped`` at ``[code, region, tile]``; ``after``: what the overlapped rows alone
+    cover, per region (the same sweep over them). ``region_high``: per region the highest end
+    of a row reaching into it, from the region's start. Compiled: at a Pod's tens of millions
+    of rows, the column arithmetic's temporaries were most of the figures' time."""
+    n = len(tile)
+    prev_end = np.zeros(n, np.int64)
+    region_bytes = np.zeros((3, nt), np.int64)
+    highest_end = np.zeros(nt, np.int64)
+    region_high = np.zeros((3, nt), np.int64)
+    non_overlapped = np.zeros((ncat, 3, nt), np.int64)
+    overlapped = np.zeros((ncat, 3, nt), np.int64)
+    after = np.zeros((3, nt), np.int64)
+    run = 0        # highest end so far on the tile
+    run_over = 0   # the same over its overlapped rows
+    for i in range(n):
+        t = tile[i]
+        if i == 0 or t != tile[i - 1]:
+            run = 0
+            run_over = 0
+        s = start[i]
+        e = end[i]
+        prev_end[i] = run
+        over = s < run or (i + 1 < n and tile[i + 1] == t and start[i + 1] < e)
+        cover = max(s, run)
+        cover_over = max(s, run_over)
+        for k in range(3):
+            lo = bounds[k]
+            hi = bounds[k + 1]
+            top = min(e, hi)
+            part = top - max(cover, lo)
+            if part > 0:
+                region_bytes[k, t] += part
+            part = top - max(s, lo)
+            if part > 0:
+                if over:
+                    overlapped[code[i], k, t] += part
+                else:
+                    non_overlapped[code[i], k, t] += part
+                if top - lo > region_high[k, t]:
+                    region_high[k, t] = top - lo
+            if over:
+                part = top - max(cover_over, lo)
+                if part > 0:
+                    after[k, t] += part
+        if e > run:
+            run = e
+        if over and e > run_over:
+            run_over = e
+        if e > highest_end[t]:
+            highest_end[t] = e
+    return prev_end, region_bytes, highest_end, region_high, non_overlapped, overlapped, after
 
 
 def _tile_start_order(tile: np.ndarray, start: np.ndarray, align: np.ndarray) -> np.ndarray:
@@ -437,39 +474,6 @@ def _tile_start_order(tile: np.ndarray, start: np.ndarray, align: np.ndarray) ->
     key = ((tile.astype(np.int64) << (bs + ba)) | (start.astype(np.int64) << ba)
            | (((1 << ba) - 1) - align.astype(np.int64)))
     return np.argsort(key, kind="stable")
-
-
-def _tile_max(tile: np.ndarray, value: np.ndarray, nt: int) -> np.ndarray:
-    """Each tile's largest ``value`` (0 where none), ``tile`` sorted (a maximum of each run,
-    not ``np.maximum.at``)."""
-    out = np.zeros(nt, np.int64)
-    if len(tile):
-        first = np.flatnonzero(np.r_[True, tile[1:] != tile[:-1]])
-        out[tile[first]] = np.maximum(np.maximum.reduceat(value, first), 0)
-    return out
-
-
-def _previous_end(tile: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """For rows sorted by (tile, start): the highest end of the earlier rows of the same tile
-    (0 for a tile's first row), by one running maximum over ``tile * big + end``."""
-    if len(tile) == 0:
-        return np.zeros(0, np.int64)
-    big = int(end.max()) + 1
-    base = tile * big
-    run = np.maximum.accumulate(base + end)
-    prev = np.empty_like(run)
-    prev[0] = base[0]
-    prev[1:] = np.maximum(run[:-1], base[1:])   # run[i-1] < base[i] when the tile changes
-    return prev - base
-
-
-def _region_sums(tile, s, e, bounds, nt) -> np.ndarray:
-    """``(3, nt)``: bytes of the disjoint pieces ``[s, e)`` in each region."""
-    out = np.zeros((3, nt), np.int64)
-    for k in range(3):
-        part = np.clip(np.minimum(e, bounds[k + 1]) - np.maximum(s, bounds[k]), 0, None)
-        out[k] = np.bincount(tile, weights=part, minlength=nt)[:nt]
-    return out
 
 
 def _gaps(r: Report, off, rows, tile, start, prev_end, align, bounds) -> Gaps:

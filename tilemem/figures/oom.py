@@ -26,6 +26,7 @@ view is ``tilemem.text.oom.oom_panel``.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -103,8 +104,7 @@ def live_groups(r: Report, rows: np.ndarray) -> dict[str, list]:
         head, sep, tail = name.rpartition("#")
         base = head if sep and tail.isdigit() else name
         if cat in _DATA_CATEGORIES:
-            group = next((g for g, rx in _NAME_GROUPS if rx.search(base)),
-                         "activations and temporaries")
+            group = _name_group(base)
         elif cat in _EXCHANGE_CATEGORIES:
             group = "exchange buffers"
         else:
@@ -114,6 +114,13 @@ def live_groups(r: Report, rows: np.ndarray) -> dict[str, list]:
         entry[1][base] = entry[1].get(base, 0) + int(r.size[i])
     return {g: [b, sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]
             for g, (b, names) in sorted(groups.items(), key=lambda kv: (-kv[1][0], kv[0]))}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _name_group(base: str) -> str:
+    """The ``LIVE_GROUPS`` group of a data tensor named ``base`` (a tensor's name is at the
+    peaks of many tiles, each of its variables there: the patterns are tried once a name)."""
+    return next((g for g, rx in _NAME_GROUPS if rx.search(base)), "activations and temporaries")
 
 
 def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, bound: int,
@@ -314,9 +321,12 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
     elif fits:
         why = "re-packing turned off"
     out = []
+    T = r.num_tiles
+    gaps = fig.gaps.bytes_by_cause(T) if todo else None
+    pack_gaps = pack_fig.gaps.bytes_by_cause(T) if (todo and pack_fig is not None) else None
     for t in todo:
         out.append(_diagnose_tile(r, t, fig, bounds[t], packed.get(t), pack_fig,
-                                  why_not.get(t, why), top))
+                                  why_not.get(t, why), top, gaps, pack_gaps))
     return _Found(out, bounds, trusted)
 
 
@@ -351,7 +361,10 @@ def _bounds(r: Report, tiles: np.ndarray, time_limit: float, progress) -> dict:
 
 
 def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why,
-                   top) -> TileDiagnosis:
+                   top, gaps: np.ndarray, pack_gaps: np.ndarray | None) -> TileDiagnosis:
+    """``gaps``, ``pack_gaps``: ``fig``'s and ``pack_fig``'s gap bytes by cause and tile
+    (``Gaps.bytes_by_cause``: one count for every tile, not a pass over a Pod's holes a
+    tile)."""
     tm = r.target.tile_memory
     high = int(fig.highest_end[t])
     bound = int(ml.max_live_bytes)
@@ -406,11 +419,8 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
     peak_by_category = {r.categories[c]: int(cat[c]) for c in np.argsort(-cat, kind="stable")
                         if cat[c]}
 
-    def gap_bytes(f):
-        g = f.gaps
-        sel = g.tile == t
-        b = np.bincount(g.cause[sel], weights=g.size[sel], minlength=len(GAP_CAUSES))
-        return {name: int(b[i]) for i, name in enumerate(GAP_CAUSES)}
+    def gap_bytes(by_cause):
+        return {name: int(by_cause[i, t]) for i, name in enumerate(GAP_CAUSES)}
 
     ils = r.target.interleaved_memory_start
     regions = {
@@ -421,7 +431,7 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         "overflowed": {"used": int(fig.region_bytes[2, t]),
                        "includingGaps": int(fig.region_including_gaps[2, t])},
     }
-    own_gaps = gap_bytes(fig)
+    own_gaps = gap_bytes(gaps)
     steps = next_steps(r, rows, code, tile_memory=tm, bound=bound, highest_end=high,
                        gap_bytes=own_gaps,
                        repack_used=None if repack is None else repack.total_including_gaps,
@@ -435,7 +445,7 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
         verdict_code=code, verdict=verdict, repack=repack, peak_vars=peak_vars,
         peak_classes=peak_classes, peak_by_category=peak_by_category, regions=regions,
         gap_bytes=own_gaps,
-        repack_gap_bytes=gap_bytes(pack_fig) if (pack_fig is not None and res is not None)
+        repack_gap_bytes=gap_bytes(pack_gaps) if (pack_gaps is not None and res is not None)
         else None, peak_var_count=len(rows), notes=notes, peak_steps=_peak_steps(r, ml))
 
 

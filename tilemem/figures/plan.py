@@ -121,25 +121,51 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     # alone, a lever that changes nothing is not tried (told by what it matches, without its
     # bound: a lever's bound is only computed when a combination with it is tried); in a
     # combination one may leave another nothing to change (the optimiser state offloaded is
-    # not then in FP16)
-    useful = []
-    for x in levers:
-        try:
-            applied = bounds.matched(edits_of([x]))
-        except ReportError:
-            continue
-        if all(a.variables > 0 for a in applied):
-            useful.append(x)
-    if not useful:
-        return None
-    combos = [c for k in range(1, len(useful) + 1) for c in itertools.combinations(useful, k)
+    # not then in FP16). What a lever matches is asked only when a combination with it is
+    # next (at Pod scale a lever's rows are a pass over every row, and the cheapest
+    # combination often fits): the combinations tried are those of the useful levers alone,
+    # in the same order, whichever levers were asked.
+    combos = [c for k in range(1, len(levers) + 1) for c in itertools.combinations(levers, k)
               if compatible([x[0] for x in c])]
+    # stable: the useful levers' combinations keep the order they have among all of them
     combos.sort(key=lambda c: (sum(rank[x[0]] for x in c), len(c)))
-    # the combination of every lever (the most any can do) is tried too, last
-    order = combos[:MAX_TRIES - 1] + ([combos[-1]] if len(combos) >= MAX_TRIES else [])
+    known: dict[str, bool] = {}
+    asking = [0.0]   # seconds spent asking (not the search's: its clock starts after them)
+
+    def useful(x) -> bool:
+        if x[0] not in known:
+            t = time.monotonic()
+            try:
+                known[x[0]] = all(a.variables > 0 for a in bounds.matched(edits_of([x])))
+            except ReportError:
+                known[x[0]] = False
+            asking[0] += time.monotonic() - t
+        return known[x[0]]
+
+    def usable(c) -> bool:
+        return all(useful(x) for x in c)
+
+    def tried_in_order():
+        """``(index in combos, combination)``: the useful combinations, cheapest first, the
+        first ``MAX_TRIES - 1`` of them and then, when there are more, the last of all (the
+        combination of every lever: the most any can do)."""
+        n = 0
+        for i, c in enumerate(combos):
+            if not usable(c):
+                continue
+            if n == MAX_TRIES - 1:
+                j = max(k for k in range(i, len(combos)) if usable(combos[k]))
+                yield j, combos[j]
+                return
+            n += 1
+            yield i, c
+
+    def is_last(i) -> bool:   # no useful combination after combos[i]
+        return not any(usable(combos[k]) for k in range(i + 1, len(combos)))
+
     best, tried, t0 = None, 0, time.monotonic()
-    for c in order:
-        if tried and time.monotonic() - t0 > MAX_SECONDS and c is not combos[-1]:
+    for i, c in tried_in_order():
+        if tried and time.monotonic() - t0 - asking[0] > MAX_SECONDS and not is_last(i):
             continue
         b = bound(c)
         tried += 1
@@ -149,6 +175,8 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
             best = (c, left, free)
         if left == 0:
             break
+    if best is None:   # no lever applies
+        return None
     c, left, free = best
     return Plan(levers=[x[1] for x in c], costs=[f"{x[0]}: rank {rank[x[0]]}, {x[5]}" for x in c],
                 cost=int(sum(rank[x[0]] for x in c)), what_if=" ".join(x[3] for x in c),

@@ -229,7 +229,13 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
             size[sel] = np.ceil(size[sel] * f).astype(size.dtype)
         return bounds.of_sizes(size)
     rows = np.concatenate([r.tile_rows(int(t)) for t in tiles.tolist()])
-    codes, names = tensor_codes(r, rows)
+    # these tiles' tensors, read off the report's tensor codes (computed once a report, as
+    # what-if's patterns read them) rather than each row's name again: a Pod's tiles that
+    # need less data hold over a million rows
+    every, every_name = tensor_codes(r)
+    used, codes = np.unique(every[rows], return_inverse=True)
+    codes = codes.reshape(-1)
+    names = [every_name[c] for c in used.tolist()]
     candidates = []
     for t in tensors[:4]:
         candidates.append((f"offload {t.name}", "offload", t.name, None))
