@@ -34,33 +34,42 @@ def _pair_fits(i, k, kd, o, mi, mk, size, align, lo, hi, ils, nrs, tm, zc, elem_
 
 
 @njit(cache=True)
-def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts, geo, zc, cap,
-                    dom):
+def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts, geo, cap):
     """For each partner pair, the highest ``x`` at which ``_pair_fits`` holds with ``o``,
     ``mi`` and ``mk`` all at ``x`` (-1 when not even at 0): by its monotony the pair fits
     whenever all three are at or below it, so ``_partners_ok`` skips it then (on tiles with
-    many pairs the look-ahead is otherwise a large share of the search's time)."""
+    many pairs the look-ahead is otherwise a large share of the search's time). Only for
+    the search without a zone or domains: with either there is no look-ahead, so one
+    compiled version (some 25 s to compile) serves."""
     ils, nrs, tm = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM]
     out = np.empty(len(pair_i), np.int64)
     for e in range(len(pair_i)):
         i = pair_i[e]
         k = pair_k[e]
         kd = pair_kind[e]
-        if not _pair_fits(i, k, kd, 0, 0, 0, size, align, lo, hi, ils, nrs, tm, zc,
-                          elem_starts, dom):
+        if not _pair_fits_at(i, k, kd, 0, size, align, lo, hi, ils, nrs, tm, None,
+                             elem_starts, None):
             out[e] = -1
             continue
         a = 0        # fits
         b = cap + 1  # the first that does not, or past every bound
         while b - a > 1:
             mid = (a + b) >> 1
-            if _pair_fits(i, k, kd, mid, mid, mid, size, align, lo, hi, ils, nrs, tm, zc,
-                          elem_starts, dom):
+            if _pair_fits_at(i, k, kd, mid, size, align, lo, hi, ils, nrs, tm, None,
+                             elem_starts, None):
                 a = mid
             else:
                 b = mid
         out[e] = a
     return out
+
+
+# called, not inlined: inlined at both calls above it doubled the compilation's time
+@njit(cache=True)
+def _pair_fits_at(i, k, kd, x, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, dom):
+    """``_pair_fits`` with ``o``, ``mi`` and ``mk`` all at ``x``."""
+    return _pair_fits(i, k, kd, x, x, x, size, align, lo, hi, ils, nrs, tm, zc, elem_starts,
+                      dom)
 
 
 # Compiled without reference counting (``_nrt=False``: it allocates nothing). With it, every

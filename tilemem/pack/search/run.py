@@ -114,9 +114,7 @@ class SearchRun:
             area=sm.area, has_elem=sm.has_elem, has_reg=sm.has_reg, need=sm.need,
             elem_starts=sm.elem_starts, rand_key=self.random_key, pair_i=sm.pair_i,
             pair_k=sm.pair_k, pair_kind=sm.pair_kind, geo=self.geo,
-            pair_thr=K.pair_thresholds(sm.pair_i, sm.pair_k, sm.pair_kind, sm.size, sm.align,
-                                       lo, hi, sm.elem_starts, self.geo, self.zone_cap,
-                                       int(cap), self.domains))
+            pair_thr=self._pair_thresholds(lo, hi, cap))
         depth = 2 * n + 8
         trail = _take_trail(int(max(4096, 4 * sm.need.max() + 16 * n)))  # grows on demand
         self._trail_box = [trail]   # what goes back to the free list when the run ends
@@ -131,6 +129,16 @@ class SearchRun:
             reg=np.zeros(K.NUM_REGS, np.int64),
             tmp_vars=np.zeros(n, np.int64), tmp_key=np.zeros(n, np.int64),
             witv=self.witv0.copy(), wcnt=self.wcnt0.copy(), smin=self.smin0.copy())
+
+    def _pair_thresholds(self, lo, hi, cap) -> np.ndarray:
+        """Each partner pair's threshold (``partners.pair_thresholds``); -1 (the look-ahead
+        looks at the pair) with a zone or domains, where the kernel has no look-ahead
+        (``partners._partners_ok``): not computed there, nor compiled for them."""
+        sm = self.sm
+        if self.zone_cap is not None or self.domains is not None:
+            return np.full(len(sm.pair_i), -1, np.int64)
+        return K.pair_thresholds(sm.pair_i, sm.pair_k, sm.pair_kind, sm.size, sm.align, lo, hi,
+                                 sm.elem_starts, self.geo, int(cap))
 
     def reset(self):
         st = self.state
