@@ -6,7 +6,6 @@ those splits), names the heavier reading in its command, and says which it assum
 from dataclasses import replace
 
 import numpy as np
-import pytest
 
 from tilemem.figures.program import split_step
 from tilemem.figures.split import SplitModel
