@@ -164,8 +164,8 @@ def test_every_lever_and_combination_by_the_shared_structure_equals_a_fresh_sear
     apart once, each what-if a re-weighting) against ``max_live_all`` run afresh on the
     what-if's own report, per tile: each lever alone, recomputation with each other lever,
     and every lever at once; one IPU (interval interference) and pipelined (not)."""
-    from tilemem.figures.plan import PLAN_LEVERS
-    from tilemem.figures.whatif import apply_edits, apply_recompute, parse_edits
+    from tilemem.figures.plan import PLAN_LEVERS, combination_edits
+    from tilemem.figures.whatif import apply_edits, apply_recompute
     from tilemem.figures.whatifbounds import WhatIfBounds
 
     r = generate_report("mk1", tiles=12, steps=200 if model == "cnn" else 500, seed=3,
@@ -176,11 +176,7 @@ def test_every_lever_and_combination_by_the_shared_structure_equals_a_fresh_sear
     combos = [(x,) for x in by_name] + [("recompute", x) for x in by_name if x != "recompute"]
     combos.append(tuple(by_name))
     for combo in combos:
-        kw: dict = {}
-        for name in combo:
-            for k, v in by_name[name][2].items():
-                kw[k] = [v] if k == "offload" else v
-        edits = parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
+        edits = combination_edits([by_name[name] for name in combo])
         got, _ = fast.of_edits(edits)
         changed, _ = apply_edits(r, edits)
         changed, _, _ = apply_recompute(changed, edits, base=r)
@@ -219,26 +215,18 @@ def _eager_plan(r, need, prefer, avoid, max_tries):
     import itertools
 
     from tilemem.errors import ReportError
-    from tilemem.figures.plan import compatible
-    from tilemem.figures.whatif import parse_edits
+    from tilemem.figures.plan import combination_edits, compatible
     from tilemem.figures.whatifbounds import WhatIfBounds
 
     tm = r.target.tile_memory
     levers = [x for x in PLAN_LEVERS if x[0] not in set(avoid)]
     rank = {x[0]: (0 if x[0] in set(prefer) else x[4]) for x in levers}
 
-    def edits_of(combo):
-        kw: dict = {}
-        for x in combo:
-            for k, v in x[2].items():
-                kw[k] = [v] if k == "offload" else v
-        return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
-
     bounds = WhatIfBounds(r, need)
     useful = []
     for x in levers:
         try:
-            applied = bounds.matched(edits_of([x]))
+            applied = bounds.matched(combination_edits([x]))
         except ReportError:
             continue
         if all(a.variables > 0 for a in applied):
@@ -251,7 +239,7 @@ def _eager_plan(r, need, prefer, avoid, max_tries):
     order = combos[:max_tries - 1] + ([combos[-1]] if len(combos) >= max_tries else [])
     best, tried = None, 0
     for c in order:
-        b = bounds.of_edits(edits_of(c))[0]
+        b = bounds.of_edits(combination_edits(c))[0]
         tried += 1
         left, free = int((b > tm).sum()), int((b[b > tm] - tm).sum())
         if best is None or (left, free) < best[1:]:

@@ -193,6 +193,16 @@ INFERRED_COPY_ON_DESTINATION = 2  # the receive buffer and the copy
 #: (tilemem's generator's names; Poplar's are not documented).
 INFERRED_PIPELINE_BUFFER_PREFIX = "pipeline/"
 
+#: Inferred (a smaller micro-batch's rows, ``figures.batch``): it leaves alone persistent
+#: training state and tensors of its shape -- on the same first tile and number of tiles as a
+#: persistent tensor, within ``figures.batch.SHAPE_TOLERANCE`` of its bytes (a weight's
+#: gradient, its accumulator: mapped like the weight) -- and scales the rest of the
+#: per-sample data; a pipeline's buffers (``INFERRED_PIPELINE_BUFFER_PREFIX``) carry
+#: micro-batches whatever their lifetime (a stash may span the program), except one of
+#: exactly a persistent tensor's bytes, which carries that tensor (a weight sent whole to the
+#: stage that reads it).
+INFERRED_PARAMETER_SHAPED = True
+
 #: How close to tileMemory a stage's estimate must be to be called "close" rather than
 #: "fits": the estimate's error measured against generated pipelined reports (docs/
 #: benchmarks.md, "split") is within this share of tileMemory.

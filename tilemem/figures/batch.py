@@ -4,7 +4,7 @@ A micro-batch half as large halves what is per sample: activations, their gradie
 buffers that carry them. It does not change what is per parameter: weights and optimiser
 state (*persistent*: live for the whole program), and what has their shape -- weight
 gradients, gradient accumulators (loop-carried, weight-sized), whatever a framework names
-them. So the criterion (inferred, ``INFERRED_PARAMETER_SHAPED``):
+them. So the criterion (inferred, ``rules.INFERRED_PARAMETER_SHAPED``):
 
 - *persistent* tensors: alwaysLive model data (not code, stack or other categories Poplar
   keeps for the program itself, only ``variable``), or, with class steps, a class live from
@@ -22,8 +22,8 @@ them. So the criterion (inferred, ``INFERRED_PARAMETER_SHAPED``):
   accumulation updates the weights between its micro-batches) and so look persistent, but
   it holds micro-batches' activations. A buffer of exactly a persistent tensor's bytes (on
   any tiles) carries that tensor, not micro-batches: a weight sent to the stage that reads
-  it (a tied embedding). Names are the only hint here, so a report
-  whose framework names them otherwise keeps them as persistent (over by their half).
+  it (a tied embedding). Names are the only hint here, so a report whose framework names
+  them otherwise keeps them as persistent (over by their half).
 
 >>> from tilemem.model import Report
 >>> import numpy as np
@@ -43,6 +43,8 @@ from numba import njit
 
 from ..model import Report
 from ..model.interference import tile_interference
+from ..model.names import tensor_codes, tensors_named_under
+from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 #: Inferred: two tensors on the same tiles whose bytes differ by at most this share have the
 #: same shape (a weight and its gradient, its accumulator).
@@ -77,7 +79,7 @@ def cached_rows(r: Report, key: str, make) -> np.ndarray:
 
 
 def _persistent_rows(r: Report) -> np.ndarray:
-    data = r.allocated & _of_categories(r, ("variable",))
+    data = r.allocated & category_rows(r, ("variable",))
     out = data & r.always_live
     model = data & ~r.always_live
     if not model.any():
@@ -90,9 +92,10 @@ def _persistent_rows(r: Report) -> np.ndarray:
     return out
 
 
-def _of_categories(r: Report, names) -> np.ndarray:
+def category_rows(r: Report, names) -> np.ndarray:
     """Whether each row's category is one of ``names`` (a table of the report's few
-    categories read at every row: ``np.isin`` of a Pod's rows is seconds)."""
+    categories read at every row: ``np.isin`` of a Pod's rows is seconds). Every lever's
+    rows are told by category with it."""
     table = np.array([c in names for c in r.categories], bool)
     return table[r.category] if len(table) else np.zeros(r.num_vars, bool)
 
@@ -128,8 +131,6 @@ def micro_batch_rows(r: Report) -> np.ndarray:
 
 
 def _micro_batch_rows(r: Report) -> np.ndarray:
-    from ..model.names import tensor_codes
-
     code, _ = tensor_codes(r)
     k = int(code.max()) + 1 if len(code) else 0
     first, ntiles, total = _tensor_extents(code, r.tile, r.size, r.allocated, k)
@@ -145,7 +146,7 @@ def _micro_batch_rows(r: Report) -> np.ndarray:
             if abs(total[c] - t) <= SHAPE_TOLERANCE * t:
                 shaped[c] = True
                 break
-    per_sample = _of_categories(r, PER_SAMPLE_CATEGORIES)
+    per_sample = category_rows(r, PER_SAMPLE_CATEGORIES)
     buffers = _pipeline_buffers(r, code)
     if buffers.any() and pers.any():
         # a buffer of exactly a persistent tensor's bytes carries that tensor to another
@@ -165,14 +166,8 @@ def _micro_batch_rows(r: Report) -> np.ndarray:
 
 def _pipeline_buffers(r: Report, code: np.ndarray) -> np.ndarray:
     """Rows of a pipeline's buffers (see the module docstring), told by their names."""
-    from ..model.names import tensor_codes
-    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
-
-    _, names = tensor_codes(r)
-    carried = _of_categories(r, PER_SAMPLE_CATEGORIES + ("globalMessage",))
-    hit = np.fromiter((n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names), bool,
-                      count=len(names))
-    return carried & hit[code]
+    carried = category_rows(r, PER_SAMPLE_CATEGORIES + ("globalMessage",))
+    return carried & tensors_named_under(r, INFERRED_PIPELINE_BUFFER_PREFIX)[code]
 
 
 @njit(cache=True)

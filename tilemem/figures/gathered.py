@@ -134,9 +134,10 @@ def _gathering(r: Report) -> Gathering:
     tpi = r.target.ipu_tiles
     # a pipeline's stash is persistent too, but the plumbing, not a weight (its names are
     # told as ``split`` tells an earlier pipelining's buffers)
+    from ..model.names import tensors_named_under
     from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
-    plumbing = np.array([n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names], bool)
+    plumbing = tensors_named_under(r, INFERRED_PIPELINE_BUFFER_PREFIX)
     w = w[~plumbing[codes[w]]]
     if not len(w):
         return Gathering(r, _NONE, _NONE, _NONE)
@@ -239,11 +240,11 @@ def _gradients_by_start(r: Report, codes, w, wcodes, weight_of_layout, signature
                         rows_of) -> dict:
     """``{(step, IPU): weight}``: where a tensor mapped like a weight (its gradient), not
     persistent, starts."""
-    from .levers import _category_is
+    from .batch import category_rows
 
     span = len(rows_of) and int(codes.max()) + 1
     wbytes = set(np.bincount(codes[w], r.size[w], minlength=span)[wcodes].tolist())
-    var = _category_is(r, ("variable",)) & r.allocated
+    var = category_rows(r, ("variable",)) & r.allocated
     var[w] = False
     cand = np.flatnonzero(var)
     total = np.bincount(codes[cand], r.size[cand], minlength=span)
@@ -267,14 +268,14 @@ def _sent_forward(r: Report, codes: np.ndarray, weights: list, signature, rows_o
     bytes on the same tiles) carries before the turn to the backward pass: ``{weight: a row
     of the buffer}``."""
     from .batch import micro_batch_rows
-    from .levers import _category_is
+    from .batch import category_rows
     from .recompute import turn_step
 
     cand = micro_batch_rows(r)
     if not len(cand):
         return {}
     turn = turn_step(r, cand)
-    buf = np.flatnonzero(_category_is(r, ("globalMessage",))
+    buf = np.flatnonzero(category_rows(r, ("globalMessage",))
                          & r.allocated)
     buf = buf[r.class_steps[r.eq_class[buf], 1] <= turn]
     if not len(buf):
@@ -323,7 +324,8 @@ def _rows_by_code(codes: np.ndarray, rows: np.ndarray) -> dict:
 def _reads(r: Report, partials: np.ndarray):
     """The convolutions and matmuls, one a partial-sums tensor: ``(tensor code, a row of
     it, a row of the exchange buffer it is element-constrained to)``."""
-    from .levers import EXCHANGE_CATEGORIES, _category_is
+    from .batch import category_rows
+    from .levers import EXCHANGE_CATEGORIES
     from ..model.names import tensor_codes
 
     codes, _ = tensor_codes(r)
@@ -332,7 +334,7 @@ def _reads(r: Report, partials: np.ndarray):
     a, b = np.concatenate([a, b]), np.concatenate([b, a])   # either direction
     is_partials = np.zeros(r.num_vars, bool)
     is_partials[partials] = True
-    exchange = _category_is(r, EXCHANGE_CATEGORIES)
+    exchange = category_rows(r, EXCHANGE_CATEGORIES)
     hit = is_partials[a] & exchange[b]
     a, b = a[hit], b[hit]
     if not len(a):
@@ -344,13 +346,13 @@ def _reads(r: Report, partials: np.ndarray):
 def _data_partners(r: Report, codes: np.ndarray, p_tensor: np.ndarray) -> dict:
     """Per partial-sums tensor of ``p_tensor``, the other model data tensors its rows are
     element-constrained to (what the matmul writes: its output, or a weight gradient)."""
-    from .levers import _category_is
+    from .batch import category_rows
 
     ec = r.element_constraints
     a, b = ec.row_ids(), ec.indices
     a, b = np.concatenate([a, b]), np.concatenate([b, a])
     hit = (_code_mask(int(codes.max()) + 1, [p_tensor])[codes[a]]
-           & _category_is(r, ("variable",))[b])
+           & category_rows(r, ("variable",))[b])
     ca, cb = codes[a[hit]], codes[b[hit]]
     keep = ca != cb
     span = int(codes.max()) + 1

@@ -55,6 +55,7 @@ from ..model.names import tensor_codes
 from ..rules import (INFERRED_DEFAULT_AMP, INFERRED_FIRST_ORDER_NAME,
                      INFERRED_OPTIMISER_NAME, INFERRED_PARTIALS_EXCHANGE_CATEGORIES,
                      INFERRED_PARTIALS_MAX_STEPS, INFERRED_PARTIALS_NAME)
+from .batch import cached_rows, category_rows, persistent_rows
 
 #: The inferred readings (``tilemem.rules``), under this module's names.
 SHORT_STEPS = INFERRED_PARTIALS_MAX_STEPS
@@ -112,13 +113,7 @@ def _named(r: Report, rx) -> np.ndarray:
 def _once(r: Report, name: str, make) -> np.ndarray:
     """``make(r)`` once a report, read-only: each lever's rows are asked by every combination
     the plan tries."""
-    from .batch import cached_rows
-
     return cached_rows(r, "levers." + name, make)
-
-
-def _category_is(r: Report, cats) -> np.ndarray:
-    return np.isin(r.category, [k for k, c in enumerate(r.categories) if c in cats])
 
 
 def partials_rows(r: Report) -> np.ndarray:
@@ -127,9 +122,7 @@ def partials_rows(r: Report) -> np.ndarray:
 
 
 def _partials_rows(r: Report) -> np.ndarray:
-    from .batch import persistent_rows
-
-    data = _category_is(r, ("variable",))
+    data = category_rows(r, ("variable",))
     var = data & r.allocated & ~r.always_live & ~persistent_rows(r)
     if r.has_class_steps:
         # per class, then per row (not a Pod's rows x 2 of steps)
@@ -137,7 +130,7 @@ def _partials_rows(r: Report) -> np.ndarray:
         var &= short[r.eq_class]
     ec = r.element_constraints
     src, dst = ec.row_ids(), ec.indices
-    exchange = _category_is(r, EXCHANGE_CATEGORIES)
+    exchange = category_rows(r, EXCHANGE_CATEGORIES)
     by_exchange = np.zeros(r.num_vars, bool)
     by_exchange[src[exchange[dst]]] = True
     to_data = np.zeros(r.num_vars, bool)
@@ -157,8 +150,6 @@ def optimiser_state_rows(r: Report) -> np.ndarray:
 
 
 def _optimiser_state_rows(r: Report) -> np.ndarray:
-    from .batch import persistent_rows
-
     return np.flatnonzero(persistent_rows(r) & _named(r, OPTIMISER_HINT))
 
 
@@ -179,9 +170,7 @@ def optimiser_temporary_rows(r: Report) -> np.ndarray:
 
 
 def _optimiser_temporary_rows(r: Report) -> np.ndarray:
-    from .batch import persistent_rows
-
-    var = _category_is(r, ("variable",)) & r.allocated & ~r.always_live
+    var = category_rows(r, ("variable",)) & r.allocated & ~r.always_live
     return np.flatnonzero(var & ~persistent_rows(r) & _named(r, OPTIMISER_HINT))
 
 
@@ -204,9 +193,7 @@ def weight_rows(r: Report) -> np.ndarray:
 
 
 def _weight_rows(r: Report) -> np.ndarray:
-    from .batch import persistent_rows
-
-    var = _category_is(r, ("variable",))
+    var = category_rows(r, ("variable",))
     return np.flatnonzero(persistent_rows(r) & var & ~_named(r, OPTIMISER_HINT))
 
 

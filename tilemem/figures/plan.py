@@ -90,11 +90,22 @@ def check_names(prefer=(), avoid=()) -> None:
                                   f"{', '.join(LEVER_NAMES)}", field=opt)
 
 
+def combination_edits(combo) -> list:
+    """The what-if edits of a combination of ``PLAN_LEVERS`` entries (their keywords
+    together, as ``tilemem what-if`` takes them)."""
+    from .whatif import parse_edits
+
+    kw: dict = {}
+    for x in combo:
+        for k, v in x[2].items():
+            kw[k] = [v] if k == "offload" else v
+    return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
+
+
 def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                    time_limit: float = 10.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``
     when there are none or no lever applies. See the module docstring."""
-    from .whatif import parse_edits
     from .whatifbounds import whatif_bounds
 
     check_names(prefer, avoid)
@@ -105,18 +116,11 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     levers = [x for x in PLAN_LEVERS if x[0] not in set(avoid)]
     rank = {x[0]: (0 if x[0] in set(prefer) else x[4]) for x in levers}
 
-    def edits_of(combo):
-        kw: dict = {}
-        for x in combo:
-            for k, v in x[2].items():
-                kw[k] = [v] if k == "offload" else v
-        return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
-
     # every combination re-weights the same tiles' class graphs, taken apart once
     bounds = whatif_bounds(r, need, time_limit)
 
     def bound(combo):
-        return bounds.of_edits(edits_of(combo))[0]
+        return bounds.of_edits(combination_edits(combo))[0]
 
     # alone, a lever that changes nothing is not tried (told by what it matches, without its
     # bound: a lever's bound is only computed when a combination with it is tried); in a
@@ -136,7 +140,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
         if x[0] not in known:
             t = time.monotonic()
             try:
-                known[x[0]] = all(a.variables > 0 for a in bounds.matched(edits_of([x])))
+                known[x[0]] = all(a.variables > 0 for a in bounds.matched(combination_edits([x])))
             except ReportError:
                 known[x[0]] = False
             asking[0] += time.monotonic() - t

@@ -79,7 +79,7 @@ import numpy as np
 from ..errors import ReportError
 from ..model import Report
 from ..model.interference import tile_interference
-from ..model.names import tensor_codes
+from ..model.names import tensor_codes, tensors_named_under
 from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
@@ -216,8 +216,7 @@ class SplitModel(Crossings):
         def of_cats(want):
             return np.isin(r.category, [k for k, c in enumerate(r.categories) if want(c)])
 
-        old = np.array([n.startswith(INFERRED_PIPELINE_BUFFER_PREFIX) for n in names],
-                       bool)[codes]
+        old = tensors_named_under(r, INFERRED_PIPELINE_BUFFER_PREFIX)[codes]
         old |= of_cats(lambda c: c == "globalMessage" or c.startswith("globalExchange"))
         # compact per-row columns (a Pod has some 50 M rows): IPUs, steps and units are few
         self.ipu_of_row = np.full(r.num_vars, -1, np.int16)

@@ -54,6 +54,22 @@ def tensor_codes(r, rows=None) -> tuple[np.ndarray, list[str]]:
     return _tensor_codes(r, np.asarray(rows, np.int64))
 
 
+def tensors_named_under(r, prefix: str) -> np.ndarray:
+    """Whether each of the report's tensors (``tensor_codes(r)``'s codes) is named under
+    ``prefix``: a flag a tensor, so that a row's is one gather (``flags[codes]``).
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=[0, 1], tile=[0, 0], size=[4, 4], alignment=[4] * 2,
+    ...     offset=[0, 4], category=["variable"] * 2, eq_class=[0, 1], interference=[[], []],
+    ...     names=["pipeline/stash#0", "layer0/w#0"])
+    >>> codes, _ = tensor_codes(r)
+    >>> tensors_named_under(r, "pipeline/")[codes].tolist()
+    [True, False]
+    """
+    _, names = tensor_codes(r)
+    return np.fromiter((n.startswith(prefix) for n in names), bool, count=len(names))
+
+
 def _hashed_codes(r) -> tuple[np.ndarray, list[str]]:
     """Every row's tensor code by the names' hashes (``tensor_keys``, compiled), the names
     in the order of their hashes: a Pod's 50 M names are hashed, not read into Python one by
