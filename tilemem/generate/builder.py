@@ -10,31 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-#: Vertex types (codelets), as named in 002's profile summary, with a relative code size and
-#: the bytes of vertex state per vertex (``sizes`` in 000 "Vertex types"). The code sizes are
-#: only relative: the generator scales all vertex code to its share of always-live bytes.
-CODELETS: tuple[tuple[str, int, int], ...] = (
-    ("poplin::ConvPartial1x1Out<float,float,true,false>", 2400, 28),
-    ("poplin::ConvPartial1x1Out<half,float,true,false>", 2600, 28),
-    ("poplin::ReduceAdd<float,float>", 900, 16),
-    ("poplin::ReduceAdd<float,half>", 950, 16),
-    ("popops::ScaledAddSupervisor<float,float,true>", 700, 20),
-    ("popops::ScaledAddSupervisor<half,half,true>", 720, 20),
-    ("popnn::NonLinearitySupervisor<float,popnn::NonLinearityType::SIGMOID>", 800, 12),
-    ("popnn::NonLinearityGradSupervisor<float,popnn::NonLinearityType::SIGMOID>", 820, 16),
-    ("popnn::NonLinearitySupervisor<half,popnn::NonLinearityType::RELU>", 600, 12),
-    ("popnn::NonLinearityGradSupervisor<half,popnn::NonLinearityType::RELU>", 640, 16),
-    ("popops::Reduce<popops::ReduceAdd,float,float,false,2>", 1100, 24),
-    ("popops::ScaledReduce<popops::ReduceAdd,float,float,true,1>", 1150, 24),
-    ("poplin::Transpose2d<float>", 500, 16),
-    ("poplar_rt::DstStridedCopyDA32", 300, 8),
-    ("poplar_rt::Memcpy64BitSupervisor", 250, 12),
-    ("poplar_rt::MemsetZero64Bit", 120, 8),
-    ("popnn::LossSumSquaredTransform<float>", 400, 20),
-    ("popops::ReduceMaxClassGather<float,unsigned int>", 450, 24),
-    ("popops::AddToChannel<float>", 520, 16),
-    ("poprand::SetSeedSupervisor", 350, 28),
-)
+from .codelets import CODELETS, codelet
+
 #: Relative bytes per tile above which a tensor spreads over the whole chip.
 SPREAD_BPT = 1.5
 #: Share of partly spread tensors mapped from tile 0 (offset 0, mapTensorLinearly's default);
@@ -47,15 +24,6 @@ AUTO = -1.0
 #: one tensor linearly over the IPU. The spec leaves it to the framework
 #: (``tilemem.rules.INFERRED_STASH_MAPPING``); the generator makes both.
 STASH_MAPPINGS = ("like", "linear")
-CODELET_INDEX = {name.split("<")[0].split("::")[-1] + ("<half" in name) * "Half": i
-                 for i, (name, _, _) in enumerate(CODELETS)}
-
-
-def codelet(short: str, half: bool = False) -> int:
-    """Index of a codelet by its short name (``"ConvPartial1x1Out"``), half variant if any."""
-    return CODELET_INDEX.get(short + ("Half" if half else ""), CODELET_INDEX.get(short))
-
-
 @dataclass
 class Tensor:
     """A tensor of the program; the generator maps it onto tiles, one variable per tile.

@@ -63,40 +63,11 @@ import numpy as np
 
 from .builder import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
 from .builder import _Builder as _BaseBuilder
+from .codelets import TRANSFORMER_CODELETS
 from .transformershape import Shape
 
-#: Vertex types by short key: (codelet as named in a profile, relative code size, vertex
-#: state bytes), as ``program.CODELETS``; matmuls are poplin convolutions.
-_CODELETS = {
-    "matmul": ("poplin::ConvPartial1x1Out<half,float,true,false>", 2600, 28),
-    "reduceAdd": ("poplin::ReduceAdd<float,half>", 950, 16),
-    "reduce": ("popops::Reduce<popops::ReduceAdd,half,float,false,0>", 1100, 24),
-    "reduceMax": ("popops::Reduce<popops::ReduceMax,half,half,false,0>", 1050, 24),
-    "scaledReduce": ("popops::ScaledReduce<popops::ReduceAdd,half,float,true,1>", 1150, 24),
-    "scaledAdd": ("popops::ScaledAddSupervisor<float,half,true>", 720, 20),
-    "add": ("popops::BinaryOp1DInPlaceSupervisor<popops::expr::BinaryOpType::ADD,half>", 500, 12),
-    "exp": ("popops::UnaryOp1DInPlaceSupervisor<popops::expr::UnaryOpType::EXPONENT,half>",
-            650, 12),
-    "divide": ("popops::BinaryOp1DInPlaceSupervisor<popops::expr::BinaryOpType::DIVIDE,half>",
-               520, 12),
-    "normalise": ("popops::ScaledAddSupervisor<half,half,true>", 700, 20),
-    "gelu": ("popnn::NonLinearitySupervisor<half,popnn::NonLinearityType::GELU>", 900, 12),
-    "geluGrad": ("popnn::NonLinearityGradSupervisor<half,popnn::NonLinearityType::GELU>",
-                 950, 16),
-    "softmaxGrad": ("popops::BinaryOp1DSupervisor<popops::expr::BinaryOpType::MULTIPLY,half>",
-                    540, 16),
-    "multiSlice": ("popops::MultiSlice<half>", 600, 24),
-    "multiUpdateAdd": ("popops::MultiUpdateAdd<half,false>", 700, 28),
-    "loss": ("popnn::LossCrossEntropyTransform<half,half>", 450, 20),
-    "checkFinite": ("popops::HasNaNOrInf1D<float,true>", 380, 12),
-    "adam": ("popops::BinaryOp1DSupervisor<popops::expr::BinaryOpType::DIVIDE,float>", 560, 16),
-    "sqrt": ("popops::UnaryOp1DSupervisor<popops::expr::UnaryOpType::SQRT,float>", 480, 12),
-    "Memcpy64BitSupervisor": ("poplar_rt::Memcpy64BitSupervisor", 250, 12),
-    "zero": ("poplar_rt::MemsetZero64Bit", 120, 8),
-    "setSeed": ("poprand::SetSeedSupervisor", 350, 28),
-}
-CODELETS = tuple(_CODELETS.values())
-_INDEX = {k: i for i, k in enumerate(_CODELETS)}
+CODELETS = tuple(TRANSFORMER_CODELETS.values())
+_INDEX = {k: i for i, k in enumerate(TRANSFORMER_CODELETS)}
 
 #: Program steps by preset when ``steps`` is not given, per IPU: six layers on a full Mk2
 #: (about 550 variables a tile), four on a Mk1.
