@@ -460,14 +460,21 @@ class _Progress:
             self.progress.stop()
 
 
+#: The parts of ``_warm_up`` done in this process (forked workers inherit it with the
+#: kernels): a process compiles or loads each part once, not once a run.
+_WARMED: set[str] = set()
+
+
 def _warm_up(whole: bool = True, part: bool = True, zone: bool = True) -> None:
     """Compile the numba kernels once in the parent, so forked workers inherit them (or load
     them from numba's cache): ``whole``, the search on a whole tile, first fit and the guard;
     ``part``, the search on part of a tile (``search.warm_up``); ``zone``, the search's
     version with the overflow zone (the quick search on a tile whose live data alone is past
     tileMemory). Each kernel compiled on first use in a worker cost it tens of seconds of its
-    budget; the three compile in separate processes side by side (the test suite does)."""
-    if whole:
+    budget; the three compile in separate processes side by side (the test suite does).
+    A part this process has warmed up already is skipped (``_WARMED``): on a small report,
+    warming up again would be most of a run's time."""
+    if whole and "whole" not in _WARMED:
         r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
                                 tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
                                 category=["variable"] * 2, eq_class=[0, 0],
@@ -480,13 +487,16 @@ def _warm_up(whole: bool = True, part: bool = True, zone: bool = True) -> None:
         # a - b - c of sizes 4, 4, 8: first fit in that order ends at 16, the bound is 12,
         # so the search has something to do)
         _warm_up_probes(Target(1, 64, 32, np.array([0, 32])), [4, 4, 8], [4, 4, 4])
-    if part:
+        _WARMED.add("whole")
+    if part and "part" not in _WARMED:
         search.warm_up(whole=False, part=True)
-    if zone:
+        _WARMED.add("part")
+    if zone and "zone" not in _WARMED:
         # a chain a - b - c of sizes 4, 8, 4 (b aligned to 8) on a tile of 8 bytes: first fit
         # puts b past tileMemory (ends at 16); at 12, b goes at 0 and a and c past
         # tileMemory, in the overflow zone
         _warm_up_probes(Target(1, 8, 8, np.array([0, 4])), [4, 8, 4], [4, 8, 4])
+        _WARMED.add("zone")
 
 
 def _warm_up_probes(target: Target, size: list[int], alignment: list[int]) -> None:
