@@ -178,7 +178,9 @@ def brute_force(r: Report, tile: int = 0) -> tuple[int, int]:
 
     Enumerates each variable's aligned addresses in memory and in the overflow zone up to
     the sum of sizes and alignments past it (an optimal overflow packing never goes higher),
-    keeping only partial assignments the rules allow, pair by pair.
+    depth first, keeping only partial assignments the rules allow, pair by pair. A partial
+    assignment whose (overflowed bytes, highest end) is already no better than the best
+    complete one is not extended: placing more variables never lowers either.
     """
     t = r.target
     tm, ils = t.tile_memory, t.interleaved_memory_start
@@ -245,24 +247,30 @@ def brute_force(r: Report, tile: int = 0) -> tuple[int, int]:
             allowed[key] = {oj for oj in cands[j] if compatible(i, oi, j, oj, rules[i, j])}
         return allowed[key]
 
-    partial = [()]
-    for k, i in enumerate(rows):
-        nxt = []
-        for prefix in partial:
-            ok = set(cands[i])
-            for m in range(k):
-                ok &= allows(rows[m], prefix[m], i)
-                if not ok:
-                    break
-            nxt.extend(prefix + (o,) for o in sorted(ok))
-        partial = nxt
-    sizes = [int(r.size[i]) for i in rows]
+    sizes = {i: int(r.size[i]) for i in rows}
     best = None
-    for full in partial:
-        end = max((o + s for s, o in zip(sizes, full)), default=0)
-        # overflowed bytes: the excess of the highest end past tileMemory (FACTS.md)
-        held = max((o + s for s, o in zip(sizes, full) if s > 0), default=0)
-        over = max(0, held - tm)
-        if best is None or (over, end) < best:
-            best = (over, end)
+    chosen: list[int] = []
+
+    def extend(k: int, held: int, end: int) -> None:
+        # held: the highest end of a variable that holds a byte; end: of any variable
+        nonlocal best
+        key = (max(0, held - tm), end)   # overflowed bytes: held past tileMemory (FACTS.md)
+        if best is not None and key >= best:
+            return   # both only grow as variables are added
+        if k == len(rows):
+            best = key
+            return
+        i = rows[k]
+        ok = set(cands[i])
+        for m in range(k):
+            ok &= allows(rows[m], chosen[m], i)
+            if not ok:
+                return
+        for o in sorted(ok):
+            chosen.append(o)
+            e = o + sizes[i]
+            extend(k + 1, max(held, e) if sizes[i] > 0 else held, max(end, e))
+            chosen.pop()
+
+    extend(0, 0, 0)
     return best

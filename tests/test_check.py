@@ -234,7 +234,7 @@ def random_reports(draw):
                element_constraints=ec, region_constraints=rc, **flags)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_reports())
 def test_counts_equal_all_pairs_oracle(r):
     rules = Rules(lowest_256kb_limit=640)

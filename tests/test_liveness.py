@@ -86,7 +86,7 @@ def small_reports(draw):
     return r, lists
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_reports())
 def test_max_live_equals_brute_force(case):
     r, lists = case

@@ -212,7 +212,7 @@ def test_without_the_plan_a_tile_is_finished_by_its_method_s_passes(method):
     overflowing (``scoreboard.finished``, no pass deciding for itself)."""
     r = three_tiles() if method == "exact" else generated()
     ex = Recording(r)
-    a = allocate(r, method=method, policy=Policy(time_limit=0.5),
+    a = allocate(r, method=method, policy=Policy(time_limit=0.2),
                  run=RunOptions(executor=ex, deterministic=True))
     calls = ex.tile_tasks()
     n = len(a.tiles)

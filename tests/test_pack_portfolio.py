@@ -72,7 +72,7 @@ def test_brute_force_on_a_hand_computed_case():
                              category=["variable"] * 3, eq_class=[0] * 3, interference=[[]],
                              in_interleaved_mem=[1, 0, 0], region_constraints=[[], [2], []])
     assert brute_force(r2) == (16, 64)
-    ex = allocate(r2, method="exact", policy=Policy(time_limit=10), run=RunOptions(workers=1))
+    ex = allocate(r2, method="exact", policy=Policy(time_limit=2), run=RunOptions(workers=1))
     assert oracle_objective(r2, ex.offsets, 0) == (16, 64)
     assert ex.tiles[0].status == "optimal"
 

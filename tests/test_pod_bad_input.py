@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,9 +23,31 @@ SMALL = ROOT / "examples" / "mk1-small.json"
 
 
 def run(*args, env=None):
+    """``tilemem ARGS`` as a user runs it: a fresh process, its exit status and output."""
     return subprocess.run([sys.executable, "-m", "tilemem", *map(str, args)],
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
+
+
+@pytest.fixture
+def here(capsys, monkeypatch):
+    """``tilemem ARGS`` in this process (``tilemem.cli.main``, what ``python -m tilemem``
+    runs): the same status and output without a fresh interpreter's start-up, for the
+    commands after a test's first, which ``run`` checks in a process of its own."""
+    from tilemem.cli import main
+
+    def call(*args, env=None):
+        with monkeypatch.context() as m:
+            for k, v in (env or {}).items():
+                m.setenv(k, v)
+            capsys.readouterr()
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:
+                code = e.code
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    return call
 
 
 def one_line_exit_2(p, path):
@@ -55,7 +78,7 @@ def many_segments(tmp_path_factory):
 
 
 @pytest.mark.parametrize("where", ["mid-segment", "segment boundary", "header only"])
-def test_truncated_capnp_is_one_line_exit_2(tmp_path, many_segments, where):
+def test_truncated_capnp_is_one_line_exit_2(tmp_path, many_segments, where, here):
     data, ends = many_segments
     k = len(ends) // 2
     cut = {"mid-segment": (ends[k - 1] + ends[k]) // 2, "segment boundary": ends[k],
@@ -64,12 +87,12 @@ def test_truncated_capnp_is_one_line_exit_2(tmp_path, many_segments, where):
     p.write_bytes(data[:cut])
     with pytest.raises(ReportError, match="truncated"):
         load_report(p)
-    for command in (["info"], ["check"], ["oom", "--no-repack"]):
-        line = one_line_exit_2(run(*command, p), p)
+    for command, runner in ((["info"], run), (["check"], here), (["oom", "--no-repack"], here)):
+        line = one_line_exit_2(runner(*command, p), p)
         assert f"announces {len(data):,} bytes, the file has {cut:,}" in line
 
 
-def test_json_too_large_for_memory_is_refused_before_reading(tmp_path):
+def test_json_too_large_for_memory_is_refused_before_reading(tmp_path, here):
     size = SMALL.stat().st_size
     small_machine = {"TILEMEM_MEMORY_AVAILABLE": str(size)}   # less than reading needs
     for command in (["info"], ["check"], ["oom", "--no-repack"], ["convert", "-", "-"]):
@@ -78,16 +101,17 @@ def test_json_too_large_for_memory_is_refused_before_reading(tmp_path):
             argv = ["convert", SMALL, tmp_path / "out.json"]   # json -> json reads it whole
         else:
             argv = argv + [SMALL]
-        line = one_line_exit_2(run(*argv, env=small_machine), SMALL)
+        runner = run if command[0] == "info" else here
+        line = one_line_exit_2(runner(*argv, env=small_machine), SMALL)
         assert "convert it first" in line and f"tilemem convert {SMALL} " in line
     assert not (tmp_path / "out.json").exists()
     # converting to capnp streams it: that is the way out, and it works on the same machine
     out = tmp_path / "out.capnp"
-    p = run("convert", SMALL, out, env=small_machine)
+    p = here("convert", SMALL, out, env=small_machine)
     assert p.returncode == 0, p.stderr
     assert load_report(out) == load_report(SMALL)
     # enough memory: read as always
-    assert run("info", SMALL, env={"TILEMEM_MEMORY_AVAILABLE": str(4 * size)}).returncode == 0
+    assert here("info", SMALL, env={"TILEMEM_MEMORY_AVAILABLE": str(4 * size)}).returncode == 0
 
 
 def test_memory_cap_that_is_not_a_number_is_one_line(tmp_path):
