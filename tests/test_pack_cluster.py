@@ -395,6 +395,24 @@ def _cli(*args):
     return p.returncode, p.stdout, p.stderr
 
 
+def _refused(*args):
+    """``tilemem ARGS`` in this process (``tilemem.cli.main``, what ``python -m tilemem``
+    runs), for a run that must be refused before any work: its exit status, stdout and
+    stderr, without a fresh interpreter's start-up."""
+    import contextlib
+    import io
+
+    from tilemem.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
 @pytest.fixture(scope="module")
 def two_ipu_report(tmp_path_factory):
     """A generated 2-IPU Mk1 report as Poplar writes it (no equivalenceClassSteps) and the
@@ -503,8 +521,8 @@ def test_a_broken_or_truncated_report_is_refused_before_any_task(shared_cluster,
     cut.write_bytes(data[:len(data) * 3 // 4])
     _broken_in_ipu(path, bad, 1)
     for report, says in ((cut, "truncated"), (bad, "alignment must be a power of two")):
-        code, _, err = _cli("alloc", report, *DET, "--scheduler", address, "-o",
-                            tmp_path / "out.capnp")
+        code, _, err = _refused("alloc", report, *DET, "--scheduler", address, "-o",
+                                tmp_path / "out.capnp")
         assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert err.startswith(f"tilemem: error: {report}: ") and says in err
     with distributed.Client(address, timeout=60) as c:
@@ -518,11 +536,11 @@ def test_auto_with_a_budget_runs_its_plan_on_a_dask_cluster(shared_cluster, two_
     its budget, never worse than the report's offsets. The budget counts from before the
     kernels' warm-up and the connection; the visits of these 12 tiles take some 4 s, and
     the run ends early once every tile is finished. A budget the tiles never use up would
-    keep both workers busy for all of it: this one is the visits' time twice over."""
+    keep both workers busy for all of it: this one is the visits' time and a half."""
     address, _ = shared_cluster
     path, _, _ = two_ipu_report
     out = tmp_path / "plan.capnp"
-    budget = 10
+    budget = 6
     started = time.time()
     code, stdout, err = _cli("alloc", path, "--budget", budget, "--scheduler", address, "-o",
                              out, "--json")
@@ -657,10 +675,10 @@ def test_alloc_killed_then_resumed_solves_only_the_unfinished_tiles(two_ipu_repo
     problems = pool["summary"]["tiles"]
     assert 0 < finished_before < problems
     # another run's settings or no --resume: refused in one line, before any work
-    code, _, err = _cli("alloc", path, "--time-limit", "0.3", "--workers", "2", "-o", out,
-                        "--resume")
+    code, _, err = _refused("alloc", path, "--time-limit", "0.3", "--workers", "2", "-o", out,
+                            "--resume")
     assert code == 2 and "other settings" in err and len(err.strip().splitlines()) == 1
-    code, _, err = _cli(*args)
+    code, _, err = _refused(*args)
     assert code == 2 and "--resume" in err and len(err.strip().splitlines()) == 1
     # resumed: only the unfinished tiles are solved, and the result is the uninterrupted one
     code, stdout, err = _cli(*args, "--resume")
