@@ -218,15 +218,14 @@ def dask_command(*args):
 
 
 def stop(procs):
+    """Kill the cluster's processes: a test cluster keeps nothing that needs a graceful close
+    (its files are in the test's folder), and terminated, the workers first wait for the
+    scheduler they lost, seconds a cluster."""
     for p in procs:
         if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
             p.kill()
-            p.wait(timeout=10)
+    for p in procs:
+        p.wait(timeout=10)
 
 
 @pytest.fixture
