@@ -4,7 +4,6 @@ deprecation); that the CLI is a layer over it; and that bad input raises the one
 the CLI prints, with the same message."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib
 import io
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 import tilemem
-from tilemem.cli import main
+from cli_in_process import error_lines, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mk1-small.json"
@@ -29,13 +28,8 @@ PUBLISHED = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff
 
 
 def run(argv) -> tuple[int, list[str], str]:
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, [x for x in err.getvalue().splitlines() if x.strip()], out.getvalue()
+    rc, out, err = run_cli(argv)
+    return rc, error_lines(err), out
 
 
 @pytest.fixture(scope="module")

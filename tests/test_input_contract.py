@@ -2,9 +2,7 @@
 exact one-line message (or the repair and its warning), checked against what the input holds."""
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import os
 import socket
@@ -16,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilemem.cli import main
+from cli_in_process import error_lines, run_cli
 from tilemem.errors import ReportError, ReportWarning
 from tilemem.load import (check_output, capnpio, load_report, remove_stale_temporaries,
                           report_format, save_report)
@@ -28,13 +26,8 @@ SEED = json.loads(SEED_TEXT)
 
 
 def run(argv) -> tuple[int, list[str], str]:
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, [line for line in err.getvalue().splitlines() if line.strip()], out.getvalue()
+    rc, out, err = run_cli(argv)
+    return rc, error_lines(err), out
 
 
 def one_error(argv) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
 from tilemem.errors import ReportError
 from tilemem.pack.cluster import LocalPool, ReportFile, remaining
 from tilemem.pack.executors import make_executor
@@ -395,21 +396,9 @@ def _cli(*args):
 
 
 def _refused(*args):
-    """``tilemem ARGS`` in this process (``tilemem.cli.main``, what ``python -m tilemem``
-    runs), for a run that must be refused before any work: its exit status, stdout and
-    stderr, without a fresh interpreter's start-up."""
-    import contextlib
-    import io
-
-    from tilemem.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
+    """``tilemem ARGS`` for a run that must be refused before any work: in this process
+    (``cli_in_process``), its exit status, stdout and stderr."""
+    return run_cli(args)
 
 
 @pytest.fixture(scope="module")

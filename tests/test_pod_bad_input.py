@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from cli_in_process import run_cli
 from tilemem.load import capnpio
 from tilemem.errors import ReportError
 from tilemem.load import load_report, save_report
@@ -29,25 +30,11 @@ def run(*args, env=None):
                           env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
 
 
-@pytest.fixture
-def here(capsys, monkeypatch):
-    """``tilemem ARGS`` in this process (``tilemem.cli.main``, what ``python -m tilemem``
-    runs): the same status and output without a fresh interpreter's start-up, for the
-    commands after a test's first, which ``run`` checks in a process of its own."""
-    from tilemem.cli import main
-
-    def call(*args, env=None):
-        with monkeypatch.context() as m:
-            for k, v in (env or {}).items():
-                m.setenv(k, v)
-            capsys.readouterr()
-            try:
-                code = main([str(a) for a in args])
-            except SystemExit as e:
-                code = e.code
-        out, err = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
-    return call
+def here(*args, env=None):
+    """``tilemem ARGS`` in this process (``cli_in_process``), for the commands after a
+    test's first, which ``run`` checks in a process of its own; shaped as ``run``'s."""
+    code, out, err = run_cli(args, env)
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def one_line_exit_2(p, path):
@@ -78,7 +65,7 @@ def many_segments(tmp_path_factory):
 
 
 @pytest.mark.parametrize("where", ["mid-segment", "segment boundary", "header only"])
-def test_truncated_capnp_is_one_line_exit_2(tmp_path, many_segments, where, here):
+def test_truncated_capnp_is_one_line_exit_2(tmp_path, many_segments, where):
     data, ends = many_segments
     k = len(ends) // 2
     cut = {"mid-segment": (ends[k - 1] + ends[k]) // 2, "segment boundary": ends[k],
@@ -92,7 +79,7 @@ def test_truncated_capnp_is_one_line_exit_2(tmp_path, many_segments, where, here
         assert f"announces {len(data):,} bytes, the file has {cut:,}" in line
 
 
-def test_json_too_large_for_memory_is_refused_before_reading(tmp_path, here):
+def test_json_too_large_for_memory_is_refused_before_reading(tmp_path):
     size = SMALL.stat().st_size
     small_machine = {"TILEMEM_MEMORY_AVAILABLE": str(size)}   # less than reading needs
     for command in (["info"], ["check"], ["oom", "--no-repack"], ["convert", "-", "-"]):

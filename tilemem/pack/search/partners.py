@@ -40,7 +40,7 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
     whenever all three are at or below it, so ``_partners_ok`` skips it then (on tiles with
     many pairs the look-ahead is otherwise a large share of the search's time). Only for
     the search without a zone or domains: with either there is no look-ahead, so one
-    compiled version (some 25 s to compile) serves."""
+    compiled version serves (each costs tens of seconds to compile)."""
     ils, nrs, tm = geo[G_ILS], geo[G_NRS] != 0, geo[G_TM]
     out = np.empty(len(pair_i), np.int64)
     for e in range(len(pair_i)):
