@@ -3,7 +3,6 @@ rich console the text views (``tilemem.text``) print to. Part of the CLI: no sta
 click."""
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -32,17 +31,19 @@ def console():
     """The console every command prints its text views on (made here only).
 
     On a terminal, lines wrap at the terminal's width (or at ``COLUMNS`` when it is set, as
-    rich reads it). With stdout piped or redirected and no ``COLUMNS``, nothing wraps: rich
-    would take the width of a terminal on stdin, or 80 columns, and break lines inside
-    phrases and numbers; a file, a pager or ``grep`` gets each line whole, tables at their
-    natural width. Asked of stdout itself, not of rich's ``is_terminal``, which
-    ``FORCE_COLOR`` turns on for colours in a pipe."""
+    rich reads it). With stdout piped or redirected, nothing wraps, whatever ``COLUMNS``
+    says: rich would take that, the width of a terminal on stdin, or 80 columns, and break
+    lines inside phrases and numbers, and a Python process that imported readline (pytest,
+    IPython, a script that runs tilemem) exports ``COLUMNS=80`` to every child it starts. A
+    file, a pager or ``grep`` gets each line whole, tables at their natural width. Asked of
+    stdout itself, not of rich's ``is_terminal``, which ``FORCE_COLOR`` turns on for colours
+    in a pipe."""
     from rich.console import Console
 
     from ..text.common import unwrapped_console
 
     isatty = getattr(sys.stdout, "isatty", None)
-    if (isatty is not None and isatty()) or os.environ.get("COLUMNS"):
+    if isatty is not None and isatty():
         return Console(highlight=False)
     return unwrapped_console()
 
