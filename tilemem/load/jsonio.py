@@ -171,13 +171,7 @@ def _decode_batch(dec, raws, start: int, top_field: str, repaired: list | None =
     try:
         return dec.decode(data)
     except UnicodeDecodeError:
-        bad = [k for k, raw in enumerate(raws) if not _is_utf8(raw)]
-        if repaired is not None:
-            repaired.extend(start + k for k in bad)
-        raws = list(raws)
-        for k in bad:
-            raws[k] = bytes(raws[k]).decode("utf-8", "replace").encode()
-        return _decode_batch(dec, raws, start, top_field)
+        return _decode_repaired(dec, raws, start, top_field, repaired)
     except msgspec.ValidationError as e:
         msg, path = _split_error(e)
         if not path:  # e.g. 1e400: msgspec gives no path; find the literal instead
@@ -193,11 +187,27 @@ def _decode_batch(dec, raws, start: int, top_field: str, repaired: list | None =
         err.field = f"{top_field}[{start}:{start + len(raws)}]"
         raise err from None
     except msgspec.DecodeError as e:  # e.g. an escaped lone surrogate: name the element
+        # msgspec 0.23 says "Invalid UTF-8" with a DecodeError where older ones raised
+        # UnicodeDecodeError: the bytes decide, not the message
+        if not all(_is_utf8(raw) for raw in raws):
+            return _decode_repaired(dec, raws, start, top_field, repaired)
         msg = str(e)
         where = re.search(r"\(byte (\d+)\)", msg)
         k = _element_at(raws, int(where.group(1))) if where else 0
         raise _record_error(msg.replace(where.group(0), "").strip() if where else msg,
                             raws, start, k, "", top_field) from None
+
+
+def _decode_repaired(dec, raws, start: int, top_field: str, repaired):
+    """``_decode_batch`` again with the elements that are not UTF-8 decoded with replacement
+    characters (their positions added to ``repaired``, for the warning)."""
+    bad = [k for k, raw in enumerate(raws) if not _is_utf8(raw)]
+    if repaired is not None:
+        repaired.extend(start + k for k in bad)
+    raws = list(raws)
+    for k in bad:
+        raws[k] = bytes(raws[k]).decode("utf-8", "replace").encode()
+    return _decode_batch(dec, raws, start, top_field)
 
 
 def _is_utf8(raw) -> bool:
