@@ -1,4 +1,6 @@
 """first_fit: hand-computed placements, and the independent checker on random reports."""
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -136,3 +138,24 @@ def test_first_fit_takes_the_lowest_legal_address(r):
                 break
         assert a == off[k], f"var {k}: lowest legal address {a}, first_fit gave {off[k]}"
         col[i] = off[k]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_reports(max_vars=12, tiles=3), st.booleans(),
+       st.lists(st.integers(0, 11), max_size=24))
+def test_replaying_every_tile_at_once_is_first_fit_tile_by_tile(r, span, picks):
+    """``replay_first_fit``, one compiled pass over the report, against ``first_fit`` on each
+    tile's own problem, in orders that repeat and miss variables."""
+    from tilemem.model import Csr
+    from tilemem.pack.replay import replay_first_fit
+
+    picks = [i for i in picks if i < r.num_vars]
+    lists = [[i for i in picks if r.tile[i] == t] for t in range(r.num_tiles)]
+    r = replace(r, allocation_order=Csr.from_lengths([len(x) for x in lists],
+                                                     [i for x in lists for i in x]))
+    rules = Rules(no_region_span=span)
+    want = np.zeros(r.num_vars, np.int64)
+    for t in r.tiles_in_use().tolist():
+        p = TileProblem.from_report(r, t, rules)
+        want[p.rows] = first_fit(p, np.searchsorted(p.rows, r.allocation_order.row(t)))
+    assert replay_first_fit(r, rules).tolist() == want.tolist()

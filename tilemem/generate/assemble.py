@@ -491,28 +491,15 @@ def _pair_rows(pairs, part_ptr: np.ndarray, by_tensor: np.ndarray, tile: np.ndar
 
 
 def first_fit_offsets(r: Report, progress: bool = False) -> np.ndarray:
-    """Offsets of a Poplar-like allocator: first fit per tile in ``allocationOrderByTile``."""
-    from ..pack.firstfit import first_fit
-    from ..pack.problem import TileProblem
+    """Offsets of a Poplar-like allocator: first fit per tile in ``allocationOrderByTile``
+    (``tilemem.pack.replay``)."""
+    from ..pack.replay import replay_first_fit
 
-    offset = np.zeros(r.num_vars, np.int64)
-    tiles = r.tiles_in_use()
-    bar = None
-    if progress:
-        from rich.console import Console
-        from rich.progress import Progress
+    if not progress:
+        return replay_first_fit(r)
+    from rich.console import Console
+    from rich.progress import Progress
 
-        bar = Progress(transient=True, console=Console(stderr=True))
-        bar.start()
-        task = bar.add_task("allocating tiles (first fit)", total=len(tiles))
-    try:
-        for tl in tiles.tolist():
-            prob = TileProblem.from_report(r, tl)
-            local = np.searchsorted(prob.rows, r.allocation_order.row(tl))
-            offset[prob.rows] = first_fit(prob, local)
-            if bar is not None:
-                bar.advance(task)
-    finally:
-        if bar is not None:
-            bar.stop()
-    return offset
+    with Progress(transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("allocating tiles (first fit)", total=r.num_tiles)
+        return replay_first_fit(r, advance=lambda k: bar.advance(task, k))

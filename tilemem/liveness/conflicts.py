@@ -346,15 +346,29 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     # one compiled pass over the tile's rows of the global graph; the numpy version (a
     # dense block or a gather, then nonzero and a sort) cost 60 ms a Mk2 tile, as much as
     # the heuristic that follows it
-    indptr, indices = _local_graph(inter.indptr, inter.indices, classes.astype(np.int64),
-                                   np.full(max(inter.num_rows, 1), -1, np.int64))
+    matrix, indptr, indices = class_conflicts(
+        classes.astype(np.int64), inter.indptr, inter.indices,
+        np.full(max(inter.num_rows, 1), -1, np.int64), DENSE_MAX)
     adj = Csr(indptr, indices)
-    matrix = None
-    if k <= DENSE_MAX:
-        matrix = _class_matrix(k, indptr, indices)
+    if k > DENSE_MAX:
+        matrix = None
     return TileConflicts(tile=int(tile), rows=rows, local_class=local.astype(np.int64),
                          classes=classes, class_adj=adj, always_live=r.always_live[rows].copy(),
                          class_matrix=matrix)
+
+
+@njit(cache=True)
+def class_conflicts(classes, g_indptr, g_indices, mark, dense_max):
+    """Compiled: the class part of a tile's ``ConflictArrays`` for its classes ``classes``
+    (global ids, sorted; local class ``i`` is ``classes[i]``): ``(class_matrix, class_ptr,
+    class_idx)``, the interference among them from the global sorted CSR
+    (``sorted_interference``), the matrix 0x0 past ``dense_max`` classes. ``mark``: scratch of
+    length num_classes holding -1 (restored on return)."""
+    indptr, indices = _local_graph(g_indptr, g_indices, classes, mark)
+    k = len(classes)
+    if k <= dense_max:
+        return _class_matrix(k, indptr, indices), indptr, indices
+    return np.zeros((0, 0), np.bool_), indptr, indices
 
 
 @njit(cache=True)

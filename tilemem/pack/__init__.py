@@ -10,6 +10,8 @@ One file per job, in the order the data flows:
   primitives the packers place by);
 - ``bounds``: lower bounds on a tile's end address (maximum live bytes, window, region);
 - ``firstfit``: compiled first / best fit in a given order (replay);
+- ``replay``: first fit of every tile of a report in its ``allocationOrderByTile``, in one
+  compiled pass (the generator's Poplar-like allocator);
 - ``heuristic``: the best of a few greedy orders, and a local search over orders;
 - ``search`` (a package; its docstring lists its modules): the compiled exact search
   (does everything fit below C?), also on part of a tile;

@@ -203,15 +203,23 @@ def _sweep(s, al, lo, hi, in_memory, av, row, ps, pe, pa, pc, pmax, m, ils, no_s
 
 @njit(cache=True)
 def _place(args, order, best_fit):
-    size, align, lo, hi, conflicts = args.size, args.align, args.lo, args.hi, args.conflicts
-    eptr, eidx, rptr, ridx, bounds = args.eptr, args.eidx, args.rptr, args.ridx, args.bounds
-    tm, ils, no_span = args.tm, args.ils, args.no_span
+    c = args.conflicts
+    return place_arrays(args.size, args.align, args.lo, args.hi, c.local_class, c.always_live,
+                        c.class_matrix, c.class_ptr, c.class_idx, args.eptr, args.eidx,
+                        args.rptr, args.ridx, args.bounds, args.tm, args.ils, args.no_span,
+                        order, best_fit)
+
+
+@njit(cache=True)
+def place_arrays(size, align, lo, hi, lclass, always, matrix, cptr, cidx, eptr, eidx, rptr,
+                 ridx, bounds, tm, ils, no_span, order, best_fit):
+    """Compiled: ``place`` on the fields of ``FirstFitArgs`` (its ``conflicts`` spread as the
+    five ``ConflictArrays``), for compiled callers that build one tile's arrays themselves
+    (``tilemem.pack.replay``)."""
     n = len(size)
     off = np.full(n, -1, np.int64)
     ps = np.empty(n, np.int64)
     pe = np.empty(n, np.int64)
-    lclass, always, matrix = conflicts.local_class, conflicts.always_live, conflicts.class_matrix
-    cptr, cidx = conflicts.class_ptr, conflicts.class_idx
     scratch = np.zeros(len(cptr) - 1, np.bool_)
     pa = np.empty(n, np.bool_)
     pc = np.empty(n, np.int64)

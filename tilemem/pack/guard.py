@@ -107,7 +107,11 @@ def bound_after(kind, top, bounds, ils):
 
 def element_bounds(p: TileProblem) -> np.ndarray:
     """The element starts of ``p``'s target followed by ``tileMemory`` (int64)."""
-    t = p.target
+    return element_bounds_of(p.target)
+
+
+def element_bounds_of(t) -> np.ndarray:
+    """The element starts of target ``t`` followed by ``tileMemory`` (int64)."""
     return np.append(t.memory_element_offsets.astype(np.int64), t.tile_memory)
 
 

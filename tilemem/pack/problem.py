@@ -85,12 +85,7 @@ class TileProblem:
         tc = tile_conflicts(r, tile)
         rows = tc.rows
         t = r.target
-        ils, tm = t.interleaved_memory_start, t.tile_memory
-        inter = r.in_interleaved_mem[rows]
-        code = r.executable[rows] | r.vertex_code[rows]
-        lo = np.where(inter, ils, 0).astype(np.int64)
-        hi = np.where(code, ils, tm).astype(np.int64)
-        hi = np.where(r.lowest_256kb[rows], np.minimum(hi, rules.lowest_256kb_limit), hi)
+        lo, hi = windows(r, rows, rules)
         lifetimes = None
         if r.class_steps is not None:
             lifetimes = r.class_steps[r.eq_class[rows]]
@@ -101,6 +96,17 @@ class TileProblem:
             region_pairs=_local_pairs(r.region_constraints, rows), target=t, rules=rules,
             lifetimes=lifetimes,
             intervals=None if class_intervals is None else class_intervals[r.eq_class[rows]])
+
+
+def windows(r: Report, rows, rules: Rules = DEFAULT_RULES) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` (int64) of the variables ``rows``: the window each must lie in when placed
+    in memory (``TileProblem``)."""
+    t = r.target
+    ils, tm = t.interleaved_memory_start, t.tile_memory
+    code = r.executable[rows] | r.vertex_code[rows]
+    lo = np.where(r.in_interleaved_mem[rows], ils, 0).astype(np.int64)
+    hi = np.where(code, ils, tm).astype(np.int64)
+    return lo, np.where(r.lowest_256kb[rows], np.minimum(hi, rules.lowest_256kb_limit), hi)
 
 
 def _local_pairs(csr, rows: np.ndarray) -> np.ndarray:
