@@ -66,7 +66,10 @@ def replay_first_fit(r: Report, rules: Rules = DEFAULT_RULES,
             inter.indices.astype(np.int64), eptr, eidx, rptr, ridx,
             _padded(order.indptr, T), order.indices.astype(np.int64),
             element_bounds_of(t), np.int64(t.tile_memory),
-            np.int64(t.interleaved_memory_start), bool(rules.no_region_span), DENSE_MAX)
+            np.int64(t.interleaved_memory_start), bool(rules.no_region_span), DENSE_MAX,
+            # first fit, as a value: a literal False in the compiled call would compile
+            # place_arrays a second time (numba types it as a literal, not a bool)
+            False)
     # batches of tiles, so that a progress bar moves (a hundred steps over the report)
     step = max(1, T // 100)
     for t0 in range(0, T, step):
@@ -118,8 +121,9 @@ def _local_adjacency(rws, ptr, idx, glob2loc):
 @njit(cache=True)
 def _replay(tile_ptr, rows, node_ptr, node_class, local_class, size, align, lo, hi, always,
             g_ptr, g_idx, eptr, eidx, rptr, ridx, optr, orows, bounds, tm, ils, no_span,
-            dense_max, t0, t1, out, glob2loc, mark):
-    """First fit of the tiles ``t0..t1-1`` into ``out`` (``replay_first_fit``'s columns);
+            dense_max, best_fit, t0, t1, out, glob2loc, mark):
+    """First (``best_fit`` false) fit of the tiles ``t0..t1-1`` into ``out``
+    (``replay_first_fit``'s columns);
     ``glob2loc``: -1 per row on entry and on return."""
     for t in range(t0, t1):
         a, b = tile_ptr[t], tile_ptr[t + 1]
@@ -149,7 +153,7 @@ def _replay(tile_ptr, rows, node_ptr, node_class, local_class, size, align, lo, 
                 k += 1
         off = place_arrays(size[rws], align[rws], lo[rws], hi[rws],
                            local_class[a:b].copy(), always[rws], matrix, cptr, cidx, le_ptr,
-                           le_idx, lr_ptr, lr_idx, bounds, tm, ils, no_span, order, False)
+                           le_idx, lr_ptr, lr_idx, bounds, tm, ils, no_span, order, best_fit)
         for i in range(n):
             out[rws[i]] = off[i]
             glob2loc[rws[i]] = -1

@@ -47,7 +47,8 @@ def pair_thresholds(pair_i, pair_k, pair_kind, size, align, lo, hi, elem_starts,
         i = pair_i[e]
         k = pair_k[e]
         kd = pair_kind[e]
-        if not _pair_fits_at(i, k, kd, 0, size, align, lo, hi, ils, nrs, tm, None,
+        # 0 as an int64, not a literal: numba would compile _pair_fits_at apart for it
+        if not _pair_fits_at(i, k, kd, np.int64(0), size, align, lo, hi, ils, nrs, tm, None,
                              elem_starts, None):
             out[e] = -1
             continue
