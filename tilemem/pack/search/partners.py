@@ -85,8 +85,19 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
     fits for some pair (``_pair_fits``; a pair whose ``o`` and lower bounds are all at or
     below its ``pair_thr`` fits without looking). (With a zone both may go past tileMemory:
     no look-ahead then.)"""
+    # the zone's version ends here: numba prunes the branch on the argument's type, so the
+    # look-ahead is compiled for the versions without a zone only (it is most of this
+    # function's compilation, tens of seconds a version)
     if zc is not None:
         return True
+    return _look_ahead(o, a, b, size, align, lo, hi, ils, nrs, tm, elem_starts, span_lo, off,
+                       m, pair_i, pair_k, pair_kind, pair_thr, dom)
+
+
+@njit(cache=True, _nrt=False)
+def _look_ahead(o, a, b, size, align, lo, hi, ils, nrs, tm, elem_starts, span_lo, off, m,
+                pair_i, pair_k, pair_kind, pair_thr, dom):
+    """``_partners_ok`` without a zone."""
     for e in range(len(pair_i)):
         i = pair_i[e]
         k = pair_k[e]
@@ -98,6 +109,6 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
         if span_lo[i] < a or span_lo[i] >= b:
             continue
         if not _pair_fits(i, k, pair_kind[e], o, m[i], m[k], size, align, lo, hi, ils, nrs,
-                          tm, zc, elem_starts, dom):
+                          tm, None, elem_starts, dom):
             return False
     return True
