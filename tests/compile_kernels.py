@@ -9,9 +9,8 @@ a tile, with domains), each a large compilation, one a part; the stages' kernels
 liveness on chordal and general class graphs, the checker, the plan's re-weighting) go with
 the lightest, first, and ``alloc``, which runs every version of the search, last: numba
 reads a version from the cache when another part has written it before its first call, and
-compiles it again beside that part otherwise (run in the middle, it did, and the three parts
-took 61-69 s instead of 53 s on an empty cache, 2 cores). Arrays read from a ``.capnp`` are read-only, which numba compiles apart, so
-the stages run on a report loaded from each format. With the cache already written (a
+compiles it again beside that part otherwise. Arrays read from a ``.capnp`` are read-only,
+which numba compiles apart, so the stages run on a report loaded from each format. With the cache already written (a
 second run) each part takes a few seconds. A kernel a part misses is still compiled where
 it is first used, as before.
 """

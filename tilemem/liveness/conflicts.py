@@ -348,7 +348,7 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
     # the heuristic that follows it
     matrix, indptr, indices = class_conflicts(
         classes.astype(np.int64), inter.indptr, inter.indices,
-        np.full(max(inter.num_rows, 1), -1, np.int64), DENSE_MAX)
+        np.full(max(inter.num_rows, 1), -1, np.int64))
     adj = Csr(indptr, indices)
     if k > DENSE_MAX:
         matrix = None
@@ -358,15 +358,15 @@ def tile_conflicts(r: Report, tile: int) -> TileConflicts:
 
 
 @njit(cache=True)
-def class_conflicts(classes, g_indptr, g_indices, mark, dense_max):
+def class_conflicts(classes, g_indptr, g_indices, mark):
     """Compiled: the class part of a tile's ``ConflictArrays`` for its classes ``classes``
     (global ids, sorted; local class ``i`` is ``classes[i]``): ``(class_matrix, class_ptr,
     class_idx)``, the interference among them from the global sorted CSR
-    (``sorted_interference``), the matrix 0x0 past ``dense_max`` classes. ``mark``: scratch of
+    (``sorted_interference``), the matrix 0x0 past ``DENSE_MAX`` classes. ``mark``: scratch of
     length num_classes holding -1 (restored on return)."""
     indptr, indices = _local_graph(g_indptr, g_indices, classes, mark)
     k = len(classes)
-    if k <= dense_max:
+    if k <= DENSE_MAX:
         return _class_matrix(k, indptr, indices), indptr, indices
     return np.zeros((0, 0), np.bool_), indptr, indices
 

@@ -99,7 +99,7 @@ class TileProblem:
 
 
 def windows(r: Report, rows, rules: Rules = DEFAULT_RULES) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, hi)`` (int64) of the variables ``rows``: the window each must lie in when placed
+    """``(lo, hi)`` (int64) of the variables ``rows`` (an index array or a slice): the window each must lie in when placed
     in memory (``TileProblem``)."""
     t = r.target
     ils, tm = t.interleaved_memory_start, t.tile_memory

@@ -4,9 +4,10 @@
 tile's ``allocationOrderByTile``, tile after tile, with the same offsets: the Poplar-like
 allocator the generator places its reports with (``tilemem.generate``). Why a module of its
 own: built tile by tile in Python, each tile's problem (its rows, classes, conflict matrix and
-partner pairs) cost ~0.5 ms, four times the placement itself, and the generator replays
-thousands of tiles per report while it calibrates; here the whole report's columns are
-prepared once with numpy and each tile's arrays are gathered in compiled code.
+partner pairs) cost several times its placement on the small tiles of the tests' reports,
+and the generator replays thousands of tiles per report while it calibrates; here the whole
+report's columns are prepared once with numpy and each tile's arrays are gathered in
+compiled code.
 
 >>> from tilemem.model import Report
 >>> r = Report.from_columns(var_id=[0, 1, 2, 3], tile=[0, 0, 0, 1], size=[6, 8, 4, 4],
@@ -24,7 +25,6 @@ from numba import njit
 
 from ..liveness import sorted_interference
 from ..liveness.conflicts import class_conflicts
-from ..liveness.graphalg import DENSE_MAX
 from ..model import Csr, Report
 from ..rules import DEFAULT_RULES, Rules, effective_alignment
 from .firstfit import place_arrays
@@ -51,7 +51,7 @@ def replay_first_fit(r: Report, rules: Rules = DEFAULT_RULES,
     node_ptr = np.zeros(T + 1, np.int64)
     np.cumsum(np.bincount(nodes // c, minlength=T)[:T], out=node_ptr[1:])
     local_class = (node_of_row.ravel() - node_ptr[r.tile[rows]]).astype(np.int64)
-    lo, hi = windows(r, np.arange(r.num_vars), rules)
+    lo, hi = windows(r, slice(None), rules)
     inter = sorted_interference(r)
     eptr, eidx = _symmetric(r.element_constraints, r.num_vars)
     rptr, ridx = _symmetric(r.region_constraints, r.num_vars)
@@ -66,7 +66,7 @@ def replay_first_fit(r: Report, rules: Rules = DEFAULT_RULES,
             inter.indices.astype(np.int64), eptr, eidx, rptr, ridx,
             _padded(order.indptr, T), order.indices.astype(np.int64),
             element_bounds_of(t), np.int64(t.tile_memory),
-            np.int64(t.interleaved_memory_start), bool(rules.no_region_span), DENSE_MAX,
+            np.int64(t.interleaved_memory_start), bool(rules.no_region_span),
             # first fit, as a value: a literal False in the compiled call would compile
             # place_arrays a second time (numba types it as a literal, not a bool)
             False)
@@ -121,7 +121,7 @@ def _local_adjacency(rws, ptr, idx, glob2loc):
 @njit(cache=True)
 def _replay(tile_ptr, rows, node_ptr, node_class, local_class, size, align, lo, hi, always,
             g_ptr, g_idx, eptr, eidx, rptr, ridx, optr, orows, bounds, tm, ils, no_span,
-            dense_max, best_fit, t0, t1, out, glob2loc, mark):
+            best_fit, t0, t1, out, glob2loc, mark):
     """First (``best_fit`` false) fit of the tiles ``t0..t1-1`` into ``out``
     (``replay_first_fit``'s columns);
     ``glob2loc``: -1 per row on entry and on return."""
@@ -134,7 +134,7 @@ def _replay(tile_ptr, rows, node_ptr, node_class, local_class, size, align, lo, 
         for i in range(n):
             glob2loc[rws[i]] = i
         matrix, cptr, cidx = class_conflicts(node_class[node_ptr[t]:node_ptr[t + 1]].copy(),
-                                             g_ptr, g_idx, mark, dense_max)
+                                             g_ptr, g_idx, mark)
         le_ptr, le_idx = _local_adjacency(rws, eptr, eidx, glob2loc)
         lr_ptr, lr_idx = _local_adjacency(rws, rptr, ridx, glob2loc)
         # the order: the tile's entries (first occurrences), then the rows it misses
