@@ -72,7 +72,7 @@ def bounds(r) -> np.ndarray:
 
 def estimate(r, **kw) -> np.ndarray:
     """Every tile's maximum live bytes by what-if's edits (``tilemem.what_if``'s bound)."""
-    from tilemem.figures.whatif import apply_edits, apply_recompute, parse_edits
+    from tilemem.figures.whatif.edits import apply_edits, apply_recompute, parse_edits
 
     edits = parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
     changed, _ = apply_edits(r, edits)

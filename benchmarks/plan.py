@@ -48,7 +48,7 @@ def ranking(r, need, avoid=()):
     levers)), as lever names."""
     from tilemem.errors import ReportError
     from tilemem.figures.plan import PLAN_LEVERS, compatible
-    from tilemem.figures.whatif import apply_edits, apply_recompute, parse_edits
+    from tilemem.figures.whatif.edits import apply_edits, apply_recompute, parse_edits
 
     useful = []
     for x in PLAN_LEVERS:

@@ -31,8 +31,8 @@ def actual_per_ipu(p, tiles: int | None = None) -> list[int]:
 
 
 def main(argv=None) -> int:
-    from tilemem.figures.split import SplitModel
-    from tilemem.figures.splitsearch import answer, best_split, fewest_ipus
+    from tilemem.figures.split.estimate import SplitModel
+    from tilemem.figures.split.search import answer, best_split, fewest_ipus
     from tilemem.generate import generate_report
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

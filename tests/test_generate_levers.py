@@ -228,7 +228,7 @@ def test_rts_weights_estimate_against_the_program_compiled_so(model):
     stated error (docs/benchmarks.md): under by up to 8 % (the collectives' code and buffers
     are not estimated), over by up to 2 % (a weight no matmul is seen to read stays
     whole)."""
-    from tilemem.figures.whatif import apply_edits, apply_recompute, lever_edits
+    from tilemem.figures.whatif.edits import apply_edits, apply_recompute, lever_edits
     from tilemem.liveness import max_live_all
 
     kw = dict(tiles=TILES, steps=STEPS[model], seed=3, model=model, pressure=1.2)
@@ -322,7 +322,7 @@ def test_recompute_estimate_over_three_ipus_cuts_each_stash_not_recomputes_it():
     """Over three or more IPUs the stashes (pipeline/stage0/stash, pipeline/stage1/stash)
     look like numbered layers; they are the stages' stashes, cut to the checkpoints' share,
     and the estimate agrees with the program compiled with recomputation."""
-    from tilemem.figures.whatif import apply_recompute, lever_edits
+    from tilemem.figures.whatif.edits import apply_recompute, lever_edits
     from tilemem.liveness import max_live_all
 
     kw = dict(tiles=TILES, steps=STEPS["transformer"], seed=2, model="transformer",

@@ -153,9 +153,9 @@ def test_heuristic_alloc_is_the_same_pruned_or_not():
 
 @pytest.mark.parametrize("steps", [True, False])
 def test_split_and_batch_are_the_same_pruned_or_not(steps):
-    from tilemem.figures.batch import micro_batch_rows
-    from tilemem.figures.split import SplitModel
-    from tilemem.figures.splitsearch import best_split
+    from tilemem.figures.whatif.batch import micro_batch_rows
+    from tilemem.figures.split.estimate import SplitModel
+    from tilemem.figures.split.search import best_split
 
     r, full = reports()
     if not steps:   # the readings of the graph alone (a class's degree)

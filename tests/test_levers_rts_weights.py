@@ -1,5 +1,5 @@
 """``what-if --rts N --rts-weights``: the weights sharded over the replicas, each gathered whole
-only around the passes that read it (``tilemem.figures.gathered``), checked on a hand-built
+only around the passes that read it (``tilemem.figures.whatif.gathered``), checked on a hand-built
 report against a hand-computed bound, against the programs generated with the lever (which
 weights are read, how often, and every tile's maximum live bytes within the stated error),
 and the plan's re-weighted bounds against the rebuilt report's."""
@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tilemem.figures.gathered import gathering
-from tilemem.figures.whatif import apply_edits, apply_recompute, lever_edits
-from tilemem.figures.whatifbounds import WhatIfBounds
+from tilemem.figures.whatif.gathered import gathering
+from tilemem.figures.whatif.edits import apply_edits, apply_recompute, lever_edits
+from tilemem.figures.whatif.bounds import WhatIfBounds
 from tilemem.generate import Levers, generate_report
 from tilemem.liveness import max_live_all
 from tilemem.model import Report

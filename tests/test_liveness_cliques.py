@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilemem.figures.split import SplitModel
+from tilemem.figures.split.estimate import SplitModel
 from tilemem.generate import generate_report
 from tilemem.liveness.cliques import Extra, ReweightedBound
 from tilemem.model import Report, symmetric_closure

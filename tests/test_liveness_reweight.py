@@ -35,7 +35,7 @@ def random_report(rng, classes: int, density: float, tiles: int = 3) -> tuple[Re
 
 def fresh(r: Report, size, allocated, tiles) -> list[int]:
     """``max_live_all`` on the report with those sizes, offloaded rows off their tiles."""
-    from tilemem.figures.whatif import changed_report
+    from tilemem.figures.whatif.edits import changed_report
 
     return [m.max_live_bytes for m in max_live_all(changed_report(r, size, allocated), tiles)]
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tilemem.cli import main
-from tilemem.figures.batch import micro_batch_rows
+from tilemem.figures.whatif.batch import micro_batch_rows
 from tilemem.generate import generate_report
 from tilemem.load import save_report
 from tilemem.model import encode_names

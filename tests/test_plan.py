@@ -165,8 +165,8 @@ def test_every_lever_and_combination_by_the_shared_structure_equals_a_fresh_sear
     what-if's own report, per tile: each lever alone, recomputation with each other lever,
     and every lever at once; one IPU (interval interference) and pipelined (not)."""
     from tilemem.figures.plan import PLAN_LEVERS, combination_edits
-    from tilemem.figures.whatif import apply_edits, apply_recompute
-    from tilemem.figures.whatifbounds import WhatIfBounds
+    from tilemem.figures.whatif.edits import apply_edits, apply_recompute
+    from tilemem.figures.whatif.bounds import WhatIfBounds
 
     r = generate_report("mk1", tiles=12, steps=200 if model == "cnn" else 500, seed=3,
                         model=model, splits=splits, pressure=1.2)
@@ -216,7 +216,7 @@ def _eager_plan(r, need, prefer, avoid, max_tries):
 
     from tilemem.errors import ReportError
     from tilemem.figures.plan import combination_edits, compatible
-    from tilemem.figures.whatifbounds import WhatIfBounds
+    from tilemem.figures.whatif.bounds import WhatIfBounds
 
     tm = r.target.tile_memory
     levers = [x for x in PLAN_LEVERS if x[0] not in set(avoid)]
@@ -258,7 +258,7 @@ def test_the_plan_asking_levers_as_it_goes_equals_asking_them_all_first(max_trie
     avoided levers that make the first combinations fit or not, and few tries (the last
     combination tried is then the one of every useful lever)."""
     import tilemem.figures.plan as plan
-    from tilemem.figures.whatifbounds import WhatIfBounds
+    from tilemem.figures.whatif.bounds import WhatIfBounds
 
     monkeypatch.setattr(plan, "MAX_TRIES", max_tries)
     r = compiled()

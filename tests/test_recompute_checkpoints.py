@@ -8,7 +8,7 @@ import pytest
 
 import tilemem
 
-from tilemem.figures.whatif import apply_recompute, lever_edits
+from tilemem.figures.whatif.edits import apply_recompute, lever_edits
 from tilemem.generate import Levers, generate_report
 from tilemem.liveness import max_live, max_live_all
 from tilemem.model import Report
@@ -211,7 +211,7 @@ def test_over_several_ipus_the_new_classes_interfere_only_where_they_share_a_til
     """The recomputed report of a pipelined program keeps its new classes' interference to
     the pairs that share a tile (as the report keeps its own), and every tile's maximum live
     bytes are those of the relation in full."""
-    from tilemem.figures import recompute
+    from tilemem.figures.whatif import recompute
 
     _, base, _ = pipelined
     pruned = recompute._recomputation(base, "all").report
@@ -228,8 +228,8 @@ def test_the_pods_bounds_go_ipu_by_ipu_and_equal_the_whole_changed_reports(pipel
     """oom's next steps and plan (``WhatIfBounds``) take a recomputation IPU by IPU on a
     report ordered by tile (each IPU's changed part, never the Pod's): every tile's bound
     is ``max_live_all`` on the whole changed report, alone and with another lever."""
-    from tilemem.figures.whatif import RECOMPUTE, apply_edits, recompute_of
-    from tilemem.figures.whatifbounds import WhatIfBounds
+    from tilemem.figures.whatif.edits import RECOMPUTE, apply_edits, recompute_of
+    from tilemem.figures.whatif.bounds import WhatIfBounds
     from tilemem.model.ipuview import order_by_tile, tile_ordered
 
     _, base, _ = pipelined

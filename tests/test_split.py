@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from tilemem.cli import cli
-from tilemem.figures.split import SplitModel, verdict
-from tilemem.figures.splitsearch import best_split, fewest_ipus
+from tilemem.figures.split.estimate import SplitModel, verdict
+from tilemem.figures.split.search import best_split, fewest_ipus
 from tilemem.generate import generate_report
 from tilemem.liveness import max_live_all
 from tilemem.load import save_report
@@ -110,7 +110,7 @@ def test_fewest_ipus_is_minimal():
 
 
 def test_cheap_search_gives_a_valid_split_near_the_best():
-    from tilemem.figures.splitsearch import _cheap_then_refined
+    from tilemem.figures.split.search import _cheap_then_refined
 
     m = model()
     cuts = _cheap_then_refined(m, 3)

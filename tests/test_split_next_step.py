@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 
 from tilemem.figures.program import split_step
-from tilemem.figures.split import SplitModel
-from tilemem.figures.splitsearch import answer
+from tilemem.figures.split.estimate import SplitModel
+from tilemem.figures.split.search import answer
 from tilemem.generate import generate_report
 from tilemem.liveness import max_live_all
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 import tilemem
 from tilemem.cli import cli, main
-from tilemem.figures.levers import first_order_rows, optimiser_state_rows, partials_rows
-from tilemem.figures.whatif import apply_edits, apply_recompute, lever_edits
+from tilemem.figures.whatif.levers import first_order_rows, optimiser_state_rows, partials_rows
+from tilemem.figures.whatif.edits import apply_edits, apply_recompute, lever_edits
 from tilemem.generate import Levers, generate_report
 from tilemem.liveness import max_live_all
 from tilemem.load import save_report
@@ -200,9 +200,9 @@ def test_amp_per_ipu_where_the_report_does_not_record_tiles_per_ipu(monkeypatch)
 
 
 def _micro_batch_by_definition(r):
-    """``micro_batch_rows`` from the module docstring of ``tilemem.figures.batch``, a row at
+    """``micro_batch_rows`` from the module docstring of ``tilemem.figures.whatif.batch``, a row at
     a time in plain Python (the reference for its compiled passes)."""
-    from tilemem.figures.batch import (PER_SAMPLE_CATEGORIES, PERSISTENT_SLACK,
+    from tilemem.figures.whatif.batch import (PER_SAMPLE_CATEGORIES, PERSISTENT_SLACK,
                                        SHAPE_TOLERANCE)
 
     rows = range(r.num_vars)
@@ -235,10 +235,10 @@ def _micro_batch_by_definition(r):
 
 @pytest.mark.parametrize("model,seed", [("cnn", 1), ("transformer", 2), ("cnn", 3)])
 def test_micro_batch_rows_are_those_of_the_definition(model, seed):
-    """What a smaller micro-batch shrinks (``tilemem.figures.batch``, compiled passes over
+    """What a smaller micro-batch shrinks (``tilemem.figures.whatif.batch``, compiled passes over
     the rows) against the docstring's criterion a row at a time, on generated reports with
     class steps, and a hand case (a weight's accumulator on its tiles is not scaled)."""
-    from tilemem.figures.batch import micro_batch_rows
+    from tilemem.figures.whatif.batch import micro_batch_rows
 
     r = generate_report("mk1", tiles=6, steps=STEPS[model] // 2, seed=seed, model=model)
     assert r.has_class_steps

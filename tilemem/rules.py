@@ -125,7 +125,7 @@ def effective_alignment(alignment):
 # ---- pipelining (``tilemem split``): what a recompilation over IPUs would do ---------------
 # None of this is in a source document: a lowered-variables report is of one compilation,
 # and says nothing of the one pipelined over more IPUs. Each rule is named, used by
-# ``tilemem.figures.split`` only, and printed with every answer.
+# ``tilemem.figures.split.estimate`` only, and printed with every answer.
 
 #: Inferred: always-live categories whose bytes on a tile do not depend on how much of the
 #: program runs there (the stack is an option, per tile; vertex code is per codelet, and a
@@ -170,7 +170,7 @@ INFERRED_STASH_MAPPING = "like"
 #: tiles: frameworks clone the weight for its gradient, as the generator maps it). A tensor
 #: so mapped, not persistent, of a unit with no such weight of its own is the gradient of
 #: another unit's weight read there (a tied embedding read by the head): pipelined, that
-#: weight is copied to the reading stage and its gradient back (``figures/split.py``).
+#: weight is copied to the reading stage and its gradient back (``figures/split/estimate.py``).
 INFERRED_GRADIENT_MAPPED_LIKE_WEIGHT = True
 
 #: Inferred: a stash is live while micro-batches are in flight: from the first tensor of a
@@ -193,9 +193,9 @@ INFERRED_COPY_ON_DESTINATION = 2  # the receive buffer and the copy
 #: (tilemem's generator's names; Poplar's are not documented).
 INFERRED_PIPELINE_BUFFER_PREFIX = "pipeline/"
 
-#: Inferred (a smaller micro-batch's rows, ``figures.batch``): it leaves alone persistent
+#: Inferred (a smaller micro-batch's rows, ``figures.whatif.batch``): it leaves alone persistent
 #: training state and tensors of its shape -- on the same first tile and number of tiles as a
-#: persistent tensor, within ``figures.batch.SHAPE_TOLERANCE`` of its bytes (a weight's
+#: persistent tensor, within ``figures.whatif.batch.SHAPE_TOLERANCE`` of its bytes (a weight's
 #: gradient, its accumulator: mapped like the weight) -- and scales the rest of the
 #: per-sample data; a pipeline's buffers (``INFERRED_PIPELINE_BUFFER_PREFIX``) carry
 #: micro-batches whatever their lifetime (a stash may span the program), except one of
@@ -214,7 +214,7 @@ SPLIT_CLOSE_MARGIN_NO_STEPS = 0.15
 
 # ---- memory levers (``tilemem what-if``, ``tilemem plan``, the generator's levers) ---------
 # The memory guide names the levers; how a report shows what they touch is not documented.
-# ``tilemem.figures.levers`` reads these; the generator (standing in for Poplar) follows
+# ``tilemem.figures.whatif.levers`` reads these; the generator (standing in for Poplar) follows
 # the same readings so that its reports with and without a lever can be compared.
 
 #: Inferred (Poplar's documented default, not in the spec): the availableMemoryProportion

@@ -9,7 +9,7 @@ from .tables import Table
 
 class Split(Table):
     """A split of the program into pipeline stages (``answer``, a
-    ``tilemem.figures.split.SplitAnswer``): one row a stage in its table."""
+    ``tilemem.figures.split.estimate.SplitAnswer``): one row a stage in its table."""
 
     _FIELDS = ("ipu", "first_unit", "last_unit", "units", "worst_tile", "max_live_bytes",
                "always_live_bytes", "buffer_bytes", "verdict")
@@ -82,8 +82,8 @@ def split(report, ipus: int | None = None, stash: str = "inputs",
     >>> len(s.answer.stages), len(s.split_points)
     (2, 1)
     """
-    from ..figures.split import SplitModel
-    from ..figures.splitsearch import (best_split, current_split, fewest_ipus,
+    from ..figures.split.estimate import SplitModel
+    from ..figures.split.search import (best_split, current_split, fewest_ipus,
                                        with_stage_levers)
     from .answers import nothing_to_analyse
 

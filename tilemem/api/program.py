@@ -181,7 +181,7 @@ def what_if_edits(offload=(), scale=None, micro_batch: float | None = None, **le
     ``amp_was``, ``half_partials``, ``half_momentum``, ``rts``), refused in one line
     (``ReportError``) when a pattern or value is not valid or there is nothing to change."""
     from ..errors import ReportError
-    from ..figures.whatif import parse_edits
+    from ..figures.whatif.edits import parse_edits
 
     if isinstance(offload, str):
         offload = [offload]
@@ -230,12 +230,12 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
         Pattern -> factor to multiply the sizes of the matching tensors by. Edits apply in
         order, offloads first.
     micro_batch : float, optional
-        Scale what is per sample (told by lifetime and layout, ``tilemem.figures.batch``) by
+        Scale what is per sample (told by lifetime and layout, ``tilemem.figures.whatif.batch``) by
         this factor, leaving persistent state and tensors of its shape alone.
     amp : float, str or tuple of float, optional
         availableMemoryProportion of the convolutions and matmuls (one value, or one an IPU,
         ``"0.3,0.6"``): their partial sums (told by lifetime and element constraints,
-        ``tilemem.figures.levers``) scale by ``amp / amp_was``.
+        ``tilemem.figures.whatif.levers``) scale by ``amp / amp_was``.
     amp_was : float, optional
         The availableMemoryProportion the report was compiled with (default 0.6, Poplar's).
     half_partials : bool
@@ -252,7 +252,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     recompute : True, "all", or list of int, optional
         Recompute activations in the backward pass: from every layer's input (``True``,
         ``"all"``) or from checkpoints at these layers' inputs; told by lifetime
-        (``tilemem.figures.recompute``): their lifetimes shorten and recomputed copies
+        (``tilemem.figures.whatif.recompute``): their lifetimes shorten and recomputed copies
         appear in the backward pass (the report needs class steps). Applied last.
     repack : bool
         Also re-pack the tiles in question (slower).
@@ -274,7 +274,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
-    from ..figures.whatif import (ASSUMPTIONS, RECOMPUTE, apply_edits, apply_recompute,
+    from ..figures.whatif.edits import (ASSUMPTIONS, RECOMPUTE, apply_edits, apply_recompute,
                                   gathers_weights, lever_assumptions, recompute_of)
 
     edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,

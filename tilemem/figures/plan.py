@@ -93,7 +93,7 @@ def check_names(prefer=(), avoid=()) -> None:
 def combination_edits(combo) -> list:
     """The what-if edits of a combination of ``PLAN_LEVERS`` entries (their keywords
     together, as ``tilemem what-if`` takes them)."""
-    from .whatif import parse_edits
+    from .whatif.edits import parse_edits
 
     kw: dict = {}
     for x in combo:
@@ -106,7 +106,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                    time_limit: float = 10.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``
     when there are none or no lever applies. See the module docstring."""
-    from .whatifbounds import whatif_bounds
+    from .whatif.bounds import whatif_bounds
 
     check_names(prefer, avoid)
     need = np.asarray(need, np.int64)

@@ -13,7 +13,7 @@ Built from the per-tile diagnoses (``tilemem.figures.oom``) and their maximum li
   suffix and by layer prefix, with the number of tiles and the bytes they hold there;
 - next steps, ranked by the number of tiles that need less data which each would bring under
   tileMemory *by the bound* (their maximum live bytes recomputed with the change,
-  ``tilemem.figures.whatifbounds``, one structure for every step): offloading one of those tensors or layers,
+  ``tilemem.figures.whatif.bounds``, one structure for every step): offloading one of those tensors or layers,
   offloading the optimiser state, halving the activations (a smaller micro-batch); each with
   the ``tilemem what-if`` options that try it.
 """
@@ -34,7 +34,7 @@ VERDICT_ORDER = ("reduceData", "provenNoFit", "repackFits", "undecided", "notRep
 #: state's pattern follows the name groups of ``tilemem.figures.oom.LIVE_GROUPS`` (a
 #: heuristic over the usual words of framework-built programs; alwaysLive or not, as
 #: ``what-if --offload`` takes it); the micro-batch goes by structure, not names
-#: (``tilemem.figures.batch``: per-sample tensors, not persistent state or its shape, such
+#: (``tilemem.figures.whatif.batch``: per-sample tensors, not persistent state or its shape, such
 #: as gradient accumulators).
 GROUP_STEPS = (
     ("offload the optimiser state to streaming memory", "offload",
@@ -213,7 +213,7 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     them each brings under tileMemory by the bound, then by the fewest bytes removed."""
     if not need:
         return []
-    from .whatifbounds import whatif_bounds
+    from .whatif.bounds import whatif_bounds
 
     tm = r.target.tile_memory
     tiles = np.asarray(need, np.int64)
@@ -250,7 +250,7 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
     out = []
     for action, kind, pattern, factor in candidates:
         if kind == "micro-batch":   # the rows what-if --micro-batch scales, on these tiles
-            from .batch import micro_batch_rows
+            from .whatif.batch import micro_batch_rows
 
             sel = np.sort(rows[np.isin(rows, micro_batch_rows(r))])
         else:                       # every allocated row what-if's pattern takes
@@ -300,15 +300,15 @@ def is_layer(name: str) -> bool:
 def split_step(r: Report, tiles: np.ndarray, rows: np.ndarray) -> NextStep | None:
     """"split over N IPUs at ..." when a split over ``N <= SPLIT_MAX_IPUS`` IPUs fits every
     stage by an upper bound of ``tilemem split``'s estimate (all of a stage's bytes live at
-    once, ``tilemem.figures.splitsearch.fewest_by_upper_bound``: cheap, no bound computed),
+    once, ``tilemem.figures.split.search.fewest_by_upper_bound``: cheap, no bound computed),
     so every one of ``tiles`` comes under tileMemory; ``tilemem split --ipus N`` then finds
     a split that fits too (its search starts there), and ``tilemem split`` alone may find
     fewer IPUs. ``bytes``: what moves off those tiles to the other IPUs (their model data
     times ``(N - 1) / N``). ``None`` when no such split is found, or the report cannot be
     split here (one unit, or already pipelined: ``tilemem split`` answers that per IPU)."""
     from ..errors import ReportError
-    from .split import SplitModel
-    from .splitsearch import fewest_by_upper_bound
+    from .split.estimate import SplitModel
+    from .split.search import fewest_by_upper_bound
 
     if r.target.num_ipus > 1:
         return None

@@ -1,6 +1,6 @@
 """``tilemem split``'s answer as text: the split points, a line per stage, the assumptions.
 
->>> from tilemem.figures.split import SplitAnswer, Stage
+>>> from tilemem.figures.split.estimate import SplitAnswer, Stage
 >>> a = SplitAnswer(ipus=2, tile_memory=1000, tiles_per_ipu=4, units_from="layer names",
 ...     units=4, split_points=["layer2"], split_indices=[2], search="exact: every split",
 ...     fits=True, assumptions=["..."], stages=[
@@ -11,8 +11,8 @@ r.json: split over 2 IPUs at layer2: every stage fits under tileMemory (1,000 by
 """
 from __future__ import annotations
 
-from ..figures.split import SplitAnswer
-from ..figures.splitsearch import OWN_SPLIT
+from ..figures.split.estimate import SplitAnswer
+from ..figures.split.search import OWN_SPLIT
 
 
 def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:

@@ -1,4 +1,4 @@
-"""What crosses the boundaries of a split (``tilemem.figures.split``'s ``SplitModel``): the
+"""What crosses the boundaries of a split (``tilemem.figures.split.estimate``'s ``SplitModel``): the
 parts of the program that belong with a unit though named for none (``_anchor_groups``),
 weights read by another unit than their own (``_tied_weights``), the activation sent forward
 and the gradient sent back at each boundary (``_crossings``), and the buffers and copies a
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.interference import tile_interference
-from ..rules import INFERRED_COPY_ON_DESTINATION, inferred_stash_depth
+from ...model.interference import tile_interference
+from ...rules import INFERRED_COPY_ON_DESTINATION, inferred_stash_depth
 
 
 class Crossings:
@@ -108,7 +108,7 @@ class Crossings:
             # vertex of unit j reads (an element or region constraint between the two:
             # fields of one vertex, 004) or of unit j - 1, live through most of unit j's
             # classes
-            from .batch import SHAPE_TOLERANCE
+            from ..whatif.batch import SHAPE_TOLERANCE
 
             per = np.zeros(len(tcode), bool)
             ms = np.flatnonzero(self.per_sample)
@@ -195,12 +195,12 @@ class Crossings:
                     self.copy_end[j] = min(int(self.copy_end[j]), int(s[mine].min()) + 1)
 
     def _reads_input(self, t_unit, per, s, e) -> np.ndarray:
-        """Per unit, whether its backward may read its input (``figures.recompute``'s
+        """Per unit, whether its backward may read its input (``figures.whatif.recompute``'s
         rule): a unit with weights (persistent state: the weight gradient is computed from
         the input) or that keeps more than its output across the turn to the backward (a
         normalisation's statistics). An element-wise unit keeps its output alone, and its
         gradient reads that."""
-        from .recompute import turn_step
+        from ..whatif.recompute import turn_step
 
         L = self.L
         out = np.ones(L + 1, bool)

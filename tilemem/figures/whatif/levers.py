@@ -1,7 +1,7 @@
 """What each memory lever of Graphcore's memory guide would change in a report: the variables
 it touches, told by lifetime, layout and structure first and by names only as a hint (names
 differ between frameworks), and the sizes they would take (``tilemem what-if``'s ``--amp``,
-``--half-partials``, ``--half-momentum``, ``--rts``; ``tilemem.figures.whatif`` applies them).
+``--half-partials``, ``--half-momentum``, ``--rts``; ``tilemem.figures.whatif.edits`` applies them).
 
 - *partial sums* of convolutions and matmuls (``partials_rows``): model data (``variable``),
   neither persistent nor alwaysLive, short-lived (a class live for at most ``SHORT_STEPS``
@@ -12,7 +12,7 @@ differ between frameworks), and the sizes they would take (``tilemem what-if``'s
   (a weight-update's partials, written beside the weight gradient). Reductions' partials have
   no such constraint and are not planned under availableMemoryProportion.
 - *optimiser state* (``optimiser_state_rows``): persistent training state
-  (``tilemem.figures.batch.persistent_rows``: alwaysLive model data, or live from the first
+  (``tilemem.figures.whatif.batch.persistent_rows``: alwaysLive model data, or live from the first
   step to the last) whose name is an optimiser's (``OPTIMISER_HINT``); the *first-order
   momentum* is the part of it named so (``FIRST_ORDER_HINT``). The weights are persistent
   too and nothing in a report's structure tells them apart, so here names decide, among
@@ -38,7 +38,7 @@ optimisations):
   bound as a new variable's would. The optimiser's temporaries shrink by ``N`` in place.
   With ``weights`` (``--rts-weights``) the weights are sharded too: those a convolution or
   matmul reads join the share, and each read gets a whole copy of its weight live around it
-  (``tilemem.figures.gathered``, a lifetime change applied with recomputation's,
+  (``tilemem.figures.whatif.gathered``, a lifetime change applied with recomputation's,
   ``whatif.apply_recompute``). A report without class steps has no lifetimes to change: the
   rest of the persistent model data (``weight_rows``) joins the share, except, on each tile,
   the largest weight's part, which stays whole (one gathered weight taken live at the tile's
@@ -50,9 +50,9 @@ import re
 
 import numpy as np
 
-from ..model import Report
-from ..model.names import tensor_codes
-from ..rules import (INFERRED_DEFAULT_AMP, INFERRED_FIRST_ORDER_NAME,
+from ...model import Report
+from ...model.names import tensor_codes
+from ...rules import (INFERRED_DEFAULT_AMP, INFERRED_FIRST_ORDER_NAME,
                      INFERRED_OPTIMISER_NAME, INFERRED_PARTIALS_EXCHANGE_CATEGORIES,
                      INFERRED_PARTIALS_MAX_STEPS, INFERRED_PARTIALS_NAME)
 from .batch import cached_rows, category_rows, persistent_rows
@@ -211,7 +211,7 @@ def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
     """Rows whose sizes change when ``n`` replicas share the optimiser state (``weights``:
     the weights too), and their sizes (see the module docstring); ``(rows, sizes,
     state_rows)``. ``gathered``: the rows of the weights gathered for their reads
-    (``tilemem.figures.gathered.Gathering.weights``), all sharded; ``None`` or none: the
+    (``tilemem.figures.whatif.gathered.Gathering.weights``), all sharded; ``None`` or none: the
     largest weight part of each tile stays whole."""
     state = optimiser_state_rows(r)
     state = state[allocated[state]]

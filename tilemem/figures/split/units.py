@@ -1,5 +1,5 @@
 """The units a split moves whole: a report's layers in program order, recovered from the
-tensor names, or where they come alive, or the classes' order (``tilemem.figures.split``'s
+tensor names, or where they come alive, or the classes' order (``tilemem.figures.split.estimate``'s
 step 1).
 
 >>> from tilemem.generate import generate_report
@@ -17,7 +17,7 @@ import re
 import msgspec
 import numpy as np
 
-from ..model import Report
+from ...model import Report
 
 #: Groups of classes when a report has no usable names.
 CLASS_GROUPS = 64

@@ -6,10 +6,10 @@ Every edit but recomputation only re-sizes variables (offloading: size 0): the t
 graphs stay as they are, so they are taken apart once (``tilemem.liveness.reweight.
 TileCliques``) and each what-if is a weighted maximum over them, equal to ``max_live_all``
 on the changed report. Recomputation changes the lifetimes of some classes: its report
-(``tilemem.figures.recompute``, read from the report as compiled) is taken apart once too,
+(``tilemem.figures.whatif.recompute``, read from the report as compiled) is taken apart once too,
 and every combination with it re-sizes that report's rows (a recomputed copy as its row).
 Sharding the weights adds their gathered copies, each live around a read
-(``tilemem.figures.gathered``): that report (recomputed first when asked) is taken apart once
+(``tilemem.figures.whatif.gathered``): that report (recomputed first when asked) is taken apart once
 too, a copy re-sized as its weight's whole size.
 So a whole-IPU ``oom`` takes each tile's graph apart once or twice, not once a what-if.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import Report
+from ...model import Report
 
 
 class WhatIfBounds:
@@ -26,7 +26,7 @@ class WhatIfBounds:
     not chordal, as ``max_live_all``'s."""
 
     def __init__(self, r: Report, tiles, time_limit: float = 10.0):
-        from ..liveness.reweight import TileCliques
+        from ...liveness.reweight import TileCliques
 
         self.r = r
         self.tiles = np.atleast_1d(np.asarray(tiles, np.int64))
@@ -39,11 +39,11 @@ class WhatIfBounds:
         return self._cliques.max_live(size, allocated)
 
     def of_edits(self, edits: list) -> tuple[np.ndarray, list]:
-        """The bound after ``edits`` (``tilemem.figures.whatif.parse_edits``), as
+        """The bound after ``edits`` (``tilemem.figures.whatif.edits.parse_edits``), as
         ``max_live_all`` on ``apply_recompute(*apply_edits(r, edits), base=r)``'s report,
         and what each edit matched (``Applied``); ``ReportError`` as ``apply_edits``."""
         from .gathered import gathering
-        from .whatif import (RECOMPUTE, edited_sizes, gathers_weights, recompute_applied,
+        from .edits import (RECOMPUTE, edited_sizes, gathers_weights, recompute_applied,
                              recompute_of)
 
         size, allocated, applied = edited_sizes(self.r, edits)
@@ -73,7 +73,7 @@ class WhatIfBounds:
     def matched(self, edits: list) -> list:
         """What each of ``edits`` matches (``Applied``), as ``of_edits`` says, without the
         bound; ``ReportError`` as ``of_edits``."""
-        from .whatif import RECOMPUTE, edited_sizes, recompute_applied, recompute_of
+        from .edits import RECOMPUTE, edited_sizes, recompute_applied, recompute_of
 
         _, _, applied = edited_sizes(self.r, edits)
         e = next((x for x in edits if x.kind == RECOMPUTE), None)
@@ -84,13 +84,13 @@ class WhatIfBounds:
     def _gathered_parts(self, pattern, rc, g) -> list:
         """``(positions in tiles, first row, rows, Recomputation or None, Gathering,
         TileCliques)`` of the report with the weights' gathered copies
-        (``tilemem.figures.gathered``), recomputed first as ``pattern`` says (``None``:
+        (``tilemem.figures.whatif.gathered``), recomputed first as ``pattern`` says (``None``:
         not): one IPU at a time on an ordered report of several (as ``_recomputed_parts``),
         else the whole report; taken apart once each."""
         key = ("gathered", pattern)
         if key not in self._recomputed:
-            from ..liveness.reweight import TileCliques
-            from ..model.ipuview import ipu_bounds, tile_ordered
+            from ...liveness.reweight import TileCliques
+            from ...model.ipuview import ipu_bounds, tile_ordered
 
             parts = []
             if self.r.target.num_ipus > 1 and tile_ordered(self.r):
@@ -118,8 +118,8 @@ class WhatIfBounds:
         report: one IPU at a time on an ordered report of several (each IPU's changed part,
         its tiles' graphs taken apart, then the part let go), else the whole report."""
         if pattern not in self._recomputed:
-            from ..liveness.reweight import TileCliques
-            from ..model.ipuview import ipu_bounds, tile_ordered
+            from ...liveness.reweight import TileCliques
+            from ...model.ipuview import ipu_bounds, tile_ordered
 
             parts = []
             if self.r.target.num_ipus > 1 and tile_ordered(self.r) and rc.changes:

@@ -1,5 +1,5 @@
 """The search for ``tilemem split``: the split of a report's units into stages that minimises
-the worst stage's estimate (``tilemem.figures.split`` makes the estimate), the fewest stages
+the worst stage's estimate (``tilemem.figures.split.estimate`` makes the estimate), the fewest stages
 that fit, and a report already pipelined answered per IPU.
 
 Every contiguous split is evaluated exactly when there are few (dynamic programming over the
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ReportError
-from ..model import Report
-from .split import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
+from ...errors import ReportError
+from ...model import Report
+from .estimate import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
                     verdict)
 
 #: ``SplitAnswer.search`` of a pipelined report answered per IPU (``current_split``).
@@ -156,7 +156,7 @@ def with_stage_levers(m: SplitModel, a: SplitAnswer, time_limit: float = 10.0) -
     estimate, by the bound on the stage's own report as recompiled, with its buffers and
     stash (``SplitModel.stage_report``). A stage without such a report (no class steps, the
     stash spread over the IPU) is left without."""
-    from .plan import plan_that_fits
+    from ..plan import plan_that_fits
 
     tm = m.r.target.tile_memory
     b = [0] + list(a.split_indices) + [m.L]
@@ -203,7 +203,7 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     move to its lighter neighbour (when moving it lowers the worse of the two), and the
     levers each stage needs (``Stage.levers``: oom's plan that fits, on its tiles that need
     less data by that bound)."""
-    from .plan import plan_that_fits
+    from ..plan import plan_that_fits
 
     n, L = m.source_ipus, m.L
     u = m.units.of_row
@@ -255,10 +255,10 @@ def _ipu_bounds(r: Report, time_limit: float):
     (variables live together do not overlap there); the tiles above tileMemory by that are
     bounded, then the others in order of it until none left could beat the worst found.
     ``time_limit`` is shared out by the tiles bounded."""
-    from ..check import check_allocation
-    from ..liveness import max_live_all
-    from ..model.ipuview import ipu_view, tile_ordered
-    from .summary import highest_end_per_tile
+    from ...check import check_allocation
+    from ...liveness import max_live_all
+    from ...model.ipuview import ipu_view, tile_ordered
+    from ..summary import highest_end_per_tile
 
     tm, tpi, n = r.target.tile_memory, r.target.ipu_tiles, r.target.num_ipus
     broken = check_allocation(r, limit=1).tile_violations > 0

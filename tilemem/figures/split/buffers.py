@@ -1,7 +1,7 @@
 """A stage of a split as a report of its own: its variables at their sizes in the stage, and
 the buffers a pipelined program adds to it (the activations sent to the next stage, the
 gradients back) as classes of their own: ``stage_report``. Used by
-``tilemem.figures.split`` to estimate a stage by the bound when the report's class graph is
+``tilemem.figures.split.estimate`` to estimate a stage by the bound when the report's class graph is
 not chordal.
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..liveness.classgraph import sorted_interference
-from ..model import Csr, Report, symmetric_closure
-from ..model.ipuview import ROW_COLUMNS, gathered_names
-from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+from ...liveness.classgraph import sorted_interference
+from ...model import Csr, Report, symmetric_closure
+from ...model.ipuview import ROW_COLUMNS, gathered_names
+from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 
 def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,

@@ -8,7 +8,7 @@ weight was, but only around its reads: at the weight update (every weight gradie
 gathered weight is, and where a pass reads two weights, both are.
 
 From the report as compiled without the lever (with class steps; without them the lifetimes
-cannot be changed and ``tilemem.figures.levers.rts_sizes`` keeps, on each tile, its largest
+cannot be changed and ``tilemem.figures.whatif.levers.rts_sizes`` keeps, on each tile, its largest
 weight part whole throughout instead):
 
 1. the *reads* are the convolutions and matmuls (``levers.partials_rows``: partial sums
@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from ..model import Report
+from ...model import Report
 
 _NONE = np.zeros(0, np.int64)
 
@@ -100,7 +100,7 @@ class Gathering:
         (``tilemem.model.ipuview.ipu_view``), renumbered to the view's rows: a weight and the
         read that gathers it are on one IPU (a read's weight is looked for on its IPU), so a
         Pod's whole report with the copies need not be built."""
-        from ..model.ipuview import ipu_bounds, ipu_view
+        from ...model.ipuview import ipu_bounds, ipu_view
 
         b = ipu_bounds(self.base)
         lo, hi = int(b[k]), int(b[k + 1])
@@ -121,7 +121,7 @@ def _gathered_name(name: str) -> str:
 
 def _gathering(r: Report) -> Gathering:
     from . import levers
-    from ..model.names import tensor_codes
+    from ...model.names import tensor_codes
 
     if not r.has_class_steps:
         return Gathering(r, _NONE, _NONE, _NONE)
@@ -134,8 +134,8 @@ def _gathering(r: Report) -> Gathering:
     tpi = r.target.ipu_tiles
     # a pipeline's stash is persistent too, but the plumbing, not a weight (its names are
     # told as ``split`` tells an earlier pipelining's buffers)
-    from ..model.names import tensors_named_under
-    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+    from ...model.names import tensors_named_under
+    from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
     plumbing = tensors_named_under(r, INFERRED_PIPELINE_BUFFER_PREFIX)
     w = w[~plumbing[codes[w]]]
@@ -326,7 +326,7 @@ def _reads(r: Report, partials: np.ndarray):
     it, a row of the exchange buffer it is element-constrained to)``."""
     from .batch import category_rows
     from .levers import EXCHANGE_CATEGORIES
-    from ..model.names import tensor_codes
+    from ...model.names import tensor_codes
 
     codes, _ = tensor_codes(r)
     ec = r.element_constraints

@@ -29,9 +29,9 @@ import math
 import msgspec
 import numpy as np
 
-from ..errors import ReportError
-from ..model import Report
-from ..model.names import name_matcher, tensor_codes
+from ...errors import ReportError
+from ...model import Report
+from ...model.names import name_matcher, tensor_codes
 
 #: What every what-if answer assumes, said with it.
 ASSUMPTIONS = ("the same program with other sizes: the same variables on the same tiles, "
@@ -82,7 +82,7 @@ class Applied(msgspec.Struct, rename="camel"):
     bytes_after: int
 
 
-#: Edits that are memory levers (``tilemem.figures.levers``), applied after the others.
+#: Edits that are memory levers (``tilemem.figures.whatif.levers``), applied after the others.
 LEVER_KINDS = ("amp", "half-partials", "half-momentum", "rts")
 #: The lever that changes lifetimes, applied last (``apply_recompute``).
 RECOMPUTE = "recompute"
@@ -94,7 +94,7 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=N
                 recompute=None, rts_weights: bool = False) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
     first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
-    ``tilemem.figures.batch`` finds per sample, scaled); ``ReportError`` naming the option
+    ``tilemem.figures.whatif.batch`` finds per sample, scaled); ``ReportError`` naming the option
     for a pattern or factor that is not valid.
 
     >>> parse_edits(scale=["layer*/acts=0.5"])[0].factor
@@ -130,13 +130,13 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=N
 def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
                 recompute=None, rts_weights: bool = False) -> list[Edit]:
-    """The memory levers' edits (``tilemem.figures.levers``); ``ReportError`` naming the
+    """The memory levers' edits (``tilemem.figures.whatif.levers``); ``ReportError`` naming the
     option for a value that is not valid.
 
     >>> [e.describe() for e in lever_edits(amp="0.3,0.6", rts=4)][1]
     'optimiser state sharded over 4 replicas (1/4 a replica, spread over its IPU)'
     """
-    from ..rules import parse_amp
+    from ...rules import parse_amp
     from .levers import DEFAULT_AMP
 
     edits = []
@@ -189,8 +189,8 @@ def _recompute_text(recompute) -> str:
 def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
                     ) -> tuple[Report, list[Applied], np.ndarray]:
     """``r`` with the lifetimes the edits change: recomputed as the ``recompute`` edit says
-    (``tilemem.figures.recompute``), then, with ``--rts-weights``, each read weight's gathered
-    copies added (``tilemem.figures.gathered``; no change without either); what the
+    (``tilemem.figures.whatif.recompute``), then, with ``--rts-weights``, each read weight's gathered
+    copies added (``tilemem.figures.whatif.gathered``; no change without either); what the
     recomputation matched, and the rows it recomputes (``Recomputation.rows``: the
     checkpoints whose lifetimes grow to their recomputation are ``.moved``, no copy).
 
@@ -198,7 +198,7 @@ def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
     recomputed, and each stash's share, is then read from ``base`` (the program as compiled:
     halving the momentum does not change which activations the backward reads) and ``r``'s
     sizes carried over, so the answer is the same recomputation whatever the other levers
-    (``tilemem.figures.whatifbounds`` answers combinations so); a gathered weight is whole at
+    (``tilemem.figures.whatif.bounds`` answers combinations so); a gathered weight is whole at
     its size in ``base``. Without ``base``: from ``r``."""
     from .gathered import gathering
 
@@ -218,7 +218,7 @@ def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
 
 def gathers_weights(edits: list[Edit]) -> bool:
     """Whether ``edits`` shard the weights (``--rts N --rts-weights``), whose gathered copies
-    change lifetimes (``tilemem.figures.gathered``)."""
+    change lifetimes (``tilemem.figures.whatif.gathered``)."""
     return any(x.kind == "rts" and x.pattern == "weights" for x in edits)
 
 
@@ -234,7 +234,7 @@ def recompute_applied(r: Report, e: Edit, rc) -> Applied:
 
 
 def recompute_of(r: Report, e: Edit):
-    """The ``recompute`` edit ``e`` on ``r`` (``tilemem.figures.recompute.Recomputation``)."""
+    """The ``recompute`` edit ``e`` on ``r`` (``tilemem.figures.whatif.recompute.Recomputation``)."""
     from .recompute import recomputation
 
     return recomputation(r, "all" if e.pattern == "all"
@@ -242,7 +242,7 @@ def recompute_of(r: Report, e: Edit):
 
 
 def lever_assumptions(edits: list[Edit]) -> list[str]:
-    """What the lever edits assume, one sentence each (``tilemem.figures.levers.ASSUMES``)."""
+    """What the lever edits assume, one sentence each (``tilemem.figures.whatif.levers.ASSUMES``)."""
     from .levers import ASSUMES
 
     out = []
@@ -386,7 +386,7 @@ def changed_report(r: Report, size: np.ndarray, allocated: np.ndarray) -> Report
 def _without(csr, gone: np.ndarray, both: bool):
     """``csr`` (entries are rows) without the entries naming a row of ``gone``, and, when its
     rows are rows too (``both``), without those rows' entries."""
-    from ..model import Csr
+    from ...model import Csr
 
     src = csr.row_ids()
     keep = ~gone[csr.indices]

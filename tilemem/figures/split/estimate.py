@@ -59,7 +59,7 @@ under the other reading than the program's is off by up to +18 %, like against l
 and its receive buffer live (the report links no vertex to the weights it reads); the code
 of the inter-IPU exchanges (a few hundred bytes a tile).
 
-The search over splits is ``tilemem.figures.splitsearch``.
+The search over splits is ``tilemem.figures.split.search``.
 
 >>> from tilemem.generate import generate_report
 >>> r = generate_report("mk1", tiles=8, steps=60, seed=1, pressure=1.5)
@@ -76,18 +76,18 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from ..errors import ReportError
-from ..model import Report
-from ..model.interference import tile_interference
-from ..model.names import tensor_codes, tensors_named_under
-from ..rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
+from ...errors import ReportError
+from ...model import Report
+from ...model.interference import tile_interference
+from ...model.names import tensor_codes, tensors_named_under
+from ...rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_PER_TILE_ALWAYS_LIVE, INFERRED_PIPELINE_BUFFER_PREFIX,
                      INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
-from .plan import Plan
-from .splitunits import Units, program_units
-from .splitcross import Crossings
-from ..liveness.cliques import MAX_EXTRA
+from ..plan import Plan
+from .units import Units, program_units
+from .cross import Crossings
+from ...liveness.cliques import MAX_EXTRA
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
 
@@ -254,7 +254,7 @@ class SplitModel(Crossings):
         # per-sample rows (what a micro-batch is made of, not parameter-shaped: not the
         # gradient accumulators, zeroed for all units before the first micro-batch): where a
         # unit's work begins, the data a stage stashes, the program's input
-        from .batch import micro_batch_rows
+        from ..whatif.batch import micro_batch_rows
 
         self.per_sample = np.zeros(r.num_vars, bool)
         self.per_sample[micro_batch_rows(r)] = True
@@ -323,7 +323,7 @@ class SplitModel(Crossings):
         # the gradient accumulators, zeroed before them, whatever their shape
         self.of_micro_batch = np.zeros(r.num_vars, bool)
         if self.start is not None and mb.any():
-            from .batch import PER_SAMPLE_CATEGORIES
+            from ..whatif.batch import PER_SAMPLE_CATEGORIES
 
             self.span = (int(self.start[mb].min()), int(self.end[mb].max()))
             self.outside = model & ((self.end <= self.span[0]) | (self.start >= self.span[1]))
@@ -434,11 +434,11 @@ class SplitModel(Crossings):
         report's variables ``rows`` at sizes ``size`` (every other variable left out) with
         the classes ``extra`` added."""
         if self._bound is None:
-            from ..liveness.cliques import ReweightedBound
+            from ...liveness.cliques import ReweightedBound
 
             self._bound = ReweightedBound.of(self.r) or False
         if self._bound:
-            from ..liveness.cliques import Extra
+            from ...liveness.cliques import Extra
 
             b = self._bound
             whole = np.zeros(self.r.num_vars, np.float64)
@@ -446,8 +446,8 @@ class SplitModel(Crossings):
             w = b.node_weights(whole)
             bufs = [Extra(x, a, e) for x, a, e in extra]
             return lambda tiles: b.max_live(w, tiles, bufs)
-        from ..liveness import max_live_all
-        from .splitbuffers import stage_report
+        from ...liveness import max_live_all
+        from .buffers import stage_report
 
         # the stage's own report: a folded Pod holds every stage's rows and classes, and a
         # changed copy of all of them a stage (with its buffers' interference) passed 15 GB
@@ -516,7 +516,7 @@ class SplitModel(Crossings):
         (``splitsearch.with_stage_levers``). ``None`` without class steps (a buffer's or the
         stash's lifetime cannot be placed) or with the stash spread over the IPU
         (``stash_mapping="linear"``: no variable of the report is mapped so)."""
-        from .splitbuffers import stage_report
+        from .buffers import stage_report
 
         if self.start is None or self.stash_mapping != "like":
             return None

@@ -5,10 +5,10 @@ From the report's class steps (``equivalenceClassSteps``; without them the lifet
 be changed and the question is refused):
 
 1. the activations kept for the backward pass are the per-sample model data
-   (``tilemem.figures.batch.micro_batch_rows``, category ``variable``) whose lifetime spans
+   (``tilemem.figures.whatif.batch.micro_batch_rows``, category ``variable``) whose lifetime spans
    the turn from the forward to the backward pass: the step that the most per-sample classes
    span (``turn``); they are nested around it, the first layer's outermost;
-2. each is given to its layer (``tilemem.figures.splitunits.program_units``: numbered name
+2. each is given to its layer (``tilemem.figures.split.units.program_units``: numbered name
    prefixes in program order, the hint); a layer's *output* is its kept tensor defined last,
    the next layer's input: a checkpoint when that layer's input is one (every layer, or the
    layers given, and on a pipelined report every stage's first layer: the layer's kept
@@ -52,10 +52,10 @@ from functools import cached_property
 import numpy as np
 from numba import njit
 
-from ..errors import ReportError
-from ..liveness.sorting import search_left
-from ..model import Csr, Report
-from ..model.interference import SharedTiles, prunes
+from ...errors import ReportError
+from ...liveness.sorting import search_left
+from ...model import Csr, Report
+from ...model.interference import SharedTiles, prunes
 
 _NONE = np.zeros(0, np.int64)
 
@@ -76,7 +76,7 @@ def turn_step(r: Report, rows: np.ndarray) -> int:
     Classes of a few steps (``rules.INFERRED_PARTIALS_MAX_STEPS``: a matmul's partial sums,
     an exchange's buffers) are not counted: the last layer's backward temporaries would
     otherwise put the turn inside it, and take them for activations kept across it."""
-    from ..rules import INFERRED_PARTIALS_MAX_STEPS
+    from ...rules import INFERRED_PARTIALS_MAX_STEPS
 
     cls = np.unique(r.eq_class[rows])
     s, e = r.class_steps[cls, 0], r.class_steps[cls, 1]
@@ -161,7 +161,7 @@ class Recomputation:
         to the view's rows. Its ``report`` holds that IPU's variables and their copies only,
         with the interference of its own classes (conflicts are asked within a tile, and a
         tile is one IPU's)."""
-        from ..model.ipuview import ipu_bounds, ipu_view
+        from ...model.ipuview import ipu_bounds, ipu_view
 
         b = ipu_bounds(self.base)
         lo, hi = int(b[k]), int(b[k + 1])
@@ -190,8 +190,8 @@ def recomputation(r: Report, checkpoints) -> Recomputation:
 
 def _recomputation(r: Report, checkpoints) -> Recomputation:
     from .batch import micro_batch_rows
-    from ..model.names import tensor_codes
-    from .splitunits import program_units
+    from ...model.names import tensor_codes
+    from ..split.units import program_units
 
     if not r.has_class_steps:
         raise ReportError("--recompute: the report has no equivalenceClassSteps (the "
@@ -436,7 +436,7 @@ def _layers_only(units):
     forward and a backward lifetime) instead of cut to the checkpoints' share. The plumbing
     is told as ``tilemem split`` tells an earlier pipelining's buffers
     (``rules.INFERRED_PIPELINE_BUFFER_PREFIX``)."""
-    from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+    from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
     real = np.array([not lab.startswith(INFERRED_PIPELINE_BUFFER_PREFIX)
                      for lab in units.labels], bool)
@@ -519,7 +519,7 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
               if prunes(r.target) else None)
     # interference of the new classes: shared steps with any class (old ones by their hulls)
     if local:   # the view's own classes, their entries and no other IPU's
-        from ..liveness.classgraph import sorted_interference
+        from ...liveness.classgraph import sorted_interference
 
         own = np.unique(r.eq_class[r.allocated])
         # symmetric and sorted (the view shares the Pod's, made once): so is the result

@@ -41,10 +41,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..model import Report
-from ..model.interference import tile_interference
-from ..model.names import tensor_codes, tensors_named_under
-from ..rules import INFERRED_PIPELINE_BUFFER_PREFIX
+from ...model import Report
+from ...model.interference import tile_interference
+from ...model.names import tensor_codes, tensors_named_under
+from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 #: Inferred: two tensors on the same tiles whose bytes differ by at most this share have the
 #: same shape (a weight and its gradient, its accumulator).
