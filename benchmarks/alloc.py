@@ -1,6 +1,6 @@
 """Packing speed and quality on a generated report: wall time, proven tiles, gap to the bound.
 
-Runs ``tilemem.pack.driver.allocate`` with each method on the same report, as Poplar writes it
+Runs ``tilemem.pack.run.driver.allocate`` with each method on the same report, as Poplar writes it
 (``equivalenceClassSteps`` dropped unless ``--keep-steps``), and prints per method: wall
 seconds, tiles per second, tiles proven optimal, the share of tiles ending within 1.01 x their
 bound, the gap's median, 95th percentile and worst, overflowed bytes, tiles that fit, tiles
@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     import resource
     from dataclasses import replace
 
-    from tilemem.pack.driver import RunOptions, allocate
-    from tilemem.pack.plan import Policy
+    from tilemem.pack.run.driver import RunOptions, allocate
+    from tilemem.pack.run.plan import Policy
 
     t0 = time.perf_counter()
     if a.report:

@@ -5,7 +5,7 @@ For each range of neighbouring tiles, packs every tile with the quick search
 (``solve_tile(..., "quick")``, ``--seconds`` each, stopped at the first pass's 0.2 %) in runs
 of each length of ``--lengths``: run length 1 is the baseline (each tile from its own
 heuristic); in a longer run each tile starts from the better of its heuristic's allocation and
-its predecessor's carried over, as ``alloc``'s first pass does (``Policy.chain``, ``tilemem.pack.plan``). Prints,
+its predecessor's carried over, as ``alloc``'s first pass does (``Policy.chain``, ``tilemem.pack.run.plan``). Prints,
 per range and run length, the gap to the bound (median, mean, 90th percentile), the tiles
 above 1 %, the seconds taken and the ratio of the median to the baseline's. Every allocation
 passes ``tilemem.check`` on its tile.
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from tilemem.load import load_report
     from tilemem.pack.bounds import tile_bounds
     from tilemem.pack.carry import carry_over
-    from tilemem.pack.plan import DEFAULT_POLICY
+    from tilemem.pack.run.plan import DEFAULT_POLICY
     FIRST_STOP = DEFAULT_POLICY.first_stop
     from tilemem.pack.portfolio import solve_tile
     from tilemem.pack.problem import TileProblem

@@ -13,7 +13,7 @@ the deterministic run, the exact portfolio on every tile not proven optimal, sta
 
 The prediction: a deterministic run's work is fixed, each tile's seconds are in ``alloc
 --json`` (``tiles[].seconds``, summed over its passes), and each IPU's tasks go to one worker
-(``tilemem.pack.daskexec.homes``). So with N workers the run takes its fixed part (the
+(``tilemem.pack.workers.daskexec.homes``). So with N workers the run takes its fixed part (the
 1-worker wall time less the tiles' seconds: load, warm-up, bounds, output) plus the most
 tile-seconds any worker is given (IPU k to worker k mod N). Memory: each worker's peak
 resident set (VmHWM) and its anonymous memory at the end (RssAnon: what the kernel cannot
@@ -129,7 +129,7 @@ def compare_memory(report: Path, workers: int, scratch: Path, whole: bool = True
     whole report sent to every worker (``RunOptions.state_path`` None: what every run did
     before shards; not with ``whole`` False), each on a fresh cluster."""
     from tilemem.load import load_report
-    from tilemem.pack.driver import RunOptions, allocate
+    from tilemem.pack.run.driver import RunOptions, allocate
 
     r = load_report(report)
     print(f"\nworkers' memory after a heuristic pass, {workers} worker(s) "

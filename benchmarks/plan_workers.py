@@ -21,7 +21,7 @@ import numpy as np
 
 
 def one(report, budget: float, scheduler: str | None, workers: int) -> dict:
-    from tilemem.pack.driver import RunOptions, allocate
+    from tilemem.pack.run.driver import RunOptions, allocate
 
     t0 = time.time()
     a = allocate(report, budget=budget, run=RunOptions(scheduler=scheduler, workers=workers))

@@ -4,9 +4,9 @@ Solves the same sample of tiles of a multi-IPU generated report (the heuristic, 
 tile, identical tiles not merged so every task does work) with
 
 - ``inline``: one process, no executor (the per-tile cost),
-- ``pool``: ``tilemem.pack.cluster.LocalPool`` with 2 forked workers,
+- ``pool``: ``tilemem.pack.workers.cluster.LocalPool`` with 2 forked workers,
 - ``dask-1`` / ``dask-2``: a Dask ``LocalCluster`` of 1 and 2 single-threaded workers on
-  127.0.0.1 (``tilemem.pack.daskexec.DaskExecutor``, the report scattered once),
+  127.0.0.1 (``tilemem.pack.workers.daskexec.DaskExecutor``, the report scattered once),
 
 all in the same run, and prints tiles per second with ratios against the pool. Then the
 per-task overhead: the same executors running a task that does nothing, seconds per task.
@@ -28,7 +28,7 @@ import numpy as np
 
 def solve_one(state, tile, deadline):
     """One tile with the heuristic (what ``tilemem alloc --method heuristic`` runs per tile)."""
-    from tilemem.pack.tasks import _replay_order
+    from tilemem.pack.run.tasks import _replay_order
     from tilemem.pack.portfolio import solve_tile
     from tilemem.pack.problem import TileProblem
 
@@ -65,9 +65,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-dask", action="store_true")
     a = ap.parse_args(argv)
 
-    from tilemem.pack.driver import _warm_up
-    from tilemem.pack.cluster import LocalPool
-    from tilemem.pack.daskexec import DaskExecutor
+    from tilemem.pack.run.driver import _warm_up
+    from tilemem.pack.workers.cluster import LocalPool
+    from tilemem.pack.workers.daskexec import DaskExecutor
     from tilemem.rules import DEFAULT_RULES
 
     t0 = time.perf_counter()

@@ -34,8 +34,8 @@ def main(argv=None) -> int:
     from tilemem.pack import heuristic
     from tilemem.pack.bounds import region_clique, tile_bounds
     from tilemem.pack.carry import carry_over
-    from tilemem.pack.plan import DEFAULT_POLICY
-    from tilemem.pack.tasks import _replay_order, _warm_up  # noqa: F401
+    from tilemem.pack.run.plan import DEFAULT_POLICY
+    from tilemem.pack.run.tasks import _replay_order, _warm_up  # noqa: F401
     CHAIN = DEFAULT_POLICY.chain
     from tilemem.pack.firstfit import first_fit
     from tilemem.pack.params import DEFAULT_PARAMS

@@ -1,4 +1,4 @@
-"""What a visit run's way back (``tilemem.pack.tasks._carry_back``) buys, on the same forward
+"""What a visit run's way back (``tilemem.pack.run.tasks._carry_back``) buys, on the same forward
 results: visit runs of neighbouring tiles as ``auto`` makes them (the heuristic, then the
 quick search, each tile carried over to the next), then the way back; the gaps before and
 after it, and its seconds against the runs'.
@@ -28,7 +28,7 @@ def main() -> None:
 
     from tilemem.liveness import class_intervals
     from tilemem.load import load_report
-    from tilemem.pack import tasks as T
+    from tilemem.pack.run import tasks as T
     from tilemem.pack.bounds import TileBound, tile_bounds
     from tilemem.pack.carry import tensor_keys
     from tilemem.pack.kinds import Pass

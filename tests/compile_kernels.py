@@ -26,7 +26,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mk1-small.json"
 
 def search() -> None:
     """The search on a whole tile, first fit, the guard and the quick search's probes."""
-    from tilemem.pack.tasks import _warm_up
+    from tilemem.pack.run.tasks import _warm_up
 
     _warm_up(whole=True, part=False, zone=False)
 
@@ -35,7 +35,7 @@ def zone() -> None:
     """The stages on both formats, then the search's version with the overflow zone, then
     ``alloc``: last, so that it loads the search's other versions from the cache the other
     parts have written by then, rather than compiling them a second time beside them."""
-    from tilemem.pack.tasks import _warm_up
+    from tilemem.pack.run.tasks import _warm_up
 
     with tempfile.TemporaryDirectory() as tmp:
         two = stages(Path(tmp))
@@ -45,7 +45,7 @@ def zone() -> None:
 
 def part() -> None:
     """The search on part of a tile (its version with domains)."""
-    from tilemem.pack.tasks import _warm_up
+    from tilemem.pack.run.tasks import _warm_up
 
     _warm_up(whole=False, part=True, zone=False)
 

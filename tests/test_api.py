@@ -170,8 +170,8 @@ def test_allocate_one_tile_the_checker_accepts(mk1):
 def test_allocate_takes_the_policy_s_time_limit_unless_one_is_given(mk1, monkeypatch):
     """``time_limit`` replaces the policy's only when given: a tuned ``Policy`` alone keeps
     its own (the driver is asked with it)."""
-    from tilemem.pack import driver
-    from tilemem.pack.plan import Policy
+    from tilemem.pack.run import driver
+    from tilemem.pack.run.plan import Policy
 
     asked = []
     real = driver.allocate

@@ -11,11 +11,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "tilemem"
 
 #: Module -> stage, by the longest matching prefix: a new module joins the stage of its folder
-#: (tilemem/load/*.py, tilemem/pack/driver.py, tilemem/plot/html.py, ...). The flat load
+#: (tilemem/load/*.py, tilemem/pack/run/driver.py, tilemem/plot/html.py, ...). The flat load
 #: modules belong to the load stage until they move into tilemem/load/.
 STAGES = {
     "tilemem": "package",
-    "tilemem.errors": "base", "tilemem.rules": "base",
+    "tilemem.errors": "base", "tilemem.rules": "base", "tilemem.levers": "base",
     "tilemem.model": "model",
     "tilemem.load": "load",
     "tilemem.interop": "interop",
@@ -30,7 +30,7 @@ STAGES = {
     "tilemem.cli": "cli", "tilemem.commands": "cli", "tilemem.__main__": "cli",
 }
 
-#: Stage -> the stages it may import (besides itself and the base: errors, rules).
+#: Stage -> the stages it may import (besides itself and the base: errors, rules, levers).
 ALLOWED = {
     # the package's __init__ re-exports the API (loaded on first use) and tilemem.plot
     "package": {"api", "plot"},
@@ -137,9 +137,9 @@ def test_no_forbidden_arrow_in_tilemem():
     ("check.py", "from .pack.problem import TileProblem\n", "check -> pack"),
     ("check.py", "import tilemem.liveness\n", "check -> liveness"),
     # pack -> figures / text / plot, from a module that does not exist yet
-    ("pack/driver.py", "from ..figures.memory import memory_figures\n", "pack -> figures"),
-    ("pack/driver.py", "from .. import text\n", "pack -> text"),
-    ("pack/driver.py", "from ..plot.maps import plot_tile\n", "pack -> plot"),
+    ("pack/run/driver.py", "from ..figures.memory import memory_figures\n", "pack -> figures"),
+    ("pack/run/driver.py", "from .. import text\n", "pack -> text"),
+    ("pack/run/driver.py", "from ..plot.maps import plot_tile\n", "pack -> plot"),
     # any stage -> the CLI or click
     ("figures/oom.py", "from ..commands.options import console\n", "figures -> cli"),
     ("load/allocation.py", "from ..cli import main\n", "load -> cli"),
@@ -162,7 +162,7 @@ def test_a_forbidden_arrow_is_named(file, source, message):
 
 @pytest.mark.parametrize("file,source", [
     ("figures/oom.py", "def f():\n    from ..pack.alloc import allocate\n"),
-    ("pack/driver.py", "from ..check import check_allocation\nfrom .guard import self_check\n"),
+    ("pack/run/driver.py", "from ...check import check_allocation\nfrom ..guard import self_check\n"),
     ("load/__init__.py", "from .jsonio import read_json_file\nfrom ..model import Report\n"),
     ("plot/maps.py", "from ..figures import memory\nfrom ..liveness import timeline\n"),
     ("commands/plot.py", "import click\nfrom ..pack.alloc import allocate\n"),

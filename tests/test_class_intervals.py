@@ -14,8 +14,8 @@ import pytest
 from tilemem.check import check_allocation
 from tilemem.liveness import class_intervals
 from tilemem.model import Report
-from tilemem.pack.driver import RunOptions, allocate
-from tilemem.pack.plan import Policy
+from tilemem.pack.run.driver import RunOptions, allocate
+from tilemem.pack.run.plan import Policy
 from tilemem.pack.problem import TileProblem
 from tilemem.pack.search.sweep import _sections
 

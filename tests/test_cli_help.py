@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tilemem.cli import COMMANDS, LazyGroup, cli
-from tilemem.pack.driver import allocate
+from tilemem.pack.run.driver import allocate
 from tilemem.pack.kinds import METHODS, Method
 
 NAMES = LazyGroup.list_commands(cli, None)
@@ -70,7 +70,7 @@ def test_a_command_s_budget_and_time_limit_are_its_api_function_s(name):
     assert params["budget"].default == fn["budget"].default > 0
     api_limit = fn["time_limit"].default
     if api_limit is None:   # the policy's (``allocate``: given, it replaces the policy's)
-        from tilemem.pack.plan import Policy
+        from tilemem.pack.run.plan import Policy
 
         api_limit = Policy().time_limit
     assert params["time_limit"].default == api_limit > 0

@@ -1,4 +1,4 @@
-"""The generator compiles each memory lever (``tilemem.generate.levers``): the same program of
+"""The generator compiles each memory lever (``tilemem.levers``): the same program of
 a seed, with what the lever changes and nothing else, judged against what the lever means
 (Graphcore's memory guide, as the module docstring states it) and the checker."""
 import functools

@@ -49,7 +49,7 @@ def test_every_tile_packs_the_same_on_its_shard(two_ipus):
     tile: the same on the shard as on the whole report, offset for offset."""
     from tilemem.pack.bounds import TileBound
     from tilemem.pack.kinds import Pass
-    from tilemem.pack.tasks import BoundsTask, TileTask, _bounds, _Shared, _solve
+    from tilemem.pack.run.tasks import BoundsTask, TileTask, _bounds, _Shared, _solve
     from tilemem.rules import DEFAULT_RULES
 
     r = two_ipus

@@ -220,7 +220,7 @@ def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
 
 
 def test_a_repack_that_breaks_a_rule_is_not_trusted(monkeypatch):
-    from tilemem.pack import driver as alloc
+    from tilemem.pack.run import driver as alloc
     from tilemem.pack.result import Allocation, TileResult
 
     r = hand_report()
@@ -341,7 +341,7 @@ def test_oom_output_is_the_json_and_its_journal_is_kept_only_while_running(tmp_p
     gone once D.json is written; a journal left by an interrupted run is refused without
     ``--resume`` (one line, exit 2) and continued with it."""
     from tilemem.cli import main
-    from tilemem.pack.journal import journal_path, open_journal, report_digest
+    from tilemem.pack.run.journal import journal_path, open_journal, report_digest
 
     path = tmp_path / "hand.json"
     save_report(hand_report(), path)

@@ -96,8 +96,8 @@ def test_live_data_that_fits_but_not_with_its_padding_is_proven_not_to_fit():
     # live bytes fit, but each but the highest leaves 12 bytes before the next (0, 32, 64):
     # no allocation fits, and the verdict says it is proven on those 3 variables
     from tilemem.model.target import Target
-    from tilemem.pack.driver import RunOptions, allocate
-    from tilemem.pack.plan import Policy
+    from tilemem.pack.run.driver import RunOptions, allocate
+    from tilemem.pack.run.plan import Policy
 
     t = Target(1, 64, 32, np.array([0, 16, 32, 48]))
     # (and a fourth, live with none of them: the proof is on the three, not the tile)

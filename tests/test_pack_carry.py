@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pack_oracle import examples, objective, passes_both_checkers, small_reports
 from tilemem.model import Report
 from tilemem.pack.carry import carry_over, match_twins
-from tilemem.pack.driver import RunOptions, allocate
+from tilemem.pack.run.driver import RunOptions, allocate
 from tilemem.pack.firstfit import first_fit
 from tilemem.pack.guard import self_check
 from tilemem.pack.portfolio import solve_tile
@@ -220,7 +220,7 @@ def _visit_run_out(r2: Report, offsets: dict[int, list[int]]):
     local offsets (a carry of its own allocation: its result as the driver records it)."""
     from tilemem.pack.bounds import TileBound, tile_bounds
     from tilemem.pack.kinds import Pass
-    from tilemem.pack.tasks import RunOut, RunTask, TileTask
+    from tilemem.pack.run.tasks import RunOut, RunTask, TileTask
 
     bounds = tile_bounds(r2, [0, 1], 1.0)
     run = RunTask([TileTask(t, Pass.QUICK, None, None, TileBound.of(bounds[t]), 0.5, 0)
@@ -235,7 +235,7 @@ def _visit_run_out(r2: Report, offsets: dict[int, list[int]]):
 
 
 def test_the_way_back_gives_a_tile_its_successors_better_allocation():
-    from tilemem.pack.tasks import _Shared, _carry_back
+    from tilemem.pack.run.tasks import _Shared, _carry_back
     from tilemem.rules import Rules
 
     r2 = _chain_twins()
@@ -252,7 +252,7 @@ def test_the_way_back_gives_a_tile_its_successors_better_allocation():
 
 
 def test_the_way_back_leaves_a_tile_whose_successor_did_no_better():
-    from tilemem.pack.tasks import _Shared, _carry_back
+    from tilemem.pack.run.tasks import _Shared, _carry_back
     from tilemem.rules import Rules
 
     r2 = _chain_twins()
@@ -315,7 +315,7 @@ def _scripted_run(gaps: list[float], hold: bool, stop: float = 0.004):
     gap each tile was given and the results."""
     from tilemem.pack.kinds import Pass, Stage, Status
     from tilemem.pack.result import TileResult
-    from tilemem.pack.tasks import RunTask, TileTask, _solve_run
+    from tilemem.pack.run.tasks import RunTask, TileTask, _solve_run
 
     given = []
 

@@ -1,4 +1,4 @@
-"""The executors of tilemem.pack.cluster: the local process pool, a real Dask cluster started by
+"""The executors of tilemem.pack.workers.cluster: the local process pool, a real Dask cluster started by
 these tests (a `dask scheduler` and two `dask worker` processes on 127.0.0.1), a worker killed
 mid-run, and a Dask LocalCluster. Every process the tests start, they stop; every wait is
 bounded.
@@ -22,8 +22,8 @@ import pytest
 
 from cli_in_process import run_cli
 from tilemem.errors import ReportError
-from tilemem.pack.cluster import LocalPool, ReportFile, remaining
-from tilemem.pack.executors import make_executor
+from tilemem.pack.workers.cluster import LocalPool, ReportFile, remaining
+from tilemem.pack.workers.executors import make_executor
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -65,7 +65,7 @@ def failing_fn(state, task, deadline):
 
 
 def report_fn(state, task, deadline):
-    from tilemem.pack import cluster
+    from tilemem.pack.workers import cluster
 
     r = state.load()
     return {"tile": task, "vars": int(len(r.tile_rows(task))), "pid": os.getpid(),
@@ -258,7 +258,7 @@ def start_cluster(tmp_path):
 
     # as the README advises for tilemem runs: no active memory manager, whose ReduceReplicas
     # would drop the broadcast copies of the state and make workers fetch it again
-    # and no work stealing, which would move an IPU's tasks off its worker (tilemem.pack.cluster)
+    # and no work stealing, which would move an IPU's tasks off its worker (tilemem.pack.workers.cluster)
     scheduler_env = {**env, "DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START": "False",
                      "DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING": "False"}
     procs = [start(["scheduler", "--host", "127.0.0.1", "--port", str(port),
@@ -443,7 +443,7 @@ def test_alloc_on_a_dask_cluster_equals_the_local_pool(shared_cluster, two_ipu_r
     (two IPUs, two workers)."""
     from tilemem.load import load_report
     from tilemem.model.shard import ipu_shard, report_nbytes
-    from tilemem.pack.daskexec import worker_shards
+    from tilemem.pack.workers.daskexec import worker_shards
 
     address, _ = shared_cluster
     whole, pool, pool_offsets = two_ipu_report
@@ -500,7 +500,7 @@ def test_a_broken_or_truncated_report_is_refused_before_any_task(shared_cluster,
     """The driver validates the whole report before any task is sent (workers trust it and
     check their own rows only): a report cut short (at 3/4 of its bytes), or with a row of
     IPU 1 broken, is one line and exit 2, and no worker built a shard of it."""
-    from tilemem.pack.daskexec import worker_shards
+    from tilemem.pack.workers.daskexec import worker_shards
 
     address, _ = shared_cluster
     path, _, _ = two_ipu_report
@@ -568,7 +568,7 @@ def test_alloc_survives_a_killed_dask_worker(dask_cluster, two_ipu_report, tmp_p
     _check_passes(path, out)
     # again on the one worker left: the same offsets (deterministic results do not depend
     # on how many workers ran them); it builds both IPUs' shards, once each
-    from tilemem.pack.daskexec import worker_shards
+    from tilemem.pack.workers.daskexec import worker_shards
 
     again, copy = tmp_path / "one.capnp", tmp_path / "copy.capnp"
     shutil.copyfile(path, copy)   # a path of its own: the worker's records name it
@@ -589,7 +589,7 @@ def _journal_phases(path) -> list[str]:
 
     import msgspec
 
-    from tilemem.pack.journal import MAGIC
+    from tilemem.pack.run.journal import MAGIC
 
     try:
         buf = Path(path).read_bytes()

@@ -1,4 +1,4 @@
-"""The packing driver (``tilemem.pack.driver``) and its methods against independent
+"""The packing driver (``tilemem.pack.run.driver``) and its methods against independent
 expectations.
 
 - every method's allocation passes the independent checker (``pack_oracle.violations``);
@@ -19,12 +19,12 @@ from pack_oracle import examples, passes_both_checkers, small_reports, violation
 from pack_oracle import objective as oracle_objective
 from tilemem.check import check_allocation
 from tilemem.model import Report
-from tilemem.pack import driver, tasks
+from tilemem.pack.run import driver, tasks
 from tilemem.pack.bounds import tile_bounds
-from tilemem.pack.cluster import LocalPool
-from tilemem.pack.driver import RunOptions, allocate
+from tilemem.pack.workers.cluster import LocalPool
+from tilemem.pack.run.driver import RunOptions, allocate
 from tilemem.pack.kinds import Goal, Pass
-from tilemem.pack.plan import DEFAULT_POLICY, Policy
+from tilemem.pack.run.plan import DEFAULT_POLICY, Policy
 from tilemem.model.target import Target
 from tilemem.rules import DEFAULT_RULES
 

@@ -1,4 +1,4 @@
-"""When ``auto`` is finished with a tile (``tilemem.pack.scoreboard.finished``): its question
+"""When ``auto`` is finished with a tile (``tilemem.pack.run.scoreboard.finished``): its question
 answered (``Goal.FIT``: it fits, or is known not to) or its end within the settle gap of its
 bound (``Goal.END``), its time going to the others and the run ending once all are finished.
 
@@ -14,8 +14,8 @@ from pack_oracle import violations
 from tilemem.generate import generate_report
 from tilemem.model import Report
 from tilemem.model.target import Target
-from tilemem.pack.driver import RunOptions, allocate
-from tilemem.pack.plan import Policy
+from tilemem.pack.run.driver import RunOptions, allocate
+from tilemem.pack.run.plan import Policy
 from tilemem.pack.kinds import Goal
 from tilemem.text.alloc import alloc_json, ended_early_text
 
@@ -129,7 +129,7 @@ def test_the_sweep_carries_nothing_over_once_the_budget_is_spent(report):
     import time
 
     from tilemem.pack.kinds import Pass
-    from tilemem.pack.tasks import TileTask, _Shared, _solve
+    from tilemem.pack.run.tasks import TileTask, _Shared, _solve
     from tilemem.rules import DEFAULT_RULES
 
     a = allocate(report, method="heuristic", run=RunOptions(workers=1))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tilemem.errors import ReportError
-from tilemem.pack.journal import journal_path, open_journal, report_digest
+from tilemem.pack.run.journal import journal_path, open_journal, report_digest
 from tilemem.pack.result import TileResult
 
 SETTINGS = {"method": "auto", "timeLimit": 10.0, "seed": 0, "deterministic": True}

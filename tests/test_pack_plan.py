@@ -1,9 +1,9 @@
-"""The plan of ``auto`` (``tilemem.pack.plan.Planner``) fed results by hand: which tile gets
+"""The plan of ``auto`` (``tilemem.pack.run.plan.Planner``) fed results by hand: which tile gets
 the next slice, with which move, for how long, and what it learns. Expectations are worked
 out here from the rule in the module's docstring, not read off the code."""
 import pytest
 
-from tilemem.pack.plan import Move, Order, Planner, Policy
+from tilemem.pack.run.plan import Move, Order, Planner, Policy
 from tilemem.pack.result import TileResult
 
 P = Policy()

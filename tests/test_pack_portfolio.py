@@ -21,10 +21,10 @@ from tilemem.pack import heuristic as heuristic_mod
 from tilemem.pack import fresh as fresh_mod
 from tilemem.pack import portfolio as portfolio_mod
 from tilemem.pack import quick as quick_mod
-from tilemem.pack import tasks as tasks_mod
+from tilemem.pack.run import tasks as tasks_mod
 from tilemem.pack.cpsat import conflict_cliques, solve_cpsat
-from tilemem.pack.driver import RunOptions, allocate
-from tilemem.pack.plan import Policy
+from tilemem.pack.run.driver import RunOptions, allocate
+from tilemem.pack.run.plan import Policy
 from tilemem.pack.guard import self_check
 from tilemem.pack.params import DEFAULT_PARAMS, SolverParams
 from tilemem.pack.portfolio import solve_tile

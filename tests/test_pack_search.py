@@ -1024,7 +1024,7 @@ def test_the_warm_up_reaches_each_version_of_the_kernel():
 import json
 from numba.core import types
 from tilemem.pack.search import kernel
-from tilemem.pack.tasks import _warm_up
+from tilemem.pack.run.tasks import _warm_up
 
 def versions():
     # the kernel's last two arguments: the zone's capacity, the domains

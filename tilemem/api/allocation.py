@@ -1,4 +1,4 @@
-"""``tilemem.allocate``: the packer (``tilemem.pack.driver.allocate``, its one entry point)
+"""``tilemem.allocate``: the packer (``tilemem.pack.run.driver.allocate``, its one entry point)
 with a progress callback, and a run that can be interrupted keeping what was done: in memory
 (the tiles finished so far, the rest as the report had them) and, with ``output``, in
 ``OUT.journal``, which ``resume=True`` continues (as ``tilemem alloc -o OUT --resume``)."""
@@ -26,12 +26,12 @@ class Progress(NamedTuple):
 
 
 class Recorder:
-    """Stands where the packer expects a journal (``tilemem.pack.journal.Journal``): passes
+    """Stands where the packer expects a journal (``tilemem.pack.run.journal.Journal``): passes
     every finished tile on to the real journal (if any) and to ``progress``, and keeps it, so
     that an interrupted run still has what it finished."""
 
     def __init__(self, journal, progress: Callable | None, stage: str, total: int):
-        from ..pack.journal import FINAL, FIRST
+        from ..pack.run.journal import FINAL, FIRST
 
         self.journal, self.progress, self.stage, self.total = journal, progress, stage, total
         self.records = journal.records if journal is not None else {}
@@ -69,7 +69,7 @@ def refuse_journal(output, resume: bool) -> None:
     Pod's takes a minute): ``--resume`` without an output, and an existing journal without
     ``--resume`` (it holds work a user ran for)."""
     from ..errors import ReportError
-    from ..pack.journal import journal_path
+    from ..pack.run.journal import journal_path
 
     if output is None:
         if resume:
@@ -83,7 +83,7 @@ def refuse_journal(output, resume: bool) -> None:
 
 
 def open_run(output, report, settings: dict, resume: bool, *, echo=None):
-    """The journal of a run writing ``output`` (``tilemem.pack.journal``), opened before any
+    """The journal of a run writing ``output`` (``tilemem.pack.run.journal``), opened before any
     work; ``None`` without an output.
 
     With an output every finished tile is recorded in ``OUT.journal`` as it completes; the
@@ -92,7 +92,7 @@ def open_run(output, report, settings: dict, resume: bool, *, echo=None):
     existing journal without ``resume`` is refused too rather than overwritten: it holds work
     a user ran for.
     """
-    from ..pack.journal import FIRST, journal_path, open_journal, report_digest
+    from ..pack.run.journal import FIRST, journal_path, open_journal, report_digest
 
     refuse_journal(output, resume)
     if output is None:
@@ -203,7 +203,7 @@ def allocate(report, *, method: str = "auto", tiles=None,
         Write the report with the new offsets here (.json or .capnp); finished tiles are
         journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
         interrupted run from it.
-    policy : tilemem.pack.plan.Policy, optional
+    policy : tilemem.pack.run.plan.Policy, optional
         The plan's knobs (how ``auto`` spends the budget over the tiles); default
         ``Policy()``. docs/tuning.md says what each does.
     params : tilemem.pack.params.SolverParams, optional
@@ -237,9 +237,9 @@ def allocate(report, *, method: str = "auto", tiles=None,
     from dataclasses import replace
 
     from ..load import FORMATS, check_output, save_report
-    from ..pack.driver import DEFAULT_POLICY, RunOptions
+    from ..pack.run.driver import DEFAULT_POLICY, RunOptions
     from ..pack.params import DEFAULT_PARAMS
-    from ..pack.driver import allocate as pack
+    from ..pack.run.driver import allocate as pack
     from ..pack.result import Allocation as Packed
 
     if output is not None:

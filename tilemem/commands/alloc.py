@@ -43,7 +43,7 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
     output_path(output, FORMATS)
     refuse_journal(output, resume)
     if scheduler is not None:
-        from ..pack.executors import make_executor
+        from ..pack.workers.executors import make_executor
 
         make_executor(scheduler, None)  # refuses a malformed address before any work
     began = time.perf_counter()

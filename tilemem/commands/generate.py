@@ -206,7 +206,7 @@ def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recomput
                       image_size=224, rts_weights=False, offload_state=False):
     """The ``Levers`` and ``Shape`` of the options; ``click.BadParameter`` (exit 2, one line)
     for a value that is not valid, before any work."""
-    from ..generate.levers import Levers, parse_recompute
+    from ..levers import Levers, parse_recompute
     from ..rules import parse_amp
     from ..generate.cnnshape import CnnShape
     from ..generate.transformer import Shape

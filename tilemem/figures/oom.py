@@ -8,7 +8,7 @@ For every tile whose allocation passes tileMemory (worst first):
   runs out of time, ``maxLiveBytes`` is the best found (still a valid lower bound) and
   ``maxLiveUpperBytes`` an upper bound;
 - the verdict (``VERDICTS``): the live data alone does not fit -> the program must hold less
-  data on the tile; otherwise the packer (``tilemem.pack.driver.allocate``) re-packs the tile,
+  data on the tile; otherwise the packer (``tilemem.pack.run.driver.allocate``) re-packs the tile,
   and either fits or still overflows, the difference between its highest end and the bound
   being what gaps and placement rules cost;
 - the peak live set: its largest variables and classes, and its bytes by category;
@@ -227,9 +227,9 @@ def diagnose(r: Report, tiles=None, *, offsets: np.ndarray | None = None,
              journal=None, budget: float | None = None) -> list[TileDiagnosis]:
     """Diagnose the out-of-memory tiles of ``offsets`` (default: the report's allocation),
     worst first; ``tiles`` restricts the search. ``progress(tile)`` is called per tile.
-    ``journal``: a ``tilemem.pack.journal.Journal`` the re-pack records its tiles in (and
+    ``journal``: a ``tilemem.pack.run.journal.Journal`` the re-pack records its tiles in (and
     skips those it already holds). ``budget``: seconds for the whole re-pack (see
-    ``tilemem.pack.driver.allocate``: the heuristic everywhere, exact work where it matters most
+    ``tilemem.pack.run.driver.allocate``: the heuristic everywhere, exact work where it matters most
     until the budget is spent)."""
     return _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top, repack=repack,
                      method=method, figures=figures, progress=progress, journal=journal,
@@ -299,7 +299,7 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         from dataclasses import replace
 
         from ..pack.bounds import bound_of
-        from ..pack.driver import DEFAULT_POLICY, RunOptions, allocate
+        from ..pack.run.driver import DEFAULT_POLICY, RunOptions, allocate
         from ..pack.kinds import Goal
 
         # with the padding the peak's alignments force: a proof on its variables

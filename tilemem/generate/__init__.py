@@ -60,7 +60,7 @@ from ..model.target import PRESETS
 from ..rules import INFERRED_DEFAULT_AMP
 from .assemble import _Assembler
 from .cnnshape import CnnShape
-from .levers import Levers
+from ..levers import Levers
 from .builder import STASH_MAPPINGS
 from .program import build_program
 from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
@@ -118,7 +118,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     flight) is mapped: ``"like"`` the tensors it keeps (one part each, on its tensor's tiles)
     or ``"linear"``, one tensor over the IPU; the spec allows both. Default: the family's
     own (``STASH_MAPPING``: cnn like, transformer linear). The rest of the report is the same.
-    ``levers``: the memory levers it is compiled with (``tilemem.generate.levers``: FP16
+    ``levers``: the memory levers it is compiled with (``tilemem.levers``: FP16
     partials, FP16 momentum, the optimiser state sharded over replicas, recomputation; its
     ``amp`` is replaced by ``available_memory_proportion`` when that is not the default):
     the program of the same seed without them, calibrated, then compiled with them.

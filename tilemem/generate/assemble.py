@@ -18,7 +18,7 @@ from ..figures.summary import highest_end_per_tile
 from ..model.target import Target
 from ..model.overlap import overlap_relation
 from ..rules import INFERRED_DEFAULT_AMP as DEFAULT_AVAILABLE_MEMORY_PROPORTION
-from .levers import Levers
+from ..levers import Levers
 from .lifetimes import Lifetimes, live_segments
 from .mapping import GRAIN_BY_DTYPE, MIN_BYTES_PER_TILE, map_tensors
 from .builder import Program
@@ -300,7 +300,7 @@ class _Assembler:
             yield r.with_offsets(first_fit_offsets(r, progress))
 
     def resize(self, levers: Levers) -> None:
-        """The sizes the levers change (``tilemem.generate.levers``): partial sums by the
+        """The sizes the levers change (``tilemem.levers``): partial sums by the
         availableMemoryProportion of their stage and in half with FP16 partials, the
         first-order momentum in half; the same elements on the same tiles."""
         stage = np.maximum(self.ipu, 0)

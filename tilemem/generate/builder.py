@@ -52,7 +52,7 @@ class Tensor:
     uses: list = field(default_factory=list)
     always_live: bool = False   # written alwaysLive (004) rather than live over its steps
     clone_of: int = -1          # a tensor whose elements it maps alike (Graph::clone), or -1
-    #: what a compile option changes (``tilemem.generate.levers``): "partials" (a
+    #: what a compile option changes (``tilemem.levers``): "partials" (a
     #: convolution's or matmul's partial sums), "momentum" (first-order momentum),
     #: "state" (other optimiser state), "update" (the optimiser's temporaries), or ""
     role: str = ""
@@ -176,7 +176,7 @@ class _Builder:
                                    ascending=k.ascending, ipu=s))
         return out
 
-    # recomputation and sharding (``tilemem.generate.levers``) ----------------------------
+    # recomputation and sharding (``tilemem.levers``) ----------------------------
     def mark(self) -> tuple[int, int]:
         """Where the next step and the next tensor will be: a range's start or end."""
         return self.here, len(self.tensors)

@@ -94,11 +94,11 @@ def build_program(rng: np.random.Generator, target_steps: int, ipus: int = 1,
     mapped, like the input (the family's default) or linearly over the IPU
     (``_Builder.stash``). The layers, and every random draw, do not depend on ``ipus``,
     ``splits`` or ``stash_mapping``: only where the stages begin does. ``levers``
-    (``tilemem.generate.levers.Levers``): recomputation from checkpoints and the optimiser
+    (``tilemem.levers.Levers``): recomputation from checkpoints and the optimiser
     state sharded over replicas, compiled into the program (no other random draw changes).
     ``shape`` (``tilemem.generate.cnnshape.CnnShape``): a named network's layers and sizes
     (in units of ``cnnshape.UNIT`` bytes, FP16) instead of drawn ones."""
-    from .levers import Levers
+    from ..levers import Levers
 
     levers = levers or Levers()
     shards = levers.shards

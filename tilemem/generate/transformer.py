@@ -236,7 +236,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     ``stash_mapping``: a stage's stash as one tensor linearly over the IPU (the family's
     default) or one part a stashed activation, mapped like it (``"like"``,
     ``program._Builder.stash``). No random draw depends on ``stash_mapping``.
-    ``levers`` (``tilemem.generate.levers.Levers``): recomputation from checkpoints and the
+    ``levers`` (``tilemem.levers.Levers``): recomputation from checkpoints and the
     optimiser state sharded over replicas, compiled in (no random draw changes); ``shape``:
     a named architecture (``Shape``) instead of the drawn one (the draws still happen).
 
@@ -251,7 +251,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     if stash_mapping not in STASH_MAPPINGS:
         raise ValueError(f"stash_mapping must be one of {STASH_MAPPINGS}, "
                          f"not {stash_mapping!r}")
-    from .levers import Levers
+    from ..levers import Levers
 
     levers = levers or Levers()
     shards = levers.shards

@@ -230,7 +230,7 @@ def read_capnp(buf, *, trusted: bool = False) -> Report:
     """Decode a tilemem capnp report from a buffer (bytes or mmap). Raises ``ReportError``.
 
     ``trusted``: a report already validated whole by another process (a Dask worker opening
-    the file its driver loaded, ``tilemem.pack.cluster.ReportFile``): only the checks that
+    the file its driver loaded, ``tilemem.pack.workers.cluster.ReportFile``): only the checks that
     read no column's values (the message, the target, each column's presence, dtype and
     length) are made, so that opening it reads none of its pages and makes no temporary of
     a whole column; the values a worker uses are checked in its shard."""

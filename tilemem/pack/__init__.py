@@ -28,18 +28,12 @@ One file per job, in the order the data flows:
 - ``portfolio``: one tile as well as its time limit allows (``solve_tile``; the exact
   portfolio);
 - ``result``: the objective and what packing returns (``TileResult``, ``Allocation``);
-- ``scoreboard``: every tile's best result in a run, and ``finished``, the one rule that
-  says a tile is finished with;
-- ``plan``: ``auto``'s plan, which tile gets a worker next with which move for how long
-  (``Policy``, its knobs; ``Planner``);
-- ``schedule``: the order of exact work and the runs of neighbouring tiles;
-- ``tasks``: what a worker runs (a tile, a run of neighbours, a chunk of bounds);
-- ``cluster``: where the tasks run (this machine's process pool, or Dask: ``daskexec``);
-- ``daskexec``: the Dask cluster's executor (each IPU's tasks to its home workers);
-- ``executors``: ``make_executor``, the pool or Dask as ``--scheduler`` asks;
-- ``journal``: a run's finished tiles on disk, so that an interrupted run resumes;
-- ``driver``: a whole report (``allocate``, the one entry point of packing: tile grouping,
-  bounds, the plan or the method's passes, on an executor).
+- ``run`` (a package): a whole report's run: ``driver.allocate`` (the one entry point of
+  packing), the plan (``plan``: which tile gets a worker next with which move), the
+  ``scoreboard`` (every tile's best result and ``finished``), ``schedule``, ``tasks`` (what a
+  worker runs) and the ``journal`` (resumable runs);
+- ``workers`` (a package): where the tasks run: ``cluster`` (this machine's process pool, the
+  report file a worker opens), ``daskexec`` (Dask), ``executors`` (``make_executor``).
 
 ``tilemem.check`` is the independent checker of any allocation and shares no code with these.
 """

@@ -2,7 +2,7 @@
 spirit of MiniMalloc's ``SolverParams``: the portfolio (``solve_tile``) and every move it runs
 (the quick search, a fresh start, the neighbourhoods, CP-SAT, the search's descents and
 restarts, the local search, the proof) take it as ``params`` and hand it down; the plan's own
-knobs are its ``Policy`` (``tilemem.pack.plan``). What each value was measured on is in
+knobs are its ``Policy`` (``tilemem.pack.run.plan``). What each value was measured on is in
 docs/tuning.md and docs/benchmarks.md.
 
 One field a job: the numbers of one job are one field (``probe``, ``exact_split``,

@@ -234,7 +234,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
 
     ``stop_gap``: stop as soon as the end is within that fraction of the bound (a slice of
     the plan's exact move stops once it has closed half the tile's gap,
-    ``tilemem.pack.plan``); a hint already within it comes back as it is.
+    ``tilemem.pack.run.plan``); a hint already within it comes back as it is.
     """
     clock = _Clock(deterministic)
     tm = p.capacity

@@ -109,7 +109,7 @@ class Allocation:
     """A whole report's new allocation: the full offset column and one result per tile.
     ``from_journal``: distinct tile problems taken from a resumed run's journal rather than
     solved again; ``unreached``: tiles not finished that no revisit reached before the run's
-    budget ran out (they keep their visit's valid allocation, ``tilemem.pack.plan``);
+    budget ran out (they keep their visit's valid allocation, ``tilemem.pack.run.plan``);
     ``unreached_far``: those of them still above 1 % of their bound (a shortfall: the rest
     would only have been lowered further); ``unsearched``: those of them no search reached
     either (they keep the heuristic's)."""

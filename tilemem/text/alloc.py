@@ -187,7 +187,7 @@ def ended_early_text(s: AllocationSummary) -> str:
 
 def unreached_text(s: AllocationSummary) -> str:
     """What the run's budget left undone: tiles not finished that no revisit reached (after
-    its visit, ``tilemem.pack.plan``). The revisits take the tiles above 1 % of their bound
+    its visit, ``tilemem.pack.run.plan``). The revisits take the tiles above 1 % of their bound
     first where they promise the most: "not reached" is a shortfall only for those, so the
     two kinds are told apart.
 

@@ -1,4 +1,4 @@
-"""The Dask side of ``tilemem.pack.cluster``: ``DaskExecutor`` runs tile tasks on a Dask
+"""The Dask side of ``tilemem.pack.workers.cluster``: ``DaskExecutor`` runs tile tasks on a Dask
 distributed cluster (a ``LocalCluster`` on this machine, or an existing scheduler), each IPU's
 tasks sent to its home workers (``homes``), and streams the results back as they finish.
 ``cluster``'s docstring says how the state reaches the workers, what the scheduler should be
@@ -11,7 +11,7 @@ import os
 import uuid
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import ReportError
+from ...errors import ReportError
 from .cluster import ReportFile, ShardCache, TaskFn, cores
 
 

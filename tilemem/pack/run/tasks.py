@@ -14,27 +14,27 @@ from msgspec.structs import replace
 
 import numpy as np
 
-from ..check import check_allocation
-from ..liveness import class_intervals
-from ..model.interference import prunes
-from ..model import Report
-from ..model.target import Target
-from ..rules import Rules
-from . import search
-from .bounds import TileBound, tile_bounds
-from .carry import carry_over
-from .cluster import LocalPool, ReportFile, remaining
-from .firstfit import first_fit
-from .params import DEFAULT_PARAMS, SolverParams
-from .guard import self_check
-from .portfolio import solve_tile
-from .quick import NEAR, quick_search
-from .problem import TileProblem
-from ..rules import overflow_bytes
-from .proof import fit_verdict
+from ...check import check_allocation
+from ...liveness import class_intervals
+from ...model.interference import prunes
+from ...model import Report
+from ...model.target import Target
+from ...rules import Rules
+from .. import search
+from ..bounds import TileBound, tile_bounds
+from ..carry import carry_over
+from ..workers.cluster import LocalPool, ReportFile, remaining
+from ..firstfit import first_fit
+from ..params import DEFAULT_PARAMS, SolverParams
+from ..guard import self_check
+from ..portfolio import solve_tile
+from ..quick import NEAR, quick_search
+from ..problem import TileProblem
+from ...rules import overflow_bytes
+from ..proof import fit_verdict
 from .schedule import _standing
-from .kinds import Pass, Stage, Status
-from .result import Allocation, PassTime, TileResult, gap_of, joined_note, objective
+from ..kinds import Pass, Stage, Status
+from ..result import Allocation, PassTime, TileResult, gap_of, joined_note, objective
 
 #: The passes that run the compiled search (on a previous result, within the run's budget).
 _SEARCHED = (Pass.AUTO, Pass.EXACT, Pass.QUICK, Pass.NEAR, Pass.FIT)

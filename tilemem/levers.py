@@ -1,4 +1,7 @@
-"""The memory levers of Graphcore's memory guide, as compile options of the generated program.
+"""The memory levers of Graphcore's memory guide: ``Levers``, the one value of them that
+``generate`` compiles, ``what-if`` and the plan estimate, and ``config`` searches.
+
+As compile options of the generated program:
 
 Each lever is what a user sets before compiling, and the generator (standing in for Poplar)
 compiles the same program with it: the same layers, tensors and random draws, sized by the
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..rules import INFERRED_DEFAULT_AMP
+from .rules import INFERRED_DEFAULT_AMP
 
 #: Poplar's default availableMemoryProportion for convolutions and matmuls.
 DEFAULT_AMP = INFERRED_DEFAULT_AMP

@@ -46,7 +46,7 @@ import os
 import time
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import ReportError
+from ...errors import ReportError
 
 #: The task function: ``fn(state, task, deadline) -> result`` (module-level, so that it
 #: pickles by reference; workers import it).
@@ -237,7 +237,7 @@ class ReportFile:
             if (st.st_size, st.st_mtime_ns) != (self.size, self.mtime_ns):
                 raise ReportError("changed since the run started (size or modification time "
                                   "differ on this worker)", path=self.path)
-            from ..load import load_report
+            from ...load import load_report
 
             r = _OPENED[self.key] = load_report(self.path, trusted=True)
         return r
@@ -301,7 +301,7 @@ class ShardCache:
             if shard is not None:
                 self.shards.move_to_end(key)
                 return shard
-            from ..model.shard import ipu_shard, report_nbytes
+            from ...model.shard import ipu_shard, report_nbytes
 
             report = source.load()
             shard = _checked(ipu_shard(report, ipu), report, ipu, source.path)
@@ -312,7 +312,7 @@ class ShardCache:
             return shard
 
     def nbytes(self) -> int:
-        from ..model.shard import report_nbytes
+        from ...model.shard import report_nbytes
 
         return sum(report_nbytes(s) for s in self.shards.values())
 
@@ -327,8 +327,8 @@ def _checked(shard, report, ipu: int, path: str):
     import warnings
     from dataclasses import replace
 
-    from ..errors import ReportWarning
-    from ..load.validate import repair_names, validate_report
+    from ...errors import ReportWarning
+    from ...load.validate import repair_names, validate_report
 
     try:
         validate_report(shard)

@@ -1,6 +1,6 @@
 """The scoreboard of a packing run: every tile's best result so far, and whether it is
 finished with, decided by the one rule ``finished`` (``Scoreboard.record`` asks it for every
-result; the planner asks it too, ``tilemem.pack.plan.Planner.update``).
+result; the planner asks it too, ``tilemem.pack.run.plan.Planner.update``).
 
 >>> from tilemem.pack.result import TileResult
 >>> def r(tile, gap, status="feasible", seconds=1.0):
@@ -23,8 +23,8 @@ from typing import NamedTuple
 from msgspec.structs import replace
 
 from .journal import FINAL, FIRST
-from .kinds import Goal, Method, Pass, Status
-from .result import gap_of
+from ..kinds import Goal, Method, Pass, Status
+from ..result import gap_of
 
 
 def may_fit(res, tile_memory: int) -> bool:
@@ -36,7 +36,7 @@ def may_fit(res, tile_memory: int) -> bool:
 class Question:
     """What a run asks of every tile, which decides when one is finished (``finished``).
 
-    ``planned`` (``auto`` with a quick search, the plan of ``tilemem.pack.plan``): the
+    ``planned`` (``auto`` with a quick search, the plan of ``tilemem.pack.run.plan``): the
     tile's own question, ``goal`` (``Goal.END``: its end within ``settle`` of its bound;
     ``Goal.FIT``: whether it fits). Otherwise ``method``'s fixed passes: a tile is finished
     once the method's last pass has run on it."""

@@ -53,8 +53,8 @@ import msgspec
 from msgspec.structs import asdict
 import numpy as np
 
-from ..errors import ReportError
-from .result import TileResult
+from ...errors import ReportError
+from ..result import TileResult
 
 MAGIC = b"tilemem-journal\n"
 VERSION = 1

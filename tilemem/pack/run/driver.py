@@ -45,17 +45,17 @@ from msgspec.structs import replace
 
 import numpy as np
 
-from ..model import Report
-from ..model.names import tensor_keys
-from ..rules import DEFAULT_RULES, Rules, overflow_bytes
-from .bounds import TileBound
-from .cluster import ReportFile, cores, deadline_after
-from .executors import make_executor
-from .kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
-from .result import Allocation
-from .params import DEFAULT_PARAMS, SolverParams
+from ...model import Report
+from ...model.names import tensor_keys
+from ...rules import DEFAULT_RULES, Rules, overflow_bytes
+from ..bounds import TileBound
+from ..workers.cluster import ReportFile, cores, deadline_after
+from ..workers.executors import make_executor
+from ..kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
+from ..result import Allocation
+from ..params import DEFAULT_PARAMS, SolverParams
 from .plan import DEFAULT_POLICY, Move, Order, Planner, Policy
-from .quick import NEAR
+from ..quick import NEAR
 from .schedule import _exact_priority, _fit_end, _runs, _standing
 from .scoreboard import Question, Scoreboard, may_fit as _may_fit
 from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
@@ -76,7 +76,7 @@ class RunOptions:
     #: processes of this machine's pool (None: every core)
     workers: int | None = None
     #: None: this machine's process pool; ``"local"``: a Dask LocalCluster;
-    #: ``"tcp://HOST:PORT"``: a running Dask scheduler (``tilemem.pack.cluster``)
+    #: ``"tcp://HOST:PORT"``: a running Dask scheduler (``tilemem.pack.workers.cluster``)
     scheduler: str | None = None
     #: the report's file, which Dask workers then open themselves (a capnp report is
     #: memory-mapped) and build their IPUs' shards of (``cluster.ReportFile``) instead of
@@ -99,7 +99,7 @@ class RunOptions:
     #: ``{tile: (maximum live bytes, exact)}`` or ``TileBound`` s already known (as
     #: ``tile_bounds`` gives): not computed again
     bounds: Mapping[int, Any] | None = None
-    #: a ``tilemem.pack.journal.Journal`` (or what stands for one): tiles it has finished
+    #: a ``tilemem.pack.run.journal.Journal`` (or what stands for one): tiles it has finished
     #: are not solved again, every tile appended as it finishes
     journal: Any = None
     #: where to say which cluster runs the tasks
@@ -125,7 +125,7 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
 
     ``budget``: seconds for the whole run (None: no run-wide limit). Every tile gets its bound
     whatever the budget. Under ``auto`` (not ``deterministic``, ``policy.quick`` above 0) the
-    time then goes by the plan (``tilemem.pack.plan``): every tile visited (the heuristic,
+    time then goes by the plan (``tilemem.pack.run.plan``): every tile visited (the heuristic,
     then the quick search, an even share of the time no revisit is expected to need), then
     each next slice of a worker to the tiles that may fit and, among the rest, to the tile
     and move expected to close the most gap per second (``Planner``); without a budget, a
@@ -250,7 +250,7 @@ class _Packing:
     # ---- auto: the plan ------------------------------------------------------------------
     def plan(self) -> None:
         """Every tile visited, then slices by the plan's rule until every tile is finished
-        or the budget is spent (``tilemem.pack.plan``): the planner decides each next task
+        or the budget is spent (``tilemem.pack.run.plan``): the planner decides each next task
         when a worker frees up, with every result before it in."""
         board, p = self.board, self.policy
         todo = [t for t in self.reps if not board.is_final(t)]

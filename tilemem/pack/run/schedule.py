@@ -1,10 +1,10 @@
-"""What the passes of a packing run share besides the plan (``tilemem.pack.plan``): the
+"""What the passes of a packing run share besides the plan (``tilemem.pack.run.plan``): the
 order of exact work (``_exact_priority``), runs of neighbouring tiles (``_runs``), where a
 capacity question may stop (``_fit_end``) and how well a tile did (``_standing``).
 """
 from __future__ import annotations
 
-from .bounds import TileBound
+from ..bounds import TileBound
 from .scoreboard import may_fit as _may_fit
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..errors import ReportError
+from ...errors import ReportError
 from .cluster import LocalPool, _example_task  # noqa: F401  (the docstring's example)
 
 

@@ -10,7 +10,7 @@ When the budget is short for the report (its share below a probe's floor), the v
 (``first_stop`` doubling up to 1 %) whose paced visits so far cost a tile what the time left
 affords (1 % when none does), so that more tiles ride their neighbour's allocation carried
 over; a tile that searches its whole probe without reaching its run's gap holds the run's
-next tiles at the gap it reached (``tilemem.pack.tasks``: its neighbours, alike, would stall
+next tiles at the gap it reached (``tilemem.pack.run.tasks``: its neighbours, alike, would stall
 there too). After that, whenever a worker is free, the next slice
 goes by one rule, learned while running:
 
@@ -37,13 +37,13 @@ goes by one rule, learned while running:
 A tile the budget leaves unvisited keeps the report's own offsets (the driver's, nothing
 built): the budget holds on a report of many tiles.
 
-A tile is finished (``tilemem.pack.scoreboard.finished``) within ``Policy.settle`` of its
+A tile is finished (``tilemem.pack.run.scoreboard.finished``) within ``Policy.settle`` of its
 bound, proven optimal, or, under ``Goal.FIT``, once its question is answered; the run ends
 when every tile is finished or the budget is spent. Without a budget each tile gets one
 visit (stopped within 1 %) and then, where it is not finished, one slice of each move (the
 quick search's first slice, the exact portfolio's ``time_limit``): a run of known length.
 
-The planner decides and learns; it runs nothing (``tilemem.pack.driver`` streams its orders
+The planner decides and learns; it runs nothing (``tilemem.pack.run.driver`` streams its orders
 to the workers), so it is tested by feeding it results.
 
 >>> p = Planner([0, 1, 2], [[0, 1], [2]], workers=2, deadline=100.0, tile_memory=1000)
@@ -60,8 +60,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .kinds import DEFAULTS, Goal, Label
-from .quick import NEAR
+from ..kinds import DEFAULTS, Goal, Label
+from ..quick import NEAR
 from .scoreboard import Question, TileAt, finished, may_fit
 
 
