@@ -494,3 +494,45 @@ def test_the_packers_tuning_is_at_most_25_fields_each_with_its_reason():
 def test_the_field_rule_sees_what_it_should():
     source = "class P:\n    #: why\n    a: int = 1\n    b: int = 2\n    #: why\n    c: int = 3\n"
     assert tuning_fields(source, "P") == [("a", True), ("b", False), ("c", True)]
+
+
+# ---- the width of the public API -----------------------------------------------------------
+
+#: The public functions whose parameters are counted, and the most each may take: settings
+#: that belong together are one value (``tilemem.api.options``; ``tilemem.api``'s conventions).
+WIDEST = 8
+COUNTED = ("allocate", "diagnose", "what_if")
+
+
+def too_wide(functions: dict, most: int = WIDEST) -> list[str]:
+    """``name: N parameters (...)`` for each function taking more than ``most``."""
+    import inspect
+
+    out = []
+    for name, fn in functions.items():
+        params = list(inspect.signature(fn).parameters)
+        if len(params) > most:
+            out.append(f"{name}: {len(params)} parameters ({', '.join(params)})")
+    return out
+
+
+def test_the_public_functions_take_at_most_eight_parameters():
+    import tilemem
+
+    wide = too_wide({n: getattr(tilemem, n) for n in COUNTED})
+    assert not wide, "group the settings into one value: " + "; ".join(wide)
+
+
+def test_the_width_rule_sees_what_it_should():
+    def planted(report, tiles=None, *, method="auto", budget=None, time_limit=None, workers=None,
+                seed=0, deterministic=False):   # 8: the most allowed
+        pass
+
+    def wider(report, tiles=None, *, method="auto", budget=None, time_limit=None, workers=None,
+              seed=0, deterministic=False, scheduler=None):
+        pass
+
+    assert too_wide({"planted": planted}) == []
+    assert too_wide({"wider": wider}) == [
+        "wider: 9 parameters (report, tiles, method, budget, time_limit, workers, seed, "
+        "deterministic, scheduler)"]

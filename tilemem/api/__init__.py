@@ -36,10 +36,14 @@ from __future__ import annotations
 from ..errors import ReportError
 from .allocation import Allocation, Progress, allocate
 from .answers import Check, Diff, Figures, Liveness, check, diff, liveness, report
+from ..levers import Levers
+from ..model import ReportSource
 from .loading import Report, load
+from .options import Detail, Edits, Output, Packing
 from .pipeline import Split, split
 from .program import Diagnosis, WhatIf, diagnose, what_if
 
 __all__ = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
            "report", "ReportError", "Progress", "Liveness", "Check", "Figures", "Diagnosis",
-           "WhatIf", "Diff", "Allocation", "split", "Split"]
+           "WhatIf", "Diff", "Allocation", "split", "Split", "Packing", "Output", "Detail",
+           "Edits", "Levers", "ReportSource"]

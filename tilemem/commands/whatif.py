@@ -81,23 +81,24 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     Example: tilemem what-if report.capnp --offload '*/momentum' --scale '*/activations=0.5'
     """
     from .. import api
-    from ..api.program import what_if_edits
+    from ..api.program import levers_of, what_if_edits
     from ..text.program import program_view, tile_table
     from .guards import nothing_to_analyse
     from .options import console, echo_json
 
     output_path(output, (".json", ".capnp"))
-    # a bad pattern is refused before the report is read
+    # a bad pattern or lever is refused before the report is read
     if recompute and recompute_at is not None:
         raise click.BadParameter("give --recompute or --recompute-at, not both",
                                  param_hint="--recompute-at")
-    levers = dict(amp=amp, amp_was=amp_was, half_partials=half_partials,
-                  half_momentum=half_momentum, rts=rts,
-                  recompute="all" if recompute else recompute_at, rts_weights=rts_weights)
-    what_if_edits(offload, scale, micro_batch, **levers)
+    edits = api.Edits(offload=offload, scale=scale, micro_batch=micro_batch)
+    levers, amp_was = levers_of(amp=amp, amp_was=amp_was, half_partials=half_partials,
+                                half_momentum=half_momentum, rts=rts, rts_weights=rts_weights,
+                                recompute="all" if recompute else recompute_at)
+    what_if_edits(edits, levers, amp_was)
     r = api.load(report)
-    w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,
-                    budget=budget, time_limit=time_limit, **levers)
+    w = api.what_if(r, edits, levers=levers, amp_was=amp_was, repack=repack,
+                    packing=api.Packing(method=method, budget=budget, time_limit=time_limit))
     for a in w.edits:
         if not a.variables:
             click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "
@@ -115,3 +116,4 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
         tile_table(c, w.tiles)
     if output:
         c.print(f"wrote {output}")
+

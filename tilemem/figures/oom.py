@@ -240,13 +240,16 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
                      time_limit: float = 10.0, top: int = 10, repack: bool = True,
                      method: str = "auto", figures: MemoryFigures | None = None,
                      progress=None, journal=None, budget: float | None = None,
-                     questioned: np.ndarray | None = None, known: dict | None = None):
+                     questioned: np.ndarray | None = None, known: dict | None = None,
+                     run=None, policy=None):
     """``(ProgramSummary, diagnoses, offsets)``: ``diagnose``'s tiles, the answer for the
     program they make (``tilemem.figures.program``), and the offsets with every re-pack the
     checker accepted (``None`` without a re-pack). ``questioned``: the tiles in question instead
     of those out of memory with the offsets (a what-if's: its data changed, the report's
     offsets no longer say which tiles fit). ``known``: ``{tile: MaxLive}`` the caller has
-    already computed."""
+    already computed. ``run``, ``policy``: the re-pack's ``RunOptions`` and ``Policy``
+    (workers, seed, ...; the bounds, the journal, the goal and the time limit are set
+    here)."""
     from .program import program_summary
     from .summary import in_dump, tiles_fitting
 
@@ -254,7 +257,7 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
     found, peaks, repacked = _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                              repack=repack, method=method, figures=fig, progress=progress,
                              journal=journal, budget=budget, questioned=questioned,
-                             known=known)
+                             known=known, run=run, policy=policy)
     asked = (np.flatnonzero(in_dump(r)) if tiles is None
              else np.asarray(tiles, np.int64)[in_dump(r)[np.asarray(tiles, np.int64)]])
     summary = program_summary(r, found, peaks, fit_before=tiles_fitting(r, asked, offsets),
@@ -278,7 +281,7 @@ class _Found(NamedTuple):
 
 
 def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, figures, progress,
-              journal, budget, questioned=None, known=None):
+              journal, budget, questioned=None, known=None, run=None, policy=None):
     fig = figures if figures is not None else memory_figures(r, offsets)
     oom = fig.out_of_memory() if questioned is None else np.asarray(questioned, np.int64)
     if tiles is not None:
@@ -299,7 +302,7 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         from dataclasses import replace
 
         from ..pack.bounds import bound_of
-        from ..pack.run.driver import DEFAULT_POLICY, RunOptions, allocate
+        from ..pack.run.driver import DEFAULT_POLICY, DEFAULT_RUN, allocate
         from ..pack.kinds import Goal
 
         # with the padding the peak's alignments force: a proof on its variables
@@ -307,8 +310,9 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         # the question is whether each tile fits: a tile is answered at its first fitting
         # allocation (or once it is known not to fit), its time going to the undecided ones
         a = allocate(r, method=method, tiles=todo, budget=budget,
-                     policy=replace(DEFAULT_POLICY, time_limit=time_limit),
-                     run=RunOptions(bounds=known, journal=journal, goal=Goal.FIT))
+                     policy=replace(policy or DEFAULT_POLICY, time_limit=time_limit),
+                     run=replace(run or DEFAULT_RUN, bounds=known, journal=journal,
+                                 goal=Goal.FIT))
         offsets_new = np.asarray(a.offsets, np.int64)
         rejected = _rejected_by_checker(r, offsets_new, todo)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
