@@ -232,6 +232,11 @@ def test_tile_map_draws_every_variable_of_the_tile(mk1):
     (["html", EXAMPLE, "--no-repack", "--max-vars", "0", "-o", "{tmp}/r.html"],
      "tilemem.plot", "html_page"),
     (["info", EXAMPLE], "tilemem.api", "load"),
+    (["convert", EXAMPLE, "{tmp}/r.json"], "tilemem.api", "load"),
+    (["plot-tiles", EXAMPLE, "-o", "{tmp}/t.png"], "tilemem.api", "load"),
+    (["export-minimalloc", EXAMPLE, "--tile", "1", "-o", "{tmp}/t.csv"], "tilemem.api", "load"),
+    (["import-minimalloc", "{tmp}/t.csv", "--capacity", "262144", "-o", "{tmp}/m.json"],
+     "tilemem.api", "allocate"),
 ])
 def test_the_cli_calls_the_public_function(argv, module, name, monkeypatch, tmp_path):
     target = importlib.import_module(module)
@@ -242,6 +247,8 @@ def test_the_cli_calls_the_public_function(argv, module, name, monkeypatch, tmp_
         return real(*a, **k)
 
     monkeypatch.setattr(target, name, recording)
+    if argv[0] == "import-minimalloc":   # a CSV without offsets: the command packs it
+        (tmp_path / "t.csv").write_text("id,lower,upper,size\n0,0,2,64\n1,1,3,32\n")
     rc, lines, _ = run([str(x).replace("{tmp}", str(tmp_path)) for x in argv])
     assert rc == 0, lines
     assert calls, f"tilemem {argv[0]} did not call {module}.{name}"
