@@ -380,3 +380,43 @@ def test_an_interrupted_run_with_an_output_resumes_from_its_journal(mk1, tmp_pat
     assert not (tmp_path / "new.capnp.journal").exists()
     assert tilemem.check(tilemem.load(out)).ok and np.array_equal(tilemem.load(out).offset,
                                                                    a.offsets)
+
+
+# ---- one report source ----------------------------------------------------------------------
+
+def test_a_loaded_report_knows_its_file_and_a_changed_one_does_not(mk1, tmp_path):
+    """``Report.file``: the path as given, the format told by content (a capnp file named
+    .json is still capnp), the size the loader read; a report with other offsets or sizes
+    is not that file's."""
+    import os
+
+    path = tmp_path / "named.json"
+    path.write_bytes((ROOT / "examples" / "mk1-small.capnp").read_bytes())
+    r = tilemem.load(path)
+    assert r.file == tilemem.ReportSource(str(path), "capnp", os.stat(path).st_size,
+                                          os.stat(path).st_mtime_ns)
+    assert r.source == str(path) and tilemem.Report.of(r).file is r.file
+    assert mk1.file.format == "json" and mk1.file.path == str(EXAMPLE)
+    assert mk1.with_offsets(mk1.offset).file is None
+    w = tilemem.what_if(mk1, tilemem.Edits(scale={"*": 2}))
+    assert w.report.file is None and w.report.source == mk1.source
+    made = tilemem.Report.of(_three_vars())
+    assert made.file is None and made.source == "report"
+
+
+def test_the_dask_workers_open_the_file_the_run_says(mk1, tmp_path):
+    """Which file the driver hands the Dask workers (``RunOptions.shared_file``): a capnp
+    report's own by default, any format's when asked, none when told not to or off Dask;
+    asked for a report read from no file, one line naming the option, before any cluster."""
+    from tilemem.pack.run.driver import RunOptions, _shared_file
+
+    capnp = tilemem.load(ROOT / "examples" / "mk1-small.capnp")
+    dask = RunOptions(scheduler="tcp://127.0.0.1:1")
+    assert _shared_file(capnp, dask) is capnp.file and _shared_file(mk1, dask) is None
+    assert _shared_file(mk1, replace(dask, shared_file=True)) is mk1.file
+    assert _shared_file(capnp, replace(dask, shared_file=False)) is None
+    assert _shared_file(capnp, RunOptions(shared_file=True)) is None
+    with pytest.raises(tilemem.ReportError, match="not read from one") as e:
+        tilemem.allocate(mk1.with_offsets(mk1.offset), tiles=[1], packing=replace(
+            HEURISTIC, scheduler="tcp://127.0.0.1:1", shared_file=True))
+    assert e.value.field == "--shared-report"

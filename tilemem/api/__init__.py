@@ -2,7 +2,8 @@
 
 One function a question, over one data type (``Report``), each answer an object with its table
 (``to_frame()`` / ``to_arrow()``), its JSON (``to_json()``, the CLI's document) and its view in
-a notebook (``_repr_html_``, the CLI's view). The CLI is a thin layer over these functions.
+a notebook (``_repr_html_``, the CLI's view). The CLI's commands that answer a question are
+a thin layer over these functions (docs/api.md's last table says which calls what).
 The names are re-exported by ``tilemem`` (``tilemem.__all__``); docs/api.md lists them.
 
 Conventions of the surface (issue 67; ``tilemem.configure`` and any new function follow them):
@@ -14,11 +15,13 @@ Conventions of the surface (issue 67; ``tilemem.configure`` and any new function
 - Settings that belong together are one small frozen dataclass in ``tilemem.api.options``,
   typed, each field documented (``#:``), its defaults what a caller gets by saying nothing:
   ``Packing`` (how the packer runs: method, budget, time limit, workers, seed,
-  deterministic, scheduler, ...), ``Output`` (the file written and its journal, ``resume``),
-  ``Detail`` (what a diagnosis says beyond its verdicts), ``Edits`` (a what-if's data
-  edits). A field whose default differs between functions is ``None`` ("the function's"),
+  deterministic, scheduler, ..., and ``echo``, where the run says what it does),
+  ``Output`` (the file written and its journal, ``resume``), ``Detail`` (what a
+  diagnosis says beyond its verdicts), ``Edits`` (a what-if's data edits). A field whose default differs between functions is ``None`` ("the function's"),
   and the function's own default is its signature's default value (``allocate(report, *,
-  packing=ALLOCATE)``), which ``None`` fields are filled from (``Packing.over``).
+  packing=ALLOCATE)``), which ``None`` fields are filled from (``Packing.over``). No limit
+  is ``math.inf``, not ``None``. A path argument that may carry more takes the path or the
+  value (``output="x.json"`` or ``output=Output("x.json", resume=True)``).
 - One value a concept, reused rather than copied: the memory levers are
   ``tilemem.levers.Levers`` (``what_if(report, levers=Levers(...))``, as ``generate``);
   the plan's knobs ``tilemem.pack.run.plan.Policy`` and the solvers'
