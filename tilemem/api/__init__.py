@@ -17,8 +17,9 @@ Conventions of the surface (issue 67; ``tilemem.configure`` and any new function
   ``Packing`` (how the packer runs: method, budget, time limit, workers, seed,
   deterministic, scheduler, ..., and ``echo``, where the run says what it does),
   ``Output`` (the file written and its journal, ``resume``), ``Detail`` (what a
-  diagnosis says beyond its verdicts), ``Edits`` (a what-if's data edits). A field whose default differs between functions is ``None`` ("the function's"),
-  and the function's own default is its signature's default value (``allocate(report, *,
+  diagnosis says beyond its verdicts), ``Edits`` (a what-if's data edits). A field whose
+  default differs between functions is ``None`` ("the function's"), and the function's own
+  default is its signature's default value (``allocate(report, *,
   packing=ALLOCATE)``), which ``None`` fields are filled from (``Packing.over``). No limit
   is ``math.inf``, not ``None``. A path argument that may carry more takes the path or the
   value (``output="x.json"`` or ``output=Output("x.json", resume=True)``).

@@ -1,7 +1,8 @@
 """``tilemem.allocate``: the packer (``tilemem.pack.run.driver.allocate``, its one entry point)
 with a progress callback, and a run that can be interrupted keeping what was done: in memory
 (the tiles finished so far, the rest as the report had them) and, with ``output``, in
-``OUT.journal``, which ``Output(OUT, resume=True)`` continues (as ``tilemem alloc -o OUT --resume``)."""
+``OUT.journal``, which ``Output(OUT, resume=True)`` continues (as ``tilemem alloc -o OUT
+--resume``)."""
 from __future__ import annotations
 
 import time

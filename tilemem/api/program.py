@@ -206,8 +206,9 @@ def levers_of(amp=None, amp_was: float | None = None, half_partials: bool = Fals
     report was compiled with (``amp`` alone compares with Poplar's default), each value
     refused in one line naming its option (``ReportError``).
 
-    >>> levers_of(amp="0.3", rts=4)
-    (Levers(amp=(0.3,), half_partials=False, half_momentum=False, replicas=4, rts=True, recompute=None, rts_weights=False, offload_state=False), 0.6)
+    >>> levers, amp_was = levers_of(amp="0.3", rts=4)
+    >>> levers.amp, levers.replicas, levers.rts, amp_was
+    ((0.3,), 4, True, 0.6)
     """
     from ..figures.whatif.edits import lever_edits
     from ..levers import DEFAULT_AMP, parse_recompute
