@@ -151,9 +151,9 @@ def stream_json_columns(path, folder: Path) -> tuple[Report, list[int]]:
     """A ``Report`` of the JSON report at ``path`` whose columns map files in ``folder``
     (checked by ``validate_report``), and the rows whose text was repaired (not UTF-8)."""
     from .validate import MAX_CATEGORIES
-    from . import _map
+    from . import map_file
 
-    buf = _map(path)
+    buf = map_file(path)
     bom = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" else 0
     cols = _Columns(folder)
     cats = {c: i for i, c in enumerate(CATEGORIES)}
