@@ -112,6 +112,7 @@ def diagnose(report, tiles=None, *, offsets=None, repack: bool = True,
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
     from ..figures.plan import check_names
+    from ..figures.verdicts import OomVerdict
     from ..load import atomic_write, check_output
 
     out = Output.of(output)
@@ -149,7 +150,7 @@ def diagnose(report, tiles=None, *, offsets=None, repack: bool = True,
         if detail.plan:
             from ..figures.plan import plan_that_fits
 
-            need = [d.tile for d in found if d.verdict_code == "reduceData"]
+            need = [d.tile for d in found if d.verdict_code == OomVerdict.REDUCE_DATA]
             summary.plan = plan_that_fits(report, need, list(detail.prefer),
                                           list(detail.avoid), time_limit)
         if out is not None:

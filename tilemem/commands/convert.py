@@ -29,13 +29,6 @@ def convert(source, dest):
 
 
 def _is_json(path) -> bool:
-    from ..errors import ReportError
-    from ..load import open_report
+    from ..load import file_format
 
-    try:
-        buf, source = open_report(path)
-    except ReportError as e:
-        raise e.with_path(str(path)) from None
-    if hasattr(buf, "close"):
-        buf.close()
-    return source.format == "json"
+    return file_format(path) == "json"

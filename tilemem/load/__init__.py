@@ -56,7 +56,7 @@ def open_report(path) -> tuple[mmap.mmap | bytes, ReportSource]:
     return buf, ReportSource(str(path), report_format(buf), st.st_size, st.st_mtime_ns)
 
 
-def _map(path) -> mmap.mmap | bytes:
+def map_file(path) -> mmap.mmap | bytes:
     """The file's bytes, mapped read-only; a plain-words ``ReportError`` for anything else."""
     return _map_stat(path)[0]
 
@@ -126,6 +126,18 @@ def report_format(buf) -> str:
         return "capnp"
     raise ReportError("not a report: neither JSON (which starts with '{') nor tilemem's "
                       "Cap'n Proto format")
+
+
+def file_format(path) -> str:
+    """The format of the file at ``path`` (``open_report``'s, judged by content as
+    ``load_report`` judges it; a ``ReportError`` when it cannot be read or is neither)."""
+    try:
+        buf, source = open_report(path)
+    except ReportError as e:
+        raise e.with_path(str(path)) from None
+    if hasattr(buf, "close"):
+        buf.close()
+    return source.format
 
 
 def load_report(path, *, trusted: bool = False) -> Report:
