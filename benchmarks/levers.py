@@ -145,13 +145,16 @@ def main(argv=None) -> int:
                          "(default: the whole IPU)")
     ap.add_argument("--micro-batch", type=int, default=MICRO_BATCH,
                     help="the micro-batch lever's named shapes' micro-batch, halved compiled")
+    ap.add_argument("--near", type=float, default=0.75,
+                    help="tiles whose compiled maximum live bytes are at least this share of "
+                         "tileMemory count in the under-estimate figures (default 0.75)")
     ap.add_argument("--margin", type=float, default=0.01,
                     help="tiles within this share of tileMemory are not judged (default 1 %%)")
     a = ap.parse_args(argv)
     seeds = [int(x) for x in a.seeds.split(",")]
     ipus_list = [int(x) for x in a.ipus.split(",")]
     for lever in a.levers.split(","):
-        errs, wrong, judged, worst = [], 0, 0, 0.0
+        errs, wrong, judged, worst, under = [], 0, 0, 0.0, []
         for model in a.models.split(","):
             for ipus in ipus_list:
                 if lever == "amp-per-stage" and ipus == 1:
@@ -168,6 +171,10 @@ def main(argv=None) -> int:
                     wrong += w
                     judged += int(far.sum())
                     errs.append(err)
+                    # the under-estimate of tiles near tileMemory, as a share of it: what a
+                    # verdict's margin must cover (tilemem.figures.config.margins)
+                    near = act >= a.near * tm
+                    under.append(np.maximum(act[near] - est[near], 0) / tm)
                     print(f"{lever:14s} {model:11s} ipus={ipus} seed={seed}: error median "
                           f"{100 * np.median(err):+.2f} %, range {100 * err.min():+.2f} .. "
                           f"{100 * err.max():+.2f} %; over tileMemory {int((act > tm).sum())} "
@@ -179,6 +186,12 @@ def main(argv=None) -> int:
               f"{100 * e.min():+.2f} .. {100 * e.max():+.2f} %, wrong verdicts {wrong} of "
               f"{judged} tiles judged, each estimated within {100 * worst:.2f} % of tileMemory",
               flush=True)
+        u = np.concatenate(under) if under else np.zeros(0)
+        if len(u):
+            print(f"== {lever}: under-estimate on {len(u)} tiles near tileMemory (compiled >= "
+                  f"{a.near:g} of it), share of tileMemory: median {100 * np.median(u):.2f} %, "
+                  f"95th percentile {100 * np.percentile(u, 95):.2f} %, max "
+                  f"{100 * u.max():.2f} %", flush=True)
     return 0
 
 

@@ -241,6 +241,26 @@ def parse_amp(text) -> tuple[float, ...]:
         raise ValueError(f"{text!r}: every value must be in (0, 1]")
     return out
 
+#: Measured, not inferred: each memory lever's estimate (``tilemem what-if``'s edits) against
+#: the program the generator compiles with the lever: the largest under-estimate on tiles
+#: near tileMemory (compiled at 0.75 of it or more), as a share of tileMemory, rounded up;
+#: with the command that measured it (``benchmarks/levers.py``, figures in docs/
+#: benchmarks.md, 2026-12-07). A verdict that rests on a lever's estimate *fits* only under
+#: tileMemory by more than the sum of its levers' errors (``tilemem.figures.config.margins``).
+LEVERS_BENCH = ("python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 "
+                "--ipus 1,2 --pressure 1.3 --levers ")
+LEVER_ERRORS = {
+    "amp": (0.0005, LEVERS_BENCH + "amp,amp-per-stage"),
+    "half-partials": (0.0005, LEVERS_BENCH + "half-partials"),
+    "half-momentum": (0.0005, LEVERS_BENCH + "half-momentum"),
+    "rts": (0.02, LEVERS_BENCH + "rts"),
+    "rts-weights": (0.05, LEVERS_BENCH + "rts-weights"),
+    "recompute": (0.02, LEVERS_BENCH + "recompute,recompute-at"),
+    "offload": (0.03, LEVERS_BENCH + "offload"),
+    "micro-batch": (0.02, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
+                          "1,2,3 --ipus 1,2 --levers micro-batch"),
+}
+
 #: Inferred: a convolution's or matmul's partial sum lives from the step that writes it to
 #: the one that reduces it: a class live for at most this many program steps.
 INFERRED_PARTIALS_MAX_STEPS = 3
