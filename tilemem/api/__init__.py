@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import ReportError
 from .allocation import Allocation, Progress, allocate
+from .configure import Config, ConfigQuery, configure
 from .answers import Check, Diff, Figures, Liveness, check, diff, liveness, report
 from .loading import Report, load
 from .pipeline import Split, split
@@ -16,4 +17,5 @@ from .program import Diagnosis, WhatIf, diagnose, what_if
 
 __all__ = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
            "report", "ReportError", "Progress", "Liveness", "Check", "Figures", "Diagnosis",
-           "WhatIf", "Diff", "Allocation", "split", "Split"]
+           "WhatIf", "Diff", "Allocation", "split", "Split", "configure", "Config",
+           "ConfigQuery"]

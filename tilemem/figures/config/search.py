@@ -172,7 +172,7 @@ class Search:
         names = list(choice.names) + (["amp"] if amp_used else [])
         m = split_margin(n, self.steps) + lever_margin(names)
         if factor != 1:   # the micro-batch's estimate, once a doubling or halving
-            m += lever_margin(["micro-batch"]) * abs(np.log2(factor))
+            m += lever_margin(["micro-batch"]) * abs(float(np.log2(factor)))
         return m
 
     def stage_amp(self, sb: StageBounds | None, choice: Choice, factor: float,

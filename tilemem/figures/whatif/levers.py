@@ -206,6 +206,20 @@ def _union_rows(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
+def _largest_weight(r: Report, size: np.ndarray, allocated: np.ndarray, ipu: np.ndarray,
+                    k: int) -> np.ndarray:
+    """Per IPU, the bytes of its largest weight (``weight_rows`` of one tensor)."""
+    w = weight_rows(r)
+    w = w[allocated[w]]
+    if not len(w):
+        return np.zeros(k)
+    codes, _ = tensor_codes(r)
+    c = codes[w]
+    m = int(c.max()) + 1
+    per = np.bincount(ipu[r.tile[w]].astype(np.int64) * m + c, size[w], minlength=k * m)
+    return per.reshape(k, m).max(axis=1)
+
+
 def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
               weights: bool = False, gathered: np.ndarray | None = None):
     """Rows whose sizes change when ``n`` replicas share the optimiser state (``weights``:
@@ -239,6 +253,11 @@ def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
     k = int(ipu.max()) + 1
     share_ipu = np.bincount(ipu, per_tile, minlength=k) / n
     tiles_ipu = np.bincount(ipu[in_use], minlength=k)
+    # one weight's update at a time also holds the reduce-scattered gradient's shard and,
+    # unless the weights are sharded (updated on their shard), the updated weights' shard
+    # before their all-gather: new tensors, 1/n of the weight each, laid out like the state's
+    # shard. The largest weight's, taken live throughout (an upper estimate of one update's)
+    share_ipu = share_ipu + (1 if weights else 2) * _largest_weight(r, size, allocated, ipu, k) / n
     share = np.where(in_use, share_ipu[ipu] / np.maximum(tiles_ipu[ipu], 1), 0.0)
     # the tile's state variables carry its share, in proportion to their sizes
     ratio = np.where(per_tile > 0, share / np.maximum(per_tile, 1), 0.0)
