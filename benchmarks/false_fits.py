@@ -128,17 +128,18 @@ def main(argv=None) -> int:
                                    f"stage {st.ipu} of {sa.split_indices}: "
                                    + (p.what_if if p else "no levers"))
                     if "config" in answers and ipus == 1:
-                        from tilemem.figures.config.check import compile_config
+                        from tilemem.figures.config.answer import generator_options
 
-                        got = tilemem.configure(r, tilemem.ConfigQuery(max_ipus=a.max_ipus))
+                        # the drawn models have no micro-batch to compile: the report's kept
+                        got = tilemem.configure(r, tilemem.ConfigQuery(max_ipus=a.max_ipus,
+                                                                       max_micro_batch=1))
                         best = got.answer.best
                         if best is not None:
-                            c = compile_config(a.preset, common, best)
-                            if c is None:
-                                tally["config"]["skipped"] += 1
-                            else:
-                                record("config", str(best.verdict), *over_tiles(c),
-                                       best.summary)
+                            opts = generator_options(best)
+                            c = generate_report(a.preset, levers=Levers(**opts["levers"]),
+                                                **{**common, "splits": opts["splits"]})
+                            record("config", best.verdict.value, *over_tiles(c),
+                                   f"{best.summary} ({got.answer.seconds:.1f} s)")
                     print(f"  ({time.time() - t0:.1f} s)", flush=True)
     for k, t in tally.items():
         print(f"== {k}: {t['fits']} fits, {t['false']} of them false (a tile over tileMemory "

@@ -24,7 +24,8 @@ SEED = json.loads(SEED_PATH.read_text())
 #: The API of this version. A name leaves ``tilemem.__all__`` only into ``_DEPRECATED``.
 PUBLISHED = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
              "report", "plot", "ReportError", "Progress", "Liveness", "Check", "Figures",
-             "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split"]
+             "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split", "configure",
+             "Config", "ConfigQuery"]
 
 
 def run(argv) -> tuple[int, list[str], str]:
@@ -222,6 +223,7 @@ def test_tile_map_draws_every_variable_of_the_tile(mk1):
     (["what-if", EXAMPLE, "--scale", "*=2", "--json"], "tilemem.api", "what_if"),
     (["diff", EXAMPLE, EXAMPLE], "tilemem.api", "diff"),
     (["split", EXAMPLE, "--ipus", "2"], "tilemem.api", "split"),
+    (["config", EXAMPLE, "--ipus", "1", "--micro-batch", "1"], "tilemem.api", "configure"),
     (["alloc", EXAMPLE, "--tiles", "1", "--method", "heuristic", "--workers", "1"],
      "tilemem.api", "allocate"),
     (["plot", EXAMPLE, "--tile", "1", "--compare", "--method", "heuristic", "-o", "{tmp}/m.png"],

@@ -27,6 +27,8 @@ def config_view(a: ConfigAnswer, report: str) -> str:
     lines.append(f"  objective: {a.objective}; {a.units} units from {a.units_from}; "
                  f"{a.tiles_per_ipu:,} tiles per IPU; {a.evaluated} stage estimates in "
                  f"{a.seconds:.1f} s")
+    if a.note:
+        lines.append(f"  {a.note}")
     if a.ranked:
         lines += ["", "  Configurations that fit, best first",
                   f"  {'#':>2} {'IPUs':>4} {'layers per IPU':<22} {'micro-batch':>11} "

@@ -95,6 +95,7 @@ class ConfigAnswer(msgspec.Struct, rename="camel"):
     assumptions: list[str]
     evaluated: int
     seconds: float
+    note: str = ""
 
     @property
     def best(self) -> Configuration | None:
@@ -200,12 +201,18 @@ def configure(r, q: ConfigQuery | None = None) -> ConfigAnswer:
         near.append(NearMiss(summary=f"every lever: {c.summary}", verdict=f.verdict,
                              excess_bytes=f.excess, change=change, configuration=c))
     names = sorted({x for f in fits[:q.ranked] for x in f.levers} | {"micro-batch"})
+    note = ""
+    if (fits and fits[0].ipus == max(1, s.m.source_ipus) and not fits[0].levers
+            and fits[0].micro_batch == q.report_micro_batch):
+        note = ("every tile's live data fits under tileMemory as the report is: tiles out of "
+                "memory there are its allocation's (tilemem oom says which; tilemem alloc "
+                "re-packs them)")
     return ConfigAnswer(
         tile_memory=s.tm, tiles_per_ipu=s.m.tiles, units=s.m.L, units_from=s.m.units.source,
         objective=OBJECTIVES[q.objective], ranked=ranked, near_misses=near,
         errors=margin_lines(names) + [_split_error(s)], costs=cost_lines(),
         assumptions=list(ASSUMPTIONS), evaluated=s.evaluated,
-        seconds=round(time.monotonic() - t0, 2))
+        seconds=round(time.monotonic() - t0, 2), note=note)
 
 
 def _split_error(s: Search) -> str:

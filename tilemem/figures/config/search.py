@@ -25,7 +25,7 @@ from ...levers import DEFAULT_AMP
 from ...model import Report
 from .cost import LEVER_COSTS, config_cost
 from .margins import Verdict, judge, lever_margin, split_margin
-from .stages import Choice, StageBounds, stage_bounds
+from .stages import Choice, StageBounds, Stages
 
 #: availableMemoryProportion values a stage may take (0.05 steps; 0.6 is Poplar's default).
 AMP_GRID = tuple(round(0.05 * k, 2) for k in range(1, 21))
@@ -130,26 +130,38 @@ class Search:
         except ReportError:
             raise
         self.steps = self.m.start is not None
+        # which levers change something, asked of the report (and, on one IPU of a
+        # one-IPU report, its only stage)
+        self.whole = StageBounds(r, 0, 0, self.m.L, 1, q.time_limit)
         self._splits: dict = {}
         self.evaluated = 0
         self.t0 = time.monotonic()
 
     # ---- the pieces -----------------------------------------------------------------------
     def split(self, n: int):
-        """``(cuts, [StageBounds])`` of the best split over ``n`` IPUs."""
+        """``(cuts, Stages, heaviest first)`` of the best split over ``n`` IPUs (the stages'
+        order by their estimate without levers)."""
         if n not in self._splits:
             from ..split.search import best_split
 
-            cuts = [] if n == 1 else list(best_split(self.m, n).split_indices)
-            self._splits[n] = (cuts, stage_bounds(self.m, self.r, cuts, n, self.q.time_limit))
-        return self._splits[n]
+            if n == 1:
+                cuts, order = [], [0]
+            else:
+                a = best_split(self.m, n)
+                cuts = list(a.split_indices)
+                order = sorted(range(n), key=lambda k: -a.stages[k].max_live_bytes)
+            whole = self.whole if self.m.source_ipus == 1 else None
+            self._splits[n] = (cuts, Stages(self.m, self.r, cuts, n, self.q.time_limit,
+                                            whole), order)
+        return self._splits[n][:2]
 
-    def choices(self, stages) -> list[Choice]:
-        """The combinations of the levers that change something in some stage (not those
+    def choices(self, stages=None) -> list[Choice]:
+        """The combinations of the levers that change something in the report (not those
         avoided), cheapest first."""
+        if getattr(self, "_choices", None) is not None:
+            return self._choices
         q = self.q
-        usable = [x for x in LEVER_COSTS if x not in q.avoid
-                  and any(sb is not None and sb.useful(x) for sb in stages)]
+        usable = [x for x in LEVER_COSTS if x not in q.avoid and self.whole.useful(x)]
         out = []
         for k in range(len(usable) + 1):
             for combo in itertools.combinations(usable, k):
@@ -161,6 +173,7 @@ class Search:
                                   rts=q.replicas if {"rts", "rts-weights"} & set(combo) else 0,
                                   rts_weights="rts-weights" in combo))
         out.sort(key=lambda c: (config_cost(c.names, [], q.prefer), len(c.names)))
+        self._choices = out
         return out
 
     def amps(self) -> tuple[float, ...]:
@@ -182,8 +195,7 @@ class Search:
         if sb is None:   # no report of the stage: its estimate without levers
             return DEFAULT_AMP, -1, -1
         grid = self.amps()
-        useful = sb.useful("amp")
-        if not useful:
+        if not self.whole.useful("amp"):
             grid = (DEFAULT_AMP,)
 
         def ok(a):
@@ -273,16 +285,61 @@ class Search:
             return [q.ipus]
         return list(range(max(1, self.m.source_ipus), min(q.max_ipus, self.m.L) + 1))
 
-    def most(self, stages) -> Choice:
+    def most(self, stages=None) -> Choice:
         """The choice that frees the most: every usable lever (the weights sharded too)."""
-        cs = self.choices(stages)
+        cs = self.choices()
         return max(cs, key=lambda c: (len(c.names), c.rts_weights))
+
+    def feasible(self, n: int, mb: int) -> bool:
+        """Whether every stage of ``n`` IPUs fits at micro-batch ``mb`` with every lever and
+        its best proportion: the heaviest stage first, stopping at the first that does not
+        (one stage's report, not all, rules most splits out)."""
+        if n > self.m.L:
+            return False
+        self.split(n)
+        _, stages, order = self._splits[n]
+        choice, factor = self.most(), mb / self.q.report_micro_batch
+        for s in order:
+            sb = stages[s]
+            if sb is None:
+                return False if (choice.names or factor != 1) else self.evaluate(
+                    n, choice, mb).verdict == Verdict.FITS
+            a, t, b = self.stage_amp(sb, choice, factor,
+                                     lambda used: self.margin(n, choice, factor, used))
+            if judge(b, self.tm, self.margin(n, choice, factor, a != DEFAULT_AMP)) \
+                    != Verdict.FITS:
+                return False
+        return True
+
+    def fewest(self, counts: list[int], mb: int) -> int | None:
+        """The fewest of ``counts`` (ascending) that is ``feasible``: by doubling then
+        bisection (more IPUs never make a stage heavier), ``None`` when none is."""
+        if not counts:
+            return None
+        lo, k = -1, 0          # counts[lo] infeasible (-1: none known), try counts[k]
+        hi = None
+        while k < len(counts):
+            if self.feasible(counts[k], mb):
+                hi = k
+                break
+            lo, k = k, 2 * k + 1 if k else 1
+        if hi is None:
+            if lo != len(counts) - 1 and self.feasible(counts[-1], mb):
+                hi = len(counts) - 1
+            else:
+                return None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.feasible(counts[mid], mb):
+                hi = mid
+            else:
+                lo = mid
+        return counts[hi]
 
     def cheapest(self, n: int, mb: int) -> Found | None:
         """The cheapest choice that fits ``n`` IPUs at micro-batch ``mb`` (``None``: none)."""
-        _, stages = self.split(n)
         best = None
-        for c in self.choices(stages):
+        for c in self.choices():
             if best is not None and config_cost(c.names, [], self.q.prefer) >= best.cost:
                 break
             f = self.evaluate(n, c, mb)
@@ -298,19 +355,26 @@ class Search:
         smallest micro-batch (the near misses)."""
         fits, misses = [], []
         mbs = self.micro_batches()
-        for n in self.ipu_counts():
-            if n > self.m.L:
-                break
-            _, stages = self.split(n)
-            top = self.most(stages)
-            lowest = self.evaluate(n, top, mbs[0])
-            if lowest.verdict != Verdict.FITS:
-                misses.append(lowest)
+        counts = [n for n in self.ipu_counts() if n <= self.m.L]
+        if self.q.objective == "ipus" and len(counts) > 2:
+            # the fewest IPUs first: the smallest feasible count found by bisection, the
+            # one below it kept as the near miss
+            first = self.fewest(counts, mbs[0])
+            if first is None:
+                return [], [self.evaluate(counts[-1], self.most(), mbs[0])]
+            k = counts.index(first)
+            if k:
+                misses.append(self.evaluate(counts[k - 1], self.most(), mbs[0]))
+            counts = counts[k:]
+        for n in counts:
+            top = self.most()
+            if not self.feasible(n, mbs[0]):
+                misses.append(self.evaluate(n, top, mbs[0]))
                 continue
             # the largest micro-batch the most levers fit at (bytes grow with it)
             ok = [mbs[0]]
             for mb in mbs[1:]:
-                if self.evaluate(n, top, mb).verdict != Verdict.FITS:
+                if not self.feasible(n, mb):
                     break
                 ok.append(mb)
             for mb in reversed(ok):

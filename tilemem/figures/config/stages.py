@@ -146,17 +146,33 @@ class StageBounds:
         return bad
 
 
-def stage_bounds(m, r: Report, cuts: list[int], n: int, time_limit: float = 10.0):
-    """``StageBounds`` of each stage of the split ``cuts`` of ``m``'s units over ``n`` IPUs
-    (``None`` for a stage whose report cannot be made: no class steps, the stash spread over
-    the IPU; its levers cannot be estimated). One IPU of a one-IPU report: the report."""
-    b = [0] + list(cuts) + [m.L]
-    out = []
-    for s in range(n):
-        if n == 1 and m.source_ipus == 1:
-            report = r
-        else:
-            report = m.stage_report(s, b[s], b[s + 1], n)
-        out.append(None if report is None else
-                   StageBounds(report, s, b[s], b[s + 1], n, time_limit))
-    return out
+class Stages:
+    """The stages of the split ``cuts`` of ``m``'s units over ``n`` IPUs, each a
+    ``StageBounds`` made on first use (``None`` for a stage whose report cannot be made: no
+    class steps, the stash spread over the IPU; its levers cannot be estimated): a stage's
+    report is a copy of its rows, and the search often needs one stage to rule a split out.
+    ``whole``: the report's own ``StageBounds`` (one IPU of a one-IPU report)."""
+
+    def __init__(self, m, r: Report, cuts: list[int], n: int, time_limit: float = 10.0,
+                 whole: StageBounds | None = None):
+        self.m, self.r, self.n, self.time_limit = m, r, n, time_limit
+        self.bounds = [0] + list(cuts) + [m.L]
+        self.whole = whole
+        self._made: dict = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: int) -> StageBounds | None:
+        if s not in self._made:
+            b, n = self.bounds, self.n
+            if n == 1 and self.whole is not None:
+                self._made[s] = self.whole
+            else:
+                report = self.m.stage_report(s, b[s], b[s + 1], n)
+                self._made[s] = None if report is None else StageBounds(
+                    report, s, b[s], b[s + 1], n, self.time_limit)
+        return self._made[s]
+
+    def __iter__(self):
+        return (self[s] for s in range(self.n))
