@@ -41,7 +41,8 @@ def compiled(preset, tiles, shape, c, seed):
     o = generator_options(c)
     return generate_report(preset, tiles=tiles, seed=seed, model="transformer",
                            shape=Shape(micro_batch=o["micro_batch"], **SHAPES[shape]),
-                           splits=o["splits"], levers=Levers(**o["levers"]))
+                           splits=o["splits"], levers=Levers(**o["levers"]),
+                           stash_mapping="like")
 
 
 def main(argv=None) -> int:

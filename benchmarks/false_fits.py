@@ -10,8 +10,11 @@ compiled too, to show what the margin spared.
 
 Prints one line an answer and a summary per answer kind: *fits* verdicts, how many left a
 tile over tileMemory compiled (false fits), *close* verdicts and how many of them fit.
-``split`` is asked of the one-IPU reports only (over two IPUs: its stages' levers); ``config``
-of the one-IPU reports, up to ``--max-ipus``.
+``split`` is asked of the one-IPU reports only (over two IPUs: its stages' levers), with the
+family's stash (``STASH``); ``config`` of the one-IPU reports, up to ``--max-ipus``. The
+pipelined programs are compiled with their stashes mapped like the tensors they keep (the
+reading both estimates assume; the generator's transformer default is linear, which the
+estimates cannot tell from the report: docs/benchmarks.md, "split").
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import numpy as np
 #: benchmarks/levers.py).
 SPLITS = {"cnn": {2: (22,), 4: (11, 22, 33)}, "transformer": {2: (2,), 4: (1, 2, 3)}}
 STEPS = {"cnn": 400, "transformer": 740}
+#: What each family's pipelined program stashes (``tilemem split --stash``; benchmarks/split.py)
+STASH = {"cnn": "inputs", "transformer": "activations"}
 #: The plan's levers as the generator's compile options (``None``: not compiled: the
 #: generator draws no micro-batch for its drawn models).
 COMPILED = {"half-momentum": dict(half_momentum=True), "half-partials": dict(half_partials=True),
@@ -108,7 +113,9 @@ def main(argv=None) -> int:
                                 c = generate_report(a.preset, levers=Levers(**opts), **common)
                                 record("plan", p.verdict, *over_tiles(c), p.what_if)
                     if "split" in answers and ipus == 1:
-                        sa = tilemem.split(r, ipus=2).answer
+                        # the family's stash (the transformer's keeps its activations, the
+                        # cnn's its inputs), mapped like the tensors it keeps, as compiled
+                        sa = tilemem.split(r, ipus=2, stash=STASH[model]).answer
                         T = r.target.ipu_tiles
                         for st in sa.stages:
                             p = st.levers
@@ -123,6 +130,7 @@ def main(argv=None) -> int:
                                 tally["split"]["skipped"] += 1
                                 continue
                             c = generate_report(a.preset, levers=Levers(**opts),
+                                                stash_mapping="like",
                                                 **{**common, "splits": tuple(sa.split_indices)})
                             record("split", verdict, *over_tiles(c, tiles),
                                    f"stage {st.ipu} of {sa.split_indices}: "
@@ -137,6 +145,7 @@ def main(argv=None) -> int:
                         if best is not None:
                             opts = generator_options(best)
                             c = generate_report(a.preset, levers=Levers(**opts["levers"]),
+                                                stash_mapping="like",
                                                 **{**common, "splits": opts["splits"]})
                             record("config", best.verdict.value, *over_tiles(c),
                                    f"{best.summary} ({got.answer.seconds:.1f} s)")

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
+from .config.margins import Verdict
 
 #: (name, what it does, ``what_if`` keywords, its ``what-if`` option, rank, its cost).
 PLAN_LEVERS = (
@@ -86,7 +87,7 @@ class Plan(msgspec.Struct, rename="camel"):
     of_tiles: int
     bytes_to_free: int
     tried: int
-    verdict: str = "fits"
+    verdict: Verdict = Verdict.FITS
     margin: float = 0.0
     tiles_close: int = 0
     errors: list[str] = msgspec.field(default_factory=list)
@@ -94,7 +95,7 @@ class Plan(msgspec.Struct, rename="camel"):
     @property
     def fits(self) -> bool:
         """Whether every tile is under tileMemory by more than the margin."""
-        return self.verdict == "fits"
+        return self.verdict == Verdict.FITS
 
 
 def check_names(prefer=(), avoid=()) -> None:
@@ -122,7 +123,7 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                    time_limit: float = 10.0, base_margin: float = 0.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``
     when there are none or no lever applies. See the module docstring."""
-    from .config.margins import Verdict, lever_margin, margin_lines
+    from .config.margins import lever_margin, margin_lines
     from .whatif.bounds import whatif_bounds
 
     check_names(prefer, avoid)
@@ -208,5 +209,5 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
     return Plan(levers=[x[1] for x in c], costs=[f"{x[0]}: rank {rank[x[0]]}, {x[5]}" for x in c],
                 cost=int(sum(rank[x[0]] for x in c)), what_if=" ".join(x[3] for x in c),
                 tiles_left=left, of_tiles=len(need), bytes_to_free=free, tried=tried,
-                verdict=verdict.value, margin=round(margin, 5), tiles_close=close,
+                verdict=verdict, margin=round(margin, 5), tiles_close=close,
                 errors=margin_lines([x[0] for x in c]))

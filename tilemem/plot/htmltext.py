@@ -8,6 +8,7 @@ import html as _html
 
 import numpy as np
 
+from ..figures.config.margins import Verdict
 from ..figures.memory import GAP_CAUSES, MemoryFigures
 from .pagedata import totals_table
 
@@ -159,7 +160,7 @@ def plan_html(p: dict | None, source: str) -> str:
         return ""
     esc = _html.escape
     margin = 100 * p.get("margin", 0.0)
-    if p.get("verdict", "fits") == "fits":
+    if p.get("verdict", Verdict.FITS) == Verdict.FITS:
         head = (f"every one of the {p['ofTiles']:,} tiles that need less data under "
                 f"tileMemory by the bound, by more than the levers' error ({margin:.1f} % of "
                 f"tileMemory), at cost {p['cost']} (sum of ranks; "

@@ -98,7 +98,7 @@ def plan_view(c, s: ProgramSummary, report_arg: str = "REPORT") -> None:
     p = s.plan
     if p is None:
         return
-    if p.verdict == "fits":
+    if p.fits:
         head = (f"[bold]Plan that fits[/bold]: every one of the {p.of_tiles:,} tiles that need "
                 f"less data under tileMemory by the bound, by more than the levers' error "
                 f"({100 * p.margin:.1f} % of tileMemory), at cost {p.cost} (sum of ranks; "

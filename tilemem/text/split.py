@@ -78,7 +78,7 @@ def stage_levers(a: SplitAnswer) -> list[str]:
         p = s.levers
         what = " + ".join(p.levers)
         left = (f"every tile fits by the bound, by more than its error "
-                f"({100 * p.margin:.1f} % of tileMemory)" if p.verdict == "fits" else
+                f"({100 * p.margin:.1f} % of tileMemory)" if p.fits else
                 f"close: {p.tiles_close:,} tile(s) under tileMemory by less than its error "
                 f"({100 * p.margin:.1f} %)" if p.tiles_left == 0 else
                 f"{p.tiles_left:,} of {p.of_tiles:,} tiles still over, "

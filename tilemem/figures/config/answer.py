@@ -19,6 +19,9 @@ from .stages import Choice
 ASSUMPTIONS = (
     "each stage is the split's estimate of its IPU recompiled (tilemem split's assumptions), "
     "its levers estimated on its own report by what-if's edits (tilemem what-if's)",
+    "a pipeline stage stashes, for the micro-batches in flight, every activation of its "
+    "layers still live when it hands over, mapped like them (split --stash activations: the "
+    "larger reading; a framework that recomputes the stage stashes less)",
     "the split is the one that balances the stages without levers; levers may balance "
     "another split better",
     "the micro-batch scales what is per sample (what-if --micro-batch), from the "

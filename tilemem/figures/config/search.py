@@ -125,10 +125,9 @@ class Search:
         q.check()
         self.r, self.q = r, q
         self.tm = r.target.tile_memory
-        try:
-            self.m = SplitModel(r)
-        except ReportError:
-            raise
+        # a stage stashes every activation still live when it hands over (no recomputation),
+        # the larger of the two readings when the report cannot tell (it can with steps)
+        self.m = SplitModel(r, "activations")
         self.steps = self.m.start is not None
         # which levers change something, asked of the report (and, on one IPU of a
         # one-IPU report, its only stage)
@@ -304,8 +303,10 @@ class Search:
             if sb is None:
                 return False if (choice.names or factor != 1) else self.evaluate(
                     n, choice, mb).verdict == Verdict.FITS
-            a, t, b = self.stage_amp(sb, choice, factor,
-                                     lambda used: self.margin(n, choice, factor, used))
+            # the lowest proportion frees the most (a stage's bytes grow with it)
+            a = self.amps()[0] if self.whole.useful("amp") else DEFAULT_AMP
+            _, b = sb.worst(choice, a, factor)
+            self.evaluated += 1
             if judge(b, self.tm, self.margin(n, choice, factor, a != DEFAULT_AMP)) \
                     != Verdict.FITS:
                 return False
