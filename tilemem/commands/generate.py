@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import click
 
+from .generate_arch import arch_options
+
 
 @click.command()
+@arch_options
 @click.option("--model", type=click.Choice(["cnn", "transformer"]), default="cnn",
               show_default=True,
               help="Program family: cnn (convolution, matmul, normalisation and recurrent "
@@ -102,7 +105,8 @@ import click
 def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
              partial, out, splits, stash_mapping, half_partials, half_momentum, replicas, rts,
              recompute, recompute_at, layers, hidden, heads, seq_len, vocab, micro_batch,
-             image_size, rts_weights, offload_state):
+             image_size, rts_weights, offload_state, arch, state_type, accum_type, head_stage,
+             serialise, config):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -129,8 +133,8 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     output_path(out, FORMATS)
     levers, shape = _levers_and_shape(amp, half_partials, half_momentum, replicas, rts,
                                       recompute, recompute_at, model, layers, hidden, heads,
-                                      seq_len, vocab, micro_batch, image_size, rts_weights,
-                                      offload_state)
+                                      seq_len if arch is None else None, vocab, micro_batch,
+                                      image_size, rts_weights, offload_state)
     points = None
     if splits is not None:
         try:
@@ -141,6 +145,13 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
         if ipus not in (1, len(points) + 1):
             raise click.BadParameter(f"{len(points)} split points make {len(points) + 1} "
                                      f"stages, not --ipus {ipus}", param_hint="--splits")
+    from .generate_arch import resolve
+
+    head_given = (click.get_current_context().get_parameter_source("head_stage")
+                  != click.core.ParameterSource.DEFAULT)
+    model, shape, levers, points, ipus, head_stage = resolve(
+        arch, config, seq_len, image_size, micro_batch, state_type, accum_type, serialise,
+        levers, shape, model, points, ipus, head_stage, head_given)
     c = console()
     # a report over several IPUs is made and written IPU by IPU as capnp (the Pod format),
     # never held whole; JSON (and --partial, which picks tiles over the whole report) whole
@@ -150,9 +161,12 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
         r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                             progress=True, ipus=ipus, model=model, splits=points,
                             always_live_state=always_live_state, stash_mapping=stash_mapping,
-                            levers=levers, shape=shape, by_ipu=by_ipu)
+                            levers=levers, shape=shape, by_ipu=by_ipu,
+                            **({} if head_stage == "last" else {"head_stage": head_stage}))
     except ValueError as e:
         hint = ("--recompute-at" if str(e).startswith("recompute")
+                else "--serialise" if str(e).startswith("serialise")
+                else "--head-stage" if str(e).startswith("head_stage")
                 else "--available-memory-proportion" if "availableMemoryProportion" in str(e)
                 else "--layers" if "layers" in str(e) and shape is not None else "--splits")
         raise click.BadParameter(str(e), param_hint=hint) from None

@@ -189,6 +189,8 @@ def stage_layers(cfg: IpuConfig, num_layers: int, path=None) -> list[int]:
     [0, 4, 3]
     """
     lpi = list(cfg.layers_per_ipu)
+    if lpi == [-1]:
+        lpi = [-1] * cfg.ipus_per_replica
     fixed = sum(v for v in lpi if v >= 0)
     wild = [i for i, v in enumerate(lpi) if v == -1]
     if not wild:
