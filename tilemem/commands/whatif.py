@@ -49,6 +49,13 @@ from .options import packing_options, report_path_argument
 @click.option("--recompute-at", "recompute_at", default=None, metavar="L1,L2,...",
               help="Recompute from checkpoints at these layers' inputs only (and the first "
                    "layer's, and every IPU's first layer's).")
+@click.option("--serialise", type=click.IntRange(min=1), default=1, show_default=True,
+              metavar="N",
+              help="The vocabulary matmul, its gradients and the embedding's update in N "
+                   "slices one after the other (optimum-graphcore's "
+                   "embedding_serialization_factor): the partial sums of the matmuls named as "
+                   "the vocabulary's, the vocabulary weight's gradient and the embedding's "
+                   "optimiser temporaries at 1/N.")
 @click.option("--repack", is_flag=True,
               help="Also re-pack the tiles in question (slower): which fit, checked by "
                    "tilemem check's rules, and which stay undecided.")
@@ -61,7 +68,7 @@ from .options import packing_options, report_path_argument
                    "with --repack it holds the re-packed tiles' offsets.")
 def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output,
             micro_batch, amp, amp_was, half_partials, half_momentum, rts, recompute,
-            recompute_at, rts_weights):
+            recompute_at, rts_weights, serialise):
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     Answers with `tilemem oom`'s program summary for the changed data: by the bound (each
@@ -73,8 +80,7 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     the code).
 
     The memory levers (--amp, --half-partials, --half-momentum, --rts N [--rts-weights],
-    --recompute,
-    --recompute-at) find the variables
+    --recompute, --recompute-at, --serialise N) find the variables
     they change by lifetime, layout and constraints first, names only as a hint, and each
     says what it assumes.
 
@@ -93,7 +99,8 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
                                  param_hint="--recompute-at")
     levers = dict(amp=amp, amp_was=amp_was, half_partials=half_partials,
                   half_momentum=half_momentum, rts=rts,
-                  recompute="all" if recompute else recompute_at, rts_weights=rts_weights)
+                  recompute="all" if recompute else recompute_at, rts_weights=rts_weights,
+                  serialise=serialise)
     what_if_edits(offload, scale, micro_batch, **levers)
     r = api.load(report)
     w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,
