@@ -198,3 +198,38 @@ def test_splits_from_zero_accepted_by_the_cli(tmp_path):
                               "--tiles", "4", "-o", tmp_path / "r.json"])
     assert code == 0, err
     assert "124,439,808 parameters" in out
+
+
+def test_one_spelling_of_the_levers_in_generate_and_what_if():
+    import click
+    from tilemem.cli import cli
+
+    def names(cmd):
+        command = cli.get_command(click.Context(cli), cmd)
+        return {o for p in command.params if not getattr(p, "hidden", False) for o in p.opts}
+    levers = {"--amp", "--half-partials", "--half-momentum", "--rts", "--rts-weights",
+              "--offload-optimiser-state", "--recompute", "--recompute-at", "--serialise"}
+    assert levers <= names("generate") and levers <= names("what-if")
+
+
+@pytest.mark.parametrize("old, new", [
+    (["--available-memory-proportion", "0.3,0.6"], ["--amp", "0.3,0.6"]),
+    (["--replicas", "4", "--rts", "--rts-weights"], ["--rts", "4", "--rts-weights"]),
+])
+def test_the_former_generate_spellings_give_the_same_levers(old, new):
+    from click.testing import CliRunner
+    from tilemem.commands import options
+
+    got = []
+    real = options.levers_of
+
+    def spy(*a, **k):
+        got.append(real(*a, **k))
+        return got[-1]
+    import unittest.mock as um
+    with um.patch.object(options, "levers_of", spy):
+        from tilemem.cli import cli
+        for args in (old, new):
+            CliRunner().invoke(cli, ["generate", "--tiles", "4", "--ipus", "2", "--steps", "60",
+                                     "-o", "/nonexistent/dir/x.json", *args])
+    assert len(got) == 2 and got[0] == got[1]

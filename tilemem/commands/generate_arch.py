@@ -2,8 +2,6 @@
 shape, and the levers and pipeline stages of an optimum-graphcore ``IPUConfig``."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import click
 
 #: ``--state-type`` / ``--accum-type``: bytes of an element.
@@ -11,7 +9,7 @@ TYPES = {"float": 4, "half": 2}
 
 
 def arch_options(f):
-    """The options of named architectures, configurations and serialisation."""
+    """The options of named architectures and configurations."""
     from ..generate.archs import ARCHS
 
     for opt in reversed([
@@ -37,12 +35,6 @@ def arch_options(f):
                           "embedding copied there) or the first (the embedding's; the last "
                           "layer's output copied there). A first split point 0 (--splits "
                           "0,...) leaves the first stage the embedding alone."),
-        click.option("--serialise", type=click.IntRange(min=1), default=1, show_default=True,
-                     metavar="N",
-                     help="Serialise the vocabulary matmul (the logits), its gradients and "
-                          "the embedding's update into N slices, one after the other, each "
-                          "slice's temporaries live in turn (optimum-graphcore's "
-                          "embedding_serialization_factor)."),
         click.option("--config", "config", default=None, type=click.Path(dir_okay=False),
                      metavar="IPU_CONFIG.json",
                      help="Compile an optimum-graphcore IPUConfig with --arch: its "
@@ -58,16 +50,14 @@ def arch_options(f):
 
 
 def resolve(arch, config, seq_len, image_size, micro_batch, state_type, accum_type,
-            serialise, levers, shape, model, points, ipus, head_stage, head_given):
-    """``(model, shape, levers, points, ipus, head_stage)`` after ``--arch``, ``--config``
-    and ``--serialise``; ``click.BadParameter`` for what does not fit, ``ReportError`` for a
+            levers, shape, model, points, ipus, head_stage, head_given):
+    """``(model, shape, levers, points, ipus, head_stage)`` after ``--arch`` and
+    ``--config``; ``click.BadParameter`` for what does not fit, ``ReportError`` for a
     bad configuration file."""
     from ..generate.archs import PUBLISHED, arch_shape, parameters
     from ..generate.transformershape import Shape
     from ..levers import Levers
 
-    if serialise > 1:
-        levers = replace(levers, serialise=serialise)
     if arch is not None:
         if shape is not None:
             raise click.BadParameter("give --arch or the shape options (--layers, --hidden, "
@@ -85,7 +75,7 @@ def resolve(arch, config, seq_len, image_size, micro_batch, state_type, accum_ty
         click.echo(f"{arch.lower()}: {n:,} parameters ({(n - pub) / pub:+.2%} of the published "
                    f"{pub / 1e6:g}M: {quoted}; here: {ours})")
     if config is None:
-        if shape is not None and not isinstance(shape, Shape) and levers.serialise > 1:
+        if model == "cnn" and levers.serialise > 1:
             raise click.BadParameter("a cnn has no vocabulary to serialise",
                                      param_hint="--serialise")
         return model, shape, levers, points, ipus, head_stage
