@@ -8,8 +8,8 @@ tileMemory in the compiled program.
 
     python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 --ipus 1,2 \\
         [--levers amp,amp-per-stage,half-partials,half-momentum,rts,rts-weights,recompute,\\
-        recompute-at,offload,micro-batch] \\
-        [--models cnn,transformer] \\
+        recompute-at,offload,micro-batch,serialise] \\
+        [--models cnn,transformer] [--seq-lens 128,1024] \\
         [--pressure 1.2]
 
 Prints one line per case and a summary per lever (error: (estimate - actual) / actual).
@@ -19,6 +19,10 @@ Prints one line per case and a summary per lever (error: (estimate - actual) / a
 generated with a micro-batch of ``MICRO_BATCH`` against the same shape with half; the generator
 draws no micro-batch for its drawn models. ``offload`` is ``tilemem oom``'s plan's lever (its
 name pattern) against the program compiled with the optimiser state off chip.
+``serialise`` compares GPT-2 (``generate --arch gpt2``, real bytes times ``--pressure``) at
+each of ``--seq-lens`` with the program compiled with ``--serialise 4``; on several IPUs the
+embedding and the tied head are on the first (``SERIALISE_SPLITS``), as optimum-graphcore
+places them.
 """
 from __future__ import annotations
 
@@ -43,7 +47,13 @@ LEVERS = {
     "recompute-at": (dict(recompute=(2,)), dict(recompute="2")),
     "offload": (dict(offload_state=True), dict(offload=[OFFLOAD])),
     "micro-batch": ({}, dict(micro_batch=0.5)),
+    "serialise": (dict(serialise=4), dict(serialise=4)),
 }
+#: The serialise lever's architecture (``generate --arch``), at each of ``--seq-lens``, in
+#: real bytes times ``--pressure``; pipelined as the published configurations are: the
+#: embedding and the tied head on the first IPU, the layers on the others.
+SERIALISE_ARCH = "gpt2"
+SERIALISE_SPLITS = {2: (0,), 4: (0, 6, 9)}
 #: Program steps of the one-IPU program a family is generated with.
 STEPS = {"cnn": 400, "transformer": 740}
 #: Where the pipelined program's stages start (layers), by number of IPUs.
@@ -109,6 +119,19 @@ def case(preset, tiles, model, ipus, seed, lever, pressure, shape_tiles=None,
 
     gen_kw, est_kw = LEVERS[lever]
     est_kw = dict(est_kw)
+    if lever == "serialise":   # ``model`` is "gpt2@SEQ"
+        from tilemem.generate.archs import arch_shape
+
+        shape = arch_shape(model.split("@")[0], seq_len=int(model.split("@")[1]))
+        common = dict(tiles=tiles, seed=seed, model="transformer", shape=shape,
+                      pressure=pressure, splits=None if ipus == 1 else SERIALISE_SPLITS[ipus],
+                      head_stage="first" if ipus > 1 else "last")
+        base = generate_report(preset, **common)
+        compiled = generate_report(preset, levers=Levers(**gen_kw), **common)
+        est, act = estimate(base, **est_kw), bounds(compiled)
+        used = act > 0
+        return ((est[used] - act[used]) / act[used], est[used], act[used],
+                base.target.tile_memory)
     if lever == "micro-batch":
         base, compiled = micro_batch_case(preset, shape_tiles, model, ipus, seed, micro_batch)
         est, act = estimate(base, **est_kw), bounds(compiled)
@@ -148,6 +171,8 @@ def main(argv=None) -> int:
     ap.add_argument("--near", type=float, default=0.75,
                     help="tiles whose compiled maximum live bytes are at least this share of "
                          "tileMemory count in the under-estimate figures (default 0.75)")
+    ap.add_argument("--seq-lens", default="128,1024",
+                    help="the serialise lever's sequence lengths (GPT-2)")
     ap.add_argument("--margin", type=float, default=0.01,
                     help="tiles within this share of tileMemory are not judged (default 1 %%)")
     a = ap.parse_args(argv)
@@ -155,7 +180,9 @@ def main(argv=None) -> int:
     ipus_list = [int(x) for x in a.ipus.split(",")]
     for lever in a.levers.split(","):
         errs, wrong, judged, worst, under = [], 0, 0, 0.0, []
-        for model in a.models.split(","):
+        models = a.models.split(",") if lever != "serialise" else \
+            [f"{SERIALISE_ARCH}@{n}" for n in a.seq_lens.split(",")]
+        for model in models:
             for ipus in ipus_list:
                 if lever == "amp-per-stage" and ipus == 1:
                     continue

@@ -290,6 +290,14 @@ INFERRED_PARTIALS_NAME = r"partial"
 INFERRED_OPTIMISER_NAME = (r"momentum|velocity|optimi[sz]er|adam|lamb|accl|moment|exp_avg|"
                            r"/m$|/v$")
 
+#: Inferred: the vocabulary matmul (a language model's logits, its gradients) and the token
+#: embedding it is tied to (``--serialise``) are told by name only: nothing in a report's
+#: structure tells a vocabulary from another matmul's dimension.
+INFERRED_VOCAB_NAME = (r"logits|lm_?head|vocab|word_?embedding|/wte\b|embedding/tokens|"
+                       r"token_?embedding|cls/predictions")
+#: Inferred: a weight's gradient (a temporary before it is added into its accumulator) so named.
+INFERRED_WEIGHT_GRAD_NAME = r"weights?_?grad|grad_?weight|wgrad"
+
 #: Inferred: the first-order momentum (``--half-momentum``) is the optimiser state so named.
 INFERRED_FIRST_ORDER_NAME = r"momentum|velocity|first_?moment|accl1|exp_avg(?!_sq)|/m$"
 

@@ -214,7 +214,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
             half_momentum: bool = False, rts: int | None = None, recompute=None,
             rts_weights: bool = False, repack: bool = False, method: str = "auto",
             budget: float | None = DEFAULTS.repack_budget,
-            time_limit: float = DEFAULTS.time_limit) -> WhatIf:
+            time_limit: float = DEFAULTS.time_limit, serialise: int = 1) -> WhatIf:
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     It assumes the same program with other sizes: the same variables on the same tiles, with
@@ -254,6 +254,9 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
         ``"all"``) or from checkpoints at these layers' inputs; told by lifetime
         (``tilemem.figures.whatif.recompute``): their lifetimes shorten and recomputed copies
         appear in the backward pass (the report needs class steps). Applied last.
+    serialise : int
+        The vocabulary matmul, its gradients and the embedding's update in this many slices
+        (``tilemem.figures.whatif.levers``): their temporaries at ``1/serialise``.
     repack : bool
         Also re-pack the tiles in question (slower).
     method, budget, time_limit
@@ -279,7 +282,7 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
 
     edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
                           half_partials=half_partials, half_momentum=half_momentum, rts=rts,
-                          recompute=recompute, rts_weights=rts_weights)
+                          recompute=recompute, rts_weights=rts_weights, serialise=serialise)
     r = report
     changed, applied = apply_edits(r, edits)
     changed, more, relived = apply_recompute(changed, edits, base=r)
