@@ -84,7 +84,8 @@ def test_cli_json_and_ipu_config(tmp_path, capsys, answer):
     assert set(cfg) == {"layers_per_ipu", "ipus_per_replica", "matmul_proportion",
                         "recompute_checkpoint_every_layer", "optimizer_state_offchip",
                         "replicated_tensor_sharding", "replication_factor",
-                        "enable_half_partials", "embedding_serialization_factor"}
+                        "enable_half_partials", "enable_half_first_order_momentum",
+                        "embedding_serialization_factor"}
     assert cfg["ipus_per_replica"] == len(cfg["layers_per_ipu"])
     assert main(["config", str(path), "--max-ipus", "3", "--max-micro-batch", "1",
                  "--json"]) == 0

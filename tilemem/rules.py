@@ -262,6 +262,8 @@ LEVER_ERRORS = {
     "recompute": (0.015, LEVERS_BENCH + "1.8 --levers recompute,recompute-at"),
     # 1.66 % at most: a weight's state streamed in for its update is not counted
     "offload": (0.017, LEVERS_BENCH + "1.8 --levers offload"),
+    "serialise": (0.02, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
+                        "1,2,3 --ipus 1 --levers serialise --seq-lens 128 --pressure 1.0"),
     # per doubling or halving of the micro-batch, as a share of the compiled bytes (the named
     # shapes are far over tileMemory on few tiles): 7.38 % at most on the transformer, 16.71 %
     # on ResNet-50 (a compiler maps a smaller tensor on fewer tiles): too wide to be useful,

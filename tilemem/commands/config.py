@@ -25,15 +25,17 @@ def _names(text):
               help="What ranks the configurations that fit: the fewest IPUs, the largest "
                    "micro-batch or the cheapest levers first (then the others).")
 @click.option("--prefer", default="", help="Levers made free, comma-separated "
-              "(half-momentum, half-partials, rts, offload, rts-weights, recompute, amp).")
+              "(half-momentum, half-partials, serialise, rts, offload, rts-weights, recompute, amp).")
 @click.option("--avoid", default="", help="Levers left out, comma-separated.")
 @click.option("--replicas", type=int, default=4, show_default=True,
               help="Replicas the optimiser state (and weights) are sharded over.")
+@click.option("--serialise", type=int, default=4, show_default=True,
+              help="Slices of the vocabulary matmul when the search serialises it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the best configuration as optimum-graphcore ipu_config.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 def config(report, max_ipus, ipus, micro_batch, report_micro_batch, max_micro_batch,
-           objective, prefer, avoid, replicas, output, as_json):
+           objective, prefer, avoid, replicas, serialise, output, as_json):
     """The whole configuration that fits: IPUs, layers per IPU, levers, micro-batch.
 
     From REPORT (typically one IPU, out of memory): searches jointly the IPUs per replica,
@@ -51,7 +53,8 @@ def config(report, max_ipus, ipus, micro_batch, report_micro_batch, max_micro_ba
     q = api.ConfigQuery(max_ipus=max_ipus, ipus=ipus, micro_batch=micro_batch,
                         report_micro_batch=report_micro_batch,
                         max_micro_batch=max_micro_batch, objective=objective,
-                        prefer=_names(prefer), avoid=_names(avoid), replicas=replicas)
+                        prefer=_names(prefer), avoid=_names(avoid), replicas=replicas,
+                        serialise=serialise)
     try:   # refused before the report is read
         q.check()
         if output is not None and not output.endswith(".json"):

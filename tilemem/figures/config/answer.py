@@ -64,6 +64,7 @@ class Configuration(msgspec.Struct, rename="camel"):
     levers: list[str]
     amps: list[float]
     replicas: int
+    serialise: int
     verdict: Verdict
     margin: float
     cost: float
@@ -153,7 +154,7 @@ def configuration(s: Search, f: Found, saved: bool = False) -> Configuration:
     return Configuration(
         ipus=f.ipus, micro_batch=f.micro_batch, split_indices=list(f.cuts),
         layers_per_ipu=layers(f), levers=list(f.levers), amps=list(f.amps),
-        replicas=f.choice.rts or 1, verdict=f.verdict, margin=round(f.margin, 5),
+        replicas=f.choice.rts or 1, serialise=f.choice.serialise or 1, verdict=f.verdict, margin=round(f.margin, 5),
         cost=f.cost, balance=round(max(peaks) / mean, 3) if mean else 1.0, stages=stages,
         summary=summary_of(f))
 
@@ -237,7 +238,8 @@ def ipu_config(c: Configuration) -> dict:
         "replicated_tensor_sharding": "rts" in c.levers or "rts-weights" in c.levers,
         "replication_factor": c.replicas,
         "enable_half_partials": "half-partials" in c.levers,
-        "embedding_serialization_factor": 1,
+        "enable_half_first_order_momentum": "half-momentum" in c.levers,
+        "embedding_serialization_factor": c.serialise,
     }
 
 
@@ -267,6 +269,9 @@ def poptorch_options(c: Configuration) -> list[str]:
                        ".useReplicatedTensorSharding(True))")
     if c.replicas > 1:
         out.append(f"opts.replicationFactor({c.replicas})")
+    if c.serialise > 1:
+        out.append(f"# the vocabulary matmul serialised in {c.serialise} slices (optimum's "
+                   "embedding_serialization_factor; poptorch.serializedMatMul)")
     if "half-momentum" in c.levers:
         out.append("# the optimiser: first_order_momentum_accum_type=torch.float16 (Adam/LAMB) "
                    "or velocity_accum_type=torch.float16 (SGD)")
@@ -286,6 +291,8 @@ def generator_options(c: Configuration) -> dict:
         lv["recompute"] = "all"
     if "offload" in c.levers:
         lv["offload_state"] = True
+    if c.serialise > 1:
+        lv["serialise"] = c.serialise
     if c.replicas > 1:
         lv.update(replicas=c.replicas, rts=True, rts_weights="rts-weights" in c.levers)
     return {"splits": tuple(c.split_indices) or None, "levers": lv,

@@ -21,6 +21,8 @@ from ...levers import DEFAULT_AMP
 LEVER_COSTS = {
     "half-momentum": (1.0, "precision of the momentum (no cycles)"),
     "half-partials": (2.0, "precision of the partial sums (no cycles; fewer bytes exchanged)"),
+    "serialise": (3.0, "the vocabulary matmul, its gradient and the embedding's update in "
+                       "slices, one after the other (more, smaller passes)"),
     "rts": (4.0, "the optimiser state reduce-scattered and all-gathered between the replicas "
                  "once a step"),
     "offload": (10.0, "host I/O: the optimiser state streamed in and out for every update"),

@@ -47,7 +47,8 @@ class ConfigQuery:
     ``micro_batch``: only that micro-batch; ``report_micro_batch``: the micro-batch the report
     was compiled with; ``max_micro_batch``: the largest tried; ``objective``: one of
     ``OBJECTIVES``; ``prefer``/``avoid``: levers made free / left out; ``replicas``: the
-    replicas sharding spreads the optimiser state (and weights) over; ``ranked``: rows of
+    replicas sharding spreads the optimiser state (and weights) over; ``serialise``: the
+    slices of the vocabulary matmul when it is serialised; ``ranked``: rows of
     the ranked table; ``time_limit``: seconds per tile of a bound's exact search."""
 
     max_ipus: int = 16
@@ -59,6 +60,7 @@ class ConfigQuery:
     prefer: tuple = ()
     avoid: tuple = ()
     replicas: int = 4
+    serialise: int = 4
     ranked: int = 5
     time_limit: float = 10.0
 
@@ -79,6 +81,8 @@ class ConfigQuery:
             bad("--objective", f"{self.objective!r} is not one of {', '.join(OBJECTIVES)}")
         if self.replicas < 2:
             bad("--replicas", f"{self.replicas}: sharding needs at least 2 replicas")
+        if self.serialise < 2:
+            bad("--serialise", f"{self.serialise}: serialising needs at least 2 slices")
         for opt, names in (("--prefer", self.prefer), ("--avoid", self.avoid)):
             for x in names:
                 if x not in LEVER_NAMES:
@@ -170,7 +174,8 @@ class Search:
                                   half_partials="half-partials" in combo,
                                   recompute="recompute" in combo, offload="offload" in combo,
                                   rts=q.replicas if {"rts", "rts-weights"} & set(combo) else 0,
-                                  rts_weights="rts-weights" in combo))
+                                  rts_weights="rts-weights" in combo,
+                                  serialise=q.serialise if "serialise" in combo else 0))
         out.sort(key=lambda c: (config_cost(c.names, [], q.prefer), len(c.names)))
         self._choices = out
         return out

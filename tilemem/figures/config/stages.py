@@ -39,6 +39,8 @@ class Choice:
     offload: bool = False
     rts: int = 0
     rts_weights: bool = False
+    #: slices of the vocabulary matmul (0: not serialised)
+    serialise: int = 0
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -49,6 +51,8 @@ class Choice:
                if on]
         if self.rts:
             out.append("rts-weights" if self.rts_weights else "rts")
+        if self.serialise:
+            out.append("serialise")
         return tuple(out)
 
     def without(self, name: str) -> "Choice":
@@ -57,6 +61,8 @@ class Choice:
 
         if name in ("rts", "rts-weights"):
             return replace(self, rts=0, rts_weights=False)
+        if name == "serialise":
+            return replace(self, serialise=0)
         return replace(self, **{name.replace("-", "_"): False})
 
 
@@ -70,7 +76,7 @@ def lever_edits(choice: Choice, amp: float, factor: float) -> list:
                        amp=None if amp == DEFAULT_AMP else str(amp),
                        half_partials=choice.half_partials, half_momentum=choice.half_momentum,
                        rts=choice.rts or None, recompute="all" if choice.recompute else None,
-                       rts_weights=choice.rts_weights)
+                       rts_weights=choice.rts_weights, serialise=choice.serialise or 1)
 
 
 class StageBounds:
@@ -105,7 +111,8 @@ class StageBounds:
             probe = {"half-momentum": Choice(half_momentum=True),
                      "half-partials": Choice(half_partials=True),
                      "recompute": Choice(recompute=True), "offload": Choice(offload=True),
-                     "rts": Choice(rts=2), "rts-weights": Choice(rts=2, rts_weights=True)}
+                     "rts": Choice(rts=2), "rts-weights": Choice(rts=2, rts_weights=True),
+                     "serialise": Choice(serialise=4)}
             if name == "amp":
                 edits = lever_edits(Choice(), 0.3, 1)
             else:
@@ -116,8 +123,17 @@ class StageBounds:
                 self._useful[name] = False
         return self._useful[name]
 
+    def effective(self, choice: Choice) -> Choice:
+        """``choice`` without the levers that change nothing in this stage (a stage without
+        numbered layers to recompute, without the vocabulary to serialise): no-ops here."""
+        for x in choice.names:
+            if not self.useful(x):
+                choice = choice.without(x)
+        return choice
+
     def bound(self, choice: Choice, amp: float, factor: float) -> np.ndarray:
         """The search tiles' maximum live bytes under the levers."""
+        choice = self.effective(choice)
         key = (choice, round(amp, 4), factor)
         if key not in self._memo:
             self._memo[key] = self.bounds.of_edits(lever_edits(choice, amp, factor))[0]
