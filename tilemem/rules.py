@@ -262,7 +262,9 @@ LEVER_ERRORS = {
     "recompute": (0.015, LEVERS_BENCH + "1.8 --levers recompute,recompute-at"),
     # 1.66 % at most: a weight's state streamed in for its update is not counted
     "offload": (0.017, LEVERS_BENCH + "1.8 --levers offload"),
-    "serialise": (0.02, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
+    # as a share of the compiled bytes (GPT-2 is far over tileMemory on 64 tiles): 5.73 % at
+    # most, 3.19 % at the 95th percentile
+    "serialise": (0.06, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
                         "1,2,3 --ipus 1 --levers serialise --seq-lens 128 --pressure 1.0"),
     # per doubling or halving of the micro-batch, as a share of the compiled bytes (the named
     # shapes are far over tileMemory on few tiles): 7.38 % at most on the transformer, 16.71 %

@@ -22,8 +22,8 @@ ASSUMPTIONS = (
     "a pipeline stage stashes, for the micro-batches in flight, every activation of its "
     "layers still live when it hands over, mapped like them (split --stash activations: the "
     "larger reading; a framework that recomputes the stage stashes less)",
-    "the split is the one that balances the stages without levers; levers may balance "
-    "another split better",
+    "the split balances the stages' bytes all live at once (an upper bound of each stage's "
+    "estimate); a split balanced by the stages' estimates under levers may need fewer levers",
     "the micro-batch scales what is per sample (what-if --micro-batch), from the "
     "report's micro-batch (--report-micro-batch, default 1)",
     "one set of levers for the whole program (IPUConfig's keys are one value for all "
@@ -198,7 +198,11 @@ def configure(r, q: ConfigQuery | None = None) -> ConfigAnswer:
             c = configuration(s, f)
             near.append(NearMiss(summary=f"{what}: {c.summary}", verdict=f.verdict,
                                  excess_bytes=f.excess, change=change, configuration=c))
+    shown = {(n.configuration.ipus, n.configuration.micro_batch) for n in near
+             if n.configuration is not None and n.summary.startswith("one IPU fewer")}
     for f in misses[-3:]:
+        if (f.ipus, f.micro_batch) in shown:   # the neighbour with one IPU fewer, said
+            continue
         c = configuration(s, f)
         change = (f"use {fits[0].ipus} IPUs: {summary_of(fits[0])}" if fits
                   else "more IPUs than --max-ipus, or a smaller micro-batch")

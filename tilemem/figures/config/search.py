@@ -1,8 +1,8 @@
 """The joint search of ``tilemem config``: IPUs per replica, the split of the layers over them,
 the program's levers, each stage's availableMemoryProportion and the micro-batch.
 
-For each number of IPUs (fewest first), the split is the one that minimises the worst stage
-without levers (``tilemem.figures.split.search.best_split``); each stage is then bounded
+For each number of IPUs (fewest first), the split is the one that minimises the largest
+stage's bytes all live at once (``balanced_cuts``, ``SplitModel.proxy``); each stage is then bounded
 under levers from its own report (``stages.StageBounds``). The most every lever can do
 (all of them, the lowest proportion) is tried first: when even that leaves a stage over, the
 number of IPUs cannot fit at that micro-batch. Otherwise the levers' combinations are tried
@@ -145,14 +145,12 @@ class Search:
         """``(cuts, Stages, heaviest first)`` of the best split over ``n`` IPUs (the stages'
         order by their estimate without levers)."""
         if n not in self._splits:
-            from ..split.search import best_split
-
             if n == 1:
                 cuts, order = [], [0]
             else:
-                a = best_split(self.m, n)
-                cuts = list(a.split_indices)
-                order = sorted(range(n), key=lambda k: -a.stages[k].max_live_bytes)
+                cuts = balanced_cuts(self.m, n)
+                b = [0] + cuts + [self.m.L]
+                order = sorted(range(n), key=lambda k: -self.m.proxy(k, b[k], b[k + 1], n))
             whole = self.whole if self.m.source_ipus == 1 else None
             self._splits[n] = (cuts, Stages(self.m, self.r, cuts, n, self.q.time_limit,
                                             whole), order)
@@ -394,6 +392,38 @@ class Search:
             if len(fits) >= 3 * self.q.ranked:
                 break
         return rank(fits, self.q.objective), misses
+
+
+def balanced_cuts(m, n: int) -> list[int]:
+    """The split of ``m``'s units into ``n`` contiguous stages whose largest upper bound
+    (``SplitModel.proxy``: all of a stage's bytes live at once) is smallest: bisection on that
+    bound, each stage filled greedily under it. No stage's bound is computed (a whole Mk2
+    report's take seconds each, and the search asks for many splits); the levers then bring
+    the chosen split's stages under tileMemory."""
+    L = m.L
+
+    def greedy(cap):
+        cuts, i = [], 0
+        for s in range(n - 1):
+            j = i + 1
+            while j < L - (n - 1 - s) and m.proxy(s, i, j + 1, n) <= cap:
+                j += 1
+            if m.proxy(s, i, j, n) > cap:
+                return None
+            cuts.append(j)
+            i = j
+        return cuts if m.proxy(n - 1, i, L, n) <= cap else None
+
+    lo, hi = 0.0, 2 * m.proxy(0, 0, L, n) + 1
+    cuts = [round(k * L / n) for k in range(1, n)]
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        got = greedy(mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, cuts = mid, got
+    return cuts
 
 
 def rank(found: list[Found], objective: str) -> list[Found]:
