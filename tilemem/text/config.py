@@ -62,6 +62,10 @@ def config_view(a: ConfigAnswer, report: str) -> str:
     if b is not None:
         lines += ["", "  ipu_config.json (optimum-graphcore IPUConfig; -o to write it):"]
         lines += ["    " + x for x in json.dumps(ipu_config(b), indent=2).splitlines()]
+        if "rts-weights" in b.levers:
+            lines.append("    (IPUConfig has no key for sharding the weights: "
+                         "replicated_tensor_sharding shards the optimiser state; set the "
+                         "weights' location in PopTorch, below)")
         lines += ["", "  PopTorch options:"] + ["    " + x for x in poptorch_options(b)]
     lines += ["", "  Errors the margins rest on (a high percentile of each estimate's "
               "under-estimate, measured):"] + [f"  - {x}" for x in a.errors]

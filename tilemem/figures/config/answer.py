@@ -232,7 +232,9 @@ def _split_error(s: Search) -> str:
 
 # ---- the files -----------------------------------------------------------------------------
 def ipu_config(c: Configuration) -> dict:
-    """optimum-graphcore ``IPUConfig`` keys of ``c``."""
+    """optimum-graphcore ``IPUConfig`` keys of ``c`` (``tilemem.generate.ipuconfig`` reads
+    them back; the weights sharded too, ``rts-weights``, has no key: PopTorch's
+    ``setWeightLocation``)."""
     return {
         "layers_per_ipu": list(c.layers_per_ipu),
         "ipus_per_replica": c.ipus,
