@@ -53,13 +53,13 @@ def _capnp_source(report) -> str | None:
     """The path of the capnp file ``report`` was loaded from, else None (judged by content,
     as the loader does)."""
     from ..errors import ReportError
-    from ..load import _map, report_format
+    from ..load import file_format
 
     path = getattr(report, "_source", None)
     if path is None:
         return None
     try:
-        return path if report_format(_map(path)) == "capnp" else None
+        return path if file_format(path) == "capnp" else None
     except (OSError, ReportError):
         return None
 

@@ -114,6 +114,7 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
+    from ..figures.verdicts import OomVerdict
     from ..load import atomic_write, check_output
 
     if output is not None:
@@ -148,7 +149,7 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
         if plan:
             from ..figures.plan import plan_that_fits
 
-            need = [d.tile for d in found if d.verdict_code == "reduceData"]
+            need = [d.tile for d in found if d.verdict_code == OomVerdict.REDUCE_DATA]
             summary.plan = plan_that_fits(report, need, prefer, avoid, time_limit)
         if output is not None:
             from .files import json_text

@@ -28,11 +28,6 @@ def convert(source, dest):
 
 
 def _is_json(path) -> bool:
-    from ..load import _map, report_format
+    from ..load import file_format
 
-    buf = _map(path)
-    try:
-        return report_format(buf) == "json"
-    finally:
-        if hasattr(buf, "close"):
-            buf.close()
+    return file_format(path) == "json"

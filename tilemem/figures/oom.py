@@ -34,18 +34,19 @@ import msgspec
 import numpy as np
 
 from ..model import Report
-from ..pack.kinds import DEFAULTS  # noqa: F401 (the re-pack's defaults, for the page's too)
+from ..pack.kinds import DEFAULTS, Status  # noqa: F401 (DEFAULTS: the re-pack's, the page's too)
 from .memory import GAP_CAUSES, INTERLEAVED, NON_INTERLEAVED, MemoryFigures, memory_figures
+from .verdicts import OomVerdict
 
 #: verdict code -> template of the sentence shown to users
 VERDICTS = {
-    "reduceData": "live data alone exceeds memory by {over:,} bytes: reduce data",
-    "repackFits": "live data fits: re-packing fits ({free:,} bytes to spare)",
-    "repackOverflows": ("live data fits: re-packing still overflows by {over:,} bytes "
+    OomVerdict.REDUCE_DATA: "live data alone exceeds memory by {over:,} bytes: reduce data",
+    OomVerdict.REPACK_FITS: "live data fits: re-packing fits ({free:,} bytes to spare)",
+    OomVerdict.REPACK_OVERFLOWS: ("live data fits: re-packing still overflows by {over:,} bytes "
                         "(gaps and constraints cost {cost:,})"),
-    "provenNoFit": ("live data fits, but no allocation does: proven on {n:,} variables live "
+    OomVerdict.PROVEN_NO_FIT: ("live data fits, but no allocation does: proven on {n:,} variables live "
                     "together (re-packing overflows by {over:,} bytes)"),
-    "notRepacked": ("live data fits with {free:,} bytes to spare; re-packing was not tried "
+    OomVerdict.NOT_REPACKED: ("live data fits with {free:,} bytes to spare; re-packing was not tried "
                     "({why})"),
 }
 
@@ -123,7 +124,7 @@ def _name_group(base: str) -> str:
     return next((g for g, rx in _NAME_GROUPS if rx.search(base)), "activations and temporaries")
 
 
-def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, bound: int,
+def next_steps(r: Report, rows: np.ndarray, code: OomVerdict, *, tile_memory: int, bound: int,
                highest_end: int, gap_bytes: dict[str, int], repack_used: int | None = None,
                why: str | None = None) -> list[str]:
     """What the user can do about one out-of-memory tile (see ``LIVE_GROUPS``): for
@@ -134,11 +135,11 @@ def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, boun
                      sorted(gap_bytes.items(), key=lambda kv: -kv[1]) if b)
     cost = highest_end - bound
     steps = []
-    if code == "reduceData":
+    if code == OomVerdict.REDUCE_DATA:
         steps.append(f"free at least {bound - tile_memory:,} B of what is live at the peak "
                      f"(live data {bound:,} B, tileMemory {tile_memory:,} B): no allocation "
                      "can fit it as it is")
-    elif code == "repackFits":
+    elif code == OomVerdict.REPACK_FITS:
         steps.append(f"the allocation, not the data, is the problem: the data live at the peak "
                      f"needs {bound:,} B but the report's placement reaches {highest_end:,} B; "
                      f"gaps and constraints cost {cost:,} B here"
@@ -147,13 +148,13 @@ def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, boun
         steps.append(f"in Poplar the placement is its allocator's: freeing {excess:,} B on "
                      "this tile (the excess) makes the report's own placement fit; the "
                      "options below free data live at the peak")
-    elif code == "provenNoFit":
+    elif code == OomVerdict.PROVEN_NO_FIT:
         steps.append(f"the live data fits ({bound:,} B) but the placement rules do not let it: "
                      f"some variables live together cannot be placed within tileMemory under "
                      f"alignment, regions and elements (a proof, not a search that gave up); "
                      f"free at least {(repack_used or highest_end) - tile_memory:,} B of what "
                      "is live at the peak, or relax the constraints on it")
-    elif code == "repackOverflows":
+    elif code == OomVerdict.REPACK_OVERFLOWS:
         steps.append(f"the live data fits ({bound:,} B) but no allocation found does: gaps and "
                      f"placement rules cost {(repack_used or highest_end) - bound:,} B"
                      + (f" (in the report's placement, gaps by cause: {gaps})" if gaps else "")
@@ -199,7 +200,7 @@ class TileDiagnosis(msgspec.Struct, rename="camel"):
     max_live_upper_bytes: int
     always_live_bytes: int
     bound_exact: bool
-    verdict_code: str
+    verdict_code: OomVerdict
     verdict: str
     repack: Repack | None
     peak_vars: list[dict]
@@ -381,24 +382,24 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
                         cost_over_bound=used - bound, verdict=res.verdict,
                         proven_on=res.proven_on)
     if bound > tm:
-        code = "reduceData"
+        code = OomVerdict.REDUCE_DATA
         verdict = VERDICTS[code].format(over=bound - tm)
     elif res is None:
-        code = "notRepacked"
+        code = OomVerdict.NOT_REPACKED
         verdict = VERDICTS[code].format(free=tm - bound, why=why or "no result")
     else:
         if int(res.overflow_bytes) == 0 and used <= tm:
-            code = "repackFits"
+            code = OomVerdict.REPACK_FITS
             verdict = VERDICTS[code].format(free=tm - used)
         elif res.proven_on is not None:
-            code = "provenNoFit"
+            code = OomVerdict.PROVEN_NO_FIT
             verdict = VERDICTS[code].format(n=int(res.proven_on),
                                             over=max(used - tm, int(res.overflow_bytes)))
         else:
-            code = "repackOverflows"
+            code = OomVerdict.REPACK_OVERFLOWS
             verdict = VERDICTS[code].format(over=max(used - tm, int(res.overflow_bytes)),
                                             cost=used - bound)
-            if str(res.status) != "optimal":
+            if res.status != Status.OPTIMAL:
                 verdict += f" - {res.status}, not proven optimal: a better packing may fit"
     rows = np.asarray(ml.peak_rows, np.int64)
     order = rows[np.argsort(-r.size[rows], kind="stable")]

@@ -48,7 +48,7 @@ def check_input(path) -> None:
         raise e.with_path(str(path)) from None
 
 
-def _map(path) -> mmap.mmap | bytes:
+def map_file(path) -> mmap.mmap | bytes:
     """The file's bytes, mapped read-only; a plain-words ``ReportError`` for anything else.
 
     The path is checked before it is opened, and opened non-blocking, so a FIFO with no writer
@@ -115,6 +115,17 @@ def report_format(buf) -> str:
                       "Cap'n Proto format")
 
 
+def file_format(path) -> str:
+    """``report_format`` of the file at ``path``, judged by content as ``load_report`` judges
+    it (a ``ReportError`` when it cannot be read or is neither)."""
+    buf = map_file(path)
+    try:
+        return report_format(buf)
+    finally:
+        if hasattr(buf, "close"):
+            buf.close()
+
+
 def load_report(path, *, trusted: bool = False) -> Report:
     """Read a lowered-variables report (JSON or tilemem capnp, by content). Raises
     ``ReportError`` (one line naming the file, the field and the record); warns
@@ -136,7 +147,7 @@ def load_report(path, *, trusted: bool = False) -> Report:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportWarning)
         try:
-            buf = _map(path)
+            buf = map_file(path)
             fmt = report_format(buf)
             if fmt == "json":
                 _json_fits(len(buf), path)

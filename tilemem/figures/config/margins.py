@@ -10,31 +10,23 @@ error when the program is split over several IPUs (``tilemem.rules.SPLIT_CLOSE_M
 Within the margin below tileMemory the verdict is *close*, not *fits*.
 
 >>> judge(900, 1000, 0.05), judge(960, 1000, 0.05), judge(1001, 1000, 0.05)
-(<Verdict.FITS: 'fits'>, <Verdict.CLOSE: 'close'>, <Verdict.CANNOT_FIT: 'cannot fit'>)
+(<FitVerdict.FITS: 'fits'>, <FitVerdict.CLOSE: 'close'>, <FitVerdict.CANNOT_FIT: 'cannot fit'>)
 >>> round(lever_margin(["half-momentum", "offload"]), 4) == round(
 ...     LEVER_ERRORS["half-momentum"][0] + LEVER_ERRORS["offload"][0], 4)
 True
 """
 from __future__ import annotations
 
-from enum import Enum
-
+from ..verdicts import FitVerdict
 from ...rules import LEVER_ERRORS, SPLIT_CLOSE_MARGIN, SPLIT_CLOSE_MARGIN_NO_STEPS
 
 __all__ = ["Verdict", "judge", "lever_margin", "split_margin", "LEVER_ERRORS",
            "margin_lines"]
 
 
-class Verdict(str, Enum):
-    """A configuration's (or a plan's, a stage's) verdict: under tileMemory by more than its
-    margin, within the margin, or over tileMemory by the estimate."""
-
-    FITS = "fits"
-    CLOSE = "close"
-    CANNOT_FIT = "cannot fit"
-
-    def __str__(self) -> str:
-        return self.value
+#: The verdicts (``tilemem.figures.verdicts.FitVerdict``: split's too): under tileMemory by
+#: more than the margin, within it, or over tileMemory by the estimate.
+Verdict = FitVerdict
 
 
 def lever_margin(levers) -> float:

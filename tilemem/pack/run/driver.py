@@ -270,8 +270,7 @@ class _Packing:
                 + [r for r in runs if not any(t in deciding for t in r)])
         planner = self.planner = Planner(
             todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
-            goal=self.goal, policy=p,
-            visited=[t for t in todo if t in board.done],
+            goal=self.goal, policy=p, board=board,
             neighbours={t: self.near(t) for t in todo},
             # capacity first: their bound within 2 % under tileMemory
             near_capacity={t for t in todo
@@ -338,8 +337,9 @@ class _Packing:
                     first.method, f"revisits: {first.method}")
 
     def _tell(self, t: int) -> None:
-        # the scoreboard asked ``finished`` when it recorded the result: the planner is told
-        self.planner.update(t, self.board.result(t), self.board.is_final(t))
+        # the planner reads the tile's record on the scoreboard (which asked ``finished``
+        # when it recorded it)
+        self.planner.update(t)
 
     def _task(self, order: Order) -> RunTask:
         """The worker's task of an order: its tiles with their allocations so far and their
