@@ -9,8 +9,9 @@ configuration's margin is the sum of the errors of the levers it uses, plus the 
 error when the program is split over several IPUs (``tilemem.rules.SPLIT_CLOSE_MARGIN``).
 Within the margin below tileMemory the verdict is *close*, not *fits*.
 
->>> judge(900, 1000, 0.05), judge(960, 1000, 0.05), judge(1001, 1000, 0.05)
-(<FitVerdict.FITS: 'fits'>, <FitVerdict.CLOSE: 'close'>, <FitVerdict.CANNOT_FIT: 'cannot fit'>)
+>>> [judge(b, 1000, 0.05) == v for b, v in ((900, Verdict.FITS), (960, Verdict.CLOSE),
+...                                          (1001, Verdict.CANNOT_FIT))]
+[True, True, True]
 >>> round(lever_margin(["half-momentum", "offload"]), 4) == round(
 ...     LEVER_ERRORS["half-momentum"][0] + LEVER_ERRORS["offload"][0], 4)
 True
