@@ -26,7 +26,7 @@ SEED = json.loads(SEED_PATH.read_text())
 PUBLISHED = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
              "report", "plot", "ReportError", "Progress", "Liveness", "Check", "Figures",
              "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split", "Packing", "Output",
-             "Detail", "Edits", "Levers", "ReportSource"]
+             "Detail", "Edits", "Levers", "ReportSource", "configure", "Config", "ConfigQuery"]
 #: One tile's heuristic on one process: the tests' quick allocation.
 HEURISTIC = tilemem.Packing(method="heuristic", workers=1)
 
@@ -225,6 +225,7 @@ def test_tile_map_draws_every_variable_of_the_tile(mk1):
     (["what-if", EXAMPLE, "--scale", "*=2", "--json"], "tilemem.api", "what_if"),
     (["diff", EXAMPLE, EXAMPLE], "tilemem.api", "diff"),
     (["split", EXAMPLE, "--ipus", "2"], "tilemem.api", "split"),
+    (["config", EXAMPLE, "--ipus", "1", "--micro-batch", "1"], "tilemem.api", "configure"),
     (["alloc", EXAMPLE, "--tiles", "1", "--method", "heuristic", "--workers", "1"],
      "tilemem.api", "allocate"),
     (["plot", EXAMPLE, "--tile", "1", "--compare", "--method", "heuristic", "-o", "{tmp}/m.png"],

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from ..errors import ReportError
 from .allocation import Allocation, Progress, allocate
+from .configure import Config, ConfigQuery, configure
 from .answers import Check, Diff, Figures, Liveness, check, diff, liveness, report
 from ..levers import Levers
 from ..model import ReportSource
@@ -50,4 +51,4 @@ from .program import Diagnosis, WhatIf, diagnose, what_if
 __all__ = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
            "report", "ReportError", "Progress", "Liveness", "Check", "Figures", "Diagnosis",
            "WhatIf", "Diff", "Allocation", "split", "Split", "Packing", "Output", "Detail",
-           "Edits", "Levers", "ReportSource"]
+           "Edits", "Levers", "ReportSource", "configure", "Config", "ConfigQuery"]

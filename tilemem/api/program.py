@@ -195,7 +195,7 @@ def lever_keywords(levers: Levers | None, amp_was: float | None = None) -> dict:
     return dict(amp=lv.amp if lv.amp != (DEFAULT_AMP,) or amp_was is not None else None,
                 amp_was=amp_was, half_partials=lv.half_partials,
                 half_momentum=lv.half_momentum, rts=lv.replicas if lv.rts else None,
-                recompute=lv.recompute, rts_weights=lv.rts_weights)
+                recompute=lv.recompute, rts_weights=lv.rts_weights, serialise=lv.serialise)
 
 
 def levers_of(amp=None, amp_was: float | None = None, half_partials: bool = False,
@@ -285,7 +285,9 @@ def what_if(report, edits: Edits | None = None, *, levers: Levers | None = None,
         tile the largest weight's part stays whole, as the weight a pass all-gathers before
         reading it), ``recompute`` (``"all"`` or the checkpoint layers: the activations'
         lifetimes shorten and recomputed copies appear in the backward pass; the report
-        needs class steps; applied last). ``offload_state`` is not estimated.
+        needs class steps; applied last), ``serialise`` (the vocabulary matmul, its
+        gradients and the embedding's update in that many slices: their temporaries at
+        ``1/serialise``). ``offload_state`` is not estimated (offload its tensors by name).
     amp_was : float, optional
         The availableMemoryProportion the report was compiled with (default 0.6,
         Poplar's); given, the amp lever is applied even at ``levers.amp``'s default.

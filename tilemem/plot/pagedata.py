@@ -228,7 +228,8 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
               requested=None, title: str = "", fullest: int = FULLEST,
               max_vars: int = MAX_VARS, time_limit: float = 2.0, repack: bool = True,
               method: str = "auto", progress=None, budget: float | None = None,
-              against: Report | None = None, against_label: str = "other") -> dict:
+              against: Report | None = None, against_label: str = "other",
+              config=None) -> dict:
     """Everything the page shows (see the module docstring). ``offsets``: the allocation
     shown (default the report's); ``compare``: another offset column for the Compare view;
     ``against``: another compilation of the program (``tilemem diff``'s comparison and both
@@ -267,6 +268,12 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
     say("out-of-memory diagnosis")
     program, diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack,
                                method, None, budget)
+    if program is not None and config is not None:
+        # the whole configuration that fits (``tilemem config``), asked for
+        from ..figures.config.answer import configure
+
+        say("the configuration that fits")
+        program["config"] = msgspec.to_builtins(configure(r, config))
     data["program"] = program
     say("tile maps and liveness")
     tiles = {}

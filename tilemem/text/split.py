@@ -78,7 +78,10 @@ def stage_levers(a: SplitAnswer) -> list[str]:
     for s in need:
         p = s.levers
         what = " + ".join(p.levers)
-        left = ("every tile fits by the bound" if p.tiles_left == 0 else
+        left = (f"every tile fits by the bound, by more than its error "
+                f"({100 * p.margin:.1f} % of tileMemory)" if p.fits else
+                f"close: {p.tiles_close:,} tile(s) under tileMemory by less than its error "
+                f"({100 * p.margin:.1f} %)" if p.tiles_left == 0 else
                 f"{p.tiles_left:,} of {p.of_tiles:,} tiles still over, "
                 f"{p.bytes_to_free:,} bytes to free")
         out.append(f"  - IPU {s.ipu}: {what} (cost {p.cost}; {p.of_tiles:,} tiles need less "
