@@ -65,6 +65,9 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
 
     output_path(output, (".json", ".capnp"))
     # a bad pattern or lever is refused before the report is read
+    if amp_was is not None and not amp_given:
+        raise click.BadParameter("give --amp too (the value to compare with)",
+                                 param_hint="--amp-was")
     if levers.offload_state:   # the optimiser state off chip: the plan's offload pattern
         from dataclasses import replace
 
