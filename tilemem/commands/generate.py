@@ -88,7 +88,9 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, ipu
     sized as it is. Deterministic for a seed.
 
     Example: tilemem generate --model transformer --preset mk2 --layers 24 --hidden 1024
-    --heads 16 --seq-len 128 --vocab 30522 -o bert-large.capnp
+    --heads 16 --seq-len 128 --vocab 30522 -o bert-large.capnp; or a named architecture:
+    tilemem generate --arch gpt2-medium --config examples/ipu_config_gpt2_medium_8ipu.json
+    --preset mk2 -o gpt2-medium.capnp
     """
     from ..figures.summary import highest_end_per_tile
     from ..load import FORMATS, save_report
