@@ -47,6 +47,9 @@ def test_method_choices_and_default_are_the_packers(name):
     method = next(p for p in command(name).params if p.name == "method")
     assert tuple(method.type.choices) == METHODS == tuple(m.value for m in Method)
     assert method.default == inspect.signature(allocate).parameters["method"].default
+    import tilemem
+
+    assert method.default == tilemem.Packing().method   # the API's default too
 
 
 def _api_function(name):
@@ -67,6 +70,10 @@ def test_a_command_s_budget_and_time_limit_are_its_api_function_s(name):
     commands share one definition of the options (same type, same ``--method``)."""
     params = {p.name: p for p in command(name).params}
     fn = inspect.signature(_api_function(name)).parameters
+    if "packing" in fn:   # the function's defaults: its signature's ``Packing``
+        fn = {k: inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY,
+                                   default=getattr(fn["packing"].default, k))
+              for k in ("budget", "time_limit")}
     assert params["budget"].default == fn["budget"].default > 0
     api_limit = fn["time_limit"].default
     if api_limit is None:   # the policy's (``allocate``: given, it replaces the policy's)

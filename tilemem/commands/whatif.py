@@ -64,21 +64,25 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     from .options import console, echo_json
 
     output_path(output, (".json", ".capnp"))
-    # a bad pattern is refused before the report is read
-    lev = levers
-    if lev.offload_state:   # the optimiser state off chip: the plan's offload pattern
+    # a bad pattern or lever is refused before the report is read
+    from dataclasses import replace
+
+    from ..levers import DEFAULT_AMP
+
+    if amp_was is not None and not amp_given:
+        raise click.BadParameter("give --amp too (the value to compare with)",
+                                 param_hint="--amp-was")
+    if levers.offload_state:   # the optimiser state off chip: the plan's offload pattern
         from ..figures.plan import PLAN_LEVERS
 
         offload = (*offload, next(x[2]["offload"] for x in PLAN_LEVERS if x[0] == "offload"))
-    levers = dict(amp=",".join(f"{a:g}" for a in lev.amp) if amp_given else None,
-                  amp_was=amp_was, half_partials=lev.half_partials,
-                  half_momentum=lev.half_momentum, rts=lev.replicas if lev.rts else None,
-                  recompute=lev.recompute, rts_weights=lev.rts_weights,
-                  serialise=lev.serialise)
-    what_if_edits(offload, scale, micro_batch, **levers)
+        levers = replace(levers, offload_state=False)
+    amp_was = amp_was if amp_was is not None or not amp_given else DEFAULT_AMP
+    edits = api.Edits(offload=offload, scale=scale, micro_batch=micro_batch)
+    what_if_edits(edits, levers, amp_was)
     r = api.load(report)
-    w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,
-                    budget=budget, time_limit=time_limit, **levers)
+    w = api.what_if(r, edits, levers=levers, amp_was=amp_was, repack=repack,
+                    packing=api.Packing(method=method, budget=budget, time_limit=time_limit))
     for a in w.edits:
         if not a.variables:
             click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "
@@ -96,3 +100,4 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
         tile_table(c, w.tiles)
     if output:
         c.print(f"wrote {output}")
+

@@ -205,6 +205,7 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
     """The program summary of every out-of-memory tile (``None`` when none is), and
     ``{tile: oom diagnosis JSON}`` for those among ``tiles``."""
     from ..figures.oom import diagnose_program
+    from ..figures.verdicts import OomVerdict
 
     if not len(fig.out_of_memory()):
         return None, {}
@@ -216,7 +217,8 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
     # the plan that fits, as ``tilemem oom`` ends its next steps (the same tiles' class
     # graphs, taken apart once for both)
     summary.plan = plan_that_fits(
-        r, [d.tile for d in found if d.verdict_code == "reduceData"], time_limit=time_limit)
+        r, [d.tile for d in found if d.verdict_code == OomVerdict.REDUCE_DATA],
+        time_limit=time_limit)
     keep = set(int(t) for t in tiles)
     return (msgspec.to_builtins(summary),
             {d.tile: msgspec.to_builtins(d) for d in found if d.tile in keep})

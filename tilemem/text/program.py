@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from ..figures.program import ProgramSummary, verdict_of
+from ..figures.verdicts import OomVerdict
 from .common import human_bytes, short, titled
 
 #: Rows of the tile table beyond which only the worst are listed (the JSON has them all).
@@ -43,12 +44,12 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
     for v, n in s.verdicts.items():
         if n:
             line = VERDICT_LINES[v]
-            if s.edits and v == "notRepacked":
+            if s.edits and v == OomVerdict.NOT_REPACKED:
                 line = "live data fits: they fit by the bound (--repack: does an allocation?)"
             c.print(f"  {n:>6,} {line}")
     if s.reduce_data_before is not None:
         c.print(f"  tiles that need less data: {s.reduce_data_before:,} before the change, "
-                f"{s.verdicts['reduceData']:,} after")
+                f"{s.verdicts[OomVerdict.REDUCE_DATA]:,} after")
     f = s.bytes_to_free
     if f.tiles:
         c.print(f"  bytes to free on the {f.tiles:,} tiles that need less data: "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..figures.split.estimate import SplitAnswer
 from ..figures.split.search import OWN_SPLIT
+from ..figures.verdicts import FitVerdict
 
 
 def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:
@@ -22,7 +23,7 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
         head = (f"every stage fits under tileMemory ({a.tile_memory:,} bytes) by the "
                 "estimate")
     else:
-        bad = sum(s.verdict == "cannot fit" for s in a.stages)
+        bad = sum(s.verdict == FitVerdict.CANNOT_FIT for s in a.stages)
         head = (f"{bad} of {a.ipus} stages cannot fit under tileMemory ({a.tile_memory:,} "
                 "bytes): reduce data" + ("" if asked or a.note else
                                          f" (no split fits on up to {a.ipus} IPUs)"))
