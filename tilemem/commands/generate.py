@@ -95,6 +95,7 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, ipu
     from ..figures.summary import highest_end_per_tile
     from ..load import FORMATS, save_report
     from ..generate import generate_report
+    from ..generate.transformer import HeadStage
     from ..text import human_bytes
     from .guards import output_path
     from .options import console
@@ -129,7 +130,7 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, ipu
                             progress=True, ipus=ipus, model=model, splits=points,
                             always_live_state=always_live_state, stash_mapping=stash_mapping,
                             levers=levers, shape=shape, by_ipu=by_ipu,
-                            **({} if head_stage == "last" else {"head_stage": head_stage}))
+                            **({} if head_stage == HeadStage.LAST else {"head_stage": head_stage}))
     except ValueError as e:
         hint = ("--recompute-at" if str(e).startswith("recompute")
                 else "--serialise" if str(e).startswith("serialise")
