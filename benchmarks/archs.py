@@ -65,10 +65,12 @@ def generate_time(name: str, preset: str) -> tuple[float, int]:
         out = os.path.join(d, "r.capnp")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         t = time.perf_counter()
-        p = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "tilemem", "generate",
+        p = subprocess.run(["timeout", "600", "/usr/bin/time", "-v", sys.executable, "-m", "tilemem", "generate",
                             "--arch", name, "--preset", preset, "-o", out],
                            env=env, capture_output=True, text=True)
         dt = time.perf_counter() - t
+        if p.returncode:
+            return -dt, -1
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
         return dt, (int(m.group(1)) * 1024 if m else -1)
 

@@ -88,11 +88,14 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, ipu
     sized as it is. Deterministic for a seed.
 
     Example: tilemem generate --model transformer --preset mk2 --layers 24 --hidden 1024
-    --heads 16 --seq-len 128 --vocab 30522 -o bert-large.capnp
+    --heads 16 --seq-len 128 --vocab 30522 -o bert-large.capnp; or a named architecture:
+    tilemem generate --arch gpt2-medium --config examples/ipu_config_gpt2_medium_8ipu.json
+    --preset mk2 -o gpt2-medium.capnp
     """
     from ..figures.summary import highest_end_per_tile
     from ..load import FORMATS, save_report
     from ..generate import generate_report
+    from ..generate.transformer import HeadStage
     from ..text import human_bytes
     from .guards import output_path
     from .options import console
@@ -127,7 +130,7 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, ipu
                             progress=True, ipus=ipus, model=model, splits=points,
                             always_live_state=always_live_state, stash_mapping=stash_mapping,
                             levers=levers, shape=shape, by_ipu=by_ipu,
-                            **({} if head_stage == "last" else {"head_stage": head_stage}))
+                            **({} if head_stage == HeadStage.LAST else {"head_stage": head_stage}))
     except ValueError as e:
         hint = ("--recompute-at" if str(e).startswith("recompute")
                 else "--serialise" if str(e).startswith("serialise")

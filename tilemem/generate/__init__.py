@@ -64,7 +64,7 @@ from ..levers import Levers
 from .builder import STASH_MAPPINGS
 from .program import build_program
 from .transformer import DEFAULT_STEPS as TRANSFORMER_STEPS
-from .transformer import Shape, build_transformer
+from .transformer import HeadStage, Shape, build_transformer
 
 __all__ = ["generate_report", "DEFAULT_STEPS", "MODELS", "STASH_MAPPING", "STASH_MAPPINGS",
            "Levers", "Shape", "CnnShape"]
@@ -249,7 +249,7 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
             return build_program(rng, steps, stash_mapping=stash_mapping, shape=shape, **kw)
         return build_transformer(rng, steps, always_live_state=always_live_state,
                                  stash_mapping=stash_mapping, shape=shape, **kw)
-    if head_stage != "last" and cnn:
+    if head_stage != HeadStage.LAST and cnn:
         raise ValueError("head_stage: the cnn family has no tied head")
 
     # the transformer marks its own state (``build_transformer``), the cnn family's by the

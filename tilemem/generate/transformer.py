@@ -59,6 +59,8 @@ as on one IPU.
 """
 from __future__ import annotations
 
+from enum import Enum
+
 import numpy as np
 
 from .builder import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
@@ -66,12 +68,20 @@ from .transformer_heads import embedding_backward, head_input, sliced_update
 from .transformer_ops import (CODELETS, DEFAULT_STEPS, FIXED_STEPS, LAYER_STEPS, MASKED,
                               _Builder, _gather, _parameter)
 
+class HeadStage(str, Enum):
+    """``build_transformer``'s ``head_stage``: the tied head on the last stage or the
+    first (the embedding's)."""
+
+    LAST = "last"
+    FIRST = "first"
+
+
 #: ``build_transformer``'s ``head_stage`` values.
-HEAD_STAGES = ("last", "first")
+HEAD_STAGES = tuple(h.value for h in HeadStage)
 from .transformershape import Shape
 
 __all__ = ["build_transformer", "Shape", "CODELETS", "DEFAULT_STEPS", "FIXED_STEPS",
-           "LAYER_STEPS", "MASKED"]
+           "LAYER_STEPS", "MASKED", "HeadStage"]
 
 
 def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1,
@@ -130,7 +140,7 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         stage = np.searchsorted(np.asarray(splits), np.arange(num_layers), "right").tolist()
     tied = ipus == 1 or splits is not None or (not legacy and kind != "class")
     last, every = ipus - 1, (-1 if ipus > 1 else 0)
-    hs = 0 if head_stage == "first" and tied else last    # the head's stage
+    hs = 0 if head_stage == HeadStage.FIRST and tied else last    # the head's stage
     # sizes in units of hidden^2 halves: tokens = micro-batch x sequence = r x hidden
     hidden = int(rng.choice([512, 768, 1024]))
     r = float(rng.uniform(1.0, 2.5))

@@ -78,22 +78,24 @@ def embedding_backward(b, kind, dy, x_emb, emb_stats, emb_ln, ids, emb, pos, ext
 def sliced_update(b, q: dict, n: int, shards: int, lr_t: int, step_count: int, levers) -> None:
     """Adam's update of the embedding in ``n`` slices of its rows, one after the other:
     each slice's bias-corrected moments and update are temporaries of ``1/n`` of the
-    weight's elements, spread over the IPU by their own mapping (optimum-graphcore's
-    serialised embedding keeps each slice as its own table), live in turn. The moments'
+    weight's elements, mapped over the weight's tiles (optimum-graphcore's serialised
+    embedding keeps each slice as a table of its own, spread over the IPU), live in turn. The moments'
     update before it is in place (no temporary)."""
     name, w, m, v = q["name"], q["w"], q["m"], q["v"]
     part = b.tensors[w].bpt / shards / n
+    same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu")}
+    if shards > 1:   # on the shard, laid out like it
+        t = b.tensors[m]
+        same = dict(coverage=1.0, offset=t.offset, place=t.place, ascending=True, ipu=t.ipu)
     for k in range(n):
         p = f"{name}/adam/slice{k}"
         cs = b.compute(f"{p}/biasCorrection", "sqrt")
         b.use(cs, m, v, step_count)
-        mh = b.tensor(f"{p}/correctedFirstMoment", 2 * part, cs, role="update", coverage=AUTO,
-                      ipu=q["ipu"])
-        vh = b.tensor(f"{p}/correctedSecondMoment", 2 * part, cs, role="update",
-                      coverage=AUTO, ipu=q["ipu"])
+        mh = b.tensor(f"{p}/correctedFirstMoment", 2 * part, cs, role="update", **same)
+        vh = b.tensor(f"{p}/correctedSecondMoment", 2 * part, cs, role="update", **same)
         cs = b.compute(f"{p}/direction", "adam")
         b.use(cs, mh, vh)
-        d = b.tensor(f"{p}/update", 2 * part, cs, role="update", coverage=AUTO, ipu=q["ipu"])
+        d = b.tensor(f"{p}/update", 2 * part, cs, role="update", **same)
         b.element_pairs.append((mh, d))
         cs = b.compute(f"{p}/ScaledAdd", "scaledAdd")
         b.use(cs, b.stored(w), d, lr_t)

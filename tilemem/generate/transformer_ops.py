@@ -3,7 +3,7 @@ composite operations (matmul, layer norm and their gradients, a weight gradient 
 accumulator) and its parameters (a weight, its Adam moments and gradient accumulator)."""
 from __future__ import annotations
 
-from .builder import AUTO, Program
+from .builder import AUTO, FROM_TILE0, Program
 from .builder import _Builder as _BaseBuilder
 from .codelets import TRANSFORMER_CODELETS
 
@@ -123,6 +123,10 @@ class _Builder(_BaseBuilder):
         if n == 1:
             return self.matmul(p, inputs, out_bpt, weight=weight, out=out, dtype=dtype)
         ts = self.tensors
+        # the random draws of the unserialised matmul, made once for all the slices: a lever
+        # compiles the same program, so every tensor after it is drawn as without it
+        mapped = self._draws(PARTIALS * out_bpt, f"{p}/Conv_1/partials")
+        region = weight is not None and bool(self.rng.random() < 0.15)
         in_bpt = sum(ts[i].bpt / (n if i in sliced else 1) for i in inputs)
         part = out_bpt if sliced else out_bpt / n
         y = None
@@ -131,10 +135,12 @@ class _Builder(_BaseBuilder):
             ex = self.exchange(f"{q}/Conv_1/ExchangePre")
             self.use(ex, *inputs)
             msg = self.message(f"{q}/Conv_1/ExchangePre", ex, MESSAGE * in_bpt)
+            if region and k == 0:
+                self.region_pairs.append((weight, msg))
             cs = self.compute(f"{q}/Conv_1/Convolve", "matmul")
             self.use(cs, *inputs, weight)
-            partials = self.tensor(f"{q}/Conv_1/partials", PARTIALS * part, cs, coverage=AUTO,
-                                   interleaved=bool(self.rng.random() < 0.3), role="partials")
+            partials = self.tensor(f"{q}/Conv_1/partials", PARTIALS * part, cs,
+                                   role="partials", **mapped)
             self.element_pairs.append((msg, partials))
             red = self.compute(f"{q}/Conv_1/Reduce", "reduceAdd")
             self.use(red, partials)
@@ -145,6 +151,16 @@ class _Builder(_BaseBuilder):
                 self.use(red, y)
         return y
 
+    def _draws(self, partials_bpt: float, name: str) -> dict:
+        """The draws ``matmul`` makes for its partial sums of ``partials_bpt`` named ``name``
+        (interleaved; the share of tiles; from tile 0 when on fewer than all), as the
+        mapping every slice's partial sums take: each slice is planned over the tiles the
+        whole would be, with its share of the partial sums on each."""
+        inter = bool(self.rng.random() < 0.3)
+        cov = self.coverage(partials_bpt)
+        offset = 0 if cov < 1.0 and self.rng.random() < FROM_TILE0 else -1
+        return dict(interleaved=inter, coverage=cov, offset=offset, place=name)
+
     def sliced_weight_grad(self, p: str, inputs, param: dict, n: int, on: int,
                            sliced: int) -> None:
         """``weight_grad`` of a weight serialised by rows into ``n`` slices in turn: slice
@@ -153,6 +169,7 @@ class _Builder(_BaseBuilder):
         w = self.tensors[on]
         home = self.tensors[param["w"]].ipu
         ts = self.tensors
+        mapped = self._draws(PARTIALS * w.bpt, f"{p}/wu/Conv_1/partials")   # as unserialised
         in_bpt = sum(ts[i].bpt / (n if i == sliced else 1) for i in inputs)
         for k in range(n):
             q = f"{p}/wu/slice{k}"
@@ -162,12 +179,15 @@ class _Builder(_BaseBuilder):
             cs = self.compute(f"{q}/Conv_1/Convolve", "matmul")
             self.use(cs, *inputs)
             partials = self.tensor(f"{q}/Conv_1/partials", PARTIALS * w.bpt / n, cs,
-                                   coverage=AUTO, role="partials",
-                                   interleaved=bool(self.rng.random() < 0.3))
+                                   role="partials", **mapped)
             self.element_pairs.append((msg, partials))
             red = self.compute(f"{q}/Conv_1/Reduce", "reduceAdd")
             self.use(red, partials)
-            g = self.tensor(f"{q}/weightsGrad", w.bpt / n, red, dtype=w.dtype, coverage=AUTO)
+            # a slice of the gradient over the weight's tiles (optimum-graphcore keeps each
+            # slice of the table as a table of its own, spread over the IPU)
+            g = self.tensor(f"{q}/weightsGrad", w.bpt / n, red, dtype=w.dtype,
+                            coverage=w.coverage, offset=w.offset, place=w.place or w.name,
+                            ascending=w.ascending)
             self.element_pairs.append((partials, g))
             if w.ipu != home:
                 g = self.ipu_copy(g, home, f"pipeline/tied/{param['name']}/bwd/slice{k}")
