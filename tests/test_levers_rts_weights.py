@@ -62,14 +62,16 @@ def test_the_gathered_weight_lives_around_its_read_not_at_the_update():
     assert g.src.tolist() == [0] and g.reader.tolist() == [3]
     assert g.weights.tolist() == [0]
     changed = estimate(r, rts=4, rts_weights=True)
-    # weight and momentum sharded over 4 replicas on the one tile: (400 + 400) / 4, carried
-    # 100 each; the bias, read by no matmul, whole (16); the copy (400) live with the
-    # forward's buffer at steps 10-11: 40 + 80 + 400 = 520 at step 11, more than the
-    # update's 80 + 400 at step 52 (where a weight kept whole throughout would add 400)
-    assert changed.size[:3].tolist() == [100, 100, 16]
+    # weight and momentum sharded over 4 replicas on the one tile: (400 + 400) / 4, plus the
+    # update's reduce-scattered gradient shard of the largest weight (400 / 4), carried in
+    # proportion: 150 each; the bias, read by no matmul, whole (16); the copy (400) live
+    # with the forward's buffer at steps 10-11, more than at the update (where a weight
+    # kept whole throughout would add 400): always live 150 + 150 + 16 = 316, and at step 11
+    # 40 + 80 + 400 = 520 more
+    assert changed.size[:3].tolist() == [150, 150, 16]
     assert changed.num_vars == r.num_vars + 1 and changed.size[-1] == 400
     assert not changed.always_live[-1]
-    assert max_live_all(changed, [0])[0].max_live_bytes == 216 + 520
+    assert max_live_all(changed, [0])[0].max_live_bytes == 316 + 520
 
 
 def test_without_class_steps_the_largest_weight_stays_whole_throughout():
@@ -126,15 +128,16 @@ def test_the_reads_found_are_the_compiled_programs_gathers(model, pipelined):
 @pytest.mark.parametrize("pipelined", [False, True])
 def test_estimate_within_the_stated_error_of_the_compiled_program(model, pipelined):
     """Stated: under by up to 8 % (the collectives' code and buffers are not estimated),
-    over by up to 2 % (a weight no matmul is seen to read stays whole: the transformer's
-    positions)."""
+    over by up to 4 % (a weight no matmul is seen to read stays whole: the transformer's
+    positions; the largest weight's gradient shard is counted live throughout, not only
+    at its update)."""
     base, compiled = pair(model, pipelined)
     changed = estimate(base, rts=4, rts_weights=True)
     tiles = np.arange(base.num_tiles)
     est = np.array([m.max_live_bytes for m in max_live_all(changed, tiles)])
     act = np.array([m.max_live_bytes for m in max_live_all(compiled, tiles)])
     err = (est - act) / act
-    assert -0.08 <= err.min() and err.max() <= 0.02, (err.min(), err.max())
+    assert -0.08 <= err.min() and err.max() <= 0.04, (err.min(), err.max())
 
 
 @pytest.mark.parametrize("recompute", [None, "all"])
