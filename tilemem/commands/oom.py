@@ -68,6 +68,10 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     prefer = [x for p in prefer for x in p.split(",") if x]
     avoid = [x for p in avoid for x in p.split(",") if x]
     check_names(prefer, avoid)   # before the report is read
+    if not no_repack:
+        from ..pack.compiled import prepare
+
+        prepare("pack")   # the packer's compiled code, while the report loads (first run)
     r = api.load(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None
