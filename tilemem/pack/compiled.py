@@ -1,20 +1,22 @@
 """The packer's compiled code, made ready when a run first needs it (``ready``), in groups:
 
 - ``pack``: what every run compiles: a tile's problem (its conflict rows), the bounds (maximum
-  live bytes over the tile's class graph), first and best fit, the guard;
+  live bytes over the tile's class graph), the region clique, first and best fit, the guard;
 - ``whole``: the exact search on a whole tile, and the quick search's probes, bottom-up and
   mirrored;
-- ``zone``: the search's version with the overflow zone (a capacity past tileMemory: the
-  quick search on a tile that overflows);
+- ``zone``: the search's version with the overflow zone (a tile whose live data alone is
+  past tileMemory);
 - ``part``: the search on part of a tile (its version with domains: the neighbourhoods of
-  the exact portfolio).
+  the exact portfolio on a big tile).
 
 Why groups, made ready lazily: each version of the search is a large compilation (numba
 compiles the kernel apart for each, so that the branches of the others cost it nothing), and
 a run compiled all three before it started, whatever it needed: ``tilemem oom`` on a report
 whose tiles the heuristic fits needs none of them. A group is compiled once per machine
-(numba's on-disk cache), loaded once per process (``_READY``), by the process that first needs
-it, before its workers fork (they inherit it).
+(numba's on-disk cache) and loaded once per process (``_READY``): ``pack`` by the driver
+before its workers fork (they inherit it), a search's version by the worker whose task first
+searches, before the search's time starts (the quick search and the exact portfolio make it
+ready; a version they miss compiles where it is first used, as every kernel did before).
 
 Why a lock (a file beside numba's cache, one a group): the pool's workers may need the same
 version at the same moment; one compiles it, the others wait and load it from the cache.
@@ -43,8 +45,6 @@ GROUPS = ("pack", "whole", "zone", "part")
 
 #: The groups this process has compiled or loaded (forked workers inherit them).
 _READY: set[str] = set()
-#: The groups this process is warming up now (the warm-up's own searches ask for them).
-_WARMING: set[str] = set()
 #: Background compilations this process started (``prepare``): group -> (pid, process).
 _STARTED: dict[str, tuple[int, subprocess.Popen]] = {}
 
@@ -53,7 +53,7 @@ def ready(*groups: str) -> None:
     """Make ``groups`` ready in this process: loaded from numba's cache, or compiled (and
     written to it). Of several not cached, all but one compile in processes started here,
     side by side with this one. Waits while another process compiles one of them."""
-    todo = [g for g in groups if g not in _READY and g not in _WARMING]
+    todo = [g for g in groups if g not in _READY]
     if not todo:
         return
     if len(todo) > 1:
@@ -70,7 +70,7 @@ def prepare(*groups: str) -> None:
     this process has them, one is compiling them already, or numba's cache has them: a later
     ``ready`` waits for them and loads them."""
     for g in groups:
-        if g in _READY or g in _WARMING or _started(g) or _cache_dir(g) is None or cached(g):
+        if g in _READY or _started(g) or _cache_dir(g) is None or cached(g):
             continue
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])   # numba's cache is per source file
@@ -182,11 +182,7 @@ def warm_up(g: str) -> None:
     lock, and done again if asked again.)"""
     if g not in GROUPS:
         raise ValueError(f"no compiled group {g!r}: one of {GROUPS}")
-    _WARMING.add(g)   # the warm-up's own searches ask for it: they are it
-    try:
-        _warm(g)
-    finally:
-        _WARMING.discard(g)
+    _warm(g)
 
 
 def _warm(g: str) -> None:
@@ -216,15 +212,15 @@ def _warm(g: str) -> None:
 
 
 def _warm_pack() -> None:
-    """A tile's bounds, its problem and the heuristic's pass on it (``solve_tile``: the
-    region clique of its interleaved variables, the heuristic's orders, first and best fit,
-    the guard)."""
+    """A tile's bounds, its problem, its region clique, the heuristic's orders (first and
+    best fit) and the guard: what ``solve_tile`` runs on every tile."""
     import numpy as np
 
     from ..model import Report
     from ..model.target import Target
-    from .bounds import tile_bounds
-    from .portfolio import solve_tile
+    from .bounds import region_clique, tile_bounds
+    from .guard import self_check
+    from .heuristic import heuristic_runs
     from .problem import TileProblem
 
     # classes 0 - 1 - 2 conflict in a chain, class 3 (interleaved) with class 2; variable 0
@@ -236,17 +232,18 @@ def _warm_pack() -> None:
                             element_constraints=[[1], [], [], [], []],
                             region_constraints=[[1], [], [], [], []],
                             in_interleaved_mem=[False] * 4 + [True])
-    bound = tile_bounds(r, [0], 1.0)[0]
-    solve_tile(TileProblem.from_report(r, 0), "heuristic", bound=bound)
+    tile_bounds(r, [0], 1.0)
+    p = TileProblem.from_report(r, 0)
+    region_clique(p)
+    self_check(p, heuristic_runs(p).offsets)
 
 
 def _warm_probes(target, size: list[int], alignment: list[int]) -> None:
-    """The quick search and its probes (bottom-up and mirrored) at capacity 12 on a chain of
-    three variables of ``size`` and ``alignment``."""
+    """The quick search's probes (bottom-up and mirrored) at capacity 12 on a chain of three
+    variables of ``size`` and ``alignment``, and the first fit that completes them."""
     from ..model import Report
     from .firstfit import first_fit
     from .problem import TileProblem
-    from .quick import quick_search
     from .search import solve_search
 
     z = Report.from_columns(target=target, var_id=range(3), tile=[0] * 3, size=size,
@@ -254,7 +251,6 @@ def _warm_probes(target, size: list[int], alignment: list[int]) -> None:
                             eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
     q = TileProblem.from_report(z, 0)
     hint = first_fit(q)
-    quick_search(q, hint, 12, 0.05)
     for mirrored in (False, True):
         solve_search(q, time_limit=0.05, hint=hint, capacity=12, probe=True,
                      mirrored=mirrored)
@@ -263,7 +259,7 @@ def _warm_probes(target, size: list[int], alignment: list[int]) -> None:
 def _main(g: str) -> None:
     """A background compilation (``prepare``): the group's lock first, said on stdout (the
     process that started it then waits for it instead of compiling beside it), then the
-    warm-up, which writes numba's cache."""
+    warm-up, which writes numba's cache (unless another process wrote it meanwhile)."""
     with _lock(g):
         print("locked", flush=True)
         if not cached(g):

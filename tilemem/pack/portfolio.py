@@ -237,13 +237,13 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     the plan's exact move stops once it has closed half the tile's gap,
     ``tilemem.pack.run.plan``); a hint already within it comes back as it is.
     """
-    # the search's versions the portfolio runs, compiled side by side or loaded before its
-    # clock starts (``compiled``): on a big tile, its neighbourhoods' too
-    big = p.n >= params.big_tile and not deterministic
-    if p.n:
-        ready("whole", *(("part",) if big else ()))
-    clock = _Clock(deterministic)
     tm = p.capacity
+    if p.n and not (fit_only and not np.any(hint >= tm)):
+        # the search's versions it runs, compiled side by side or loaded before its clock
+        # starts (``compiled``; not when it only says that a hint that fits fits)
+        part = p.n >= params.big_tile and not deterministic   # its neighbourhoods
+        ready("zone" if bound > tm else "whole", *(("part",) if part else ()))
+    clock = _Clock(deterministic)
     best = hint
     lower = int(bound)
     notes = []
@@ -284,6 +284,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         # the end a tile may stop at: its bound, or within ``stop_gap`` of it
         return lower if stop_gap is None else lower + int(lower * stop_gap)
 
+    big = p.n >= params.big_tile and not deterministic
     if big and np.any(best >= tm) and lower <= tm:
         # would it fit? on a big tile the search's descents first (bottom-up and top-down,
         # stopped as soon as it fits): where the full search at tileMemory stalls, they

@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..compiled import ready
 from ..firstfit import first_fit
 from ..guard import self_check
 from ..mirror import mirror
@@ -79,12 +78,9 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     ``partnerless`` (with ``probe``): every other descent places, among the candidates of
     each height, the variables without an element partner first (``partnerless_order``).
     """
-    cap = problem.capacity if capacity is None else int(capacity)
-    # the kernel's version compiled or loaded before the clock starts (callers that time
-    # themselves make it ready before theirs: ``quick_search``, ``exact_portfolio``)
-    ready("zone" if cap > problem.capacity else "whole")
     t0 = time.perf_counter()
     deadline = t0 + max(float(time_limit), 0.0)
+    cap = problem.capacity if capacity is None else int(capacity)
     if mirrored:
         if not probe:
             raise ValueError("mirrored is a way to probe: it needs probe=True")
