@@ -124,11 +124,13 @@ def _lock(g: str):
     """The group's lock across processes: a file beside numba's cache, locked with ``flock``
     (released when its holder ends, even if it is killed)."""
     path = _cache_dir(g)
+    try:
+        import fcntl
+    except ImportError:   # not a POSIX system: no lock (at worst, compiled twice at once)
+        path = None
     if path is None:
         yield
         return
-    import fcntl
-
     try:
         path.mkdir(parents=True, exist_ok=True)
         f = open(path / f"tilemem-{g}.lock", "a")
