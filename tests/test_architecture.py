@@ -137,9 +137,9 @@ def test_no_forbidden_arrow_in_tilemem():
     ("check.py", "from .pack.problem import TileProblem\n", "check -> pack"),
     ("check.py", "import tilemem.liveness\n", "check -> liveness"),
     # pack -> figures / text / plot, from a module that does not exist yet
-    ("pack/run/driver.py", "from ..figures.memory import memory_figures\n", "pack -> figures"),
-    ("pack/run/driver.py", "from .. import text\n", "pack -> text"),
-    ("pack/run/driver.py", "from ..plot.maps import plot_tile\n", "pack -> plot"),
+    ("pack/run/driver.py", "from ...figures.memory import memory_figures\n", "pack -> figures"),
+    ("pack/run/driver.py", "from ... import text\n", "pack -> text"),
+    ("pack/run/driver.py", "from ...plot.maps import plot_tile\n", "pack -> plot"),
     # any stage -> the CLI or click
     ("figures/oom.py", "from ..commands.options import console\n", "figures -> cli"),
     ("load/allocation.py", "from ..cli import main\n", "load -> cli"),
@@ -342,7 +342,7 @@ PACK_FACTS = {
     "portfolio.py": {"SEARCH_NODE_VARIABLES_PER_SECOND", "LOCAL_SEARCH_MOVES_PER_SECOND"},
     "cpsat.py": {"DETERMINISTIC_UNITS_PER_SECOND"},
     # the journal's format: its version, the largest record it reads, how often it syncs
-    "journal.py": {"VERSION", "MAX_PAYLOAD", "SYNC_INTERVAL"},
+    "run/journal.py": {"VERSION", "MAX_PAYLOAD", "SYNC_INTERVAL"},
     # the search model's definition (cached per problem, so not a per-call value): the
     # canonical rank's work limits, the window groups a restricted section is compared
     # with, the trail buffers kept for reuse (a memory bound)
@@ -410,9 +410,9 @@ PACK_FLOATS = {
     "portfolio.py": {0.01, 0.05, 0.1},
     "proof.py": {0.01},
     "quick.py": {0.005, 0.02},
+    "run/tasks.py": {0.05},
     # and a division's guard against an empty run
-    "plan.py": {0.05, 1e-9},
-    "tasks.py": {0.05},
+    "run/plan.py": {0.05, 1e-9},
     # and the compiled groups' warm-up on a tiny problem
     "compiled.py": {0.05},
     # the kernel's pause: a call runs 10 to 40 ms between looks at the clock, so a deadline
@@ -421,8 +421,8 @@ PACK_FLOATS = {
     # the summary's figures, as their names say: median, 95th percentile, within 1 %
     "result.py": {0.5, 0.95, 0.01},
     # seconds a Dask client waits for its scheduler: a network timeout
-    "executors.py": {30.0},
-    "daskexec.py": {30.0},
+    "workers/executors.py": {30.0},
+    "workers/daskexec.py": {30.0},
 }
 
 
@@ -486,7 +486,7 @@ def tuning_fields(source: str, cls: str) -> list[tuple[str, bool]]:
 def test_the_packers_tuning_is_at_most_25_fields_each_with_its_reason():
     """Issue 54: every tuning value in ``Policy`` or ``SolverParams``, 25 fields at most
     together (the numbers of one job are one field), each with a one-line reason."""
-    fields = (tuning_fields((PACKAGE / "pack" / "plan.py").read_text(), "Policy")
+    fields = (tuning_fields((PACKAGE / "pack" / "run" / "plan.py").read_text(), "Policy")
               + tuning_fields((PACKAGE / "pack" / "params.py").read_text(), "SolverParams"))
     assert 20 <= len(fields) <= 25, [n for n, _ in fields]
     assert [n for n, reason in fields if not reason] == []
