@@ -65,7 +65,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-dask", action="store_true")
     a = ap.parse_args(argv)
 
-    from tilemem.pack.run.driver import _warm_up
+    from functools import partial
+
+    from tilemem.pack.compiled import GROUPS, ready
     from tilemem.pack.workers.cluster import LocalPool
     from tilemem.pack.workers.daskexec import DaskExecutor
     from tilemem.rules import DEFAULT_RULES
@@ -86,14 +88,15 @@ def main(argv=None) -> int:
     tiles = used[np.linspace(0, len(used) - 1, min(a.sample, len(used))).astype(int)].tolist()
     print(f"{what}: {r.num_tiles:,} tiles, {r.num_vars:,} variables; {len(tiles)} tiles "
           f"solved (heuristic); report ready in {made:.0f} s")
-    _warm_up()
+    ready(*GROUPS)
     state = (r, DEFAULT_RULES)
 
     runs = [("inline", lambda: LocalPool(state, workers=1)),
             ("pool-2", lambda: LocalPool(state, workers=2))]
     if not a.skip_dask:
         runs += [(f"dask-{w}", lambda w=w: DaskExecutor("local", state, workers=w,
-                                                       setup=_warm_up)) for w in (1, 2)]
+                                                       setup=partial(ready, *GROUPS)))
+                 for w in (1, 2)]
     rows = []
     for name, make in runs:
         start, secs = timed(make(), solve_one, tiles)

@@ -35,7 +35,8 @@ def main(argv=None) -> int:
     from tilemem.pack.bounds import region_clique, tile_bounds
     from tilemem.pack.carry import carry_over
     from tilemem.pack.run.plan import DEFAULT_POLICY
-    from tilemem.pack.run.tasks import _replay_order, _warm_up  # noqa: F401
+    from tilemem.pack.compiled import GROUPS, ready
+    from tilemem.pack.run.tasks import _replay_order
     CHAIN = DEFAULT_POLICY.chain
     from tilemem.pack.firstfit import first_fit
     from tilemem.pack.params import DEFAULT_PARAMS
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     r = load_report(args.report)
     intervals = class_intervals(r)
     tensor_keys(r)
-    _warm_up()
+    ready(*GROUPS)
     tiles_in_use = r.tiles_in_use()
     rng = np.random.default_rng(args.seed)
     starts = rng.choice(max(len(tiles_in_use) - CHAIN, 1), args.runs, replace=False)

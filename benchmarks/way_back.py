@@ -31,13 +31,14 @@ def main() -> None:
     from tilemem.pack.run import tasks as T
     from tilemem.pack.bounds import TileBound, tile_bounds
     from tilemem.pack.carry import tensor_keys
+    from tilemem.pack.compiled import GROUPS, ready
     from tilemem.pack.kinds import Pass
     from tilemem.rules import Rules
 
     way_back = T._carry_back
     T._carry_back = lambda *args: None   # the forward results alone first
     r = load_report(a.report)
-    T._warm_up()
+    ready(*GROUPS)
     class_intervals(r)
     tensor_keys(r)
     shared = T._Shared(r, Rules())

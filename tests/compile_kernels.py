@@ -3,16 +3,18 @@
 ``conftest.py`` runs ``python tests/compile_kernels.py PART`` for each part at once, in
 the controlling process only: on a clean clone (CI) every pytest-xdist worker, and every
 process a test forks or spawns, would otherwise compile the same kernels for itself (a
-quarter of the suite's time went to that). Each part reaches a different group of kernels:
-the search has three compiled versions (on a whole tile; with the overflow zone; on part of
-a tile, with domains), each a large compilation, one a part; the stages' kernels (loading,
-liveness on chordal and general class graphs, the checker, the plan's re-weighting) go with
-the lightest, first, and ``alloc``, which runs every version of the search, last: numba
-reads a version from the cache when another part has written it before its first call, and
-compiles it again beside that part otherwise. Arrays read from a ``.capnp`` are read-only,
-which numba compiles apart, so the stages run on a report loaded from each format. With the cache already written (a
-second run) each part takes a few seconds. A kernel a part misses is still compiled where
-it is first used, as before.
+quarter of the suite's time went to that). Each part makes a different group of
+``tilemem.pack.compiled`` ready: the search has three compiled versions (on a whole tile;
+with the overflow zone; on part of a tile, with domains), each a large compilation, one a
+part; what every packing run compiles (``pack``: first fit, the guard, the bounds) goes with
+the whole tile's, and the stages' kernels (loading, liveness on chordal and general class
+graphs, the checker, the plan's re-weighting) and ``alloc``, which may run every version of
+the search, with the overflow zone's. A group is compiled by one process at a time (a lock
+per group): a part that needs another part's group waits for it and loads it from the cache
+rather than compiling it beside it. Arrays read from a ``.capnp`` are read-only, which numba
+compiles apart, so the stages run on a report loaded from each format. With the cache
+already written (a second run) each part takes a few seconds. A kernel a part misses is
+still compiled where it is first used, as before.
 """
 from __future__ import annotations
 
@@ -25,29 +27,31 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mk1-small.json"
 
 
 def search() -> None:
-    """The search on a whole tile, first fit, the guard and the quick search's probes."""
-    from tilemem.pack.run.tasks import _warm_up
+    """What every packing run compiles, then the search on a whole tile and the quick
+    search's probes."""
+    from tilemem.pack.compiled import ready
 
-    _warm_up(whole=True, part=False, zone=False)
+    ready("pack")
+    ready("whole")
 
 
 def zone() -> None:
     """The stages on both formats, then the search's version with the overflow zone, then
-    ``alloc``: last, so that it loads the search's other versions from the cache the other
-    parts have written by then, rather than compiling them a second time beside them."""
-    from tilemem.pack.run.tasks import _warm_up
+    ``alloc``: last, so that it loads the groups the other parts compile by then from the
+    cache (or waits for them) rather than compiling them a second time beside them."""
+    from tilemem.pack.compiled import ready
 
     with tempfile.TemporaryDirectory() as tmp:
         two = stages(Path(tmp))
-        _warm_up(whole=False, part=False, zone=True)
+        ready("zone")
         alloc(two)
 
 
 def part() -> None:
     """The search on part of a tile (its version with domains)."""
-    from tilemem.pack.run.tasks import _warm_up
+    from tilemem.pack.compiled import ready
 
-    _warm_up(whole=False, part=True, zone=False)
+    ready("part")
 
 
 def stages(tmp: Path) -> Path:

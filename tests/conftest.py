@@ -2,10 +2,11 @@
 
 On a clean clone each pytest-xdist worker (and each process a test forks or spawns) would
 compile the same kernels for itself on first use; compiled once here, in three processes side
-by side (``compile_kernels.py``: the search's three versions, the stages with the lightest), they
-are loaded from numba's cache everywhere after. Side by side, not the shared code first: what the
-parts share is small, and the three keep both cores of a 2-core machine busy throughout
-(see docs/benchmarks.md).
+by side (``compile_kernels.py``: the search's three versions, what every packing run compiles
+with the whole tile's, the stages with the overflow zone's), they are loaded from numba's cache
+everywhere after. Side by side, not the shared code first: what the parts share is small (a
+group one part needs from another it waits for, ``tilemem.pack.compiled``), and the three keep
+both cores of a 2-core machine busy throughout (see docs/benchmarks.md).
 """
 from __future__ import annotations
 

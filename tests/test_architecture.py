@@ -410,10 +410,11 @@ PACK_FLOATS = {
     "portfolio.py": {0.01, 0.05, 0.1},
     "proof.py": {0.01},
     "quick.py": {0.005, 0.02},
+    "run/tasks.py": {0.05},
     # and a division's guard against an empty run
     "run/plan.py": {0.05, 1e-9},
-    # and the kernels' warm-up on a tiny problem
-    "run/tasks.py": {0.05},
+    # and the compiled groups' warm-up on a tiny problem
+    "compiled.py": {0.05},
     # the kernel's pause: a call runs 10 to 40 ms between looks at the clock, so a deadline
     # is overshot by that much at most
     "search/run.py": {0.01, 0.04},

@@ -1011,11 +1011,12 @@ def test_a_repeated_probe_runs_other_descents(monkeypatch):
     assert skipped == [(), PROBE_ORDERINGS] * 2
 
 
-def test_the_warm_up_reaches_each_version_of_the_kernel():
-    """The pool's warm-up compiles (or loads) each of the search kernel's three versions, so
-    no worker compiles one on first use: on a whole tile (no zone, no domains), with the
-    overflow zone (no domains), and on part of a tile (a zone and domains). In a fresh
-    process, each part of the warm-up alone, so no other test's use can stand in for it."""
+def test_each_group_made_ready_reaches_its_version_of_the_kernel():
+    """``tilemem.pack.compiled.ready`` of each of the search's groups compiles (or loads)
+    its version of the kernel, and only that one, before the search's clock starts: on a
+    whole tile (no zone, no domains), with the overflow zone (no domains), and on part of a
+    tile (a zone and domains). In a fresh process, one group at a time, so no other test's
+    use can stand in for it."""
     import json
     import subprocess
     import sys
@@ -1024,7 +1025,7 @@ def test_the_warm_up_reaches_each_version_of_the_kernel():
 import json
 from numba.core import types
 from tilemem.pack.search import kernel
-from tilemem.pack.run.tasks import _warm_up
+from tilemem.pack.compiled import ready
 
 def versions():
     # the kernel's last two arguments: the zone's capacity, the domains
@@ -1032,8 +1033,8 @@ def versions():
                    for sig in kernel.run.overloads})
 
 seen = []
-for part in ("zone", "whole", "part"):
-    _warm_up(**{k: k == part for k in ("whole", "part", "zone")})
+for group in ("zone", "whole", "part"):
+    ready(group)
     seen.append(versions())
 print(json.dumps(seen))
 """

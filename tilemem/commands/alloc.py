@@ -46,6 +46,9 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
         from ..pack.workers.executors import make_executor
 
         make_executor(scheduler, None)  # refuses a malformed address before any work
+    from ..pack.compiled import prepare
+
+    prepare("pack")   # the packer's compiled code, while the report loads (first run)
     began = time.perf_counter()
     r = api.load(report)
     loaded = time.perf_counter() - began

@@ -71,6 +71,10 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     from ..figures.plan import check_names
 
     check_names(detail.prefer, detail.avoid)   # before the report is read
+    if not no_repack:
+        from ..pack.compiled import prepare
+
+        prepare("pack")   # the packer's compiled code, while the report loads (first run)
     r = api.load(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None

@@ -98,7 +98,10 @@ def _all_tiles_chordal(g_indptr, g_indices, tile_ptr, node_class, node_w, num_cl
             chordal[t] = ch
             if ch:
                 mem = _earlier_neighbours(ip, ix, pos, v)
-                members[out:out + len(mem)] = mem + a
+                # a loop, not a slice assignment: numba compiles that with its error message
+                # (string formatting, a few seconds of every first run)
+                for i in range(len(mem)):
+                    members[out + i] = mem[i] + a
                 out += len(mem)
         mptr[t + 1] = out
     return best, chordal, members[:out], mptr

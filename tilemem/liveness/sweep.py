@@ -48,8 +48,10 @@ def cliques_of_intervals(start, end) -> tuple[np.ndarray, np.ndarray]:
     >>> [m[ptr[c]:ptr[c + 1]].tolist() for c in range(len(ptr) - 1)]
     [[0, 1], [1, 2]]
     """
-    start = np.asarray(start, np.int64)
-    end = np.asarray(end, np.int64)
+    # contiguous (a column of an interval model is not): numba compiles the kernel, and the
+    # sorts it calls, apart for each memory layout
+    start = np.ascontiguousarray(start, np.int64)
+    end = np.ascontiguousarray(end, np.int64)
     if len(start) == 0:
         return np.zeros(1, np.int64), np.zeros(0, np.int64)
     if np.any(end <= start):

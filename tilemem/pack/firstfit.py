@@ -224,7 +224,9 @@ def place_arrays(size, align, lo, hi, lclass, always, matrix, cptr, cidx, eptr, 
     pa = np.empty(n, np.bool_)
     pc = np.empty(n, np.int64)
     pmax = np.empty(n, np.int64)
-    m = 0
+    # typed from the start (np.int64, np.bool_), not literals: numba types a loop more than
+    # once, and a literal 0 or False seen first compiled _sweep and _legalise once more for it
+    m = np.int64(0)
     forb_e = np.zeros(len(bounds) - 1, np.bool_)
     for k in range(len(order)):
         v = order[k]
@@ -232,7 +234,7 @@ def place_arrays(size, align, lo, hi, lclass, always, matrix, cptr, cidx, eptr, 
         al = align[v]
         row = conflict_row(lclass[v], matrix, cptr, cidx, scratch)
         # elements and regions touched by placed, in-memory constraint partners
-        any_forb_e = False
+        any_forb_e = np.bool_(False)
         for q in range(eptr[v], eptr[v + 1]):
             u = eidx[q]
             if 0 <= off[u] < tm:
@@ -241,8 +243,8 @@ def place_arrays(size, align, lo, hi, lclass, always, matrix, cptr, cidx, eptr, 
                 for e in range(e0, e1 + 1):
                     forb_e[e] = True
                 any_forb_e = True
-        forb_r0 = False
-        forb_r1 = False
+        forb_r0 = np.bool_(False)
+        forb_r1 = np.bool_(False)
         for q in range(rptr[v], rptr[v + 1]):
             u = ridx[q]
             if 0 <= off[u] < tm:
@@ -255,8 +257,11 @@ def place_arrays(size, align, lo, hi, lclass, always, matrix, cptr, cidx, eptr, 
             a = _sweep(s, al, lo[v], hi[v], True, always[v], row, ps, pe, pa, pc, pmax, m, ils,
                        no_span, forb_e, any_forb_e, bounds, forb_r0, forb_r1, best_fit)
         if a < 0:  # spill: first fit in the overflow zone, where only no-overlap applies
+            # (the element and region flags typed as above, though unused without memory:
+            # as literals numba compiled _legalise once more for them)
             a = _sweep(s, al, tm, _FAR, False, always[v], row, ps, pe, pa, pc, pmax, m, ils,
-                       no_span, forb_e, False, bounds, False, False, False)
+                       no_span, forb_e, np.bool_(False), bounds, np.bool_(False),
+                       np.bool_(False), False)
         clear_row(lclass[v], matrix, cptr, cidx, scratch)
         if any_forb_e:
             forb_e[:] = False

@@ -34,6 +34,7 @@ import numpy as np
 from . import heuristic
 from .bounds import TileBound, region_clique, simple_bound, window_bound
 from .carry import CARRIED
+from .compiled import ready
 from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .fresh import _fresh_start
@@ -243,8 +244,13 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
     the plan's exact move stops once it has closed half the tile's gap,
     ``tilemem.pack.run.plan``); a hint already within it comes back as it is.
     """
-    clock = _Clock(deterministic)
     tm = p.capacity
+    if p.n and not (fit_only and not np.any(hint >= tm)):
+        # the search's versions it runs, compiled side by side or loaded before its clock
+        # starts (``compiled``; not when it only says that a hint that fits fits)
+        part = p.n >= params.big_tile and not deterministic   # its neighbourhoods
+        ready("zone" if bound > tm else "whole", *(("part",) if part else ()))
+    clock = _Clock(deterministic)
     best = hint
     lower = int(bound)
     notes = []

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .compiled import ready
 from .guard import self_check
 from .kinds import SearchStatus, Status
 from .params import DEFAULT_PARAMS, SolverParams
@@ -128,6 +129,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         return Outcome(best, status, "quick search skipped", lower)
     from .search import model_of
     model_of(p)  # build the arrays before the clock starts (cached for later calls)
+    ready("zone" if zone else "whole")   # and the search's version (``compiled``)
     deadline = time.perf_counter() + time_limit
     near = int(lower * NEAR)
     aim, step_share = params.caps

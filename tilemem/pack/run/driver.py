@@ -39,6 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from msgspec.structs import replace
@@ -49,6 +50,7 @@ from ...model import Report
 from ...model.names import tensor_keys
 from ...rules import DEFAULT_RULES, Rules, overflow_bytes
 from ..bounds import TileBound
+from ..compiled import ready
 from ..workers.cluster import ReportFile, cores, deadline_after
 from ..workers.executors import make_executor
 from ..kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
@@ -61,7 +63,11 @@ from .scoreboard import Question, Scoreboard, may_fit as _may_fit
 from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _group_identical,
                     _Progress, _report_intervals, _Shared, _solve_run,
-                    _verify, _warm_up, _workers_of, task_ipu)
+                    _verify, _workers_of, task_ipu)
+
+#: What a Dask worker makes ready as it starts (``make_executor``'s ``setup``).
+_ready_to_pack = partial(ready, "pack")
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -153,7 +159,7 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
         file = _shared_file(report, run)
         state = shared if file is None else ReportFile.of(file, extra=(run.rules, params))
         # on Dask, each IPU's tasks go to the same workers, which build only its shard
-        ex = make_executor(run.scheduler, state, workers=run.workers, setup=_warm_up,
+        ex = make_executor(run.scheduler, state, workers=run.workers, setup=_ready_to_pack,
                            echo=run.echo, groups=packing.ipus, group_of=task_ipu(report.target),
                            fallback=None if run.shared_file else shared)
     with ex, _Progress(run.progress) as bar:
@@ -200,7 +206,9 @@ class _Packing:
         tiles = (report.tiles_in_use() if tiles is None
                  else np.unique(np.asarray(tiles, np.int64)))
         self.deadline = None if run.deterministic else deadline_after(budget)
-        _warm_up()
+        # what every run compiles (first fit, the guard, the bounds), before the workers fork
+        # (they inherit it); the search's versions when a tile first searches (``compiled``)
+        ready("pack")
         self.groups = _group_identical(report, tiles, run.rules)
         if method in (Method.AUTO, Method.EXACT):
             # once, before the workers fork (they inherit them): the interval model the

@@ -1,7 +1,7 @@
 """The tasks of a packing run, as a worker runs them: one tile (``TileTask``, ``_solve``), a
 run of neighbouring tiles each carried over to the next (``RunTask``, ``_solve_run``), a chunk
 of tiles' bounds (``BoundsTask``); what every task reads (``_Shared``), the tiles' replay
-orders and identical problems, the progress bar, the kernels' warm-up and the final check.
+orders and identical problems, the progress bar and the final check.
 """
 from __future__ import annotations
 
@@ -20,15 +20,12 @@ from ...model.interference import prunes
 from ...model import Report
 from ...model.target import Target
 from ...rules import Rules
-from .. import search
 from ..bounds import TileBound, tile_bounds
 from ..carry import carry_over
 from ..workers.cluster import LocalPool, ReportFile, remaining
-from ..firstfit import first_fit
 from ..params import DEFAULT_PARAMS, SolverParams
-from ..guard import self_check
 from ..portfolio import solve_tile
-from ..quick import NEAR, quick_search
+from ..quick import NEAR
 from ..problem import TileProblem
 from ...rules import overflow_bytes
 from ..proof import fit_verdict
@@ -458,59 +455,6 @@ class _Progress:
     def __exit__(self, *exc) -> None:
         if self.progress is not None:
             self.progress.stop()
-
-
-#: The parts of ``_warm_up`` done in this process (forked workers inherit it with the
-#: kernels): a process compiles or loads each part once, not once a run.
-_WARMED: set[str] = set()
-
-
-def _warm_up(whole: bool = True, part: bool = True, zone: bool = True) -> None:
-    """Compile the numba kernels once in the parent, so forked workers inherit them (or load
-    them from numba's cache): ``whole``, the search on a whole tile, first fit and the guard;
-    ``part``, the search on part of a tile (``search.warm_up``); ``zone``, the search's
-    version with the overflow zone (the quick search on a tile whose live data alone is past
-    tileMemory). Each kernel compiled on first use in a worker cost it tens of seconds of its
-    budget; the three compile in separate processes side by side (the test suite does).
-    A part this process has warmed up already is skipped (``_WARMED``): on a small report,
-    warming up again would be most of a run's time."""
-    if whole and "whole" not in _WARMED:
-        r = Report.from_columns(target=Target(1, 64, 32, np.array([0, 32])), var_id=[0, 1],
-                                tile=[0, 0], size=[4, 4], alignment=[4, 4], offset=[0, 0],
-                                category=["variable"] * 2, eq_class=[0, 0],
-                                interference=[[]], element_constraints=[[1], []],
-                                region_constraints=[[1], []])
-        p = TileProblem.from_report(r, 0)
-        self_check(p, first_fit(p))
-        search.warm_up(whole=True, part=False)
-        # the quick search's probes, bottom-up and mirrored, on a tile that fits (a chain
-        # a - b - c of sizes 4, 4, 8: first fit in that order ends at 16, the bound is 12,
-        # so the search has something to do)
-        _warm_up_probes(Target(1, 64, 32, np.array([0, 32])), [4, 4, 8], [4, 4, 4])
-        _WARMED.add("whole")
-    if part and "part" not in _WARMED:
-        search.warm_up(whole=False, part=True)
-        _WARMED.add("part")
-    if zone and "zone" not in _WARMED:
-        # a chain a - b - c of sizes 4, 8, 4 (b aligned to 8) on a tile of 8 bytes: first fit
-        # puts b past tileMemory (ends at 16); at 12, b goes at 0 and a and c past
-        # tileMemory, in the overflow zone
-        _warm_up_probes(Target(1, 8, 8, np.array([0, 4])), [4, 8, 4], [4, 8, 4])
-        _WARMED.add("zone")
-
-
-def _warm_up_probes(target: Target, size: list[int], alignment: list[int]) -> None:
-    """The quick search and its probes (bottom-up and mirrored) at capacity 12 on a chain of
-    three variables of ``size`` and ``alignment``."""
-    z = Report.from_columns(target=target, var_id=range(3), tile=[0] * 3, size=size,
-                            alignment=alignment, offset=[0] * 3, category=["variable"] * 3,
-                            eq_class=[0, 1, 2], interference=[[1], [0, 2], [1]])
-    q = TileProblem.from_report(z, 0)
-    hint = first_fit(q)
-    quick_search(q, hint, 12, 0.05)
-    for mirrored in (False, True):
-        search.solve_search(q, time_limit=0.05, hint=hint, capacity=12, probe=True,
-                            mirrored=mirrored)
 
 
 def _verify(report: Report, alloc: Allocation, rules: Rules) -> None:

@@ -20,14 +20,16 @@ def _norm(k, b, size, align, lo, hi, ils, nrs, tm, zc, dom):
     zone) the first aligned offset past tileMemory. A window ends at or below tileMemory, so
     no offset found either way straddles it."""
     x = lowest_legal(b, size[k], align[k], lo[k], hi[k], ils, nrs)
+    # ``k`` as an int64: callers index by int32 (the interaction rows) and by int64, and
+    # numba compiled ``_in_domain`` (a call, not inlined) once for each
     if dom is not None and x >= 0:
-        x = _in_domain(k, x, size, align, lo, hi, ils, nrs, dom, False)
+        x = _in_domain(np.int64(k), x, size, align, lo, hi, ils, nrs, dom, False)
     if x >= 0:
         return x
     if zc is not None:
         z = align_up(b if b > tm else tm, align[k])
         if dom is not None:
-            z = _in_domain(k, z, size, align, lo, hi, ils, nrs, dom, True)
+            z = _in_domain(np.int64(k), z, size, align, lo, hi, ils, nrs, dom, True)
         if z >= 0 and z + size[k] <= zc:
             return z
     return INF

@@ -85,13 +85,15 @@ def _partners_ok(o, a, b, size, align, lo, hi, ils, nrs, tm, zc, elem_starts, sp
     fits for some pair (``_pair_fits``; a pair whose ``o`` and lower bounds are all at or
     below its ``pair_thr`` fits without looking). (With a zone both may go past tileMemory:
     no look-ahead then.)"""
-    # the zone's version ends here: numba prunes the branch on the argument's type, so the
-    # look-ahead is compiled for the versions without a zone only (it is most of this
-    # function's compilation, tens of seconds a version)
+    # the zone's version ends here (numba prunes the branch where ``zc`` is None). Past it
+    # ``dom`` is None too (domains come with a zone, ``SearchRun``), and said so: numba
+    # does not prune the branch where ``zc`` is an integer, so it typed the call below there
+    # too, and compiled the look-ahead once more for the domains' version, which never runs
+    # it (the most costly function of that version's compilation)
     if zc is not None:
         return True
     return _look_ahead(o, a, b, size, align, lo, hi, ils, nrs, tm, elem_starts, span_lo, off,
-                       m, pair_i, pair_k, pair_kind, pair_thr, dom)
+                       m, pair_i, pair_k, pair_kind, pair_thr, None)
 
 
 @njit(cache=True, _nrt=False)
