@@ -178,6 +178,27 @@ class SplitAnswer(msgspec.Struct, rename="camel"):
         return max(s.max_live_bytes for s in self.stages)
 
 
+def _bounded(bound, tiles: np.ndarray, stash: np.ndarray, worst: float, tile_memory: int):
+    """``bound(tiles)`` (a stage's ``(max_live, always_live)`` without its stash), searched
+    only on the tiles that can matter. ``bound.cheap`` (when the stage has it) gives every
+    tile's bound without a search: ``(lower, upper, always_live, exact)``; a tile not exact
+    whose upper bound plus its stash is under both the worst tile found (``worst``, or a
+    lower bound of this batch's) and tileMemory can be neither the stage's worst tile nor
+    over tileMemory: it keeps its lower bound, unsearched. Where a stage joins classes of
+    two IPUs (a boundary moved) its tiles' class graphs are not chordal, and a search of
+    each spent the time limit on tiles that decide nothing."""
+    cheap = getattr(bound, "cheap", None)
+    if cheap is None:
+        return bound(tiles)
+    lo, up, al, exact = cheap(tiles)
+    st = stash[tiles]
+    below = min(max(worst, float((lo + st).max(initial=0))), tile_memory + 1)
+    search = ~exact & (up + st >= below)
+    if search.any():
+        lo[search], al[search] = bound(tiles[search])
+    return lo, al
+
+
 def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
     """``fits``, ``close`` or ``cannot fit`` for an estimated worst tile; ``close``: within
     the estimate's measured error below tileMemory (``SPLIT_CLOSE_MARGIN``, or
@@ -366,9 +387,12 @@ class SplitModel(Crossings):
         peak = np.zeros(T, np.int64)
         al = np.zeros(T, np.int64)
         done = 0
+        tm = self.r.target.tile_memory
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            peak[batch], al[batch] = bound(batch)
+            # a tile that can be neither the worst nor over tileMemory is not searched
+            peak[batch], al[batch] = _bounded(bound, batch, stash,
+                                              float((peak + stash).max()), tm)
             done += len(batch)
             if done < T and upper[order[done]] <= (peak + stash).max():
                 break
@@ -393,7 +417,7 @@ class SplitModel(Crossings):
         done = 0
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            if np.any(bound(batch)[0] + stash[batch] > limit):
+            if np.any(_bounded(bound, batch, stash, np.inf, limit)[0] + stash[batch] > limit):
                 return True
             done += len(batch)
             if done < T and upper[order[done]] <= limit:
@@ -427,6 +451,15 @@ class SplitModel(Crossings):
             p1, _ = inside(tiles)
             st = stash[tiles].astype(np.int64)
             return np.maximum(p0, p1 + st) - st, al
+
+        def cheap(tiles):   # the same of the two bounds' bounds without a search
+            lo0, up0, al, ex0 = full.cheap(tiles)
+            lo1, up1, _, ex1 = inside.cheap(tiles)
+            st = stash[tiles].astype(np.int64)
+            return (np.maximum(lo0, lo1 + st) - st, np.maximum(up0, up1 + st) - st, al,
+                    ex0 & ex1)
+        if hasattr(full, "cheap") and hasattr(inside, "cheap"):
+            bound.cheap = cheap
         return bound, buffers, stash
 
     def _bound_of(self, rows: np.ndarray, size: np.ndarray, extra: list):
@@ -458,6 +491,13 @@ class SplitModel(Crossings):
             got = max_live_all(stage, tiles, time_limit=0.05 * len(tiles))
             return (np.array([m.max_live_bytes for m in got], np.int64),
                     np.array([m.always_live_bytes for m in got], np.int64))
+
+        def cheap(tiles):   # exact where no search is needed, bounds elsewhere
+            got = max_live_all(stage, tiles, time_limit=0)
+            return tuple(np.array([getattr(m, f) for m in got], t) for f, t in (
+                ("max_live_bytes", np.int64), ("upper_bound_bytes", np.int64),
+                ("always_live_bytes", np.int64), ("exact", bool)))
+        bound.cheap = cheap
         return bound
 
     def _stage_sizes(self, s: int, i: int, j: int, n: int):
