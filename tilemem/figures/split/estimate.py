@@ -87,6 +87,7 @@ from ...rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
 from ..plan import Plan
 from .units import Units, program_units
 from .cross import Crossings
+from .buffers import bounded
 from ...liveness.cliques import MAX_EXTRA
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
@@ -176,27 +177,6 @@ class SplitAnswer(msgspec.Struct, rename="camel"):
     @property
     def worst(self) -> int:
         return max(s.max_live_bytes for s in self.stages)
-
-
-def _bounded(bound, tiles: np.ndarray, stash: np.ndarray, worst: float, tile_memory: int):
-    """``bound(tiles)`` (a stage's ``(max_live, always_live)`` without its stash), searched
-    only on the tiles that can matter. ``bound.cheap`` (when the stage has it) gives every
-    tile's bound without a search: ``(lower, upper, always_live, exact)``; a tile not exact
-    whose upper bound plus its stash is under both the worst tile found (``worst``, or a
-    lower bound of this batch's) and tileMemory can be neither the stage's worst tile nor
-    over tileMemory: it keeps its lower bound, unsearched. Where a stage joins classes of
-    two IPUs (a boundary moved) its tiles' class graphs are not chordal, and a search of
-    each spent the time limit on tiles that decide nothing."""
-    cheap = getattr(bound, "cheap", None)
-    if cheap is None:
-        return bound(tiles)
-    lo, up, al, exact = cheap(tiles)
-    st = stash[tiles]
-    below = min(max(worst, float((lo + st).max(initial=0))), tile_memory + 1)
-    search = ~exact & (up + st >= below)
-    if search.any():
-        lo[search], al[search] = bound(tiles[search])
-    return lo, al
 
 
 def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
@@ -391,7 +371,7 @@ class SplitModel(Crossings):
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
             # a tile that can be neither the worst nor over tileMemory is not searched
-            peak[batch], al[batch] = _bounded(bound, batch, stash,
+            peak[batch], al[batch] = bounded(bound, batch, stash,
                                               float((peak + stash).max()), tm)
             done += len(batch)
             if done < T and upper[order[done]] <= (peak + stash).max():
@@ -417,7 +397,7 @@ class SplitModel(Crossings):
         done = 0
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            if np.any(_bounded(bound, batch, stash, np.inf, limit)[0] + stash[batch] > limit):
+            if np.any(bounded(bound, batch, stash, np.inf, limit)[0] + stash[batch] > limit):
                 return True
             done += len(batch)
             if done < T and upper[order[done]] <= limit:
@@ -479,26 +459,12 @@ class SplitModel(Crossings):
             w = b.node_weights(whole)
             bufs = [Extra(x, a, e) for x, a, e in extra]
             return lambda tiles: b.max_live(w, tiles, bufs)
-        from ...liveness import max_live_all
-        from .buffers import stage_report
+        from .buffers import searched_bound, stage_report
 
         # the stage's own report: a folded Pod holds every stage's rows and classes, and a
         # changed copy of all of them a stage (with its buffers' interference) passed 15 GB
         # at 16 IPUs; rows and classes not in the stage weigh nothing in its bound
-        stage = stage_report(self.r, rows, size, extra)
-
-        def bound(tiles):
-            got = max_live_all(stage, tiles, time_limit=0.05 * len(tiles))
-            return (np.array([m.max_live_bytes for m in got], np.int64),
-                    np.array([m.always_live_bytes for m in got], np.int64))
-
-        def cheap(tiles):   # exact where no search is needed, bounds elsewhere
-            got = max_live_all(stage, tiles, time_limit=0)
-            return tuple(np.array([getattr(m, f) for m in got], t) for f, t in (
-                ("max_live_bytes", np.int64), ("upper_bound_bytes", np.int64),
-                ("always_live_bytes", np.int64), ("exact", bool)))
-        bound.cheap = cheap
-        return bound
+        return searched_bound(stage_report(self.r, rows, size, extra))
 
     def _stage_sizes(self, s: int, i: int, j: int, n: int):
         """Stage ``s``'s variables: ``rows`` (ascending: the allocated rows in the stage) and
