@@ -126,7 +126,7 @@ def _load() -> str:
 def compare_memory(report: Path, workers: int, scratch: Path, whole: bool = True) -> None:
     """Each worker's memory after ``alloc --method heuristic`` (every tile once) when the
     workers open the report and build their IPUs' shards, against the same run with the
-    whole report sent to every worker (``RunOptions.state_path`` None: what every run did
+    whole report sent to every worker (``RunOptions.shared_file`` False: what every run did
     before shards; not with ``whole`` False), each on a fresh cluster."""
     from tilemem.load import load_report
     from tilemem.pack.run.driver import RunOptions, allocate
@@ -134,13 +134,13 @@ def compare_memory(report: Path, workers: int, scratch: Path, whole: bool = True
     r = load_report(report)
     print(f"\nworkers' memory after a heuristic pass, {workers} worker(s) "
           "(peak RSS / RssAnon at the end, MB):")
-    for name, path in (("shards (opened from the path)", str(report)),
-                       ("whole report sent to each", None))[:2 if whole else 1]:
+    for name, shared in (("shards (opened from the path)", True),
+                         ("whole report sent to each", False))[:2 if whole else 1]:
         cluster = Cluster(workers, scratch)
         try:
             t0 = time.time()
             allocate(r, method="heuristic", run=RunOptions(scheduler=cluster.address,
-                                                            state_path=path))
+                                                            shared_file=shared))
             wall = time.time() - t0
             mem = ", ".join(f"{m['peak_rss_mb']:.0f} / {m['rss_anon_mb']:.0f}"
                             for m in cluster.memory())

@@ -2,7 +2,8 @@
 
 Runs the commands whose outputs a restructuring must keep (``alloc --deterministic``,
 ``alloc`` with ``replay``, ``heuristic`` and ``exact --deterministic``,
-``oom --json``, ``report``, ``liveness``, ``check``, ``what-if``, ``diff``, text and JSON) with the working tree and with another
+``oom --json``, ``report``, ``liveness``, ``check``, ``what-if``, ``diff``, ``split``, text
+and JSON) with the working tree and with another
 git revision checked out into a temporary worktree, on the bundled example and on any report
 given, and compares what they print, field for field, leaving out only what measures time
 (``seconds``). It also times both versions' CLI on the bundled example (each command run
@@ -50,6 +51,8 @@ COMMANDS = {
     "what-if-json": ["what-if", "{r}", "--scale", "*=2", "--offload", "layer1*", "--json"],
     "diff": ["diff", "{r}", "{r}"],
     "diff-json": ["diff", "{r}", "{r}", "--json"],
+    "split": ["split", "{r}"],
+    "split-json": ["split", "{r}", "--ipus", "2", "--json"],
 }
 
 

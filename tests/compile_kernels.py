@@ -89,8 +89,8 @@ def alloc(path: Path) -> None:
     tests, again in each one that ran before the cache was written."""
     import tilemem
 
-    tilemem.allocate(tilemem.load(path), time_limit=0.3, deterministic=True, workers=1,
-                     output=path.with_name("out.capnp"))
+    tilemem.allocate(tilemem.load(path), output=path.with_name("out.capnp"),
+                     packing=tilemem.Packing(time_limit=0.3, deterministic=True, workers=1))
 
 
 PARTS = {"search": search, "zone": zone, "part": part}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+from dataclasses import replace
 import io
 import json
 from pathlib import Path
@@ -24,7 +25,10 @@ SEED = json.loads(SEED_PATH.read_text())
 #: The API of this version. A name leaves ``tilemem.__all__`` only into ``_DEPRECATED``.
 PUBLISHED = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
              "report", "plot", "ReportError", "Progress", "Liveness", "Check", "Figures",
-             "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split"]
+             "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split", "Packing", "Output",
+             "Detail", "Edits", "Levers", "ReportSource", "configure", "Config", "ConfigQuery"]
+#: One tile's heuristic on one process: the tests' quick allocation.
+HEURISTIC = tilemem.Packing(method="heuristic", workers=1)
 
 
 def run(argv) -> tuple[int, list[str], str]:
@@ -140,10 +144,10 @@ def test_report_figures_by_tile():
 
 
 def test_what_if_scale_and_offload(mk1):
-    a = tilemem.what_if(mk1, scale={"*/activations": 2})
-    b = tilemem.what_if(mk1, scale=["*/activations=2"])
+    a = tilemem.what_if(mk1, tilemem.Edits(scale={"*/activations": 2}))
+    b = tilemem.what_if(mk1, tilemem.Edits(scale=["*/activations=2"]))
     assert a.to_json()["summary"] == b.to_json()["summary"]
-    gone = tilemem.what_if(mk1, offload=["*"])
+    gone = tilemem.what_if(mk1, tilemem.Edits(offload="*"))
     # nothing left allocated: no tile is in question, none needs less data
     assert not gone.report.allocated.any() and gone.summary.out_of_memory == 0
     assert gone.tiles == [] and gone.summary.verdicts["reduceData"] == 0
@@ -158,7 +162,7 @@ def test_diagnose_counts_the_tiles_the_figures_say_are_out_of_memory(mk1):
 
 def test_allocate_one_tile_the_checker_accepts(mk1):
     seen = []
-    a = tilemem.allocate(mk1, tiles=[2], method="heuristic", workers=1, progress=seen.append)
+    a = tilemem.allocate(mk1, tiles=[2], packing=HEURISTIC, progress=seen.append)
     assert [e.tile for e in seen] == [2] and seen[-1].stage == "allocate"
     rows = mk1.tile_rows(2)
     assert tilemem.check(mk1, a).ok and (tilemem.check(mk1, a).to_frame()["overflow_bytes"]
@@ -183,7 +187,7 @@ def test_allocate_takes_the_policy_s_time_limit_unless_one_is_given(mk1, monkeyp
     monkeypatch.setattr(driver, "allocate", spy)
     for kw in ({"policy": Policy(time_limit=0.25)}, {"policy": Policy(time_limit=0.25),
                                                      "time_limit": 0.5}, {}):
-        tilemem.allocate(mk1, tiles=[2], method="heuristic", workers=1, **kw)
+        tilemem.allocate(mk1, tiles=[2], packing=replace(HEURISTIC, **kw))
     assert asked == [0.25, 0.5, Policy().time_limit]
 
 
@@ -191,8 +195,7 @@ def test_an_interrupted_allocation_keeps_the_tiles_it_finished(mk1):
     def stop_after_first(e):
         raise KeyboardInterrupt
 
-    a = tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1,
-                         progress=stop_after_first)
+    a = tilemem.allocate(mk1, tiles=[3, 5], packing=HEURISTIC, progress=stop_after_first)
     assert a.interrupted and len(a.tiles) == 1
     done = a.tiles[0].tile
     untouched = mk1.tile_rows(8 - done)      # the other of 3 and 5
@@ -222,6 +225,7 @@ def test_tile_map_draws_every_variable_of_the_tile(mk1):
     (["what-if", EXAMPLE, "--scale", "*=2", "--json"], "tilemem.api", "what_if"),
     (["diff", EXAMPLE, EXAMPLE], "tilemem.api", "diff"),
     (["split", EXAMPLE, "--ipus", "2"], "tilemem.api", "split"),
+    (["config", EXAMPLE, "--ipus", "1", "--micro-batch", "1"], "tilemem.api", "configure"),
     (["alloc", EXAMPLE, "--tiles", "1", "--method", "heuristic", "--workers", "1"],
      "tilemem.api", "allocate"),
     (["plot", EXAMPLE, "--tile", "1", "--compare", "--method", "heuristic", "-o", "{tmp}/m.png"],
@@ -229,6 +233,11 @@ def test_tile_map_draws_every_variable_of_the_tile(mk1):
     (["html", EXAMPLE, "--no-repack", "--max-vars", "0", "-o", "{tmp}/r.html"],
      "tilemem.plot", "html_page"),
     (["info", EXAMPLE], "tilemem.api", "load"),
+    (["convert", EXAMPLE, "{tmp}/r.json"], "tilemem.api", "load"),
+    (["plot-tiles", EXAMPLE, "-o", "{tmp}/t.png"], "tilemem.api", "load"),
+    (["export-minimalloc", EXAMPLE, "--tile", "1", "-o", "{tmp}/t.csv"], "tilemem.api", "load"),
+    (["import-minimalloc", "{tmp}/t.csv", "--capacity", "262144", "-o", "{tmp}/m.json"],
+     "tilemem.api", "allocate"),
 ])
 def test_the_cli_calls_the_public_function(argv, module, name, monkeypatch, tmp_path):
     target = importlib.import_module(module)
@@ -239,6 +248,8 @@ def test_the_cli_calls_the_public_function(argv, module, name, monkeypatch, tmp_
         return real(*a, **k)
 
     monkeypatch.setattr(target, name, recording)
+    if argv[0] == "import-minimalloc":   # a CSV without offsets: the command packs it
+        (tmp_path / "t.csv").write_text("id,lower,upper,size\n0,0,2,64\n1,1,3,32\n")
     rc, lines, _ = run([str(x).replace("{tmp}", str(tmp_path)) for x in argv])
     assert rc == 0, lines
     assert calls, f"tilemem {argv[0]} did not call {module}.{name}"
@@ -286,7 +297,7 @@ def test_bad_input_is_the_same_error_through_the_api_and_the_cli(tmp_path, case)
 ])
 def test_a_bad_edit_is_the_same_error_through_the_api_and_the_cli(mk1, option, value, kwargs):
     with pytest.raises(tilemem.ReportError) as e:
-        tilemem.what_if(mk1, **kwargs)
+        tilemem.what_if(mk1, tilemem.Edits(**kwargs))
     rc, lines, _ = run(["what-if", EXAMPLE, option, value])
     assert rc == 2 and lines == [f"tilemem: error: {e.value}"]
 
@@ -316,7 +327,7 @@ def test_the_documented_examples_run(tmp_path, monkeypatch, capsys):
 
 
 def test_answers_show_themselves_in_a_notebook(mk1):
-    a = tilemem.allocate(mk1, tiles=[7], method="heuristic", workers=1)
+    a = tilemem.allocate(mk1, tiles=[7], packing=HEURISTIC)
     res = a.tiles[0]
     # the CLI's table: the tile's row with its method and total
     assert f"{res.total_including_gaps:,}" in str(a) and "heuristic" in str(a)
@@ -327,7 +338,8 @@ def test_answers_show_themselves_in_a_notebook(mk1):
 
 def test_diagnose_reports_progress_a_tile(mk1):
     seen = []
-    d = tilemem.diagnose(mk1, method="heuristic", budget=5, time_limit=1, progress=seen.append)
+    d = tilemem.diagnose(mk1, packing=tilemem.Packing(method="heuristic", budget=5,
+                                                       time_limit=1), progress=seen.append)
     oom = sorted(d.to_frame()["tile"].tolist())
     bounds = [e for e in seen if e.stage == "maximum live bytes"]
     assert sorted(e.tile for e in bounds) == oom and bounds[-1].done == bounds[-1].total == 3
@@ -359,14 +371,53 @@ def test_an_interrupted_run_with_an_output_resumes_from_its_journal(mk1, tmp_pat
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1, output=out,
-                         progress=stop)
+        tilemem.allocate(mk1, tiles=[3, 5], packing=HEURISTIC, output=out, progress=stop)
     assert (tmp_path / "new.capnp.journal").exists() and not out.exists()
     with pytest.raises(tilemem.ReportError, match="add --resume"):
-        tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1, output=out)
-    a = tilemem.allocate(mk1, tiles=[3, 5], method="heuristic", workers=1, output=out,
-                         resume=True)
+        tilemem.allocate(mk1, tiles=[3, 5], packing=HEURISTIC, output=out)
+    a = tilemem.allocate(mk1, tiles=[3, 5], packing=HEURISTIC,
+                         output=tilemem.Output(out, resume=True))
     assert a.result.from_journal == 1 and len(a.tiles) == 2      # one tile not solved again
     assert not (tmp_path / "new.capnp.journal").exists()
     assert tilemem.check(tilemem.load(out)).ok and np.array_equal(tilemem.load(out).offset,
                                                                    a.offsets)
+
+
+# ---- one report source ----------------------------------------------------------------------
+
+def test_a_loaded_report_knows_its_file_and_a_changed_one_does_not(mk1, tmp_path):
+    """``Report.file``: the path as given, the format told by content (a capnp file named
+    .json is still capnp), the size the loader read; a report with other offsets or sizes
+    is not that file's."""
+    import os
+
+    path = tmp_path / "named.json"
+    path.write_bytes((ROOT / "examples" / "mk1-small.capnp").read_bytes())
+    r = tilemem.load(path)
+    assert r.file == tilemem.ReportSource(str(path), "capnp", os.stat(path).st_size,
+                                          os.stat(path).st_mtime_ns)
+    assert r.source == str(path) and tilemem.Report.of(r).file is r.file
+    assert mk1.file.format == "json" and mk1.file.path == str(EXAMPLE)
+    assert mk1.with_offsets(mk1.offset).file is None
+    w = tilemem.what_if(mk1, tilemem.Edits(scale={"*": 2}))
+    assert w.report.file is None and w.report.source == mk1.source
+    made = tilemem.Report.of(_three_vars())
+    assert made.file is None and made.source == "report"
+
+
+def test_the_dask_workers_open_the_file_the_run_says(mk1, tmp_path):
+    """Which file the driver hands the Dask workers (``RunOptions.shared_file``): a capnp
+    report's own by default, any format's when asked, none when told not to or off Dask;
+    asked for a report read from no file, one line naming the option, before any cluster."""
+    from tilemem.pack.run.driver import RunOptions, _shared_file
+
+    capnp = tilemem.load(ROOT / "examples" / "mk1-small.capnp")
+    dask = RunOptions(scheduler="tcp://127.0.0.1:1")
+    assert _shared_file(capnp, dask) is capnp.file and _shared_file(mk1, dask) is None
+    assert _shared_file(mk1, replace(dask, shared_file=True)) is mk1.file
+    assert _shared_file(capnp, replace(dask, shared_file=False)) is None
+    assert _shared_file(capnp, RunOptions(shared_file=True)) is None
+    with pytest.raises(tilemem.ReportError, match="not read from one") as e:
+        tilemem.allocate(mk1.with_offsets(mk1.offset), tiles=[1], packing=replace(
+            HEURISTIC, scheduler="tcp://127.0.0.1:1", shared_file=True))
+    assert e.value.field == "--shared-report"

@@ -137,9 +137,9 @@ def test_no_forbidden_arrow_in_tilemem():
     ("check.py", "from .pack.problem import TileProblem\n", "check -> pack"),
     ("check.py", "import tilemem.liveness\n", "check -> liveness"),
     # pack -> figures / text / plot, from a module that does not exist yet
-    ("pack/run/driver.py", "from ..figures.memory import memory_figures\n", "pack -> figures"),
-    ("pack/run/driver.py", "from .. import text\n", "pack -> text"),
-    ("pack/run/driver.py", "from ..plot.maps import plot_tile\n", "pack -> plot"),
+    ("pack/run/driver.py", "from ...figures.memory import memory_figures\n", "pack -> figures"),
+    ("pack/run/driver.py", "from ... import text\n", "pack -> text"),
+    ("pack/run/driver.py", "from ...plot.maps import plot_tile\n", "pack -> plot"),
     # any stage -> the CLI or click
     ("figures/oom.py", "from ..commands.options import console\n", "figures -> cli"),
     ("load/allocation.py", "from ..cli import main\n", "load -> cli"),
@@ -342,7 +342,7 @@ PACK_FACTS = {
     "portfolio.py": {"SEARCH_NODE_VARIABLES_PER_SECOND", "LOCAL_SEARCH_MOVES_PER_SECOND"},
     "cpsat.py": {"DETERMINISTIC_UNITS_PER_SECOND"},
     # the journal's format: its version, the largest record it reads, how often it syncs
-    "journal.py": {"VERSION", "MAX_PAYLOAD", "SYNC_INTERVAL"},
+    "run/journal.py": {"VERSION", "MAX_PAYLOAD", "SYNC_INTERVAL"},
     # the search model's definition (cached per problem, so not a per-call value): the
     # canonical rank's work limits, the window groups a restricted section is compared
     # with, the trail buffers kept for reuse (a memory bound)
@@ -411,17 +411,17 @@ PACK_FLOATS = {
     "proof.py": {0.01},
     "quick.py": {0.005, 0.02},
     # and a division's guard against an empty run
-    "plan.py": {0.05, 1e-9},
+    "run/plan.py": {0.05, 1e-9},
     # and the kernels' warm-up on a tiny problem
-    "tasks.py": {0.05},
+    "run/tasks.py": {0.05},
     # the kernel's pause: a call runs 10 to 40 ms between looks at the clock, so a deadline
     # is overshot by that much at most
     "search/run.py": {0.01, 0.04},
     # the summary's figures, as their names say: median, 95th percentile, within 1 %
     "result.py": {0.5, 0.95, 0.01},
     # seconds a Dask client waits for its scheduler: a network timeout
-    "executors.py": {30.0},
-    "daskexec.py": {30.0},
+    "workers/executors.py": {30.0},
+    "workers/daskexec.py": {30.0},
 }
 
 
@@ -485,7 +485,7 @@ def tuning_fields(source: str, cls: str) -> list[tuple[str, bool]]:
 def test_the_packers_tuning_is_at_most_25_fields_each_with_its_reason():
     """Issue 54: every tuning value in ``Policy`` or ``SolverParams``, 25 fields at most
     together (the numbers of one job are one field), each with a one-line reason."""
-    fields = (tuning_fields((PACKAGE / "pack" / "plan.py").read_text(), "Policy")
+    fields = (tuning_fields((PACKAGE / "pack" / "run" / "plan.py").read_text(), "Policy")
               + tuning_fields((PACKAGE / "pack" / "params.py").read_text(), "SolverParams"))
     assert 20 <= len(fields) <= 25, [n for n, _ in fields]
     assert [n for n, reason in fields if not reason] == []
@@ -494,3 +494,213 @@ def test_the_packers_tuning_is_at_most_25_fields_each_with_its_reason():
 def test_the_field_rule_sees_what_it_should():
     source = "class P:\n    #: why\n    a: int = 1\n    b: int = 2\n    #: why\n    c: int = 3\n"
     assert tuning_fields(source, "P") == [("a", True), ("b", False), ("c", True)]
+
+
+# ---- issue 67: one surface, a layout that shows the architecture ------------------------------
+
+#: No module of tilemem/ is longer than this: past it a module holds two things.
+MAX_LINES = 600
+
+
+def too_long(files: dict[Path, str], limit: int = MAX_LINES) -> list[str]:
+    """``path: N lines`` of every file of ``files`` (path -> text) over ``limit`` lines."""
+    return [f"{path.relative_to(PACKAGE.parent)}: {n} lines"
+            for path, text in sorted(files.items()) if (n := len(text.splitlines())) > limit]
+
+
+def test_no_module_is_over_600_lines():
+    files = {f: f.read_text() for f in sorted(PACKAGE.rglob("*.py"))}
+    assert not too_long(files), too_long(files)
+
+
+def test_the_length_rule_sees_what_it_should():
+    at, over = "x = 1\n" * MAX_LINES, "x = 1\n" * (MAX_LINES + 1)
+    assert too_long({PACKAGE / "a.py": at, PACKAGE / "pack" / "b.py": over}) == [
+        f"tilemem/pack/b.py: {MAX_LINES + 1} lines"]
+
+
+def _folder(module: str, root: Path) -> str:
+    """The package (folder) a module of ours is in: a package is its own folder."""
+    is_package = (root.parent.joinpath(*module.split("."))).is_dir()
+    return module if is_package else module.rpartition(".")[0]
+
+
+def private_imports(path: Path, source: str, root: Path = PACKAGE) -> list[str]:
+    """Every import in ``source`` (the file at ``path``) of a private name (``_x``, not a
+    dunder) from a module of another folder: a name one folder shares with another is
+    public (within a folder, its modules are one unit and may share private names)."""
+    mine = module_name(path, root)
+    package = mine if path.name == "__init__.py" else mine.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        target = node.module or ""
+        if node.level:
+            base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        if target.split(".")[0] != "tilemem":
+            continue
+        for a in node.names:
+            if not a.name.startswith("_") or a.name.startswith("__"):
+                continue
+            full = f"{target}.{a.name}"
+            module = full if (root.parent.joinpath(*full.split(".")).with_suffix(".py")
+                              .exists()) else target
+            where = _folder(module, root)
+            if where != package:
+                out.append(f"{path.relative_to(root.parent)}:{node.lineno}: {a.name} from "
+                           f"{where} (another folder): make it public")
+    return out
+
+
+def test_no_private_name_is_imported_across_folders():
+    bad = [p for f in sorted(PACKAGE.rglob("*.py")) for p in private_imports(f, f.read_text())]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("file,source,found", [
+    # across folders: the API and the CLI reaching into the loader
+    ("api/allocation.py", "def f():\n    from ..load import _map\n", ["_map from tilemem.load"]),
+    ("commands/convert.py", "from tilemem.load.jsonio import _Var\n", ["_Var from tilemem.load"]),
+    ("pack/quick.py", "from .search.solver import _probe\n", ["_probe from tilemem.pack.search"]),
+    ("pack/run/driver.py", "from ..quick import _meets\n", ["_meets from tilemem.pack "]),
+    # within a folder (a package's modules, its __init__): one unit
+    ("pack/run/driver.py", "from .tasks import _warm_up\n", []),
+    ("load/stream.py", "from . import _BOM\nfrom .jsonio import _Var\n", []),
+    ("pack/search/kernel.py", "from .legal import _after\n", []),
+    # dunders and public names are not private
+    ("api/allocation.py", "from ..load import __doc__, load_report\n", []),
+])
+def test_the_private_import_rule_sees_what_it_should(file, source, found):
+    got = private_imports(PACKAGE / file, source)
+    assert len(got) == len(found) and all(f in g for f, g in zip(found, got)), got
+
+
+#: Names whose values are statuses, verdicts or kinds (``tilemem.pack.kinds``,
+#: ``tilemem.figures.verdicts``): they are compared with enum members, never with strings.
+STATUS_WORDS = ("status", "verdict", "method", "stage", "goal", "pass", "move")
+
+
+def _named(node) -> str | None:
+    """The name a compared expression goes by: ``x``, ``r.status``, ``str(r.status)``,
+    ``r.status.value``, ``d["verdict"]``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return _named(node.value) if node.attr in ("value", "name") else node.attr
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+        return _named(node.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == "str" and node.args:
+        return _named(node.args[0])
+    return None
+
+
+def _strings(node) -> bool:
+    """A string literal, or a tuple, list or set of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return (isinstance(node, (ast.Tuple, ast.List, ast.Set)) and bool(node.elts)
+            and all(_strings(e) for e in node.elts))
+
+
+def string_comparisons(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every ``==``, ``!=``, ``in`` or ``not in`` between a status,
+    verdict or kind (a name with one of ``STATUS_WORDS`` in it) and a string literal (or a
+    collection of them)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for op, a, b in zip(node.ops, sides, sides[1:]):
+            if not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                continue
+            for x, y in ((a, b), (b, a)):
+                name = _named(x)
+                if name and any(w in name.lower() for w in STATUS_WORDS) and _strings(y):
+                    found.append((node.lineno, ast.unparse(node)))
+                    break
+    return found
+
+
+def test_no_status_or_verdict_is_compared_with_a_string():
+    bad = [f"{f.relative_to(PACKAGE.parent)}:{line}: {text}"
+           for f in sorted(PACKAGE.rglob("*.py"))
+           for line, text in string_comparisons(f.read_text())]
+    assert not bad, "compare enum members (SearchStatus, Status, FitVerdict, ...): " + \
+        "; ".join(bad)
+
+
+@pytest.mark.parametrize("source,count", [
+    ('if r.status == "optimal":\n    pass\n', 1),
+    ('ok = "infeasible" != res.status\n', 1),
+    ('x = str(res.status) != "optimal"\n', 1),
+    ('x = d.verdict_code == "reduceData"\n', 1),
+    ('x = s.verdict.value == "fits"\n', 1),
+    ('x = method in ("quick", "near")\n', 1),
+    ('x = t["verdict"] == "fits"\n', 1),
+    ('x = s.goal == "fit" and order.move != "carry"\n', 2),
+    # enum members, other names, other operators
+    ("x = r.status == SearchStatus.OPTIMAL\n", 0),
+    ("x = method in (Pass.QUICK, Pass.NEAR)\n", 0),
+    ('x = fmt == "json"\n', 0),
+    ('x = r.status.startswith("opt")\n', 0),
+    ('x = f"{r.status}"\n', 0),
+])
+def test_the_string_comparison_rule_sees_what_it_should(source, count):
+    assert len(string_comparisons(source)) == count
+
+
+def test_one_vars_capnp():
+    """The Cap'n Proto schema is one file, in the package (a wheel carries it as a file);
+    ``schemas/vars.capnp`` is a link to it, so the two cannot drift."""
+    package, schemas = PACKAGE / "vars.capnp", PACKAGE.parent / "schemas" / "vars.capnp"
+    assert package.is_file() and not package.is_symlink()
+    assert schemas.is_symlink() and schemas.resolve() == package.resolve()
+
+
+# ---- the width of the public API -----------------------------------------------------------
+
+#: The public functions whose parameters are counted, and the most each may take: settings
+#: that belong together are one value (``tilemem.api.options``; ``tilemem.api``'s conventions).
+WIDEST = 8
+COUNTED = ("allocate", "diagnose", "what_if")
+
+
+def too_wide(functions: dict, most: int = WIDEST) -> list[str]:
+    """``name: N parameters (...)`` for each function taking more than ``most``."""
+    import inspect
+
+    out = []
+    for name, fn in functions.items():
+        params = list(inspect.signature(fn).parameters)
+        if len(params) > most:
+            out.append(f"{name}: {len(params)} parameters ({', '.join(params)})")
+    return out
+
+
+def test_the_public_functions_take_at_most_eight_parameters():
+    import tilemem
+
+    wide = too_wide({n: getattr(tilemem, n) for n in COUNTED})
+    assert not wide, "group the settings into one value: " + "; ".join(wide)
+
+
+def test_the_width_rule_sees_what_it_should():
+    def planted(report, tiles=None, *, method="auto", budget=None, time_limit=None, workers=None,
+                seed=0, deterministic=False):   # 8: the most allowed
+        pass
+
+    def wider(report, tiles=None, *, method="auto", budget=None, time_limit=None, workers=None,
+              seed=0, deterministic=False, scheduler=None):
+        pass
+
+    assert too_wide({"planted": planted}) == []
+    assert too_wide({"wider": wider}) == [
+        "wider: 9 parameters (report, tiles, method, budget, time_limit, workers, seed, "
+        "deterministic, scheduler)"]

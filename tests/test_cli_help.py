@@ -37,8 +37,8 @@ def test_help_runs_and_documents_every_option(name):
     for p in cmd.params:
         if isinstance(p, click.Option) and p.name != "help":
             assert (p.help or "").strip(), f"{name} {p.opts[0]} has no help text"
-            for opt in p.opts:    # the help shows it
-                assert opt in out.output
+            for opt in p.opts:    # the help shows it (a hidden alias, a former spelling, not)
+                assert (opt in out.output) != p.hidden
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES
@@ -47,6 +47,9 @@ def test_method_choices_and_default_are_the_packers(name):
     method = next(p for p in command(name).params if p.name == "method")
     assert tuple(method.type.choices) == METHODS == tuple(m.value for m in Method)
     assert method.default == inspect.signature(allocate).parameters["method"].default
+    import tilemem
+
+    assert method.default == tilemem.Packing().method   # the API's default too
 
 
 def _api_function(name):
@@ -67,6 +70,10 @@ def test_a_command_s_budget_and_time_limit_are_its_api_function_s(name):
     commands share one definition of the options (same type, same ``--method``)."""
     params = {p.name: p for p in command(name).params}
     fn = inspect.signature(_api_function(name)).parameters
+    if "packing" in fn:   # the function's defaults: its signature's ``Packing``
+        fn = {k: inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY,
+                                   default=getattr(fn["packing"].default, k))
+              for k in ("budget", "time_limit")}
     assert params["budget"].default == fn["budget"].default > 0
     api_limit = fn["time_limit"].default
     if api_limit is None:   # the policy's (``allocate``: given, it replaces the policy's)

@@ -168,8 +168,12 @@ def test_a_named_transformer_shape_is_in_real_bytes():
     (["--model", "transformer", "--layers", "2"], "--hidden"),
     (["--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "8", "--vocab", "50"],
      "--layers"),
-    (["--ipus", "2", "--available-memory-proportion", "0.3,0.4,0.5"],
-     "--available-memory-proportion"),
+    (["--ipus", "2", "--amp", "0.3,0.4,0.5"], "--amp"),
+    (["--amp", "0"], "--amp"),
+    (["--rts", "1"], "--rts"),
+    (["--rts", "4", "--replicas", "2"], "--rts"),
+    (["--amp", "0.3", "--available-memory-proportion", "0.3"], "--amp"),
+    (["--serialise", "2"], "--serialise"),   # a cnn has no vocabulary
 ])
 def test_bad_lever_values_are_one_line_exit_2(args, hint, tmp_path):
     res = CliRunner().invoke(cli, ["generate", "--tiles", "4", "--steps", "60",

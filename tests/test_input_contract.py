@@ -436,7 +436,7 @@ def test_the_api_answers_on_every_kind_of_report(tmp_path, kind):
 
     r = tilemem.load(_kind_path(tmp_path, kind, "json"))
     assert tilemem.diagnose(r).summary.out_of_memory == 0
-    w = tilemem.what_if(r, offload=["*"])
+    w = tilemem.what_if(r, tilemem.Edits(offload=["*"]))
     assert not w.report.allocated.any() and w.summary.out_of_memory == 0
     assert tilemem.diff(tilemem.load(SEED_PATH), r).comparison.total.before == _seed_bytes()
     assert len(tilemem.liveness(r).tiles) == {"empty": 0, "unallocated": 0}.get(kind, 1)

@@ -142,11 +142,14 @@ def test_check_verdicts_are_the_same_pruned_or_not():
 
 
 def test_heuristic_alloc_is_the_same_pruned_or_not():
-    from tilemem.api.allocation import allocate
+    import math
+
+    from tilemem.api import Packing, allocate
 
     r, full = reports()
-    a = allocate(r, method="heuristic", workers=1, deterministic=True, budget=None)
-    b = allocate(full, method="heuristic", workers=1, deterministic=True, budget=None)
+    once = Packing(method="heuristic", workers=1, deterministic=True, budget=math.inf)
+    a = allocate(r, packing=once)
+    b = allocate(full, packing=once)
     assert np.array_equal(a.offsets, b.offsets)
     assert check_allocation(r, a.offsets).num_violations == 0
 

@@ -125,7 +125,7 @@ def test_recomputation_is_offered_only_where_what_if_can_answer_it():
     r = generate_report("mk1", tiles=16, steps=300, seed=4, pressure=1.3)
 
     def layer_steps(report):
-        d = tilemem.diagnose(report, repack=False, plan=False)
+        d = tilemem.diagnose(report, repack=False, detail=tilemem.Detail(plan=False))
         return [s.action for s in d.summary.next_steps if s.action.startswith("offload layer")
                 and s.action.split()[1].endswith("/*")]
     with_steps = layer_steps(r)

@@ -36,6 +36,22 @@ def test_the_readme_shows_commands():
     assert all(c.startswith("tilemem ") for c, _ in EXAMPLES)
 
 
+SET_UP = ("pip install -e . && tilemem oom examples/mk1-small.json",
+          "pip install -e '.[test]' && python -m pytest -q")
+
+
+def test_the_readme_is_a_reference():
+    """At most 200 lines of at most 160 characters (a table row is one line, so no cell is
+    longer), the two set-up commands in the first 30, and CI runs the second as it is shown."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 200
+    long = [f"line {i}: {len(x)} characters" for i, x in enumerate(lines, 1) if len(x) > 160]
+    assert not long, "\n".join(long)
+    head = lines[:30]
+    assert all(command in head for command in SET_UP), "the set-up commands, in lines 1-30"
+    assert SET_UP[1] in (ROOT / ".ci" / "run").read_text()
+
+
 def output_of(args: list[str]) -> str | None:
     """The file a command writes (``-o FILE`` / ``--output FILE``), if any."""
     for flag in ("-o", "--output"):

@@ -75,7 +75,7 @@ def test_what_if_answers_a_tile_whose_only_change_is_a_checkpoints_lifetime():
         ("loss/gradient", 100_000, [3, 8]),
     ], tiles=[0, 0, 0, 0, 0, 1, 1])
     assert max_live(r, 1).max_live_bytes == 200_000
-    w = tilemem.what_if(r, recompute="0", repack=False)
+    w = tilemem.what_if(r, levers=tilemem.Levers(recompute=(0,)), repack=False)
     assert max_live(w.report, 1).max_live_bytes == 300_000
     row = w.to_frame().set_index("tile").loc[1]
     assert row["max_live_bytes"] == 300_000

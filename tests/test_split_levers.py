@@ -7,6 +7,7 @@ import json
 import numpy as np
 
 import tilemem
+from tilemem.api.program import levers_of
 from tilemem.cli import main
 from tilemem.figures.plan import PLAN_LEVERS
 from tilemem.generate import generate_report
@@ -33,9 +34,10 @@ def test_each_stage_names_the_levers_that_bring_its_tiles_under_tile_memory(tmp_
         kw = {}
         for lever in p.levers:
             kw.update(KEYWORDS[lever])
-        if "offload" in kw:
-            kw["offload"] = [kw["offload"]]
-        changed = tilemem.what_if(r, **kw).report
+        edits = tilemem.Edits(offload=kw.pop("offload", ()),
+                              micro_batch=kw.pop("micro_batch", None))
+        levers, amp_was = levers_of(**kw)
+        changed = tilemem.what_if(r, edits, levers=levers, amp_was=amp_was).report
         after = np.array([m.max_live_bytes for m in max_live_all(changed, need)])
         assert int((after > tm).sum()) == p.tiles_left
         assert int((after - tm)[after > tm].sum()) == p.bytes_to_free

@@ -132,7 +132,8 @@ def small(tmp_path_factory):
 
 def test_api_and_json_say_what_each_lever_assumes(small):
     r = tilemem.load(small)
-    w = tilemem.what_if(r, amp=0.3, half_partials=True, half_momentum=True, rts=2)
+    w = tilemem.what_if(r, levers=tilemem.Levers(amp=(0.3,), half_partials=True,
+                                                 half_momentum=True, replicas=2, rts=True))
     kinds = [a.edit for a in w.edits]
     assert len(kinds) == 4 and all(a.variables > 0 for a in w.edits)
     text = " ".join(w.summary.assumptions)

@@ -16,7 +16,8 @@ import types
 #: (``tests/test_api.py`` fails on a name that leaves without a deprecation).
 __all__ = ["load", "Report", "liveness", "check", "diagnose", "what_if", "diff", "allocate",
            "report", "plot", "ReportError", "Progress", "Liveness", "Check", "Figures",
-           "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split"]
+           "Diagnosis", "WhatIf", "Diff", "Allocation", "split", "Split", "Packing", "Output",
+           "Detail", "Edits", "Levers", "ReportSource", "configure", "Config", "ConfigQuery"]
 
 #: Names that left ``__all__``: name -> (what to use instead, the version that removes it).
 _DEPRECATED: dict[str, tuple[str, str]] = {}

@@ -32,6 +32,8 @@ COMMANDS = {
     "what-if": ("tilemem.commands.whatif:what_if",
                 "Out of memory with some tensors offloaded or shrunk?"),
     "split": ("tilemem.commands.split:split", "Where to split the program over IPUs."),
+    "config": ("tilemem.commands.config:config",
+               "The whole configuration that fits: IPUs, layers, levers, micro-batch."),
     "diff": ("tilemem.commands.diff:diff", "Compare two compilations of one program."),
     "plot": ("tilemem.commands.plot:plot", "Draw the memory map of one tile."),
     "plot-tiles": ("tilemem.commands.plot:plot_tiles", "Draw memory used per tile."),

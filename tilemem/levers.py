@@ -45,6 +45,12 @@ first).
   recomputes. So the forward's activations die at their last forward use, recomputed copies
   live from the recomputation to their backward use, and a pipeline stage stashes only its
   checkpoints.
+- ``serialise``: the vocabulary matmul (the tied LM or MLM head's logits), its gradients and
+  the embedding's update compiled in ``serialise`` slices of the vocabulary, one after the
+  other (optimum-graphcore's ``embedding_serialization_factor``, PopART's serialised matmul):
+  each slice's temporaries (the matmul's partial sums and exchange buffers, the slice of the
+  weight gradient, the optimiser's temporaries) are live in turn, ``1/serialise`` of them at
+  a time; the logits and the weights are whole as before.
 """
 from __future__ import annotations
 
@@ -70,6 +76,7 @@ class Levers:
     recompute: str | tuple[int, ...] | None = None
     rts_weights: bool = False
     offload_state: bool = False
+    serialise: int = 1
 
     def __post_init__(self):
         if not self.amp or any(not 0 < a <= 1 for a in self.amp):
@@ -78,6 +85,9 @@ class Levers:
             raise ValueError("replicas must be at least 1")
         if self.rts and self.replicas < 2:
             raise ValueError("replicated tensor sharding needs at least 2 replicas")
+        if int(self.serialise) != self.serialise or self.serialise < 1:
+            raise ValueError(f"serialise must be a whole number of slices, 1 or more, "
+                             f"not {self.serialise!r}")
         if self.rts_weights and not self.rts:
             raise ValueError("rts_weights shards the weights too: it needs rts")
         r = self.recompute
@@ -88,7 +98,8 @@ class Levers:
     @property
     def sizes_only(self) -> bool:
         """Whether the levers change sizes only (not the program's tensors or lifetimes)."""
-        return not self.rts and self.recompute is None and not self.offload_state
+        return (not self.rts and self.recompute is None and not self.offload_state
+                and self.serialise == 1)
 
     def amp_of(self, stage: int) -> float:
         """The availableMemoryProportion of pipeline stage ``stage`` (one value: every

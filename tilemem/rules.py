@@ -241,6 +241,39 @@ def parse_amp(text) -> tuple[float, ...]:
         raise ValueError(f"{text!r}: every value must be in (0, 1]")
     return out
 
+#: Measured, not inferred: each memory lever's estimate (``tilemem what-if``'s edits) against
+#: the program the generator compiles with the lever: the largest under-estimate on tiles
+#: near tileMemory (compiled at 0.75 of it or more), as a share of tileMemory, rounded up;
+#: with the command that measured it (``benchmarks/levers.py``, figures in docs/
+#: benchmarks.md, 2026-12-07). A verdict that rests on a lever's estimate *fits* only under
+#: tileMemory by more than the sum of its levers' errors (``tilemem.figures.config.margins``).
+LEVERS_BENCH = ("python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 "
+                "--ipus 1,2 --models cnn,transformer --pressure ")
+LEVER_ERRORS = {
+    # none measured (0.01 % at most): the floor, rounding
+    "amp": (0.001, LEVERS_BENCH + "1.3 --levers amp,amp-per-stage"),
+    "half-partials": (0.001, LEVERS_BENCH + "1.3 --levers half-partials"),
+    "half-momentum": (0.001, LEVERS_BENCH + "1.3 --levers half-momentum"),
+    # 0.73 % at most (with one update's gradient and weights shards counted)
+    "rts": (0.008, LEVERS_BENCH + "1.8 --levers rts"),
+    # 3.12 % at most: the exchange code of the all-gathers is not estimated
+    "rts-weights": (0.032, LEVERS_BENCH + "1.8 --levers rts-weights"),
+    # 1.40 % at most (0.37 % at pressure 1.3)
+    "recompute": (0.015, LEVERS_BENCH + "1.8 --levers recompute,recompute-at"),
+    # 1.66 % at most: a weight's state streamed in for its update is not counted
+    "offload": (0.017, LEVERS_BENCH + "1.8 --levers offload"),
+    # as a share of the compiled bytes (GPT-2 is far over tileMemory on 64 tiles): 5.73 % at
+    # most, 3.19 % at the 95th percentile
+    "serialise": (0.06, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
+                        "1,2,3 --ipus 1 --levers serialise --seq-lens 128 --pressure 1.0"),
+    # per doubling or halving of the micro-batch, as a share of the compiled bytes (the named
+    # shapes are far over tileMemory on few tiles): 7.38 % at most on the transformer, 16.71 %
+    # on ResNet-50 (a compiler maps a smaller tensor on fewer tiles): too wide to be useful,
+    # the estimate is what needs to improve
+    "micro-batch": (0.17, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
+                          "1,2,3 --ipus 1,2 --levers micro-batch --models transformer,cnn"),
+}
+
 #: Inferred: a convolution's or matmul's partial sum lives from the step that writes it to
 #: the one that reduces it: a class live for at most this many program steps.
 INFERRED_PARTIALS_MAX_STEPS = 3
@@ -260,6 +293,14 @@ INFERRED_PARTIALS_NAME = r"partial"
 #: state is told from the weights by its name only; nothing in a report's structure does.
 INFERRED_OPTIMISER_NAME = (r"momentum|velocity|optimi[sz]er|adam|lamb|accl|moment|exp_avg|"
                            r"/m$|/v$")
+
+#: Inferred: the vocabulary matmul (a language model's logits, its gradients) and the token
+#: embedding it is tied to (``--serialise``) are told by name only: nothing in a report's
+#: structure tells a vocabulary from another matmul's dimension.
+INFERRED_VOCAB_NAME = (r"logits|lm_?head|vocab|word_?embedding|/wte\b|embedding/tokens|"
+                       r"token_?embedding|cls/predictions")
+#: Inferred: a weight's gradient (a temporary before it is added into its accumulator) so named.
+INFERRED_WEIGHT_GRAD_NAME = r"weights?_?grad|grad_?weight|wgrad"
 
 #: Inferred: the first-order momentum (``--half-momentum``) is the optimiser state so named.
 INFERRED_FIRST_ORDER_NAME = r"momentum|velocity|first_?moment|accl1|exp_avg(?!_sq)|/m$"

@@ -1,7 +1,8 @@
 """``tilemem.allocate``: the packer (``tilemem.pack.run.driver.allocate``, its one entry point)
 with a progress callback, and a run that can be interrupted keeping what was done: in memory
 (the tiles finished so far, the rest as the report had them) and, with ``output``, in
-``OUT.journal``, which ``resume=True`` continues (as ``tilemem alloc -o OUT --resume``)."""
+``OUT.journal``, which ``Output(OUT, resume=True)`` continues (as ``tilemem alloc -o OUT
+--resume``)."""
 from __future__ import annotations
 
 import time
@@ -9,8 +10,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..pack.kinds import DEFAULTS
 from .loading import Report
+from .options import ALLOCATE, Output, Packing
 from .tables import Table, struct_columns
 
 
@@ -49,57 +50,41 @@ class Recorder:
             self.progress(Progress(self.stage, int(tile), len(self.kept), self.total))
 
 
-def _capnp_source(report) -> str | None:
-    """The path of the capnp file ``report`` was loaded from, else None (judged by content,
-    as the loader does)."""
-    from ..errors import ReportError
-    from ..load import _map, report_format
-
-    path = getattr(report, "_source", None)
-    if path is None:
-        return None
-    try:
-        return path if report_format(_map(path)) == "capnp" else None
-    except (OSError, ReportError):
-        return None
-
-
-def refuse_journal(output, resume: bool) -> None:
+def refuse_journal(output: Output | None) -> None:
     """What ``open_run`` refuses that needs no report, said before the report is read (a
-    Pod's takes a minute): ``--resume`` without an output, and an existing journal without
-    ``--resume`` (it holds work a user ran for)."""
+    Pod's takes a minute): an existing journal without ``resume`` (it holds work a user ran
+    for)."""
     from ..errors import ReportError
     from ..pack.run.journal import journal_path
 
     if output is None:
-        if resume:
-            raise ReportError("--resume needs -o OUT: the journal of finished tiles lives "
-                              "beside OUT", field="--resume")
         return
-    path = journal_path(output)
-    if path.exists() and not resume:
+    path = journal_path(output.path)
+    if path.exists() and not output.resume:
         raise ReportError("holds the finished tiles of an interrupted run: add --resume to "
                           "continue it, or delete it to start afresh", path=str(path))
 
 
-def open_run(output, report, settings: dict, resume: bool, *, echo=None):
+def open_run(output: Output | None, report, settings: dict, *, echo=None):
     """The journal of a run writing ``output`` (``tilemem.pack.run.journal``), opened before any
     work; ``None`` without an output.
 
     With an output every finished tile is recorded in ``OUT.journal`` as it completes; the
-    caller discards it once OUT is written. ``resume`` continues the journal of an interrupted
-    run (refused in one line if it was written for another report or other settings). An
-    existing journal without ``resume`` is refused too rather than overwritten: it holds work
-    a user ran for.
+    caller discards it once OUT is written. ``output.resume`` continues the journal of an
+    interrupted run (refused in one line if it was written for another report or other
+    settings). An existing journal without ``resume`` is refused too rather than
+    overwritten: it holds work a user ran for.
     """
     from ..pack.run.journal import FIRST, journal_path, open_journal, report_digest
 
-    refuse_journal(output, resume)
+    refuse_journal(output)
     if output is None:
         return None
-    path = journal_path(output)
+    resume = output.resume
+    path = journal_path(output.path)
     existed = path.exists()
-    finished, journal = open_journal(output, report_digest(report), settings, resume=resume)
+    finished, journal = open_journal(output.path, report_digest(report), settings,
+                                     resume=resume)
     if resume and existed and echo is not None:
         started = len(set(journal.records.get(FIRST, {})) - set(finished))
         echo(f"resuming from {path}: {len(finished):,} tile(s) finished"
@@ -170,47 +155,27 @@ class Allocation(Table):
         alloc_view(c, self.report.source, self.to_json())
 
 
-def allocate(report, *, method: str = "auto", tiles=None,
-             budget: float | None = DEFAULTS.alloc_budget,
-             time_limit: float | None = None, workers: int | None = None, seed: int = 0,
-             deterministic: bool = False, progress: bool | Callable = False,
-             output=None, resume: bool = False, policy=None, params=None,
-             scheduler: str | None = None, shared_report=None,
-             echo: Callable | None = None) -> Allocation:
+def allocate(report, *, tiles=None, packing: Packing = ALLOCATE, output=None,
+             progress: bool | Callable = False) -> Allocation:
     """Re-run the allocation of a report's tiles and say how well each fits.
 
     Parameters
     ----------
     report : Report
-    method : {"auto", "replay", "heuristic", "exact"}
-        As ``tilemem alloc --method``.
     tiles : list of int, optional
         Default: every tile in use.
-    budget : float or None
-        Seconds for the whole run (every tile gets the bound and the heuristic whatever it).
-    time_limit : float, optional
-        Seconds per tile for the exact portfolio (a cap); given, it replaces
-        ``policy.time_limit`` (default: the policy's, ``DEFAULTS.time_limit``).
-    workers : int, optional
-        Processes (default: all cores).
-    seed : int
-    deterministic : bool
-        Stop on work done rather than the clock (repeatable; the budget is not applied).
+    packing : Packing
+        How the packer runs (``tilemem alloc``'s options: method, budget, time limit,
+        workers, seed, deterministic, scheduler, the plan's ``policy``, the solvers'
+        ``params``, ``echo``); a field left ``None`` is ``ALLOCATE``'s (a budget of
+        ``DEFAULTS.alloc_budget`` seconds, the policy's time limit).
+    output : str, path-like or Output, optional
+        Write the report with the new offsets here (.json or .capnp); finished tiles are
+        journalled in ``OUT.journal`` meanwhile, and ``Output(path, resume=True)``
+        continues an interrupted run from it.
     progress : bool or callable
         ``True``: a progress bar; a callable is called with a ``Progress`` each time a tile
         gets a result.
-    output : str or path-like, optional
-        Write the report with the new offsets here (.json or .capnp); finished tiles are
-        journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
-        interrupted run from it.
-    policy : tilemem.pack.run.plan.Policy, optional
-        The plan's knobs (how ``auto`` spends the budget over the tiles); default
-        ``Policy()``. docs/tuning.md says what each does.
-    params : tilemem.pack.params.SolverParams, optional
-        The solvers' tuning values (how a tile's time is spent); default ``SolverParams()``.
-    scheduler, shared_report, echo
-        As ``tilemem alloc --scheduler``, ``--shared-report`` (the report's path) and where
-        to say which cluster runs the tasks.
 
     Returns
     -------
@@ -222,62 +187,53 @@ def allocate(report, *, method: str = "auto", tiles=None,
     Example
     -------
     >>> import tilemem
+    >>> from tilemem import Packing
     >>> r = tilemem.load("examples/mk1-small.json")
-    >>> a = tilemem.allocate(r, tiles=[5], method="heuristic", workers=1)
+    >>> a = tilemem.allocate(r, tiles=[5], packing=Packing(method="heuristic", workers=1))
     >>> a.to_frame()[["tile", "fits"]].values.tolist()
     [[5, True]]
     >>> tilemem.check(r, a).ok
     True
     >>> from tilemem.pack.params import SolverParams
-    >>> b = tilemem.allocate(r, tiles=[5], workers=1, budget=5,
-    ...                      params=SolverParams(caps=(0.7, 0.5)))
+    >>> b = tilemem.allocate(r, tiles=[5], packing=Packing(
+    ...     workers=1, budget=5, params=SolverParams(caps=(0.7, 0.5))))
     >>> tilemem.check(r, b).ok
     True
     """
     from dataclasses import replace
 
     from ..load import FORMATS, check_output, save_report
-    from ..pack.run.driver import DEFAULT_POLICY, RunOptions
-    from ..pack.params import DEFAULT_PARAMS
+    from ..pack.run.driver import DEFAULT_POLICY
     from ..pack.run.driver import allocate as pack
     from ..pack.result import Allocation as Packed
 
-    if output is not None:
-        check_output(output, FORMATS)
-    policy = policy or DEFAULT_POLICY
-    if time_limit is not None:
-        policy = replace(policy, time_limit=time_limit)
+    out = Output.of(output)
+    if out is not None:
+        check_output(out.path, FORMATS)
+    packing = packing.over(ALLOCATE)
+    policy = packing.plan_policy()
+    method, budget = packing.method, packing.run_budget
     chosen = None if tiles is None else np.unique(np.asarray(tiles, np.int64))
     settings = {"command": "alloc", "method": method, "time_limit": policy.time_limit,
-                "seed": seed,
-                "deterministic": deterministic,
+                "seed": packing.seed,
+                "deterministic": packing.deterministic,
                 "tiles": None if chosen is None else chosen.tolist()}
     # tuned knobs are settings of the run too (a journal resumes only with the same); the
     # defaults are left out, so a default run's journal reads as before
     tuned = policy != replace(DEFAULT_POLICY, time_limit=policy.time_limit)
     settings.update({k: repr(v) for k, v in (("policy", policy if tuned else None),
-                                             ("params", params)) if v is not None})
-    journal = open_run(output, report, settings, resume, echo=echo)
+                                             ("params", packing.params)) if v is not None})
+    journal = open_run(out, report, settings, echo=packing.echo)
     total = len(report.tiles_in_use() if chosen is None else chosen)
     recorder = Recorder(journal, progress if callable(progress) else None, "allocate", total)
-    required = shared_report is not None
-    if scheduler is not None and shared_report is None:
-        # a capnp report's workers open it themselves where they see its path (each builds
-        # only its IPUs' shards); elsewhere they receive it (a JSON report: always)
-        shared_report = _capnp_source(report)
     try:
-        result = pack(report, method=method, tiles=chosen, budget=budget,
-                      policy=policy,
-                      run=RunOptions(workers=workers, seed=seed, deterministic=deterministic,
-                                     solver=params or DEFAULT_PARAMS,
-                                     scheduler=scheduler, state_path=shared_report,
-                                     state_required=required,
-                                     journal=recorder, echo=echo,
-                                     progress=progress is True))
+        # on Dask the workers open the report's own file (``Report.file``) where they can
+        result = pack(report, method=method, tiles=chosen, budget=budget, policy=policy,
+                      run=packing.run_options(journal=recorder, progress=progress is True))
         wrote = None
-        if output is not None:
+        if out is not None:
             began = time.perf_counter()
-            save_report(report.with_offsets(result.offsets), output)
+            save_report(report.with_offsets(result.offsets), out.path)
             wrote = time.perf_counter() - began
     except KeyboardInterrupt:
         if journal is not None:
@@ -295,4 +251,4 @@ def allocate(report, *, method: str = "auto", tiles=None,
     if journal is not None:
         journal.discard()     # OUT is safely written: nothing left to resume
     return Allocation(Report.of(report), result, method,
-                      budget=None if deterministic else budget, write_seconds=wrote)
+                      budget=None if packing.deterministic else budget, write_seconds=wrote)

@@ -304,7 +304,7 @@ def diff(before, after, *, top: int = 10, names=None) -> Diff:
     -------
     >>> import tilemem
     >>> r = tilemem.load("examples/mk1-small.json")
-    >>> d = tilemem.diff(r, tilemem.what_if(r, scale={"*": 2}).report)
+    >>> d = tilemem.diff(r, tilemem.what_if(r, tilemem.Edits(scale={"*": 2})).report)
     >>> t = d.to_frame().set_index("kind").loc["total"]
     >>> int(t["after"]) == 2 * int(t["before"])
     True

@@ -31,19 +31,28 @@ class Report(model.Report):
 
     @classmethod
     def of(cls, r: model.Report, source: str | None = None) -> "Report":
-        """``r`` as an API report (the same columns, not copied). ``source``: where it came
-        from, shown in views."""
+        """``r`` as an API report (the same columns, not copied, and the file it was read
+        from, ``file``). ``source``: what views call it (default: its file's path)."""
         if not isinstance(r, cls):
-            r = cls(**{f: getattr(r, f) for f in model.Report.__dataclass_fields__
-                       if not f.startswith("_")})
+            made = cls(**{f: getattr(r, f) for f in model.Report.__dataclass_fields__
+                          if not f.startswith("_")})
+            if r.file is not None:   # the same report: still that file's
+                object.__setattr__(made, "file", r.file)
+            r = made
         if source is not None:
             object.__setattr__(r, "_source", str(source))
         return r
 
     @property
     def source(self) -> str:
-        """The file the report was loaded from (``"report"`` when it was made in memory)."""
-        return getattr(self, "_source", "report")
+        """What views call the report: the path it was loaded from as given, or the name
+        ``Report.of`` gave it (``"report"`` when it was made in memory). The file itself,
+        with its format, is ``file`` (a ``tilemem.ReportSource``; None once the report is
+        changed)."""
+        name = getattr(self, "_source", None)
+        if name is None and self.file is not None:
+            name = self.file.path
+        return "report" if name is None else name
 
     def save(self, path) -> None:
         """Write the report to ``path`` as JSON or capnp (by extension), atomically.

@@ -6,10 +6,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..pack.kinds import DEFAULTS
+from ..levers import Levers
 from .allocation import Progress, Recorder, open_run
 from .answers import nothing_to_analyse, offset_column
 from .loading import Report
+from .options import REPACK, Detail, Edits, Output, Packing
 from .tables import Table, frame, struct_columns
 
 
@@ -23,9 +24,12 @@ class Diagnosis(Table):
     _FIELDS = ("tile", "tile_memory", "highest_end", "excess", "max_live_bytes",
                "always_live_bytes", "bound_exact", "verdict_code", "verdict")
 
-    def __init__(self, report, summary, tiles: list, offsets, title: str | None = None):
+    def __init__(self, report, summary, tiles: list, offsets, title: str | None = None,
+                 figures=None):
         self.report, self.summary, self.tiles, self.offsets = report, summary, tiles, offsets
         self.title = title or report.source
+        #: the memory figures of the allocation diagnosed (``tilemem.figures.memory``)
+        self.figures = figures
 
     def _columns(self) -> dict:
         return struct_columns(self.tiles, self._FIELDS)
@@ -59,12 +63,9 @@ def _digest(offsets) -> str:
                            digest_size=16).hexdigest()
 
 
-def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.time_limit,
-             top: int = 10, method: str = "auto",
-             budget: float | None = DEFAULTS.repack_budget, repack: bool = True,
-             progress: Callable | None = None, output=None, resume: bool = False,
-             echo: Callable | None = None, figures=None, plan: bool = True,
-             prefer=(), avoid=()) -> Diagnosis:
+def diagnose(report, tiles=None, *, offsets=None, repack: bool = True,
+             packing: Packing = REPACK, detail: Detail = Detail(), output=None,
+             progress: Callable | None = None) -> Diagnosis:
     """Diagnose the out-of-memory tiles: the program first, then each tile.
 
     Parameters
@@ -74,35 +75,31 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
         Only these tiles (default: all).
     offsets : Allocation, Report or array of int, optional
         Diagnose this allocation (default: the report's own offsets).
-    time_limit : float
-        Seconds per tile for the maximum live bytes and for the re-pack.
-    top : int
-        How many peak variables and classes to list per tile.
-    method : str
-        Packing method of the re-pack.
-    budget : float
-        Seconds for the whole re-pack.
     repack : bool
         Re-pack the tiles (slower) to say which would fit; else the bound only.
+    packing : Packing
+        The re-pack's method, budget (for the whole re-pack) and time limit (seconds per
+        tile for the maximum live bytes and for the re-pack), and how it runs; a field left
+        ``None`` is ``REPACK``'s.
+    detail : Detail
+        How many peak variables and classes to list per tile (``top``); whether to end the
+        next steps with the plan that fits (``plan``, ``summary.plan``,
+        ``tilemem.figures.plan``: the cheapest combination of memory levers that brings
+        every tile that needs less data under tileMemory by the bound), and the levers it
+        tries first or leaves out (``prefer``, ``avoid``).
+    output : str, path-like or Output, optional
+        Also write the diagnosis as JSON here (atomically); the re-packed tiles are
+        journalled in ``OUT.journal`` meanwhile, and ``Output(path, resume=True)``
+        continues an interrupted run from it.
     progress : callable, optional
         Called with a ``Progress`` as each tile's bound, then its re-pack, is done.
-    output : str or path-like, optional
-        Also write the diagnosis as JSON here (atomically); the re-packed tiles are
-        journalled in ``OUT.journal`` meanwhile, and ``resume=True`` continues an
-        interrupted run from it.
-    plan : bool
-        End the next steps with the plan that fits (``summary.plan``,
-        ``tilemem.figures.plan``): the cheapest combination of memory levers that brings
-        every tile that needs less data under tileMemory by the bound.
-    prefer, avoid : list of str
-        Levers (``tilemem.figures.plan.LEVER_NAMES``) the plan tries first (rank 0) or
-        leaves out.
 
     Returns
     -------
     Diagnosis
         ``summary`` (the program), ``tiles`` (one diagnosis per out-of-memory tile),
-        ``to_frame()``, ``next_steps()``, ``to_json()``.
+        ``figures`` (the memory figures of the allocation diagnosed), ``to_frame()``,
+        ``next_steps()``, ``to_json()``.
 
     Example
     -------
@@ -114,21 +111,24 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
+    from ..figures.plan import check_names
+    from ..figures.verdicts import OomVerdict
     from ..load import atomic_write, check_output
 
-    if output is not None:
-        check_output(output, (".json",))
-    from ..figures.plan import check_names
-
-    check_names(prefer, avoid)
+    out = Output.of(output)
+    if out is not None:
+        check_output(out.path, (".json",))
+    check_names(detail.prefer, detail.avoid)
+    packing = packing.over(REPACK)
+    method, time_limit = packing.method, packing.time_limit
     off = offset_column(report, offsets)
     chosen = None if tiles is None else np.unique(np.asarray(tiles, np.int64))
     settings = {"command": "oom", "method": method, "time_limit": time_limit,
                 "tiles": None if chosen is None else chosen.tolist(),
                 "allocation": None if off is None else _digest(off)}
     # the journal keeps the re-pack, the long part (without one there is nothing to keep)
-    journal = None if not repack else open_run(output, report, settings, resume, echo=echo)
-    fig = figures if figures is not None else memory_figures(report, off)
+    journal = None if not repack else open_run(out, report, settings, echo=packing.echo)
+    fig = memory_figures(report, off)
     oom = fig.out_of_memory()
     if chosen is not None:
         oom = oom[np.isin(oom, chosen)]
@@ -142,18 +142,21 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
         if (progress is not None and repack) else journal
     try:
         summary, found, repacked = diagnose_program(
-            report, chosen, offsets=off, time_limit=time_limit, top=top, repack=repack,
-            method=method, figures=fig, journal=recorder, budget=budget,
+            report, chosen, offsets=off, time_limit=time_limit, top=detail.top,
+            repack=repack, method=method, figures=fig, journal=recorder,
+            budget=packing.run_budget, run=packing.run_options(),
+            policy=packing.plan_policy(),
             progress=bound_done if progress is not None else None)
-        if plan:
+        if detail.plan:
             from ..figures.plan import plan_that_fits
 
-            need = [d.tile for d in found if d.verdict_code == "reduceData"]
-            summary.plan = plan_that_fits(report, need, prefer, avoid, time_limit)
-        if output is not None:
+            need = [d.tile for d in found if d.verdict_code == OomVerdict.REDUCE_DATA]
+            summary.plan = plan_that_fits(report, need, list(detail.prefer),
+                                          list(detail.avoid), time_limit)
+        if out is not None:
             from .files import json_text
 
-            with atomic_write(output) as f:
+            with atomic_write(out.path) as f:
                 f.write(json_text({"summary": summary, "tiles": found}))
     except BaseException:
         if journal is not None:
@@ -161,7 +164,7 @@ def diagnose(report, tiles=None, *, offsets=None, time_limit: float = DEFAULTS.t
         raise
     if journal is not None:
         journal.discard()
-    return Diagnosis(Report.of(report), summary, found, repacked)
+    return Diagnosis(Report.of(report), summary, found, repacked, figures=fig)
 
 
 class WhatIf(Diagnosis):
@@ -175,24 +178,71 @@ class WhatIf(Diagnosis):
         return self.summary.edits
 
 
-def what_if_edits(offload=(), scale=None, micro_batch: float | None = None, **levers) -> list:
-    """The edits of ``what_if`` (``scale`` a dict, or ``"PATTERN=FACTOR"`` strings as the
-    CLI's options give them; ``micro_batch`` a factor; ``levers``: ``what_if``'s ``amp``,
-    ``amp_was``, ``half_partials``, ``half_momentum``, ``rts``), refused in one line
-    (``ReportError``) when a pattern or value is not valid or there is nothing to change."""
+def lever_keywords(levers: Levers | None, amp_was: float | None = None) -> dict:
+    """``levers`` as the what-if's lever edits take them (``parse_edits``' keywords): the
+    amp edit when ``levers.amp`` is not Poplar's default or ``amp_was`` is given (then the
+    report was compiled with ``amp_was``, the levers' amp compared with it); replicated
+    tensor sharding over ``levers.replicas`` when ``levers.rts``; ``ReportError`` for a lever
+    the what-if does not estimate."""
+    from ..errors import ReportError
+    from ..levers import DEFAULT_AMP
+
+    lv = levers if levers is not None else Levers()
+    if lv.offload_state:
+        raise ReportError("what-if does not estimate the optimiser state off chip "
+                          "(offload_state) yet: offload its tensors by name instead",
+                          field="offload_state")
+    return dict(amp=lv.amp if lv.amp != (DEFAULT_AMP,) or amp_was is not None else None,
+                amp_was=amp_was, half_partials=lv.half_partials,
+                half_momentum=lv.half_momentum, rts=lv.replicas if lv.rts else None,
+                recompute=lv.recompute, rts_weights=lv.rts_weights, serialise=lv.serialise)
+
+
+def levers_of(amp=None, amp_was: float | None = None, half_partials: bool = False,
+              half_momentum: bool = False, rts: int | None = None, recompute=None,
+              rts_weights: bool = False) -> tuple[Levers, float | None]:
+    """The what-if's lever options (``tilemem what-if --amp A --rts N ...``, as a plan's
+    next step names them: ``amp`` a value or ``"A,A"``, ``rts`` the replicas, ``recompute``
+    ``"all"`` or ``"L1,L2"``) as ``what_if`` takes them: one ``Levers`` and the amp the
+    report was compiled with (``amp`` alone compares with Poplar's default), each value
+    refused in one line naming its option (``ReportError``).
+
+    >>> levers, amp_was = levers_of(amp="0.3", rts=4)
+    >>> levers.amp, levers.replicas, levers.rts, amp_was
+    ((0.3,), 4, True, 0.6)
+    """
+    from ..figures.whatif.edits import lever_edits
+    from ..levers import DEFAULT_AMP, parse_recompute
+    from ..rules import parse_amp
+
+    lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute, rts_weights)
+    if recompute is True:
+        recompute = "all"
+    elif isinstance(recompute, (list, tuple)):
+        recompute = ",".join(map(str, recompute))
+    levers = Levers(amp=parse_amp(amp) if amp is not None else (DEFAULT_AMP,),
+                    half_partials=half_partials, half_momentum=half_momentum,
+                    replicas=rts or 1, rts=rts is not None, rts_weights=rts_weights,
+                    recompute=parse_recompute(recompute))
+    return levers, (amp_was if amp_was is not None or amp is None else DEFAULT_AMP)
+
+
+def what_if_edits(edits: Edits | None = None, levers: Levers | None = None,
+                  amp_was: float | None = None) -> list:
+    """The edits of ``what_if`` (its ``edits``, ``levers`` and ``amp_was``), refused in one
+    line (``ReportError``) when a pattern or value is not valid or there is nothing to
+    change."""
     from ..errors import ReportError
     from ..figures.whatif.edits import parse_edits
 
-    if isinstance(offload, str):
-        offload = [offload]
-    if isinstance(scale, dict):
-        scale = [f"{p}={f}" for p, f in scale.items()]
-    edits = parse_edits(list(offload or ()), list(scale or ()), micro_batch, **levers)
-    if not edits:
+    e = edits if edits is not None else Edits()
+    found = parse_edits(list(e.offload), list(e.scale), e.micro_batch,
+                        **lever_keywords(levers, amp_was))
+    if not found:
         raise ReportError("nothing to change: give --offload PATTERN, --scale PATTERN=FACTOR, "
                           "--micro-batch FACTOR or a lever (--amp, --half-partials, "
                           "--half-momentum, --rts N, --recompute)", field="--offload")
-    return edits
+    return found
 
 
 def _bounds(r, tiles, time_limit):
@@ -209,13 +259,11 @@ def _bounds(r, tiles, time_limit):
     return found
 
 
-def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
-            amp=None, amp_was: float | None = None, half_partials: bool = False,
-            half_momentum: bool = False, rts: int | None = None, recompute=None,
-            rts_weights: bool = False, repack: bool = False, method: str = "auto",
-            budget: float | None = DEFAULTS.repack_budget,
-            time_limit: float = DEFAULTS.time_limit) -> WhatIf:
-    """How many tiles would still be out of memory with some tensors offloaded or shrunk?
+def what_if(report, edits: Edits | None = None, *, levers: Levers | None = None,
+            amp_was: float | None = None, repack: bool = False,
+            packing: Packing = REPACK) -> WhatIf:
+    """How many tiles would still be out of memory with some tensors offloaded or shrunk, or
+    compiled with other memory levers?
 
     It assumes the same program with other sizes: the same variables on the same tiles, with
     the same lifetimes and interference.
@@ -223,41 +271,30 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     Parameters
     ----------
     report : Report
-    offload : list of str
-        Patterns (globs over tensor names without ``#tile``, or ``re:`` and a regular
-        expression) of tensors to remove (moved to streaming memory).
-    scale : dict of str to float
-        Pattern -> factor to multiply the sizes of the matching tensors by. Edits apply in
-        order, offloads first.
-    micro_batch : float, optional
-        Scale what is per sample (told by lifetime and layout, ``tilemem.figures.whatif.batch``) by
-        this factor, leaving persistent state and tensors of its shape alone.
-    amp : float, str or tuple of float, optional
-        availableMemoryProportion of the convolutions and matmuls (one value, or one an IPU,
-        ``"0.3,0.6"``): their partial sums (told by lifetime and element constraints,
-        ``tilemem.figures.whatif.levers``) scale by ``amp / amp_was``.
+    edits : Edits, optional
+        The data edits (``Edits``: ``offload`` patterns, ``scale`` ``{pattern: factor}``,
+        ``micro_batch`` factor), applied in order, offloads first.
+    levers : Levers, optional
+        The memory levers (``tilemem.levers.Levers``, as ``generate`` compiles them),
+        applied after the edits, each told by lifetime, layout and constraints
+        (``tilemem.figures.whatif.levers``), each with what it assumes
+        (``summary.assumptions``): ``amp`` (one value, or one an IPU: the convolutions' and
+        matmuls' partial sums scale by ``amp / amp_was``), ``half_partials``,
+        ``half_momentum``, ``rts`` over ``replicas`` (each keeps ``1/replicas`` of the
+        optimiser state, spread over its IPU) and ``rts_weights`` (the weights too; on each
+        tile the largest weight's part stays whole, as the weight a pass all-gathers before
+        reading it), ``recompute`` (``"all"`` or the checkpoint layers: the activations'
+        lifetimes shorten and recomputed copies appear in the backward pass; the report
+        needs class steps; applied last), ``serialise`` (the vocabulary matmul, its
+        gradients and the embedding's update in that many slices: their temporaries at
+        ``1/serialise``). ``offload_state`` is not estimated (offload its tensors by name).
     amp_was : float, optional
-        The availableMemoryProportion the report was compiled with (default 0.6, Poplar's).
-    half_partials : bool
-        FP16 partials: the partial sums in half the bytes.
-    half_momentum : bool
-        The first-order momentum (persistent state named so) in FP16.
-    rts : int, optional
-        Replicas sharing the optimiser state (replicated tensor sharding): each keeps 1/rts
-        of it, spread over its IPU. Levers apply after the other edits, in this order.
-    rts_weights : bool
-        With ``rts``, the weights sharded too (persistent model data not named as an
-        optimiser's); on each tile the largest weight's part stays whole, as the weight a
-        pass all-gathers before reading it.
-    recompute : True, "all", or list of int, optional
-        Recompute activations in the backward pass: from every layer's input (``True``,
-        ``"all"``) or from checkpoints at these layers' inputs; told by lifetime
-        (``tilemem.figures.whatif.recompute``): their lifetimes shorten and recomputed copies
-        appear in the backward pass (the report needs class steps). Applied last.
+        The availableMemoryProportion the report was compiled with (default 0.6,
+        Poplar's); given, the amp lever is applied even at ``levers.amp``'s default.
     repack : bool
         Also re-pack the tiles in question (slower).
-    method, budget, time_limit
-        As ``diagnose``.
+    packing : Packing
+        As ``diagnose``'s.
 
     Returns
     -------
@@ -267,19 +304,22 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     Example
     -------
     >>> import tilemem
+    >>> from tilemem import Edits, Levers
     >>> r = tilemem.load("examples/mk1-small.json")
-    >>> w = tilemem.what_if(r, scale={"*": 3})
+    >>> w = tilemem.what_if(r, Edits(scale={"*": 3}))
     >>> w.summary.out_of_memory > 0, int(w.report.size.sum()) == 3 * int(r.size.sum())
     (True, True)
+    >>> tilemem.what_if(r, levers=Levers(half_partials=True)).edits[0].edit
+    'FP16 partials: matmul and convolution partial sums in half'
     """
     from ..figures.memory import memory_figures
     from ..figures.oom import diagnose_program
     from ..figures.whatif.edits import (ASSUMPTIONS, RECOMPUTE, apply_edits, apply_recompute,
                                   gathers_weights, lever_assumptions, recompute_of)
 
-    edits = what_if_edits(offload, scale, micro_batch, amp=amp, amp_was=amp_was,
-                          half_partials=half_partials, half_momentum=half_momentum, rts=rts,
-                          recompute=recompute, rts_weights=rts_weights)
+    edits = what_if_edits(edits, levers, amp_was)
+    packing = packing.over(REPACK)
+    time_limit = packing.time_limit
     r = report
     changed, applied = apply_edits(r, edits)
     changed, more, relived = apply_recompute(changed, edits, base=r)
@@ -307,8 +347,11 @@ def what_if(report, offload=(), scale=None, *, micro_batch: float | None = None,
     # a tile whose every variable was offloaded holds nothing: it is in question no more
     questioned = questioned[np.isin(questioned, changed.tiles_in_use())]
     summary, found, repacked = diagnose_program(changed, questioned=questioned, repack=repack,
-                                                method=method, budget=budget,
-                                                time_limit=time_limit, known=after)
+                                                method=packing.method,
+                                                budget=packing.run_budget,
+                                                time_limit=time_limit, known=after,
+                                                run=packing.run_options(),
+                                                policy=packing.plan_policy())
     summary.edits = applied
     # with recomputation or gathered weights the lifetimes change too: their own
     # assumptions say how

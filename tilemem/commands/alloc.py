@@ -35,13 +35,13 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
     import time
 
     from .. import api
-    from ..api.allocation import refuse_journal
     from ..load import FORMATS, save_report
     from ..text import alloc_view
+    from .guards import journalled_output
     from .options import console, echo_json, parse_tiles
 
     output_path(output, FORMATS)
-    refuse_journal(output, resume)
+    out = journalled_output(output, resume)
     if scheduler is not None:
         from ..pack.workers.executors import make_executor
 
@@ -56,11 +56,12 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
         click.echo(f"{report}: {empty}" + (f"; wrote {output}" if output else ""))
         return
     chosen = parse_tiles(tiles, r.num_tiles)
+    packing = api.Packing(method=method, budget=budget, time_limit=time_limit,
+                          workers=workers, seed=seed, deterministic=deterministic,
+                          scheduler=scheduler, shared_file=True if shared_report else None,
+                          echo=lambda m: click.echo(m, err=True))
     # the journal (-o OUT), the run, OUT written, the journal discarded: all in api.allocate
-    a = api.allocate(r, method=method, tiles=chosen, time_limit=time_limit, workers=workers,
-                     seed=seed, deterministic=deterministic, budget=budget,
-                     scheduler=scheduler, shared_report=report if shared_report else None,
-                     output=output, resume=resume, echo=lambda m: click.echo(m, err=True),
+    a = api.allocate(r, tiles=chosen, packing=packing, output=out,
                      progress=not as_json and sys.stderr.isatty())
     doc = a.to_json(output, load_seconds=loaded)
     if as_json:

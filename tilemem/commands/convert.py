@@ -10,7 +10,8 @@ def convert(source, dest):
     """Convert SOURCE to DEST: DEST's format by its extension (.json or .capnp), SOURCE's by
     its content. Lossless both ways (names that are not valid UTF-8 excepted: they are kept
     with U+FFFD, and a warning says so)."""
-    from ..load import FORMATS, load_report, save_report
+    from ..api import load
+    from ..load import FORMATS
     from .guards import nothing_to_analyse, output_path
 
     output_path(dest, FORMATS, option="DEST")
@@ -19,20 +20,15 @@ def convert(source, dest):
         from ..load.stream import convert_json_to_capnp
 
         r = convert_json_to_capnp(source, dest)
-    else:
-        r = load_report(source)
-        save_report(r, dest)
+    else:   # the API's load, then its save
+        r = load(source)
+        r.save(dest)
     empty = nothing_to_analyse(r)
     if empty:
         click.echo(f"wrote {dest} ({source}: {empty})")
 
 
 def _is_json(path) -> bool:
-    from ..load import _map, report_format
+    from ..load import file_format
 
-    buf = _map(path)
-    try:
-        return report_format(buf) == "json"
-    finally:
-        if hasattr(buf, "close"):
-            buf.close()
+    return file_format(path) == "json"

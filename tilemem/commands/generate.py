@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import click
 
+from .generate_arch import arch_options
+from .options import lever_options
+
 
 @click.command()
+@arch_options
 @click.option("--model", type=click.Choice(["cnn", "transformer"]), default="cnn",
               show_default=True,
               help="Program family: cnn (convolution, matmul, normalisation and recurrent "
@@ -38,41 +42,7 @@ import click
                    "memory (the transformer's tiles are alike: they go out of memory together, "
                    "not one by one, as pressure grows).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--available-memory-proportion", "amp", default="0.6", show_default=True,
-              metavar="A[,A...]",
-              help="Poplar's availableMemoryProportion for convolutions and matmuls: their "
-                   "temporaries (partial sums) are sized in proportion to it; one value, or "
-                   "one per pipeline stage (0.3,0.6). The rest of the program is the same for "
-                   "one seed (two values: two compilations to compare with tilemem diff).")
-@click.option("--half-partials", is_flag=True,
-              help="Compile with FP16 partials for convolutions and matmuls: every partial "
-                   "sum in half the bytes, the same elements on the same tiles.")
-@click.option("--half-momentum", is_flag=True,
-              help="Compile with the first-order momentum (SGD's momentum, Adam's first "
-                   "moment) in FP16.")
-@click.option("--replicas", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Replicas of the program (the report is one replica's); with --rts they "
-                   "share the optimiser state.")
-@click.option("--rts", is_flag=True,
-              help="Replicated tensor sharding: each of the --replicas keeps 1/N of the "
-                   "optimiser state, one flat shard linearly over its IPU; the gradient is "
-                   "reduce-scattered and the updated weights all-gathered.")
-@click.option("--rts-weights", "rts_weights", is_flag=True,
-              help="With --rts, the weights sharded too: each replica keeps 1/N of every "
-                   "weight (the optimiser state's layout) and all-gathers a layer's whole "
-                   "weights before its forward and again before its backward, a temporary "
-                   "to their last use there; the update runs on the shard.")
-@click.option("--offload-optimiser-state", "offload_state", is_flag=True,
-              help="The optimiser state off chip (streaming memory): each weight's update "
-                   "loads its state from its remote buffer into the chip and stores it back, "
-                   "a temporary of that update.")
-@click.option("--recompute", is_flag=True,
-              help="Recompute activations: a checkpoint at every layer's input; the rest "
-                   "is recomputed in the backward pass (see --recompute-at).")
-@click.option("--recompute-at", "recompute_at", default=None, metavar="L1,L2,...",
-              help="Recompute activations with checkpoints at these layers' inputs (and the "
-                   "first layer's, and every pipeline stage's first): only the checkpoints "
-                   "are kept for the backward pass.")
+@lever_options
 @click.option("--layers", default=None, metavar="N|LIST",
               help="A named shape, sizes in real bytes, not calibrated, --steps unused. "
                    "Transformer: the number of layers (with --hidden, --heads, --seq-len, "
@@ -99,10 +69,10 @@ import click
               help="Output report, .json or .capnp. Over several IPUs a .capnp is made and "
                    "written IPU by IPU (memory of one IPU's variables); a .json (or "
                    "--partial) holds the whole report first.")
-def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp, ipus,
-             partial, out, splits, stash_mapping, half_partials, half_momentum, replicas, rts,
-             recompute, recompute_at, layers, hidden, heads, seq_len, vocab, micro_batch,
-             image_size, rts_weights, offload_state):
+def generate(model, always_live_state, preset, tiles, steps, pressure, seed, ipus,
+             partial, out, splits, stash_mapping, levers, amp_given, layers, hidden, heads,
+             seq_len, vocab, micro_batch, image_size, arch, state_type, accum_type, head_stage,
+             config):
     """Generate a realistic lowered-variables report of a Poplar-like training program.
 
     Tensors spread over tiles with calcLinearTileMapping's rules, Repeat and If/Else control
@@ -112,9 +82,10 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     --ipus N the layers are split into N
     pipeline stages, one per IPU, joined by inter-IPU copies (globalMessage buffers on both
     sides), and the report records the extension field tilesPerIPU. The memory levers
-    (--available-memory-proportion, --half-partials, --half-momentum, --replicas with --rts
-    [--rts-weights], --offload-optimiser-state, --recompute, --recompute-at) compile the same program with them: the one of this seed
-    without them, sized as it is. Deterministic for a seed.
+    (--amp, --half-partials, --half-momentum, --rts N [--rts-weights],
+    --offload-optimiser-state, --recompute, --recompute-at, --serialise N; spelt as what-if
+    spells them) compile the same program with them: the one of this seed without them,
+    sized as it is. Deterministic for a seed.
 
     Example: tilemem generate --model transformer --preset mk2 --layers 24 --hidden 1024
     --heads 16 --seq-len 128 --vocab 30522 -o bert-large.capnp
@@ -127,10 +98,8 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
     from .options import console
 
     output_path(out, FORMATS)
-    levers, shape = _levers_and_shape(amp, half_partials, half_momentum, replicas, rts,
-                                      recompute, recompute_at, model, layers, hidden, heads,
-                                      seq_len, vocab, micro_batch, image_size, rts_weights,
-                                      offload_state)
+    shape = _shape(model, layers, hidden, heads, seq_len if arch is None else None, vocab,
+                   micro_batch, image_size)
     points = None
     if splits is not None:
         try:
@@ -141,6 +110,13 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
         if ipus not in (1, len(points) + 1):
             raise click.BadParameter(f"{len(points)} split points make {len(points) + 1} "
                                      f"stages, not --ipus {ipus}", param_hint="--splits")
+    from .generate_arch import resolve
+
+    head_given = (click.get_current_context().get_parameter_source("head_stage")
+                  != click.core.ParameterSource.DEFAULT)
+    model, shape, levers, points, ipus, head_stage = resolve(
+        arch, config, seq_len, image_size, micro_batch, state_type, accum_type,
+        levers, shape, model, points, ipus, head_stage, head_given)
     c = console()
     # a report over several IPUs is made and written IPU by IPU as capnp (the Pod format),
     # never held whole; JSON (and --partial, which picks tiles over the whole report) whole
@@ -150,10 +126,13 @@ def generate(model, always_live_state, preset, tiles, steps, pressure, seed, amp
         r = generate_report(preset, tiles=tiles, steps=steps, pressure=pressure, seed=seed,
                             progress=True, ipus=ipus, model=model, splits=points,
                             always_live_state=always_live_state, stash_mapping=stash_mapping,
-                            levers=levers, shape=shape, by_ipu=by_ipu)
+                            levers=levers, shape=shape, by_ipu=by_ipu,
+                            **({} if head_stage == "last" else {"head_stage": head_stage}))
     except ValueError as e:
         hint = ("--recompute-at" if str(e).startswith("recompute")
-                else "--available-memory-proportion" if "availableMemoryProportion" in str(e)
+                else "--serialise" if str(e).startswith("serialise")
+                else "--head-stage" if str(e).startswith("head_stage")
+                else "--amp" if "availableMemoryProportion" in str(e)
                 else "--layers" if "layers" in str(e) and shape is not None else "--splits")
         raise click.BadParameter(str(e), param_hint=hint) from None
     if by_ipu:
@@ -201,36 +180,13 @@ def _write_by_ipu(p, out, c, pressure, seed) -> None:
             f"(first fit, pressure {pressure:g}, seed {seed}); made and written IPU by IPU")
 
 
-def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recompute,
-                      recompute_at, model, layers, hidden, heads, seq_len, vocab, micro_batch,
-                      image_size=224, rts_weights=False, offload_state=False):
-    """The ``Levers`` and ``Shape`` of the options; ``click.BadParameter`` (exit 2, one line)
-    for a value that is not valid, before any work."""
-    from ..levers import Levers, parse_recompute
-    from ..rules import parse_amp
+def _shape(model, layers, hidden, heads, seq_len, vocab, micro_batch, image_size=224):
+    """The named ``Shape`` (``CnnShape``) of the shape options, or None;
+    ``click.BadParameter`` (exit 2, one line) for a value that is not valid, before any
+    work."""
     from ..generate.cnnshape import CnnShape
     from ..generate.transformer import Shape
 
-    try:
-        amps = parse_amp(amp)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--available-memory-proportion") from None
-    if rts and replicas < 2:
-        raise click.BadParameter("--rts needs --replicas 2 or more",
-                                 param_hint="--rts")
-    if rts_weights and not rts:
-        raise click.BadParameter("--rts-weights needs --rts (and --replicas 2 or more)",
-                                 param_hint="--rts-weights")
-    if recompute and recompute_at is not None:
-        raise click.BadParameter("give --recompute or --recompute-at, not both",
-                                 param_hint="--recompute-at")
-    try:
-        rec = "all" if recompute else parse_recompute(recompute_at)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--recompute-at") from None
-    levers = Levers(amp=amps, half_partials=half_partials, half_momentum=half_momentum,
-                    replicas=replicas, rts=rts, recompute=rec, rts_weights=rts_weights,
-                    offload_state=offload_state)
     given = {"--layers": layers, "--hidden": hidden, "--heads": heads, "--seq-len": seq_len,
              "--vocab": vocab}
     shape = None
@@ -241,7 +197,7 @@ def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recomput
                                      "--model transformer (a cnn's is its layer list)",
                                      param_hint="--layers")
         try:
-            return levers, CnnShape.parse(layers, image=image_size, micro_batch=micro_batch)
+            return CnnShape.parse(layers, image=image_size, micro_batch=micro_batch)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--layers") from None
     if layers is not None:
@@ -266,4 +222,4 @@ def _levers_and_shape(amp, half_partials, half_momentum, replicas, rts, recomput
             shape = Shape(layers, hidden, heads, seq_len, vocab, micro_batch)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--heads") from None
-    return levers, shape
+    return shape

@@ -36,8 +36,21 @@ def nothing_to_analyse(r) -> str | None:
 BUDGET = click.FloatRange(min=0, min_open=True)
 
 
-def run_journal(out, report, settings: dict, resume: bool, *, echo=None):
-    """The journal of a run writing ``out`` (``tilemem.api.allocation.open_run``)."""
-    from ..api.allocation import open_run
+def journalled_output(output, resume: bool, journalled: bool = True):
+    """``-o OUT`` and ``--resume`` as the API's ``Output`` (None without ``-o``), refused in
+    one line before the report is read when the run keeps a journal (``journalled``):
+    ``--resume`` without ``-o``, and an existing journal without ``--resume``
+    (``tilemem.api.allocation.refuse_journal``)."""
+    from ..api.allocation import refuse_journal
+    from ..api.options import Output
+    from ..errors import ReportError
 
-    return open_run(out, report, settings, resume, echo=echo)
+    if output is None:
+        if resume and journalled:
+            raise ReportError("--resume needs -o OUT: the journal of finished tiles lives "
+                              "beside OUT", field="--resume")
+        return None
+    out = Output(output, resume)
+    if journalled:
+        refuse_journal(out)
+    return out

@@ -38,8 +38,11 @@ from .options import packing_options, report_path_argument
                    "alone holds only the tiles it lists).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port of --serve (0: any free one).")
+@click.option("--config", "with_config", is_flag=True,
+              help="Also answer tilemem config (the whole configuration that fits: IPUs, "
+                   "layers, levers, micro-batch) in the program section.")
 def html(report, allocation, against, tiles_spec, output, time_limit, method, budget, no_repack,
-         max_vars, serve, port):
+         max_vars, serve, port, with_config):
     """Write a one-file interactive HTML report of REPORT (opens offline in any browser).
 
     Overview: memory per tile (click a tile to open it), the histogram, totals by category
@@ -92,6 +95,10 @@ def html(report, allocation, against, tiles_spec, output, time_limit, method, bu
         options = dict(offsets=compare, against=other, tiles=tiles, time_limit=time_limit,
                        repack=not no_repack, method=method, budget=budget, max_vars=max_vars,
                        progress=lambda s: status.update(s))
+        if with_config:
+            from ..api import ConfigQuery
+
+            options["config"] = ConfigQuery()
         if serve:
             try:
                 server = html_server(r, output, port=port, **options)

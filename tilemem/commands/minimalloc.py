@@ -29,10 +29,13 @@ def import_minimalloc(csv_path, capacity, out):
     b = read_minimalloc_csv(csv_path)
     r = report_from_minimalloc(b, capacity)
     if b.offset is None and r.num_vars:
-        from ..api import allocate
+        import math
+
+        from ..api import Packing, allocate
 
         # replay: first fit in the report's allocation order (largest first)
-        r = r.with_offsets(allocate(r, method="replay", workers=1, budget=None).offsets)
+        r = r.with_offsets(allocate(r, packing=Packing(method="replay", workers=1,
+                                                       budget=math.inf)).offsets)
     save_report(r, out)
     end = int((r.offset + r.size).max()) if r.num_vars else 0
     how = "offsets from the CSV" if b.offset is not None else "offsets by first fit"
@@ -62,7 +65,7 @@ def export_minimalloc(report, tile, out, offsets, ids):
     from ..errors import ReportError
     from ..interop.minimalloc import minimalloc_from_report, write_minimalloc_csv
     from ..liveness import timeline
-    from ..load import load_report
+    from ..api import load as load_report
     from ..text import human_bytes
     from .guards import CSV, output_path
     from .options import console

@@ -58,26 +58,27 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     Example: tilemem oom report.json --tiles 0-99 --time-limit 5
     """
     from .. import api
-    from ..figures.memory import memory_figures
     from ..load.allocation import offsets_from_file
+    from .guards import journalled_output
     from .options import console, echo_json, parse_tiles
 
-    from ..figures.plan import check_names
-
     output_path(output, (".json",))
+    # the journal keeps the re-pack: without one, -o is the JSON only
+    out = journalled_output(output, resume, journalled=not no_repack)
     prefer = [x for p in prefer for x in p.split(",") if x]
     avoid = [x for p in avoid for x in p.split(",") if x]
-    check_names(prefer, avoid)   # before the report is read
+    detail = api.Detail(top=top, plan=not no_plan, prefer=prefer, avoid=avoid)
+    from ..figures.plan import check_names
+
+    check_names(detail.prefer, detail.avoid)   # before the report is read
     r = api.load(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None
-    fig = memory_figures(r, offsets)   # also the panels' figures below
     c = console()
     # the journal (-o OUT), the run, OUT written, the journal discarded: all in api.diagnose
-    run = dict(offsets=offsets, time_limit=time_limit, top=top, repack=not no_repack,
-               method=method, figures=fig, budget=budget, output=output, resume=resume,
-               echo=lambda m: click.echo(m, err=True), plan=not no_plan, prefer=prefer,
-               avoid=avoid)
+    run = dict(offsets=offsets, repack=not no_repack, detail=detail, output=out,
+               packing=api.Packing(method=method, budget=budget, time_limit=time_limit,
+                                   echo=lambda m: click.echo(m, err=True)))
     if as_json or not c.is_terminal:
         d = api.diagnose(r, tiles, **run)
     else:
@@ -98,7 +99,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     elif not found and nothing_to_analyse(r):
         c.print(f"{report}: {nothing_to_analyse(r)}")
     else:
-        show_oom(c, report, summary, found, fig, tiles, panels)
+        show_oom(c, report, summary, found, d.figures, tiles, panels)
 
 
 def show_oom(c, report, summary, found, fig, tiles, panels: int) -> None:

@@ -163,3 +163,119 @@ def packing_options(*, what: str | None = None, budget: float | None = None,
         return f
 
     return decorate
+
+
+def lever_options(f):
+    """The memory levers' options, one spelling for every command that takes them
+    (``generate`` compiles them, ``what-if`` estimates them): ``--amp``, ``--half-partials``,
+    ``--half-momentum``, ``--rts N`` [``--rts-weights``], ``--offload-optimiser-state``,
+    ``--recompute``, ``--recompute-at``, ``--serialise N``; the command receives one
+    ``tilemem.levers.Levers`` as ``levers`` and, as ``amp_given``, whether ``--amp`` was
+    given. ``generate``'s earlier spellings stay as hidden aliases:
+    ``--available-memory-proportion A`` and ``--replicas N --rts``. A value that is not valid
+    is ``click.BadParameter`` (one line, exit 2) naming the option, before any work."""
+    import functools
+
+    from ..levers import DEFAULT_AMP
+
+    options = [
+        click.option("--amp", "amp", default=None, metavar="A[,A...]",
+                     help=f"availableMemoryProportion of the convolutions and matmuls, one value "
+                          f"or one a pipeline stage (IPU) (0.3,0.6): their partial sums scale "
+                          f"with it (default {DEFAULT_AMP:g}, Poplar's)."),
+        click.option("--available-memory-proportion", "amp_alias", default=None, hidden=True,
+                     help="--amp's former name in generate."),
+        click.option("--half-partials", is_flag=True,
+                     help="FP16 partials of the convolutions and matmuls: every partial sum in "
+                          "half the bytes, the same elements on the same tiles."),
+        click.option("--half-momentum", is_flag=True,
+                     help="The first-order momentum (SGD's momentum, Adam's first moment) in "
+                          "FP16."),
+        click.option("--rts", "rts", type=int, is_flag=False, flag_value=0, default=None,
+                     metavar="N",
+                     help="Replicated tensor sharding over N replicas (2 or more): each keeps "
+                          "1/N of the optimiser state, one flat shard linearly over its IPU; "
+                          "the gradient is reduce-scattered and the updated weights "
+                          "all-gathered."),
+        click.option("--replicas", "replicas", type=int, default=None, hidden=True,
+                     help="generate's former spelling, --replicas N --rts: --rts N."),
+        click.option("--rts-weights", "rts_weights", is_flag=True,
+                     help="With --rts, the weights sharded too: each replica keeps 1/N of "
+                          "every weight and all-gathers a layer's whole weights before each "
+                          "pass that reads them, a temporary to their last use there."),
+        click.option("--offload-optimiser-state", "offload_state", is_flag=True,
+                     help="The optimiser state off chip (streaming memory): each weight's "
+                          "update loads its state into the chip and stores it back, a "
+                          "temporary of that update."),
+        click.option("--recompute", is_flag=True,
+                     help="Recompute activations: a checkpoint at every layer's input; the "
+                          "rest is recomputed in the backward pass."),
+        click.option("--recompute-at", "recompute_at", default=None, metavar="L1,L2,...",
+                     help="Recompute from checkpoints at these layers' inputs only (and the "
+                          "first layer's, and every pipeline stage's first)."),
+        click.option("--serialise", type=click.IntRange(min=1), default=1, show_default=True,
+                     metavar="N",
+                     help="The vocabulary matmul (the logits), its gradients and the "
+                          "embedding's update in N slices one after the other, each slice's "
+                          "temporaries live in turn (optimum-graphcore's "
+                          "embedding_serialization_factor)."),
+    ]
+
+    @functools.wraps(f)
+    def wrapper(*args, amp, amp_alias, half_partials, half_momentum, rts, replicas,
+                rts_weights, offload_state, recompute, recompute_at, serialise, **kw):
+        levers = levers_of(amp, amp_alias, half_partials, half_momentum, rts, replicas,
+                           rts_weights, offload_state, recompute, recompute_at, serialise)
+        return f(*args, levers=levers, amp_given=amp is not None or amp_alias is not None,
+                 **kw)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def levers_of(amp=None, amp_alias=None, half_partials=False, half_momentum=False, rts=None,
+              replicas=None, rts_weights=False, offload_state=False, recompute=False,
+              recompute_at=None, serialise=1):
+    """The ``Levers`` of ``lever_options``' values; ``click.BadParameter`` naming the option
+    of a value that is not valid."""
+    from ..levers import DEFAULT_AMP, Levers, parse_recompute
+    from ..rules import parse_amp
+
+    if amp is not None and amp_alias is not None:
+        raise click.BadParameter("give --amp once (--available-memory-proportion is its "
+                                 "former name)", param_hint="--amp")
+    hint = "--available-memory-proportion" if amp_alias is not None else "--amp"
+    try:
+        amps = parse_amp(amp if amp is not None else amp_alias if amp_alias is not None
+                         else DEFAULT_AMP)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint=hint) from None
+    if replicas is not None and replicas < 1:
+        raise click.BadParameter(f"{replicas} is not a number of replicas of 1 or more",
+                                 param_hint="--replicas")
+    if rts == 0:   # --rts alone: the replicas of --replicas (generate's former spelling)
+        if replicas is None or replicas < 2:
+            raise click.BadParameter("--rts needs the replicas to shard over: --rts N, N 2 "
+                                     "or more", param_hint="--rts")
+        rts = replicas
+    if rts is not None:
+        if rts < 2:
+            raise click.BadParameter(f"{rts} is not a number of replicas of 2 or more",
+                                     param_hint="--rts")
+        if replicas is not None and replicas != rts:
+            raise click.BadParameter(f"--rts {rts} and --replicas {replicas} disagree",
+                                     param_hint="--rts")
+    if rts_weights and rts is None:
+        raise click.BadParameter("--rts-weights needs --rts N (the replicas to shard over)",
+                                 param_hint="--rts-weights")
+    if recompute and recompute_at is not None:
+        raise click.BadParameter("give --recompute or --recompute-at, not both",
+                                 param_hint="--recompute-at")
+    try:
+        rec = "all" if recompute else parse_recompute(recompute_at)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--recompute-at") from None
+    return Levers(amp=amps, half_partials=half_partials, half_momentum=half_momentum,
+                  replicas=rts or replicas or 1, rts=rts is not None, recompute=rec,
+                  rts_weights=rts_weights, offload_state=offload_state, serialise=serialise)

@@ -64,10 +64,13 @@ def rerun_offsets(r, tile: int, *, method="auto", time_limit=DEFAULTS.time_limit
     """The packer's allocation of ``tile`` (offset column) and a label saying how it was made."""
     import numpy as np
 
-    from ..api import allocate
+    import math
+
+    from ..api import Packing, allocate
 
     # the packer's defaults but no run-wide budget: one tile, --time-limit is its cap
-    a = allocate(r, method=method, tiles=[tile], time_limit=time_limit, budget=None)
+    a = allocate(r, tiles=[tile], packing=Packing(method=method, time_limit=time_limit,
+                                                  budget=math.inf))
     offsets = np.asarray(a.offsets, np.int64).copy()
     res = next((t for t in a.tiles if int(t.tile) == tile), None)
     label = "re-run"
@@ -88,7 +91,7 @@ def plot_tiles(report, allocation, output):
     Example: tilemem plot-tiles report.json -o tiles.png
     """
     from ..figures.memory import memory_figures
-    from ..load import load_report
+    from ..api import load as load_report
     from ..load.allocation import offsets_from_file
     from ..plot.maps import picture_format, save_figure
     from ..plot.maps import plot_tiles as draw

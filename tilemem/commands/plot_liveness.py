@@ -22,7 +22,7 @@ def plot_liveness(report, tile, output):
     Example: tilemem plot-liveness report.json --tile 3 -o live.png
     """
     from ..errors import ReportError
-    from ..load import load_report
+    from ..api import load as load_report
     from ..plot.liveness import plot_liveness as draw
     from ..plot.maps import picture_format, save_figure
 

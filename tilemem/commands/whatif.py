@@ -4,7 +4,7 @@ import click
 
 from ..pack.kinds import DEFAULTS
 from .guards import output_path
-from .options import packing_options, report_path_argument
+from .options import lever_options, packing_options, report_path_argument
 
 
 @click.command("what-if")
@@ -23,32 +23,10 @@ from .options import packing_options, report_path_argument
                    "buffers) by FACTOR, leaving persistent state and tensors of its shape "
                    "(weight gradients, accumulators) alone; told by lifetime and layout, not "
                    "by name (0.5: a micro-batch half as large).")
-@click.option("--amp", default=None, metavar="A[,A...]",
-              help="availableMemoryProportion of the convolutions and matmuls, one value or "
-                   "one an IPU: their partial sums (told by lifetime and element constraints) "
-                   "scale by A / --amp-was.")
 @click.option("--amp-was", "amp_was", type=float, default=None, metavar="A",
               help="The availableMemoryProportion the report was compiled with (default "
                    "0.6, Poplar's).")
-@click.option("--half-partials", is_flag=True,
-              help="FP16 partials: the convolution and matmul partial sums in half the bytes.")
-@click.option("--half-momentum", is_flag=True,
-              help="FP16 first-order momentum: the persistent state named as momentum in half.")
-@click.option("--rts", type=int, default=None, metavar="N",
-              help="Replicated tensor sharding over N replicas: each keeps 1/N of the "
-                   "optimiser state (persistent, named as an optimiser's), spread over its "
-                   "IPU.")
-@click.option("--rts-weights", "rts_weights", is_flag=True,
-              help="With --rts, the weights sharded too: each tile keeps its largest weight's "
-                   "part whole (the weight a pass all-gathers before reading it), the rest "
-                   "joins the 1/N share.")
-@click.option("--recompute", is_flag=True,
-              help="Recompute every layer's activations in the backward pass from its input: "
-                   "the activations kept for the backward (told by lifetime) live shorter, "
-                   "recomputed copies appear in the backward. Needs class steps.")
-@click.option("--recompute-at", "recompute_at", default=None, metavar="L1,L2,...",
-              help="Recompute from checkpoints at these layers' inputs only (and the first "
-                   "layer's, and every IPU's first layer's).")
+@lever_options
 @click.option("--repack", is_flag=True,
               help="Also re-pack the tiles in question (slower): which fit, checked by "
                    "tilemem check's rules, and which stay undecided.")
@@ -60,8 +38,7 @@ from .options import packing_options, report_path_argument
               help="Write the changed report (.json or .capnp): every other command opens it; "
                    "with --repack it holds the re-packed tiles' offsets.")
 def what_if(report, offload, scale, repack, method, budget, time_limit, as_json, output,
-            micro_batch, amp, amp_was, half_partials, half_momentum, rts, recompute,
-            recompute_at, rts_weights):
+            micro_batch, amp_was, levers, amp_given):
     """How many tiles would still be out of memory with some tensors offloaded or shrunk?
 
     Answers with `tilemem oom`'s program summary for the changed data: by the bound (each
@@ -73,8 +50,8 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     the code).
 
     The memory levers (--amp, --half-partials, --half-momentum, --rts N [--rts-weights],
-    --recompute,
-    --recompute-at) find the variables
+    --offload-optimiser-state, --recompute, --recompute-at, --serialise N; spelt as generate
+    spells them) find the variables
     they change by lifetime, layout and constraints first, names only as a hint, and each
     says what it assumes.
 
@@ -87,17 +64,23 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
     from .options import console, echo_json
 
     output_path(output, (".json", ".capnp"))
-    # a bad pattern is refused before the report is read
-    if recompute and recompute_at is not None:
-        raise click.BadParameter("give --recompute or --recompute-at, not both",
-                                 param_hint="--recompute-at")
-    levers = dict(amp=amp, amp_was=amp_was, half_partials=half_partials,
-                  half_momentum=half_momentum, rts=rts,
-                  recompute="all" if recompute else recompute_at, rts_weights=rts_weights)
-    what_if_edits(offload, scale, micro_batch, **levers)
+    # a bad pattern or lever is refused before the report is read
+    if levers.offload_state:   # the optimiser state off chip: the plan's offload pattern
+        from dataclasses import replace
+
+        from ..figures.plan import PLAN_LEVERS
+
+        offload = (*offload, next(x[2]["offload"] for x in PLAN_LEVERS if x[0] == "offload"))
+        levers = replace(levers, offload_state=False)
+    if amp_given and amp_was is None:   # --amp alone compares with Poplar's default
+        from ..levers import DEFAULT_AMP
+
+        amp_was = DEFAULT_AMP
+    edits = api.Edits(offload=offload, scale=scale, micro_batch=micro_batch)
+    what_if_edits(edits, levers, amp_was)
     r = api.load(report)
-    w = api.what_if(r, offload, scale, micro_batch=micro_batch, repack=repack, method=method,
-                    budget=budget, time_limit=time_limit, **levers)
+    w = api.what_if(r, edits, levers=levers, amp_was=amp_was, repack=repack,
+                    packing=api.Packing(method=method, budget=budget, time_limit=time_limit))
     for a in w.edits:
         if not a.variables:
             click.echo(f"tilemem: what-if: {a.edit}: the pattern matches no allocated "
@@ -115,3 +98,4 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
         tile_table(c, w.tiles)
     if output:
         c.print(f"wrote {output}")
+

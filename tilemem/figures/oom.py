@@ -34,18 +34,19 @@ import msgspec
 import numpy as np
 
 from ..model import Report
-from ..pack.kinds import DEFAULTS  # noqa: F401 (the re-pack's defaults, for the page's too)
+from ..pack.kinds import DEFAULTS, Status  # noqa: F401 (DEFAULTS: the re-pack's, the page's too)
 from .memory import GAP_CAUSES, INTERLEAVED, NON_INTERLEAVED, MemoryFigures, memory_figures
+from .verdicts import OomVerdict
 
 #: verdict code -> template of the sentence shown to users
 VERDICTS = {
-    "reduceData": "live data alone exceeds memory by {over:,} bytes: reduce data",
-    "repackFits": "live data fits: re-packing fits ({free:,} bytes to spare)",
-    "repackOverflows": ("live data fits: re-packing still overflows by {over:,} bytes "
+    OomVerdict.REDUCE_DATA: "live data alone exceeds memory by {over:,} bytes: reduce data",
+    OomVerdict.REPACK_FITS: "live data fits: re-packing fits ({free:,} bytes to spare)",
+    OomVerdict.REPACK_OVERFLOWS: ("live data fits: re-packing still overflows by {over:,} bytes "
                         "(gaps and constraints cost {cost:,})"),
-    "provenNoFit": ("live data fits, but no allocation does: proven on {n:,} variables live "
+    OomVerdict.PROVEN_NO_FIT: ("live data fits, but no allocation does: proven on {n:,} variables live "
                     "together (re-packing overflows by {over:,} bytes)"),
-    "notRepacked": ("live data fits with {free:,} bytes to spare; re-packing was not tried "
+    OomVerdict.NOT_REPACKED: ("live data fits with {free:,} bytes to spare; re-packing was not tried "
                     "({why})"),
 }
 
@@ -123,7 +124,7 @@ def _name_group(base: str) -> str:
     return next((g for g, rx in _NAME_GROUPS if rx.search(base)), "activations and temporaries")
 
 
-def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, bound: int,
+def next_steps(r: Report, rows: np.ndarray, code: OomVerdict, *, tile_memory: int, bound: int,
                highest_end: int, gap_bytes: dict[str, int], repack_used: int | None = None,
                why: str | None = None) -> list[str]:
     """What the user can do about one out-of-memory tile (see ``LIVE_GROUPS``): for
@@ -134,11 +135,11 @@ def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, boun
                      sorted(gap_bytes.items(), key=lambda kv: -kv[1]) if b)
     cost = highest_end - bound
     steps = []
-    if code == "reduceData":
+    if code == OomVerdict.REDUCE_DATA:
         steps.append(f"free at least {bound - tile_memory:,} B of what is live at the peak "
                      f"(live data {bound:,} B, tileMemory {tile_memory:,} B): no allocation "
                      "can fit it as it is")
-    elif code == "repackFits":
+    elif code == OomVerdict.REPACK_FITS:
         steps.append(f"the allocation, not the data, is the problem: the data live at the peak "
                      f"needs {bound:,} B but the report's placement reaches {highest_end:,} B; "
                      f"gaps and constraints cost {cost:,} B here"
@@ -147,13 +148,13 @@ def next_steps(r: Report, rows: np.ndarray, code: str, *, tile_memory: int, boun
         steps.append(f"in Poplar the placement is its allocator's: freeing {excess:,} B on "
                      "this tile (the excess) makes the report's own placement fit; the "
                      "options below free data live at the peak")
-    elif code == "provenNoFit":
+    elif code == OomVerdict.PROVEN_NO_FIT:
         steps.append(f"the live data fits ({bound:,} B) but the placement rules do not let it: "
                      f"some variables live together cannot be placed within tileMemory under "
                      f"alignment, regions and elements (a proof, not a search that gave up); "
                      f"free at least {(repack_used or highest_end) - tile_memory:,} B of what "
                      "is live at the peak, or relax the constraints on it")
-    elif code == "repackOverflows":
+    elif code == OomVerdict.REPACK_OVERFLOWS:
         steps.append(f"the live data fits ({bound:,} B) but no allocation found does: gaps and "
                      f"placement rules cost {(repack_used or highest_end) - bound:,} B"
                      + (f" (in the report's placement, gaps by cause: {gaps})" if gaps else "")
@@ -199,7 +200,7 @@ class TileDiagnosis(msgspec.Struct, rename="camel"):
     max_live_upper_bytes: int
     always_live_bytes: int
     bound_exact: bool
-    verdict_code: str
+    verdict_code: OomVerdict
     verdict: str
     repack: Repack | None
     peak_vars: list[dict]
@@ -240,13 +241,16 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
                      time_limit: float = 10.0, top: int = 10, repack: bool = True,
                      method: str = "auto", figures: MemoryFigures | None = None,
                      progress=None, journal=None, budget: float | None = None,
-                     questioned: np.ndarray | None = None, known: dict | None = None):
+                     questioned: np.ndarray | None = None, known: dict | None = None,
+                     run=None, policy=None):
     """``(ProgramSummary, diagnoses, offsets)``: ``diagnose``'s tiles, the answer for the
     program they make (``tilemem.figures.program``), and the offsets with every re-pack the
     checker accepted (``None`` without a re-pack). ``questioned``: the tiles in question instead
     of those out of memory with the offsets (a what-if's: its data changed, the report's
     offsets no longer say which tiles fit). ``known``: ``{tile: MaxLive}`` the caller has
-    already computed."""
+    already computed. ``run``, ``policy``: the re-pack's ``RunOptions`` and ``Policy``
+    (workers, seed, ...; the bounds, the journal, the goal and the time limit are set
+    here)."""
     from .program import program_summary
     from .summary import in_dump, tiles_fitting
 
@@ -254,7 +258,7 @@ def diagnose_program(r: Report, tiles=None, *, offsets: np.ndarray | None = None
     found, peaks, repacked = _diagnose(r, tiles, offsets=offsets, time_limit=time_limit, top=top,
                              repack=repack, method=method, figures=fig, progress=progress,
                              journal=journal, budget=budget, questioned=questioned,
-                             known=known)
+                             known=known, run=run, policy=policy)
     asked = (np.flatnonzero(in_dump(r)) if tiles is None
              else np.asarray(tiles, np.int64)[in_dump(r)[np.asarray(tiles, np.int64)]])
     summary = program_summary(r, found, peaks, fit_before=tiles_fitting(r, asked, offsets),
@@ -278,7 +282,7 @@ class _Found(NamedTuple):
 
 
 def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, figures, progress,
-              journal, budget, questioned=None, known=None):
+              journal, budget, questioned=None, known=None, run=None, policy=None):
     fig = figures if figures is not None else memory_figures(r, offsets)
     oom = fig.out_of_memory() if questioned is None else np.asarray(questioned, np.int64)
     if tiles is not None:
@@ -299,7 +303,7 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         from dataclasses import replace
 
         from ..pack.bounds import bound_of
-        from ..pack.run.driver import DEFAULT_POLICY, RunOptions, allocate
+        from ..pack.run.driver import DEFAULT_POLICY, DEFAULT_RUN, allocate
         from ..pack.kinds import Goal
 
         # with the padding the peak's alignments force: a proof on its variables
@@ -307,8 +311,9 @@ def _diagnose(r: Report, tiles, *, offsets, time_limit, top, repack, method, fig
         # the question is whether each tile fits: a tile is answered at its first fitting
         # allocation (or once it is known not to fit), its time going to the undecided ones
         a = allocate(r, method=method, tiles=todo, budget=budget,
-                     policy=replace(DEFAULT_POLICY, time_limit=time_limit),
-                     run=RunOptions(bounds=known, journal=journal, goal=Goal.FIT))
+                     policy=replace(policy or DEFAULT_POLICY, time_limit=time_limit),
+                     run=replace(run or DEFAULT_RUN, bounds=known, journal=journal,
+                                 goal=Goal.FIT))
         offsets_new = np.asarray(a.offsets, np.int64)
         rejected = _rejected_by_checker(r, offsets_new, todo)
         packed = {int(res.tile): res for res in a.tiles if int(res.tile) not in rejected}
@@ -381,24 +386,24 @@ def _diagnose_tile(r: Report, t: int, fig: MemoryFigures, ml, res, pack_fig, why
                         cost_over_bound=used - bound, verdict=res.verdict,
                         proven_on=res.proven_on)
     if bound > tm:
-        code = "reduceData"
+        code = OomVerdict.REDUCE_DATA
         verdict = VERDICTS[code].format(over=bound - tm)
     elif res is None:
-        code = "notRepacked"
+        code = OomVerdict.NOT_REPACKED
         verdict = VERDICTS[code].format(free=tm - bound, why=why or "no result")
     else:
         if int(res.overflow_bytes) == 0 and used <= tm:
-            code = "repackFits"
+            code = OomVerdict.REPACK_FITS
             verdict = VERDICTS[code].format(free=tm - used)
         elif res.proven_on is not None:
-            code = "provenNoFit"
+            code = OomVerdict.PROVEN_NO_FIT
             verdict = VERDICTS[code].format(n=int(res.proven_on),
                                             over=max(used - tm, int(res.overflow_bytes)))
         else:
-            code = "repackOverflows"
+            code = OomVerdict.REPACK_OVERFLOWS
             verdict = VERDICTS[code].format(over=max(used - tm, int(res.overflow_bytes)),
                                             cost=used - bound)
-            if str(res.status) != "optimal":
+            if res.status != Status.OPTIMAL:
                 verdict += f" - {res.status}, not proven optimal: a better packing may fit"
     rows = np.asarray(ml.peak_rows, np.int64)
     order = rows[np.argsort(-r.size[rows], kind="stable")]

@@ -10,9 +10,13 @@ levers' ranks; the ranks are a default the user overrides (``prefer``: rank 0, t
 ``avoid``: left out), not cycle counts. Combinations are tried cheapest first (fewer levers
 first at equal cost; the optimiser state sharded with or without the weights, not both),
 each by what-if's bound on the tiles that need less data; the first
-that brings them all under tileMemory is the plan. When none does within ``MAX_TRIES``, the
-plan is the tried combination that leaves the fewest tiles over, with the bytes still to free.
-A lever that changes nothing in the report (no variable it applies to) is not tried.
+that brings them all under tileMemory by more than its margin is the plan, which *fits*. The
+margin (``tilemem.figures.config.margins``) is the measured under-estimate of the levers it
+uses (``tilemem.rules.LEVER_ERRORS``), plus ``base_margin``, the error of the estimate the
+plan starts from (a split's stage): a tile within it of tileMemory is *close*, and a plan
+that leaves one so is *close*, not *fits*. When none fits within ``MAX_TRIES``, the plan is
+the tried combination that leaves the fewest tiles over or close, with the bytes still to
+free. A lever that changes nothing in the report (no variable it applies to) is not tried.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import numpy as np
 
 from ..errors import ReportError
 from ..model import Report
+from .config.margins import Verdict
 
 #: (name, what it does, ``what_if`` keywords, its ``what-if`` option, rank, its cost).
 PLAN_LEVERS = (
@@ -69,7 +74,10 @@ def compatible(names) -> bool:
 class Plan(msgspec.Struct, rename="camel"):
     """The cheapest combination found: its levers, cost (sum of ranks), the ``what-if``
     options that try it, how many of ``of_tiles`` tiles it leaves over tileMemory and the
-    bytes still to free there, and how many combinations were tried."""
+    bytes still to free there, and how many combinations were tried; its ``verdict``
+    (``Verdict``'s value: fits, close, cannot fit), its ``margin`` (a share of tileMemory:
+    the levers' measured errors and ``base_margin``), the tiles under tileMemory but within
+    the margin (``tiles_close``) and the levers' errors as said with the answer."""
 
     levers: list[str]
     costs: list[str]
@@ -79,6 +87,15 @@ class Plan(msgspec.Struct, rename="camel"):
     of_tiles: int
     bytes_to_free: int
     tried: int
+    verdict: Verdict = Verdict.FITS
+    margin: float = 0.0
+    tiles_close: int = 0
+    errors: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        """Whether every tile is under tileMemory by more than the margin."""
+        return self.verdict == Verdict.FITS
 
 
 def check_names(prefer=(), avoid=()) -> None:
@@ -103,9 +120,10 @@ def combination_edits(combo) -> list:
 
 
 def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
-                   time_limit: float = 10.0) -> Plan | None:
+                   time_limit: float = 10.0, base_margin: float = 0.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``
     when there are none or no lever applies. See the module docstring."""
+    from .config.margins import lever_margin, margin_lines
     from .whatif.bounds import whatif_bounds
 
     check_names(prefer, avoid)
@@ -173,15 +191,23 @@ def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
             continue
         b = bound(c)
         tried += 1
-        over = b > tm
-        left, free = int(over.sum()), int((b[over] - tm).sum())
-        if best is None or (left, free) < best[1:]:
-            best = (c, left, free)
-        if left == 0:
+        margin = base_margin + lever_margin(x[0] for x in c)
+        # a tile within the levers' error of tileMemory may be over it when compiled
+        under = int(np.floor(tm * (1 - margin)))
+        over, near = b > tm, b > under
+        left, close = int(over.sum()), int((near & ~over).sum())
+        free = int((b[over] - tm).sum())
+        short = int((b[near] - under).sum())   # bytes to free for the margin too
+        if best is None or (left + close, left, short) < best[1:4]:
+            best = (c, left + close, left, short, free, close, margin)
+        if left + close == 0:
             break
     if best is None:   # no lever applies
         return None
-    c, left, free = best
+    c, _, left, _, free, close, margin = best
+    verdict = (Verdict.CANNOT_FIT if left else Verdict.CLOSE if close else Verdict.FITS)
     return Plan(levers=[x[1] for x in c], costs=[f"{x[0]}: rank {rank[x[0]]}, {x[5]}" for x in c],
                 cost=int(sum(rank[x[0]] for x in c)), what_if=" ".join(x[3] for x in c),
-                tiles_left=left, of_tiles=len(need), bytes_to_free=free, tried=tried)
+                tiles_left=left, of_tiles=len(need), bytes_to_free=free, tried=tried,
+                verdict=verdict, margin=round(margin, 5), tiles_close=close,
+                errors=margin_lines([x[0] for x in c]))

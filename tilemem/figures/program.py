@@ -25,9 +25,10 @@ import numpy as np
 from ..model import Report
 from ..model.names import name_matcher, tensor_codes
 from .plan import Plan
+from .verdicts import PROGRAM_VERDICTS, OomVerdict
 
 #: Verdict codes of the program summary; ``undecided`` is the per-tile ``repackOverflows``.
-VERDICT_ORDER = ("reduceData", "provenNoFit", "repackFits", "undecided", "notRepacked")
+VERDICT_ORDER = PROGRAM_VERDICTS
 
 #: Group-level changes tried as next steps besides the tensors and layers live at most peaks:
 #: (what to say, the ``what-if`` option, its argument, how to apply it). The optimiser
@@ -106,9 +107,10 @@ class ProgramSummary(msgspec.Struct, rename="camel"):
     plan: "Plan | None" = None
 
 
-def verdict_of(code: str) -> str:
+def verdict_of(code: OomVerdict) -> OomVerdict:
     """The program summary's verdict of a tile diagnosis' code."""
-    return "undecided" if code == "repackOverflows" else code
+    code = OomVerdict(code)
+    return OomVerdict.UNDECIDED if code == OomVerdict.REPACK_OVERFLOWS else code
 
 
 def program_summary(r: Report, diagnoses: list, peaks: dict, *, fit_before: int,
@@ -121,7 +123,7 @@ def program_summary(r: Report, diagnoses: list, peaks: dict, *, fit_before: int,
     verdicts = {v: 0 for v in VERDICT_ORDER}
     for d in diagnoses:
         verdicts[verdict_of(d.verdict_code)] += 1
-    need = [d for d in diagnoses if d.verdict_code == "reduceData"]
+    need = [d for d in diagnoses if d.verdict_code == OomVerdict.REDUCE_DATA]
     free = np.array([d.max_live_bytes - tm for d in need], np.int64)
     worst = need[int(np.argmax(free))] if len(need) else None
     to_free = BytesToFree(
@@ -133,7 +135,7 @@ def program_summary(r: Report, diagnoses: list, peaks: dict, *, fit_before: int,
     all_repacked = len(diagnoses) > 0 and len(repacked) == len(diagnoses)
     fit_after = overflow_after = None
     if all_repacked:
-        fit_after = fit_before + sum(d.verdict_code == "repackFits" for d in diagnoses)
+        fit_after = fit_before + sum(d.verdict_code == OomVerdict.REPACK_FITS for d in diagnoses)
         overflow_after = sum(int(d.repack.overflow_bytes) for d in diagnoses)
     tensors, layers = peak_tensors(r, diagnoses, peaks, top)
     return ProgramSummary(

@@ -95,7 +95,8 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                     model: str = "cnn", splits: tuple[int, ...] | None = None,
                     always_live_state: bool = False,
                     stash_mapping: str | None = None, levers: Levers | None = None,
-                    shape: Shape | CnnShape | None = None, by_ipu: bool = False) -> Report:
+                    shape: Shape | CnnShape | None = None, by_ipu: bool = False,
+                    head_stage: str = "last") -> Report:
     """A realistic report for ``preset`` (``"mk1"`` or ``"mk2"``), see the module docstring.
 
     ``tiles``: number of tiles per IPU (default: the whole IPU); ``steps``: approximate
@@ -129,6 +130,8 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     ``by_ipu``: the same report as ``IpuPieces`` (``tilemem.model.ipuview``): its IPUs made
     one after the other when iterated, so a Pod's report is never held whole (``save_report``
     writes it piece by piece).
+    ``head_stage``: the transformer's tied head on the ``"last"`` stage or the ``"first"``
+    (the embedding's); a first split point 0 leaves the first stage the embedding alone.
 
     >>> base = generate_report("mk1", tiles=8, steps=60, seed=1)
     >>> half = generate_report("mk1", tiles=8, steps=60, seed=1,
@@ -179,7 +182,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
                              f"not {ipus}")
         return pipelined_as_one(preset, per_ipu, int(steps or default_steps[preset]), pressure,
                                 seed, progress, levers, splits, always_live_state, model,
-                                stash_mapping, shape, by_ipu)
+                                stash_mapping, shape, by_ipu, head_stage)
     n_steps = int(steps or default_steps[preset] * ipus)
 
     def build(rng, lev=None):
@@ -187,7 +190,8 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
             return build_program(rng, n_steps, ipus=ipus, stash_mapping=stash_mapping,
                                  levers=lev, shape=shape)
         return build_transformer(rng, n_steps, ipus=ipus, always_live_state=always_live_state,
-                                 stash_mapping=stash_mapping, levers=lev, shape=shape)
+                                 stash_mapping=stash_mapping, levers=lev, shape=shape,
+                                 head_stage=head_stage)
 
     # the transformer marks its own state (``build_transformer``); the cnn family's persistent
     # tensors are marked by the assembler
@@ -210,7 +214,7 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
                      progress: bool, levers: Levers, splits: tuple[int, ...],
                      always_live_state: bool = False, model: str = "cnn",
                      stash_mapping: str | None = None, shape: Shape | CnnShape | None = None,
-                     by_ipu: bool = False) -> Report:
+                     by_ipu: bool = False, head_stage: str = "last") -> Report:
     """The program ``generate_report(preset, per_ipu, steps, pressure, seed, model=model)``
     would make for one IPU, compiled pipelined with stages starting at layers ``splits``: the
     same layers, tensors and random draws (``build_program``, ``build_transformer`` with its
@@ -245,6 +249,8 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
             return build_program(rng, steps, stash_mapping=stash_mapping, shape=shape, **kw)
         return build_transformer(rng, steps, always_live_state=always_live_state,
                                  stash_mapping=stash_mapping, shape=shape, **kw)
+    if head_stage != "last" and cnn:
+        raise ValueError("head_stage: the cnn family has no tied head")
 
     # the transformer marks its own state (``build_transformer``), the cnn family's by the
     # assembler
@@ -256,7 +262,8 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     ipus = len(splits) + 1
     target = PRESETS[preset].with_tiles(per_ipu * ipus, tiles_per_ipu=per_ipu)
     rng = np.random.default_rng(seed)
-    program = build(rng, ipus=ipus, splits=splits, levers=levers)
+    program = build(rng, ipus=ipus, splits=splits, levers=levers,
+                    **({} if cnn else {"head_stage": head_stage}))
     return _finish(_Assembler(program, target, rng, mark, per_weight), pressure, progress,
                    levers, scale, by_ipu)
 

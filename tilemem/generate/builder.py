@@ -339,9 +339,12 @@ def recomputed_name(name: str) -> str:
     return f"{head}/recompute/{tail}" if sep else f"{name}/recompute"
 
 
-def check_splits(splits, ipus: int, num_layers: int) -> None:
+def check_splits(splits, ipus: int, num_layers: int, empty_first: bool = False) -> None:
     """``ValueError`` unless ``splits`` are ``ipus - 1`` increasing layer numbers in
-    ``[1, num_layers)`` (every stage keeps at least one layer).
+    ``[1, num_layers)`` (every stage keeps at least one layer); with ``empty_first`` the
+    first may be 0 (the first stage holds the embedding alone).
+
+    >>> check_splits((0, 6), 3, 12, empty_first=True)
 
     >>> check_splits((4, 9), 3, 12)
     >>> check_splits((9, 4), 3, 12)
@@ -350,9 +353,12 @@ def check_splits(splits, ipus: int, num_layers: int) -> None:
     ValueError: splits must be 2 increasing layer numbers in [1, 12), got 9,4
     """
     s = list(splits)
-    if len(s) != ipus - 1 or any(not 0 < a < num_layers for a in s) or s != sorted(set(s)):
-        raise ValueError(f"splits must be {ipus - 1} increasing layer numbers in "
-                         f"[1, {num_layers}), got {','.join(map(str, s)) or 'none'}")
+    lo = 0 if empty_first and s and s[0] == 0 else 1
+    if len(s) != ipus - 1 or any(not lo <= a < num_layers for a in s) or s != sorted(set(s)):
+        where = f"[0, {num_layers}) (only the first may be 0: the embedding alone)" \
+            if empty_first else f"[1, {num_layers})"
+        raise ValueError(f"splits must be {ipus - 1} increasing layer numbers in {where}, "
+                         f"got {','.join(map(str, s)) or 'none'}")
 
 
 def _layer_ends(b: _Builder, starts: list, stage: list, ends: list) -> list:

@@ -11,6 +11,9 @@ A layer list, comma separated, in forward order, each item one of:
 - ``relu``: a nonlinearity (the family's elementwise layer);
 - ``pool[/S]``: a pooling of stride S (default 2); ``gap``: global average pooling to one
   value a channel (both elementwise layers with a smaller output);
+- ``projCIN>C``: a projection shortcut, a 1 x 1 convolution from a block's input of CIN
+  channels to the block's C output channels, at the block's output size (the chain leaves
+  the residual addition out, so it reads its predecessor, whose channels must be C);
 - ``N*(ITEMS)``: the items in brackets N times;
 - ``resnet50`` alone: ResNet-50's chain (its 49 convolutions with their normalisations and
   nonlinearities, the stem's pooling, global pooling and the classifier; the four projection
@@ -44,6 +47,7 @@ UNIT = 2 ** 21
 _CONV = re.compile(r"^conv(\d+)x(\d+)(?:/(\d+))?:(\d+)$")
 _POOL = re.compile(r"^pool(?:/(\d+))?$")
 _FC = re.compile(r"^fc:(\d+)$")
+_PROJ = re.compile(r"^proj(\d+)>(\d+)$")
 
 
 def _bottleneck(mid: int, out: int, stride: int) -> str:
@@ -132,6 +136,12 @@ class CnnShape:
                 out.append(("matmul", item, h * w * c * n * HALF, b * n * HALF, n))
                 h = w = 1
                 c = n
+            elif m := _PROJ.match(key):
+                cin, cout = int(m.group(1)), int(m.group(2))
+                if min(cin, cout) < 1 or cout != c:
+                    raise ValueError(f"layers: {item!r}: a shortcut to the block's {c} "
+                                     "output channels, from 1 or more")
+                out.append(("matmul", item, cin * cout * HALF, b * h * w * cout * HALF, cout))
             elif m := _POOL.match(key):
                 s = int(m.group(1) or 2)
                 if s < 1:
@@ -147,7 +157,7 @@ class CnnShape:
                 out.append(("elementwise", item, 0, b * h * w * c * HALF, c))
             else:
                 raise ValueError(f"layers: {item!r} is not convKxK[/S]:C, fc:N, bn, relu, "
-                                 "pool[/S], gap or N*(...)")
+                                 "pool[/S], gap, projCIN>C or N*(...)")
         return cls(tuple(out), micro_batch * image * image * 3 * HALF, tuple(items))
 
     @property

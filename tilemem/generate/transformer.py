@@ -62,173 +62,23 @@ from __future__ import annotations
 import numpy as np
 
 from .builder import AUTO, STASH_MAPPINGS, Program, _layer_ends, check_splits
-from .builder import _Builder as _BaseBuilder
-from .codelets import TRANSFORMER_CODELETS
+from .transformer_heads import embedding_backward, head_input, sliced_update
+from .transformer_ops import (CODELETS, DEFAULT_STEPS, FIXED_STEPS, LAYER_STEPS, MASKED,
+                              _Builder, _gather, _parameter)
+
+#: ``build_transformer``'s ``head_stage`` values.
+HEAD_STAGES = ("last", "first")
 from .transformershape import Shape
 
-CODELETS = tuple(TRANSFORMER_CODELETS.values())
-_INDEX = {k: i for i, k in enumerate(TRANSFORMER_CODELETS)}
-
-#: Program steps by preset when ``steps`` is not given, per IPU: six layers on a full Mk2
-#: (about 550 variables a tile), four on a Mk1.
-DEFAULT_STEPS = {"mk1": 610, "mk2": 860}
-#: Steps outside the layers (embedding, head, loss, control) and steps a layer takes, to
-#: turn ``target_steps`` into a number of layers.
-FIXED_STEPS, LAYER_STEPS = 110, 125
-#: Share of the tokens whose logits are computed (a masked language model's masked share).
-MASKED = 0.15
-#: Matmul partial sums (float) relative to the matmul's output, at the default
-#: availableMemoryProportion; the message buffers relative to the exchanged input.
-PARTIALS, MESSAGE = 0.7, 0.35
-
-
-class _Builder(_BaseBuilder):
-    """The first family's builder with this family's vertex types and a few composite ops."""
-
-    def compute(self, name: str, short: str, half: bool = False) -> int:
-        return self.step("OnTileExecute", name, _INDEX[short])
-
-    def small(self, name, bpt, define, **kw) -> int:
-        """A tensor of a few elements per token or feature: on a few tiles."""
-        kw.setdefault("coverage", 0.05)
-        return self.tensor(name, bpt, define, **kw)
-
-    def matmul(self, p: str, inputs, out_bpt: float, *, weight=None, like=None,
-               out="out", dtype=2) -> int:
-        """poplin's matmul: exchange the inputs, partial sums, reduce. ``like``: a tensor
-        whose mapping the output takes (a weight gradient is mapped like its weight)."""
-        ts = self.tensors
-        in_bpt = sum(ts[i].bpt for i in inputs)
-        ex = self.exchange(f"{p}/Conv_1/ExchangePre")
-        self.use(ex, *inputs)
-        msg = self.message(f"{p}/Conv_1/ExchangePre", ex, MESSAGE * in_bpt)
-        cs = self.compute(f"{p}/Conv_1/Convolve", "matmul")
-        self.use(cs, *inputs, weight)
-        partials = self.tensor(f"{p}/Conv_1/partials", PARTIALS * out_bpt, cs, coverage=AUTO,
-                               interleaved=bool(self.rng.random() < 0.3), role="partials")
-        self.element_pairs.append((msg, partials))
-        if weight is not None and self.rng.random() < 0.15:
-            self.region_pairs.append((weight, msg))
-        red = self.compute(f"{p}/Conv_1/Reduce", "reduceAdd")
-        self.use(red, partials)
-        if like is None:
-            y = self.tensor(f"{p}/{out}", out_bpt, red, dtype=dtype, coverage=AUTO)
-        else:
-            w = ts[like]
-            y = self.tensor(f"{p}/{out}", out_bpt, red, dtype=dtype, coverage=w.coverage,
-                            offset=w.offset, place=w.place or w.name, ascending=w.ascending,
-                            clone_of=like)
-        self.element_pairs.append((partials, y))
-        return y
-
-    def norm(self, p: str, x: int, gamma: int, beta: int, tokens: float):
-        """Layer norm: statistics by a two-stage reduction, then the normalised output."""
-        cs1 = self.compute(f"{p}/Norm/ReducePartials", "reduce")
-        self.use(cs1, x)
-        part = self.tensor(f"{p}/Norm/partials", 0.04 * tokens, cs1, coverage=0.5)
-        ex = self.exchange(f"{p}/Norm/ExchangePre")
-        self.use(ex, part)
-        self.message(f"{p}/Norm/ExchangePre", ex, 0.02 * tokens, coverage=0.2)
-        cs2 = self.compute(f"{p}/Norm/ReduceFinal", "reduceAdd")
-        stats = self.small(f"{p}/Norm/stats", 0.01 * tokens, cs2)
-        cs3 = self.compute(f"{p}/Norm/Normalise", "normalise")
-        self.use(cs3, x, stats, gamma, beta)
-        y = self.tensor(f"{p}/Norm/out", tokens, cs3, dtype=2, coverage=AUTO)
-        self.element_pairs.append((x, y))
-        return y, stats
-
-    def norm_grad(self, p: str, dy: int, x: int, stats: int, param: dict, tokens: float,
-                  residual=None) -> int:
-        """Layer norm backward: gamma/beta gradients into their accumulators, the input
-        gradient (plus the residual branch's gradient)."""
-        cs1 = self.compute(f"{p}/Norm/ReducePartials", "reduce")
-        self.use(cs1, dy, x, stats)
-        part = self.tensor(f"{p}/Norm/partials", 0.04 * tokens, cs1, coverage=0.5)
-        ex = self.exchange(f"{p}/Norm/ExchangePre")
-        self.use(ex, part)
-        self.message(f"{p}/Norm/ExchangePre", ex, 0.02 * tokens, coverage=0.2)
-        cs2 = self.compute(f"{p}/Norm/ReduceFinal", "scaledReduce")
-        self.use(cs2, param["gamma"]["accum"], param["beta"]["accum"])
-        gstats = self.small(f"{p}/Norm/gradStats", 0.01 * tokens, cs2)
-        cs3 = self.compute(f"{p}/Norm/GradNormalise", "normalise")
-        self.use(cs3, dy, x, stats, gstats, param["gamma"]["w"], residual)
-        dx = self.tensor(f"{p}/gradIn", tokens, cs3, dtype=2, coverage=AUTO)
-        self.element_pairs.append((dy, dx))
-        return dx
-
-    def weight_grad(self, p: str, inputs, param: dict, on: int | None = None) -> None:
-        """A weight gradient (mapped like the weight), added into its accumulator. ``on``: the
-        copy of the weight on another IPU that the gradient is computed with; the gradient,
-        mapped like it, is then copied back to the weight's IPU."""
-        on = param["w"] if on is None else on
-        w = self.tensors[on]
-        g = self.matmul(f"{p}/wu", inputs, w.bpt, like=on, out="weightsGrad", dtype=w.dtype)
-        home = self.tensors[param["w"]].ipu
-        if w.ipu != home:
-            g = self.ipu_copy(g, home, f"pipeline/tied/{param['name']}/bwd")
-        acc = self.compute(f"{p}/gradAccum/ScaledAdd", "scaledAdd")
-        self.use(acc, g, param["accum"])
-        self.element_pairs.append((param["accum"], g))
-
-    def bias_grad(self, p: str, dy: int, param: dict) -> None:
-        cs = self.compute(f"{p}/wu/ReduceBias", "scaledReduce")
-        self.use(cs, dy, param["accum"])
-
-    def build(self) -> Program:
-        p = super().build()
-        p.codelets = CODELETS
-        return p
-
-
-def _parameter(b: _Builder, name: str, bpt: float, init: int, *, accum_dtype: int,
-               always_live: bool, small: bool = False, ipu: int | None = None,
-               shards: int = 1, shard_weights: bool = False) -> dict:
-    """A weight (half), its Adam moments (float) and its gradient accumulator, clones of the
-    weight (the same elements on each tile): the update runs elementwise on each tile. With
-    ``shards`` replicas sharing the optimiser state, the moments are a replica's shards,
-    linearly over the IPU (``_BaseBuilder.shard``); with ``shard_weights`` a weight matrix
-    (not a ``small`` one) is kept as a shard laid out like them, all-gathered whole for each
-    pass that reads it (``_BaseBuilder.gathered``)."""
-    ipu = b.ipu if ipu is None else ipu
-    rng = b.rng
-    kw = dict(coverage=0.02 if small else AUTO, ipu=ipu)
-    if not small:
-        kw.update(interleaved=bool(rng.random() < 0.5), ascending=bool(rng.random() < 0.8))
-    w = b.tensor(f"{name}/weights", bpt, init, dtype=2, always_live=always_live, **kw)
-    t = b.tensors[w]
-    same = dict(coverage=t.coverage, offset=t.offset, place=t.name, ascending=t.ascending,
-                ipu=ipu, clone_of=w)
-    if shards > 1:
-        m = b.shard(f"{name}/adam/firstMoment", 2 * bpt, init, shards, ipu=ipu,
-                    always_live=always_live, role="momentum")
-        v = b.shard(f"{name}/adam/secondMoment", 2 * bpt, init, shards, like=m,
-                    always_live=always_live, role="state")
-        if shard_weights and not small:
-            b.shard_weights(w, b.shard(f"{name}/weights", bpt, init, shards, dtype=2, like=m,
-                                       clone=False, always_live=always_live))
-    else:
-        m = b.tensor(f"{name}/adam/firstMoment", 2 * bpt, init, always_live=always_live,
-                     role="momentum", **same)
-        v = b.tensor(f"{name}/adam/secondMoment", 2 * bpt, init, always_live=always_live,
-                     role="state", **same)
-    return dict(name=name, w=w, m=m, v=v, small=small, accum_dtype=accum_dtype, **same)
-
-
-def _gather(b: _Builder, n: str, w: int, m: int, cs: int, shards: int) -> int:
-    """The updated weights' shard written by step ``cs`` (laid out like the moments' shard),
-    all-gathered into the whole weights over the replicas; the shard."""
-    t = b.tensors[w]
-    new = b.shard(f"{n}/rts/weightsShard", t.bpt, cs, shards, dtype=t.dtype, like=m,
-                  role="update")
-    b.use(b.step("GlobalExchange", f"{n}/rts/AllGather"), new)
-    return new
+__all__ = ["build_transformer", "Shape", "CODELETS", "DEFAULT_STEPS", "FIXED_STEPS",
+           "LAYER_STEPS", "MASKED"]
 
 
 def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1,
                       always_live_state: bool = False,
                       splits: tuple[int, ...] | None = None,
                       stash_mapping: str = "linear", levers=None,
-                      shape: Shape | None = None) -> Program:
+                      shape: Shape | None = None, head_stage: str = "last") -> Program:
     """A transformer training step of about ``target_steps`` program steps, pipelined over
     ``ipus`` IPUs; ``always_live_state``: weights and Adam moments written alwaysLive;
     ``splits``: the first layer of every stage after the first (``ipus - 1`` increasing layer
@@ -238,7 +88,12 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     ``program._Builder.stash``). No random draw depends on ``stash_mapping``.
     ``levers`` (``tilemem.levers.Levers``): recomputation from checkpoints and the
     optimiser state sharded over replicas, compiled in (no random draw changes); ``shape``:
-    a named architecture (``Shape``) instead of the drawn one (the draws still happen).
+    a named architecture (``Shape``) instead of the drawn one (the draws still happen):
+    its head, embeddings and dtypes (``Shape.head``; ``tilemem.generate.archs``);
+    ``head_stage``: on several IPUs, the tied head's stage, ``"last"`` (its weight copied
+    there from the embedding's IPU) or ``"first"`` (the embedding's: the last layer's output
+    is copied there, and its gradient back). With ``splits`` starting at layer 0 the first
+    stage holds the embedding (and the head, if first) and no layers.
 
     >>> one = build_transformer(np.random.default_rng(3), 500)
     >>> two = build_transformer(np.random.default_rng(3), 500, ipus=2, splits=(2,))
@@ -254,7 +109,14 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     from ..levers import Levers
 
     levers = levers or Levers()
+    if head_stage not in HEAD_STAGES:
+        raise ValueError(f"head_stage must be one of {HEAD_STAGES}, not {head_stage!r}")
     shards = levers.shards
+    kind = "masked" if shape is None else shape.head
+    legacy = kind == "masked"     # the shape options' transformer, draw for draw as before
+    nser = levers.serialise
+    if nser > 1 and kind == "class":
+        raise ValueError("serialise: a class head has no vocabulary to serialise")
     b = _Builder(rng)
     num_layers = max(1, ipus, int(round((target_steps - FIXED_STEPS) / LAYER_STEPS)))
     if shape is not None:
@@ -264,10 +126,11 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
     if splits is None:   # consecutive layers per stage, as equal in number as they can be
         stage = [i * ipus // num_layers for i in range(num_layers)]
     else:
-        check_splits(splits, ipus, num_layers)
+        check_splits(splits, ipus, num_layers, empty_first=True)
         stage = np.searchsorted(np.asarray(splits), np.arange(num_layers), "right").tolist()
-    tied = ipus == 1 or splits is not None
+    tied = ipus == 1 or splits is not None or (not legacy and kind != "class")
     last, every = ipus - 1, (-1 if ipus > 1 else 0)
+    hs = 0 if head_stage == "first" and tied else last    # the head's stage
     # sizes in units of hidden^2 halves: tokens = micro-batch x sequence = r x hidden
     hidden = int(rng.choice([512, 768, 1024]))
     r = float(rng.uniform(1.0, 2.5))
@@ -280,13 +143,18 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         r, seq = shape.tokens / hidden, shape.seq_len / hidden
         probs = shape.micro_batch * heads * shape.seq_len ** 2 / hidden ** 2
         vocab = shape.vocab / hidden
+        if shape.accum_bytes:
+            accum_dtype = shape.accum_bytes
     ckpt = levers.checkpoints(num_layers, stage)
     feat = 1.0 / hidden                           # one vector of hidden halves
     al = always_live_state
 
+    moment = 2.0 if shape is None else shape.state_bytes / 2
+
     def param(name, bpt, small=False, ipu=None):
         return _parameter(b, name, bpt, init, accum_dtype=accum_dtype, always_live=al,
-                          small=small, ipu=ipu, shards=shards, shard_weights=levers.rts_weights)
+                          small=small, ipu=ipu, shards=shards, shard_weights=levers.rts_weights,
+                          moment=moment)
 
     # ---- init: state from the host -----------------------------------------------------
     init = b.step("StreamCopy", "init/weightsFromHost")
@@ -297,10 +165,24 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
                           alignment=4, offset=0, ipu=every, always_live=al)
     params = []
     b.ipu = 0
-    emb = param("embedding/tokens", vocab, ipu=0)
-    pos = param("embedding/positions", 2 * seq, ipu=0)   # up to twice the sequence
-    emb_ln = {k: param(f"embedding/norm/{k}", feat, small=True, ipu=0) for k in ("gamma", "beta")}
-    params += [emb, pos, *emb_ln.values()]
+    if kind == "class":   # a patch embedding (a matmul), its bias and the class token
+        c3 = 3 * shape.patch ** 2 / hidden
+        emb = param("embedding/patches", c3, ipu=0)
+        extra = {"patch_b": param("embedding/patches/bias", feat, small=True, ipu=0),
+                 "cls": param("embedding/classToken", feat, small=True, ipu=0)}
+    else:
+        emb = param("embedding/tokens", vocab, ipu=0)
+        extra = {}
+    if legacy:
+        pos = param("embedding/positions", 2 * seq, ipu=0)   # up to twice the sequence
+    else:
+        pos = param("embedding/positions", shape.position_rows / hidden, ipu=0)
+    if not legacy and shape.token_types:
+        extra["types"] = param("embedding/tokenTypes", shape.token_types * feat, small=True,
+                               ipu=0)
+    emb_ln = ({k: param(f"embedding/norm/{k}", feat, small=True, ipu=0) for k in ("gamma", "beta")}
+              if legacy or shape.embed_norm else {})
+    params += [emb, pos, *extra.values(), *emb_ln.values()]
     layers = []
     for i in range(num_layers):
         b.ipu = stage[i]
@@ -315,12 +197,22 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         layers.append(L)
         params += [v for k, v in L.items() if not k.endswith("_norm")]
         params += [*L["attn_norm"].values(), *L["mlp_norm"].values()]
-    b.ipu = last
-    if tied:
+    b.ipu = hs
+    if kind == "class":
+        head = param("head/classifier", shape.classes / hidden)
+        extra["head_b"] = param("head/classifier/bias", shape.classes / hidden * feat,
+                                small=True)
+        params += [head, extra["head_b"]]
+    elif tied:
         head = emb                      # tied: the logits are a matmul with the embedding
     else:
         head = param("head/logits", vocab)
         params.append(head)
+    if kind == "mlm":   # the MLM head's transform, and the logits' bias
+        extra["transform"] = param("head/transform", 1.0)
+        extra["transform_b"] = param("head/transform/bias", feat, small=True)
+        extra["logits_b"] = param("head/logits/bias", vocab * feat, small=True)
+        params += [extra["transform"], extra["transform_b"], extra["logits_b"]]
     head_ln = {k: param(f"head/norm/{k}", feat, small=True) for k in ("gamma", "beta")}
     params += head_ln.values()
 
@@ -336,44 +228,72 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
         q["accum"] = b.tensor(f"{q['name']}/grad_accum", b.tensors[q["w"]].bpt
                               * q["accum_dtype"] / 2, z, dtype=q["accum_dtype"], **same)
-    b.ipu = last
+    b.ipu = hs
     z = b.compute("loss/accum/zero", "zero")
     loss_acc = b.tensor("loss/accum", 4, z, scaled=False, coverage=0.0, alignment=4, offset=0)
 
     # ---- gradient accumulation: one micro-batch an iteration -----------------------------
     mb_start = b.here
     b.ipu = 0
-    sc = b.step("StreamCopy", "input/tokens/StreamCopy")
-    ids = b.tensor("input/tokens", 2 * r * feat, sc, dtype=4, coverage=0.2, alignment=4)
-    host_msg = b.tensor("input/tokens/<hostMessage>", 2 * r * feat, sc, category="hostMessage",
-                        coverage=0.2)
+    if kind == "class":   # the images, micro-batch x 3 x image x image halves
+        img_bpt = shape.micro_batch * 3 * shape.image ** 2 / hidden ** 2
+        sc = b.step("StreamCopy", "input/images/StreamCopy")
+        ids = b.tensor("input/images", img_bpt, sc, dtype=2, coverage=AUTO)
+        host_msg = b.tensor("input/images/<hostMessage>", img_bpt, sc,
+                            category="hostMessage", coverage=0.2)
+    else:
+        sc = b.step("StreamCopy", "input/tokens/StreamCopy")
+        ids = b.tensor("input/tokens", 2 * r * feat, sc, dtype=4, coverage=0.2, alignment=4)
+        host_msg = b.tensor("input/tokens/<hostMessage>", 2 * r * feat, sc,
+                            category="hostMessage", coverage=0.2)
     b.use(sc + 1, host_msg)
-    b.ipu = last
+    b.ipu = hs
+    # an MLM's labels and positions at the masked tokens; a decoder's at every token; a class
+    # head's one a sample
+    lab_bpt = {"masked": 4 * MASKED * r * feat, "mlm": 4 * MASKED * r * feat,
+               "lm": 2 * r * feat}.get(kind, 0.0)
+    if kind == "class":
+        lab_bpt = 2 * shape.micro_batch * feat * feat
     sc = b.step("StreamCopy", "input/labels/StreamCopy")
-    labels = b.tensor("input/labels", 4 * MASKED * r * feat, sc, dtype=4, coverage=0.1,
-                      alignment=4)
+    labels = b.tensor("input/labels", lab_bpt, sc, dtype=4, coverage=0.1, alignment=4)
     b.ipu = 0
     # a sharded weight is all-gathered before the step that reads it (``gathered`` makes
     # a step: called in the reading step's arguments it would come after it)
     table = b.gathered(emb["w"], "fwd")
-    cs = b.compute("embedding/tokens/MultiSlice", "multiSlice")
-    b.use(cs, ids, table)
-    x_emb = b.tensor("embedding/tokens/out", r, cs, dtype=2, coverage=AUTO)
+    if kind == "class":   # the patches' embedding, then the class token before them
+        patches = b.matmul("embedding/patches", [ids], r * (1 - 1 / shape.seq_len),
+                           weight=table)
+        cs = b.compute("embedding/classToken/Concat", "Memcpy64BitSupervisor")
+        b.use(cs, patches, extra["patch_b"]["w"], extra["cls"]["w"])
+    else:
+        cs = b.compute("embedding/tokens/MultiSlice", "multiSlice")
+        b.use(cs, ids, table)
+    x_emb = b.tensor(f"embedding/{'classToken' if kind == 'class' else 'tokens'}/out", r, cs,
+                     dtype=2, coverage=AUTO)
     positions = b.gathered(pos["w"], "fwd")
     cs = b.compute("embedding/positions/Add", "add")
-    b.use(cs, x_emb, positions)
-    x, emb_stats = b.norm("embedding/norm", x_emb, emb_ln["gamma"]["w"], emb_ln["beta"]["w"], r)
+    b.use(cs, x_emb, positions, extra["types"]["w"] if "types" in extra else None)
+    if emb_ln:
+        x, emb_stats = b.norm("embedding/norm", x_emb, emb_ln["gamma"]["w"],
+                              emb_ln["beta"]["w"], r)
+    else:
+        x = b.tensor("embedding/positions/out", r, cs, dtype=2, coverage=AUTO)
+        b.element_pairs.append((x_emb, x))
+        emb_stats = None
     saved, stash, stage_saved = [], {}, []
+    if not legacy:   # what the embedding's backward reads, stashed on its stage too
+        stage_saved = [ids] if kind == "class" else ([x_emb, emb_stats] if emb_ln else [])
     starts = []  # per layer: where its forward pass starts (recomputation replays it)
     for i, L in enumerate(layers):
-        if i and stage[i] != stage[i - 1]:
-            s = stage[i - 1]
-            push = b.compute(f"pipeline/stage{s}/stash/push", "Memcpy64BitSupervisor")
-            b.use(push, *stage_saved)
-            # the activations of the micro-batches in flight, read before written in the
-            # body: loop-carried, live over the whole micro-batch loop
-            stash[s] = b.stash(s, stage_saved, last - s, push, stash_mapping, 2)
-            b.use(mb_start, *stash[s])
+        if stage[i] != (stage[i - 1] if i else 0):
+            s = stage[i - 1] if i else 0
+            if stage_saved:
+                push = b.compute(f"pipeline/stage{s}/stash/push", "Memcpy64BitSupervisor")
+                b.use(push, *stage_saved)
+                # the activations of the micro-batches in flight, read before written in
+                # the body: loop-carried, live over the whole micro-batch loop
+                stash[s] = b.stash(s, stage_saved, last - s, push, stash_mapping, 2)
+                b.use(mb_start, *stash[s])
             stage_saved = []
             x = b.ipu_copy(x, stage[i], f"pipeline/fwd/stage{s}to{stage[i]}")
         b.ipu = stage[i]
@@ -422,30 +342,53 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
 
     # ---- head and loss -------------------------------------------------------------------
     b.ipu = last                       # the last layer is on the last stage
-    lnf, stf = b.norm("head/norm", x, head_ln["gamma"]["w"], head_ln["beta"]["w"], r)
-    cs = b.compute("head/maskedPositions/MultiSlice", "multiSlice")
-    b.use(cs, lnf, labels)
-    xm = b.tensor("head/maskedPositions/out", MASKED * r, cs, dtype=2, coverage=AUTO)
+    if hs != last:   # the head on the embedding's stage: the last layer's output copied there
+        x = b.ipu_copy(x, hs, f"pipeline/fwd/stage{last}to{hs}")
+        b.ipu = hs
+    if legacy:
+        lnf, stf = b.norm("head/norm", x, head_ln["gamma"]["w"], head_ln["beta"]["w"], r)
+        cs = b.compute("head/maskedPositions/MultiSlice", "multiSlice")
+        b.use(cs, lnf, labels)
+        xm = b.tensor("head/maskedPositions/out", MASKED * r, cs, dtype=2, coverage=AUTO)
+        n_out = MASKED * r
+    else:
+        xm, n_out, back = head_input(b, kind, x, labels, head_ln, extra, r, shape, feat)
     head_w = b.gathered(head["w"], "head")   # read by the head's forward and backward
-    if tied and last > 0:   # the embedding, on the first IPU, copied to the head's
-        head_w = b.ipu_copy(head_w, last, "pipeline/tied/embedding/tokens/fwd")
-    logits = b.matmul("head/logits", [xm], MASKED * r * vocab, weight=head_w)
+    if tied and hs > 0:   # the embedding, on the first IPU, copied to the head's
+        head_w = b.ipu_copy(head_w, hs, "pipeline/tied/embedding/tokens/fwd")
+    width = shape.classes / hidden if kind == "class" else vocab
+    logits = b.sliced_matmul("head/logits", [xm], n_out * width, nser, weight=head_w)
+    if "logits_b" in extra or "head_b" in extra:
+        b.use(b.compute("head/logits/AddBias", "add"), logits,
+              extra.get("logits_b", extra.get("head_b"))["w"])
     cs = b.compute("loss/CrossEntropy/LossTransform", "loss")
     b.use(cs, logits, labels, loss_scale)
-    dlogits = b.tensor("loss/CrossEntropy/gradient", MASKED * r * vocab, cs, dtype=2,
+    dlogits = b.tensor("loss/CrossEntropy/gradient", n_out * width, cs, dtype=2,
                        coverage=AUTO)
     b.element_pairs.append((logits, dlogits))
-    per_token = b.small("loss/CrossEntropy/perToken", 4 * MASKED * r * feat, cs)
+    per_token = b.small("loss/CrossEntropy/perToken",
+                        4 * MASKED * r * feat if legacy else 4 * n_out * feat, cs)
     cs = b.compute("loss/reduce/ReduceOnTile", "reduce")
     b.use(cs, per_token, loss_acc)
 
     # ---- backward --------------------------------------------------------------------------
-    dxm = b.matmul("head/logits/bwd", [dlogits], MASKED * r, weight=head_w, out="gradIn")
-    b.weight_grad("head/logits", [dlogits, xm], head, on=head_w)
-    cs = b.compute("head/maskedPositions/bwd/MultiUpdateAdd", "multiUpdateAdd")
-    b.use(cs, dxm, labels)
-    dlnf = b.tensor("head/maskedPositions/bwd/gradIn", r, cs, dtype=2, coverage=AUTO)
-    dy = b.norm_grad("head/norm/bwd", dlnf, x, stf, head_ln, r)
+    dxm = b.sliced_matmul("head/logits/bwd", [dlogits], n_out, nser, weight=head_w,
+                          sliced=(dlogits,), out="gradIn")
+    if nser == 1:
+        b.weight_grad("head/logits", [dlogits, xm], head, on=head_w)
+    else:
+        b.sliced_weight_grad("head/logits", [dlogits, xm], head, nser, head_w, dlogits)
+    if "logits_b" in extra or "head_b" in extra:
+        b.bias_grad("head/logits", dlogits, extra.get("logits_b", extra.get("head_b")))
+    if legacy:
+        cs = b.compute("head/maskedPositions/bwd/MultiUpdateAdd", "multiUpdateAdd")
+        b.use(cs, dxm, labels)
+        dlnf = b.tensor("head/maskedPositions/bwd/gradIn", r, cs, dtype=2, coverage=AUTO)
+        dy = b.norm_grad("head/norm/bwd", dlnf, x, stf, head_ln, r)
+    else:
+        dy = back(dxm)
+    if hs != last:   # the gradient back to the last layer's stage
+        dy = b.ipu_copy(dy, last, f"pipeline/bwd/stage{hs}to{last}")
     again = {}   # recomputed copies of the forward's tensors
     for i in range(num_layers - 1, -1, -1):
         L = layers[i]
@@ -491,13 +434,20 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
         b.bias_grad(f"{p}/attn/qkv", dqkv, L["qkv_b"])
         dy = b.norm_grad(f"{p}/attn/norm/bwd", dln1, S["x"], S["st1"], L["attn_norm"], r,
                          residual=dx1)
-        if i and stage[i - 1] != stage[i]:
-            dy = b.ipu_copy(dy, stage[i - 1], f"pipeline/bwd/stage{stage[i]}to{stage[i - 1]}")
+        before = stage[i - 1] if i else 0
+        if before != stage[i]:
+            dy = b.ipu_copy(dy, before, f"pipeline/bwd/stage{stage[i]}to{before}")
     b.ipu = 0
-    demb = b.norm_grad("embedding/norm/bwd", dy, x_emb, emb_stats, emb_ln, r)
-    b.bias_grad("embedding/positions", demb, pos)
-    cs = b.compute("embedding/tokens/bwd/MultiUpdateAdd", "multiUpdateAdd")
-    b.use(cs, ids, demb, emb["accum"])
+    if stage[0] != 0 and 0 in stash:   # the embedding alone on the first stage
+        restore = b.compute("pipeline/stage0/stash/restore", "Memcpy64BitSupervisor")
+        b.use(restore, *stash[0])
+    if legacy:
+        demb = b.norm_grad("embedding/norm/bwd", dy, x_emb, emb_stats, emb_ln, r)
+        b.bias_grad("embedding/positions", demb, pos)
+        cs = b.compute("embedding/tokens/bwd/MultiUpdateAdd", "multiUpdateAdd")
+        b.use(cs, ids, demb, emb["accum"])
+    else:
+        embedding_backward(b, kind, dy, x_emb, emb_stats, emb_ln, ids, emb, pos, extra, r)
     b.loops.append((mb_start, b.here))
 
     # ---- loss scaling: If (non-finite) then back off, else Adam ---------------------------
@@ -530,6 +480,9 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
                 b.store_state([m, v], f"{n}/adam")
             if shards > 1:
                 _gather(b, n, w, m, cs, shards)
+            continue
+        if q is emb and nser > 1 and kind != "class":   # the update in slices, in turn
+            sliced_update(b, q, nser, shards, lr_t, step_count, levers)
             continue
         # bias-corrected moments, defined and read together: one class, a temporary
         cs = b.compute(f"{n}/adam/biasCorrection", "sqrt")

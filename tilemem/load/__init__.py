@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from ..errors import ReportError, ReportWarning
-from ..model import Report
+from ..model import Report, ReportSource
 
 FORMATS = (".json", ".capnp")
 _BOM = b"\xef\xbb\xbf"
@@ -48,8 +48,21 @@ def check_input(path) -> None:
         raise e.with_path(str(path)) from None
 
 
-def _map(path) -> mmap.mmap | bytes:
-    """The file's bytes, mapped read-only; a plain-words ``ReportError`` for anything else.
+def open_report(path) -> tuple[mmap.mmap | bytes, ReportSource]:
+    """The file's bytes (mapped read-only) and what it is (``ReportSource``: its format told
+    by content, its size and modification time): the one place a report's format is
+    decided. A plain-words ``ReportError`` for anything else (the caller adds the path)."""
+    buf, st = _map_stat(path)
+    return buf, ReportSource(str(path), report_format(buf), st.st_size, st.st_mtime_ns)
+
+
+def map_file(path) -> mmap.mmap | bytes:
+    """The file's bytes, mapped read-only; a plain-words ``ReportError`` for anything else."""
+    return _map_stat(path)[0]
+
+
+def _map_stat(path) -> tuple[mmap.mmap | bytes, os.stat_result]:
+    """The file's bytes, mapped read-only, and its ``fstat``.
 
     The path is checked before it is opened, and opened non-blocking, so a FIFO with no writer
     (or a device) is refused instead of blocking for ever.
@@ -65,11 +78,11 @@ def _map(path) -> mmap.mmap | bytes:
         if st.st_size == 0:
             raise ReportError("the file is empty")
         try:
-            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st
         except (OSError, ValueError):  # a file system that cannot map files: read it
             pass
         with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
+            return f.read(), st
     finally:
         os.close(fd)
 
@@ -115,6 +128,18 @@ def report_format(buf) -> str:
                       "Cap'n Proto format")
 
 
+def file_format(path) -> str:
+    """The format of the file at ``path`` (``open_report``'s, judged by content as
+    ``load_report`` judges it; a ``ReportError`` when it cannot be read or is neither)."""
+    try:
+        buf, source = open_report(path)
+    except ReportError as e:
+        raise e.with_path(str(path)) from None
+    if hasattr(buf, "close"):
+        buf.close()
+    return source.format
+
+
 def load_report(path, *, trusted: bool = False) -> Report:
     """Read a lowered-variables report (JSON or tilemem capnp, by content). Raises
     ``ReportError`` (one line naming the file, the field and the record); warns
@@ -136,9 +161,8 @@ def load_report(path, *, trusted: bool = False) -> Report:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportWarning)
         try:
-            buf = _map(path)
-            fmt = report_format(buf)
-            if fmt == "json":
+            buf, source = open_report(path)
+            if source.format == "json":
                 _json_fits(len(buf), path)
                 skip = len(_BOM) if bytes(buf[:3]) == _BOM else 0
                 report = read_json(memoryview(buf)[skip:] if skip else buf)
@@ -153,6 +177,7 @@ def load_report(path, *, trusted: bool = False) -> Report:
             warnings.warn(w.message.with_path(str(path)), stacklevel=2)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    object.__setattr__(report, "file", source)   # this very report is that file's
     return report
 
 

@@ -1,4 +1,4 @@
-"""Read and write tilemem's Cap'n Proto report (``schemas/vars.capnp``).
+"""Read and write tilemem's Cap'n Proto report (``tilemem/vars.capnp``).
 
 Reading maps the file and views every column in place (no copy of the data), with traversal
 and nesting limits derived from the file's size, so a hostile file cannot make the reader
@@ -32,15 +32,16 @@ _COLUMNS = {
 }
 
 
+#: The schema, the one copy (``schemas/vars.capnp`` in the source tree is a link to it): in
+#: the package, so that an installed wheel carries it as a file.
+SCHEMA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vars.capnp")
+
+
 @lru_cache(maxsize=1)
 def schema():
     import capnp
 
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tilemem/
-    path = os.path.join(package, "vars.capnp")
-    if not os.path.exists(path):  # running from a source tree without the link
-        path = os.path.join(package, os.pardir, "schemas", "vars.capnp")
-    return capnp.load(path)
+    return capnp.load(SCHEMA)
 
 
 # ---- writing ------------------------------------------------------------------------------

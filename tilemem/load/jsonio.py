@@ -39,7 +39,10 @@ class _TargetInfo(msgspec.Struct, gc=False):
     supervisorInstrFetchDelay: Int | None = None
 
 
-class _Top(msgspec.Struct, gc=False):
+class JsonTop(msgspec.Struct, gc=False):
+    """A JSON report's top level, its vars left raw (decoded in batches: ``decode_batch``;
+    ``tilemem.load.stream`` too)."""
+
     numTiles: Int
     targetMemoryInfo: _TargetInfo
     vars: list[msgspec.Raw]
@@ -69,13 +72,16 @@ class _Info(msgspec.Struct, gc=False):
     regionConstraints: tuple[Int, ...] = ()
 
 
-class _Var(msgspec.Struct, gc=False):
+class JsonVar(msgspec.Struct, gc=False):
+    """One element of a JSON report's ``vars``."""
+
     var: Int
     info: _Info
 
 
 _KNOWN_CATEGORIES = frozenset(CATEGORIES)
-_INT_FIELDS = ("tile", "sizeBytes", "alignment", "offset", "equivalenceClass")
+#: The integer fields of a var's info, in the model's column order.
+INT_FIELDS = ("tile", "sizeBytes", "alignment", "offset", "equivalenceClass")
 _PATH = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$", re.S)
 
 
@@ -119,7 +125,7 @@ def check_depth(buf, limit: int = MAX_DEPTH, chunk: int = 1 << 22) -> None:
             k = int(np.argmax(levels > limit))
             at = pos + int(np.flatnonzero(np.isin(np.frombuffer(piece, np.uint8),
                                                   np.frombuffer(_STRUCTURAL, np.uint8)))[k])
-            raise _near(buf, at, f"nested deeper than {limit} levels at byte {at:,} (a "
+            raise error_near(buf, at, f"nested deeper than {limit} levels at byte {at:,} (a "
                                  "report has 5)")
         if len(levels):
             depth, in_string = int(levels[-1]), inside
@@ -151,7 +157,7 @@ def _levels(kept: bytes, depth: int, in_string: int) -> tuple[np.ndarray, int]:
 _INT64_BOUND = re.compile(r"Expected `int` [<>]= -?922337203685477580[78]")
 
 
-def _split_error(e: Exception) -> tuple[str, str]:
+def split_error(e: Exception) -> tuple[str, str]:
     """msgspec's message, in plain words where it is about our int64 bounds, and its JSON path
     (``$`` stripped)."""
     m = _PATH.match(str(e))
@@ -164,7 +170,7 @@ def _batches(items: Sequence, size: int = BATCH):
         yield start, items[start:start + size]
 
 
-def _decode_batch(dec, raws, start: int, top_field: str, repaired: list | None = None):
+def decode_batch(dec, raws, start: int, top_field: str, repaired: list | None = None):
     """Decode the raw elements ``raws`` (``top_field[start:]``). Elements whose text is not valid
     UTF-8 are decoded with U+FFFD replacement characters; their positions go to ``repaired``."""
     data = b"[" + b",".join(raws) + b"]"
@@ -173,7 +179,7 @@ def _decode_batch(dec, raws, start: int, top_field: str, repaired: list | None =
     except UnicodeDecodeError:
         return _decode_repaired(dec, raws, start, top_field, repaired)
     except msgspec.ValidationError as e:
-        msg, path = _split_error(e)
+        msg, path = split_error(e)
         if not path:  # e.g. 1e400: msgspec gives no path; find the literal instead
             err = _locate_number_error(data, msg)
             err.field = f"{top_field}[...].{err.field}" if err.field else top_field
@@ -199,7 +205,7 @@ def _decode_batch(dec, raws, start: int, top_field: str, repaired: list | None =
 
 
 def _decode_repaired(dec, raws, start: int, top_field: str, repaired):
-    """``_decode_batch`` again with the elements that are not UTF-8 decoded with replacement
+    """``decode_batch`` again with the elements that are not UTF-8 decoded with replacement
     characters (their positions added to ``repaired``, for the warning)."""
     bad = [k for k, raw in enumerate(raws) if not _is_utf8(raw)]
     if repaired is not None:
@@ -207,7 +213,7 @@ def _decode_repaired(dec, raws, start: int, top_field: str, repaired):
     raws = list(raws)
     for k in bad:
         raws[k] = bytes(raws[k]).decode("utf-8", "replace").encode()
-    return _decode_batch(dec, raws, start, top_field)
+    return decode_batch(dec, raws, start, top_field)
 
 
 def _is_utf8(raw) -> bool:
@@ -239,7 +245,7 @@ def _lists_to_csr(raws, top_field: str, num_rows: int | None = None) -> Csr:
     dec = msgspec.json.Decoder(list[list[Int]])
     lengths, parts = [], []
     for start, batch in _batches(raws, 4 * BATCH):
-        lists = _decode_batch(dec, batch, start, top_field)
+        lists = decode_batch(dec, batch, start, top_field)
         lengths.append(np.fromiter(map(len, lists), np.int64, count=len(lists)))
         total = int(lengths[-1].sum())
         parts.append(np.fromiter((v for x in lists for v in x), np.int64, count=total))
@@ -253,11 +259,11 @@ def read_json(buf) -> Report:
     from .validate import MAX_CATEGORIES, validate_report
 
     try:
-        top = msgspec.json.decode(buf, type=_Top)
+        top = msgspec.json.decode(buf, type=JsonTop)
     except RecursionError:  # msgspec's guard (Python's recursion limit): no crash, locate it
         raise _too_deep(buf) from None
     except msgspec.ValidationError as e:
-        msg, path = _split_error(e)
+        msg, path = split_error(e)
         if not path:  # raised while skipping raw elements (e.g. 1e400): find the record
             raise _locate_number_error(buf, msg) from None
         raise ReportError(msg, field=path.lstrip(".") or None) from None
@@ -265,12 +271,12 @@ def read_json(buf) -> Report:
         where = re.search(r"\(byte (\d+)\)", str(e))
         if where is None:
             raise ReportError(f"not a valid JSON report: {e}") from None
-        raise _near(buf, int(where.group(1)), f"not a valid JSON report: {e}") from None
+        raise error_near(buf, int(where.group(1)), f"not a valid JSON report: {e}") from None
     target = target_of(top)
 
     n = len(top.vars)
     var_id = np.empty(n, np.int64)
-    ints = np.empty((n, len(_INT_FIELDS)), np.int64)
+    ints = np.empty((n, len(INT_FIELDS)), np.int64)
     flags = np.empty((n, len(FLAG_FIELDS)), bool)
     names: list[str] = []
     cat_names: list[str] = []
@@ -279,14 +285,14 @@ def read_json(buf) -> Report:
     ec_ids: list[int] = []
     rc_ids: list[int] = []
     repaired: list[int] = []  # rows whose text was not valid UTF-8
-    dec = msgspec.json.Decoder(list[_Var])
-    get_info, get_var = _attrgetter("info"), _attrgetter("var")
-    get_name, get_cat = _attrgetter("name"), _attrgetter("category")
-    get_ec, get_rc = _attrgetter("elementConstraints"), _attrgetter("regionConstraints")
-    int_getters = [_attrgetter(f) for f in _INT_FIELDS]
-    flag_getters = [_attrgetter(f) for f in FLAG_FIELDS.values()]
+    dec = msgspec.json.Decoder(list[JsonVar])
+    get_info, get_var = fields_getter("info"), fields_getter("var")
+    get_name, get_cat = fields_getter("name"), fields_getter("category")
+    get_ec, get_rc = fields_getter("elementConstraints"), fields_getter("regionConstraints")
+    int_getters = [fields_getter(f) for f in INT_FIELDS]
+    flag_getters = [fields_getter(f) for f in FLAG_FIELDS.values()]
     for start, batch in _batches(top.vars):
-        decoded = _decode_batch(dec, batch, start, "vars", repaired)
+        decoded = decode_batch(dec, batch, start, "vars", repaired)
         m = len(decoded)
         stop = start + m
         infos = list(map(get_info, decoded))  # C-level iteration only: no Python loop body
@@ -308,7 +314,7 @@ def read_json(buf) -> Report:
     missing = (ints == MISSING) & allocated[:, None]
     if missing.any():
         row, col = np.argwhere(missing)[0]
-        raise ReportError(f"missing required key {_INT_FIELDS[col]}",
+        raise ReportError(f"missing required key {INT_FIELDS[col]}",
                           field=f"vars[{row}].info", var=int(var_id[row]))
     no_cat = np.flatnonzero(allocated & (np.fromiter(map(len, cat_names), np.int64,
                                                      count=n) == 0))
@@ -380,10 +386,10 @@ def _locate_number_error(buf, msg: str) -> ReportError:
     m = re.search(rb"-?\d+(?:\.\d+)?[eE][+-]?\d{3,}|-?\d{20,}", buf)
     if m is None:
         return ReportError(msg)
-    return _near(buf, m.start(), f"{msg}: {m.group().decode()} at byte {m.start()}")
+    return error_near(buf, m.start(), f"{msg}: {m.group().decode()} at byte {m.start()}")
 
 
-def _near(buf, pos: int, msg: str) -> ReportError:
+def error_near(buf, pos: int, msg: str) -> ReportError:
     """``msg`` naming the key and the var just before byte ``pos`` (error path only)."""
     head = bytes(buf[max(0, pos - 4096):pos])
     key = re.findall(rb'"(\w+)"\s*:[\s\[{]*$', head)
@@ -392,7 +398,8 @@ def _near(buf, pos: int, msg: str) -> ReportError:
                        var=int(var[-1]) if var else None)
 
 
-def _attrgetter(*names):
+def fields_getter(*names):
+    """``operator.attrgetter`` of ``names`` (the decoders' column readers)."""
     from operator import attrgetter
 
     return attrgetter(*names)

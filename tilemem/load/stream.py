@@ -19,7 +19,7 @@ its peak grows with the report. Here nothing per variable lives longer than one 
 Peak memory is then a few windows plus what the whole-report checks need (the sort of var ids,
 the symmetric closure of the interference lists): numpy columns, not Python objects. Errors
 name the field and record as ``read_json`` does (a failing batch is decoded again element by
-element by ``jsonio._decode_batch``).
+element by ``jsonio.decode_batch``).
 """
 from __future__ import annotations
 
@@ -38,14 +38,14 @@ import numpy as np
 from ..errors import ReportError, ReportWarning
 from ..model import CATEGORIES, FLAG_FIELDS, Csr, Report
 from ..model.target import Target
-from .jsonio import (_INT_FIELDS, MISSING, Int, _attrgetter, _decode_batch,
-                     _near, _split_error, _Top, _Var, class_interference, target_of)
+from .jsonio import (INT_FIELDS, MISSING, Int, JsonTop, JsonVar, class_interference,
+                     decode_batch, error_near, fields_getter, split_error, target_of)
 
 #: Bytes scanned and decoded at a time. The scan's numpy arrays and the decoded Structs of one
 #: window take a few times its size; 8 MiB keeps that near 50 MB while the calls stay long.
 WINDOW = 1 << 23
 #: Top-level arrays streamed element by element (the rest is decoded whole, it is small).
-_BIG = {"vars": list[_Var], "equivalenceClassInterference": list[list[Int]],
+_BIG = {"vars": list[JsonVar], "equivalenceClassInterference": list[list[Int]],
         "allocationOrderByTile": list[list[Int]], "equivalenceClassSteps": list[list[Int]]}
 _STRUCT = np.zeros(256, bool)
 _STRUCT[list(b'"[]{}')] = True
@@ -142,7 +142,7 @@ class _Array:
             except (msgspec.MsgspecError, RecursionError) as e:
                 raise ReportError(f"not a valid JSON report: {e}", field=f"{self.key}"
                                   f"[{self.count}...]") from None
-            out = _decode_batch(self.dec, raws, self.count, self.key, repaired)
+            out = decode_batch(self.dec, raws, self.count, self.key, repaired)
         self.count += len(out)
         return out
 
@@ -151,9 +151,9 @@ def stream_json_columns(path, folder: Path) -> tuple[Report, list[int]]:
     """A ``Report`` of the JSON report at ``path`` whose columns map files in ``folder``
     (checked by ``validate_report``), and the rows whose text was repaired (not UTF-8)."""
     from .validate import MAX_CATEGORIES
-    from . import _map
+    from . import map_file
 
-    buf = _map(path)
+    buf = map_file(path)
     bom = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" else 0
     cols = _Columns(folder)
     cats = {c: i for i, c in enumerate(CATEGORIES)}
@@ -209,14 +209,14 @@ def stream_json_columns(path, folder: Path) -> tuple[Report, list[int]]:
             buf.madvise(mmap.MADV_DONTNEED, done_to, done - done_to)  # clean pages: re-read
             done_to = done
     if current is not None or depth != 0:
-        raise _near(buf, n - 1, "not a valid JSON report: the file ends inside "
+        raise error_near(buf, n - 1, "not a valid JSON report: the file ends inside "
                     + (f"{current.key}" if current else "an object or array"))
     skeleton.append(bytes(buf[keep_from:]))
     text = b"".join(skeleton)   # the top level with vars and the lists left out: small
     try:
-        top = msgspec.json.decode(text, type=_Top)
+        top = msgspec.json.decode(text, type=JsonTop)
     except msgspec.ValidationError as e:
-        msg, where = _split_error(e)
+        msg, where = split_error(e)
         raise ReportError(msg, field=where.lstrip(".") or None) from None
     except msgspec.DecodeError as e:
         raise ReportError(f"not a valid JSON report: {e}") from None
@@ -243,21 +243,21 @@ def _store(cols: _Columns, arr: _Array, decoded, cats: dict, first_row: int) -> 
         cols.append(arr.key + ".len", np.fromiter(map(len, lists), np.int64, count=m))
         cols.append(arr.key + ".flat", np.fromiter(chain.from_iterable(lists), np.int64))
         return 0
-    infos = list(map(_attrgetter("info"), decoded))
-    var = np.fromiter(map(_attrgetter("var"), decoded), np.int64, count=m)
-    ints = np.empty((len(_INT_FIELDS), m), np.int64)
-    for j, f in enumerate(_INT_FIELDS):
-        ints[j] = np.fromiter(map(_attrgetter(f), infos), np.int64, count=m)
-    flags = {k: np.fromiter(map(_attrgetter(f), infos), bool, count=m)
+    infos = list(map(fields_getter("info"), decoded))
+    var = np.fromiter(map(fields_getter("var"), decoded), np.int64, count=m)
+    ints = np.empty((len(INT_FIELDS), m), np.int64)
+    for j, f in enumerate(INT_FIELDS):
+        ints[j] = np.fromiter(map(fields_getter(f), infos), np.int64, count=m)
+    flags = {k: np.fromiter(map(fields_getter(f), infos), bool, count=m)
              for k, f in FLAG_FIELDS.items()}
     allocated = flags["allocated"]
     missing = (ints == MISSING) & allocated
     if missing.any():
         j, row = np.argwhere(missing)[0]
-        raise ReportError(f"missing required key {_INT_FIELDS[j]}",
+        raise ReportError(f"missing required key {INT_FIELDS[j]}",
                           field=f"vars[{first_row + row}].info", var=int(var[row]))
-    names = list(map(_attrgetter("name"), infos))
-    cat_names = list(map(_attrgetter("category"), infos))
+    names = list(map(fields_getter("name"), infos))
+    cat_names = list(map(fields_getter("category"), infos))
     no_cat = np.flatnonzero(allocated & (np.fromiter(map(len, cat_names), np.int64, count=m)
                                          == 0))
     if len(no_cat):
@@ -268,7 +268,7 @@ def _store(cols: _Columns, arr: _Array, decoded, cats: dict, first_row: int) -> 
         cats.setdefault(c, len(cats))
     ints[:, ~allocated] = -1
     cols.append("var", var)
-    for j, f in enumerate(_INT_FIELDS):
+    for j, f in enumerate(INT_FIELDS):
         cols.append(f, ints[j])
     for k, v in flags.items():
         cols.append(k, v)
@@ -279,8 +279,8 @@ def _store(cols: _Columns, arr: _Array, decoded, cats: dict, first_row: int) -> 
     cols.append("name_len", np.fromiter(map(len, map(str.encode, names)), np.int64, count=m)
                 if len(blob) != sum(map(len, names)) else
                 np.fromiter(map(len, names), np.int64, count=m))
-    for key, getter in (("ec", _attrgetter("elementConstraints")),
-                        ("rc", _attrgetter("regionConstraints"))):
+    for key, getter in (("ec", fields_getter("elementConstraints")),
+                        ("rc", fields_getter("regionConstraints"))):
         lists = list(map(getter, infos))
         cols.append(key + ".len", np.fromiter(map(len, lists), np.int64, count=m))
         cols.append(key + ".flat", np.fromiter(chain.from_iterable(lists), np.int64))
@@ -296,7 +296,7 @@ def _cumsum(lengths: np.ndarray) -> np.ndarray:
 def _assemble(cols: _Columns, target: Target, cats: tuple, n: int, seen: dict) -> Report:
     from .validate import validate_report
 
-    c = {k: cols.map(k, np.int64) for k in ("var", *_INT_FIELDS)}
+    c = {k: cols.map(k, np.int64) for k in ("var", *INT_FIELDS)}
     flags = {k: cols.map(k, bool) for k in FLAG_FIELDS}
     inter_len = cols.map("equivalenceClassInterference.len", np.int64)
     inter_flat = cols.map("equivalenceClassInterference.flat", np.int64)

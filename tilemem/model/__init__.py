@@ -169,6 +169,20 @@ def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
 
 
+@dataclass(frozen=True)
+class ReportSource:
+    """The file a report was read from, as the loader found it (``tilemem.load.load_report``
+    sets ``Report.file``): its ``path`` (as given), its ``format`` (``"json"`` or
+    ``"capnp"``, told by content, once) and its ``size`` and ``mtime_ns`` when read, so that
+    a reader elsewhere (a cluster's worker, ``tilemem.pack.workers.cluster.ReportFile``)
+    refuses another file at that path instead of solving the wrong report."""
+
+    path: str
+    format: str
+    size: int
+    mtime_ns: int
+
+
 #: Reports of more rows than this look for rows ordered by tile before building a tile index
 #: (the look is a pass over the tile column; a small report's index is cheap anyway).
 _ORDERED_INDEX_FROM = 1 << 16
@@ -221,6 +235,10 @@ class Report:
     interference_dropped: int | None = None
     _tile_index: tuple = field(default=None, repr=False, compare=False)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    #: The file this very report was read from (``ReportSource``), set by the loader; None
+    #: when it was made in memory. Not a field: a report derived from it (``with_offsets``,
+    #: ``dataclasses.replace``, a what-if's edits) is not that file's, and has none.
+    file = None
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod

@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from ..liveness.sorting import argsort
-from .kinds import DEFAULTS
+from .kinds import DEFAULTS, SearchStatus
 from .lattice import aligned_grain
 from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
@@ -48,11 +48,12 @@ from .result import objective
 
 @dataclass(frozen=True)
 class CpsatResult:
-    """``offsets`` (local, or ``None`` when nothing valid is known), ``status`` in
-    {"optimal", "feasible", "infeasible", "unknown"}, seconds spent and solver notes."""
+    """``offsets`` (local, or ``None`` when nothing valid is known), ``status`` (a
+    ``SearchStatus``: OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, or INVALID when CP-SAT rejected
+    the model), seconds spent and solver notes."""
 
     offsets: np.ndarray | None
-    status: str
+    status: SearchStatus
     seconds: float
     note: str = ""
 
@@ -222,15 +223,15 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None,
     t0 = time.perf_counter()
     n = p.n
     if n == 0:
-        return CpsatResult(np.zeros(0, np.int64), "optimal", 0.0)
+        return CpsatResult(np.zeros(0, np.int64), SearchStatus.OPTIMAL, 0.0)
     if hint is not None and not allow_overflow and np.any(hint >= p.capacity):
         hint = None
     m = _Model(p, allow_overflow, params.max_clique_entries)
     if m.too_big:
-        return CpsatResult(hint, "unknown", time.perf_counter() - t0,
+        return CpsatResult(hint, SearchStatus.UNKNOWN, time.perf_counter() - t0,
                            f"skipped, model too large: {m.too_big}")
     if m.empty_domain:
-        return CpsatResult(None, "infeasible", time.perf_counter() - t0,
+        return CpsatResult(None, SearchStatus.INFEASIBLE, time.perf_counter() - t0,
                            "a variable has no legal address in memory")
     notes = [m.no_overlap_kind]
 
@@ -256,9 +257,11 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None,
         # the same on any machine; else the wall clock
         return work if deterministic else time.perf_counter() - t0
 
-    status_names = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
-                    cp_model.INFEASIBLE: "infeasible", cp_model.UNKNOWN: "unknown",
-                    cp_model.MODEL_INVALID: "invalid"}
+    status_names = {cp_model.OPTIMAL: SearchStatus.OPTIMAL,
+                    cp_model.FEASIBLE: SearchStatus.FEASIBLE,
+                    cp_model.INFEASIBLE: SearchStatus.INFEASIBLE,
+                    cp_model.UNKNOWN: SearchStatus.UNKNOWN,
+                    cp_model.MODEL_INVALID: SearchStatus.INVALID}
 
     def run(seconds):
         nonlocal best, work
@@ -267,7 +270,7 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None,
             m.hint(best)
         st, s = solve_hinted(m.model, lambda: solver_for(seconds))
         work += float(s.response_proto.deterministic_time) / DETERMINISTIC_UNITS_PER_SECOND
-        name = status_names.get(st, "unknown")
+        name = status_names.get(st, SearchStatus.UNKNOWN)
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = m.offsets(s)
         return name, s
@@ -278,12 +281,13 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None,
         # phase A: fewest overflowed bytes
         m.model.minimize(m.overflow_expr)
         name, s = run(time_limit * params.fit_share)
-        if name in ("infeasible", "invalid"):
+        if name in (SearchStatus.INFEASIBLE, SearchStatus.INVALID):
             return CpsatResult(best, name, time.perf_counter() - t0, ",".join(notes))
         if best is None:
-            return CpsatResult(None, "unknown", time.perf_counter() - t0, ",".join(notes))
+            return CpsatResult(None, SearchStatus.UNKNOWN, time.perf_counter() - t0,
+                               ",".join(notes))
         over_fixed = objective(p, best)[0]
-        if name == "optimal":
+        if name == SearchStatus.OPTIMAL:
             m.model.add(m.overflow_expr == over_fixed)
         else:
             proven = False
@@ -300,22 +304,24 @@ def solve_cpsat(p: TileProblem, *, hint: np.ndarray | None = None,
     name, s = run(max(left, 0.05))
     notes.append(f"end phase {name}")
     left = time_limit - used()
-    if polish and best is not None and name in ("optimal", "feasible") and left > 0.05:
+    if polish and best is not None and left > 0.05 \
+            and name in (SearchStatus.OPTIMAL, SearchStatus.FEASIBLE):
         # phase C: region high-water marks, the end address kept
         top = int((np.asarray(best) + p.size).max())
         m.model.add(end <= top)
         m.model.minimize(m.region_marks_expr())
         before = best
         name_c, _ = run(left)
-        if name_c not in ("optimal", "feasible"):
+        if name_c not in (SearchStatus.OPTIMAL, SearchStatus.FEASIBLE):
             best = before
         notes.append(f"region phase {name_c}")
     seconds = time.perf_counter() - t0
-    if name == "infeasible" and over_fixed == 0 and not allow_overflow:
-        return CpsatResult(None, "infeasible", seconds, ",".join(notes))
+    if name == SearchStatus.INFEASIBLE and over_fixed == 0 and not allow_overflow:
+        return CpsatResult(None, SearchStatus.INFEASIBLE, seconds, ",".join(notes))
     if best is None:
-        return CpsatResult(None, "unknown", seconds, ",".join(notes))
-    status = "optimal" if proven and name == "optimal" else "feasible"
+        return CpsatResult(None, SearchStatus.UNKNOWN, seconds, ",".join(notes))
+    status = (SearchStatus.OPTIMAL if proven and name == SearchStatus.OPTIMAL
+              else SearchStatus.FEASIBLE)
     return CpsatResult(np.asarray(best, np.int64), status, seconds, ",".join(notes))
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .firstfit import first_fit
 from .guard import self_check
+from .kinds import SearchStatus
 from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .quick import NEAR, quick_search
@@ -61,7 +62,7 @@ def _fresh_start(p: TileProblem, lower: int, seconds: float, seed: int,
         probed = min(cap, p.capacity)
         r = solve_search(p, time_limit=min(left, probe_share * seconds), hint=start,
                          capacity=int(probed), probe=True, seed=seed, params=params)
-        if r.status == "optimal" and r.offsets is not None:
+        if r.status == SearchStatus.OPTIMAL and r.offsets is not None:
             off = np.asarray(r.offsets, np.int64)
             if self_check(p, off):
                 break

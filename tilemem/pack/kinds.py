@@ -1,7 +1,7 @@
 """The names packing speaks in: methods (what a user asks for), passes (what one call of
-``solve_tile`` is asked to do), stages (what made a tile's allocation) and statuses (how good
-it is known to be). A light module: the CLI reads ``METHODS`` from it for ``--method``
-without importing the packers.
+``solve_tile`` is asked to do), stages (what made a tile's allocation), statuses (how good
+it is known to be) and how one search ended (``SearchStatus``). A light module: the CLI
+reads ``METHODS`` from it for ``--method`` without importing the packers.
 """
 from __future__ import annotations
 
@@ -87,6 +87,25 @@ class Status(Label):
     HEURISTIC = "heuristic"  # the heuristic's allocation
     REPLAY = "replay"       # the replayed order
     REPORT = "report"       # the report's own offsets, as they were
+
+
+class SearchStatus(Label):
+    """How one run of the exact search (``tilemem.pack.search``) or of CP-SAT
+    (``tilemem.pack.cpsat``) ended: a search's outcome on its capacity, not a tile's status
+    (``Status``), which is what the tile's kept allocation is known to be."""
+
+    #: the search: everything placed below the capacity; CP-SAT: the objective proven
+    OPTIMAL = "optimal"
+    #: CP-SAT: a valid allocation, not proven optimal
+    FEASIBLE = "feasible"
+    #: proven: no allocation exists below the capacity
+    INFEASIBLE = "infeasible"
+    #: a limit stopped it before either
+    UNKNOWN = "unknown"
+    #: a probe of the portfolio's bisection: a placement below the cap, checked and kept
+    FOUND = "found"
+    #: CP-SAT rejected its model
+    INVALID = "invalid"
 
 
 class Goal(Label):

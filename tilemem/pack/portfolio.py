@@ -38,7 +38,7 @@ from .cpsat import solve_cpsat
 from .firstfit import first_fit
 from .fresh import _fresh_start
 from .guard import self_check
-from .kinds import DEFAULTS, Pass, Stage, Status
+from .kinds import DEFAULTS, Pass, SearchStatus, Stage, Status
 from .neighbourhood import NeighbourhoodResult, improve_by_neighbourhoods
 from .params import DEFAULT_PARAMS, SolverParams
 from .proof import fit_verdict, proof_seconds, prove_no_fit
@@ -79,6 +79,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     fits). ``params``: the solvers' tuning values, handed down to every move.
     """
     t0 = time.perf_counter()
+    method = Pass(method)
     # the maximum live bytes and, when given, the peak's clique with the padding its
     # alignments force (``TileBound``)
     b, b_exact, pb, pb_vars = TileBound.of(bound if bound is not None else simple_bound(p))
@@ -88,17 +89,17 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
     note = ""
     ran_exact = ran_quick = hint_given = False
     moves = _Moves()
-    if method == "replay":
+    if method is Pass.REPLAY:
         off = first_fit(p, replay_order)
-        status = "replay"
+        status = Status.REPLAY
     else:
         hint_given = hint is not None
         carried_off = None
         if carried is not None and len(carried[1]) == p.n and p.n:
             c = np.asarray(carried[1], np.int64)
             carried_off = c if self_check(p, c) else None
-        quick_start = method in ("quick", "near")
-        target = _quick_target(lower, NEAR if method == "near" else stop_gap, stop_end)
+        quick_start = method in (Pass.QUICK, Pass.NEAR)
+        target = _quick_target(lower, NEAR if method is Pass.NEAR else stop_gap, stop_end)
         if (hint is None and quick_start and carried_off is not None and target is not None
                 and _meets(p, carried_off, target)):
             # a carried allocation the quick search would stop at as it is: no heuristic
@@ -127,20 +128,21 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
             hint, note = carried_off, f"{CARRIED} {carried[0]}"
             hint_given = True   # a search's allocation (the other tile's)
         off = hint
-        status = "optimal" if _meets(p, off, lower) else "heuristic"
-        if method in ("quick", "near") and status != "optimal" and time_limit > 0.01:
+        status = Status.OPTIMAL if _meets(p, off, lower) else Status.HEURISTIC
+        if quick_start and status != Status.OPTIMAL and time_limit > 0.01:
             ran_quick = True
             q = moves.run("quick search", lambda: quick_search(
                 p, off, lower, time_limit, seed, target=target, params=params))
             if q is not None:
                 off, status, lower = q.offsets, q.status, q.bound
                 note = joined_note(note, q.note, sep=",")
-        if method in ("auto", "exact", "fit") and (method == "exact" or status != "optimal"):
+        if method in (Pass.AUTO, Pass.EXACT, Pass.FIT) \
+                and (method is Pass.EXACT or status != Status.OPTIMAL):
             ran_exact = True
             e = moves.run("exact portfolio", lambda: exact_portfolio(
                 p, off, lower, time_limit, seed, cp_workers, deterministic,
-                polish=(method == "exact"), fit_only=(method == "fit"),
-                stop_gap=stop_gap if method == "auto" else None, params=params))
+                polish=method is Pass.EXACT, fit_only=method is Pass.FIT,
+                stop_gap=stop_gap if method is Pass.AUTO else None, params=params))
             if e is not None:
                 off, status, note, lower = e.offsets, e.status, e.note, e.bound
                 moves.failed.extend(e.failed)   # its moves that failed are the tile's too
@@ -148,7 +150,7 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         own = np.asarray(given, np.int64)
         if objective(p, own) < objective(p, off) and self_check(p, own):
             off, note = own, joined_note(note, "the report's own offsets are better", sep=",")
-            status = "optimal" if _meets(p, off, lower) else status
+            status = Status.OPTIMAL if _meets(p, off, lower) else status
     over, total, _, _ = objective(p, off)
     proven_on = None
     if over and b <= p.capacity:
@@ -178,13 +180,18 @@ def solve_tile(p: TileProblem, method: str, *, hint: np.ndarray | None = None,
         used = Stage.QUICK if ran_quick or hint_given else Stage.HEURISTIC
     else:
         used = Stage.EXACT if ran_exact else Stage.HEURISTIC
-    res = TileResult(tile=p.tile, method=used, status=Status(status), overflow_bytes=over,
+    res = TileResult(tile=p.tile, method=used, status=status, overflow_bytes=over,
                      total_including_gaps=total, bound=lower, bound_exact=bool(b_exact),
                      gap=gap_of(total, lower), seconds=time.perf_counter() - t0,
                      num_vars=p.n, note=note,
                      verdict=fit_verdict(over, int(b), p.capacity, proven_on),
                      proven_on=proven_on, failed=tuple(moves.failed))
     return res, off
+
+
+def _status(p: TileProblem, best: np.ndarray, lower: int, proven: bool = False) -> Status:
+    """OPTIMAL when proven or at the bound, else FEASIBLE (the exact portfolio's result)."""
+    return Status.OPTIMAL if proven or _meets(p, best, lower) else Status.FEASIBLE
 
 
 def _quick_target(lower: int, stop_gap: float | None, stop_end: int | None) -> int | None:
@@ -249,7 +256,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         nonlocal best
         budget = until - clock.used()
         if budget <= 0.01:
-            return "unknown"
+            return SearchStatus.UNKNOWN
         try:
             if deterministic:   # a node budget: the same verdict on any machine
                 rate = SEARCH_NODE_VARIABLES_PER_SECOND / max(p.n, 1)   # nodes a second
@@ -260,15 +267,15 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                 r = search(p, time_limit=budget, hint=best, capacity=int(cap), params=params)
         except Exception as e:  # noqa: BLE001 - a failing probe must not lose the tile
             moves.failed_with("search", e)
-            return "unknown"
+            return SearchStatus.UNKNOWN
         if r.offsets is not None:
             cand = np.asarray(r.offsets, np.int64)
             if self_check(p, cand) and int((cand + p.size).max(initial=0)) <= cap:
                 if objective(p, cand) < objective(p, best):
                     best = cand
-                return "found"
+                return SearchStatus.FOUND
             notes.append("search result rejected by self-check")
-            return "unknown"
+            return SearchStatus.UNKNOWN
         return r.status
 
     def done():
@@ -296,7 +303,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         notes.append(f"search fit {verdict}")
     if fit_only and not np.any(best >= tm):
         # it fits: the end address is left to the passes every tile gets
-        return moves.outcome(best, "optimal" if _meets(p, best, lower) else "feasible", lower)
+        return moves.outcome(best, _status(p, best, lower), lower)
     if big and not done():
         # a big tile, where the whole tile's exact models are out of reach (CP-SAT's is
         # skipped as too large, the bisection's probes stall): the search's descents with
@@ -345,15 +352,15 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             clock.charge(res.seconds)
             if objective(p, res.offsets) < objective(p, best):
                 best = res.offsets
-        return moves.outcome(best, "optimal" if _meets(p, best, lower) else "feasible", lower)
+        return moves.outcome(best, _status(p, best, lower), lower)
     stalled_at_bound = False   # the probe at the bound could not tell: not repeated
     if search is not None and not np.any(best >= tm) and not done():
         # the bound itself first, briefly: on exact fits (MiniMalloc's instances) this is
         # the proof, and on the rest a short "unknown"
         verdict = probe(lower, clock.used() + params.exact_split[0] * (time_limit - clock.used()))
-        if verdict == "infeasible":
+        if verdict == SearchStatus.INFEASIBLE:
             lower = end_bound_after_infeasible(p, lower)
-        stalled_at_bound = verdict == "unknown"
+        stalled_at_bound = verdict == SearchStatus.UNKNOWN
         notes.append(f"search at bound {verdict}")
     if not _meets(p, best, lower) and not done() and p.n > 1:
         share = params.exact_split[1] * (time_limit - clock.used())
@@ -381,9 +388,9 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
                 break
             verdict = probe(cap, clock.used() + params.exact_split[3 if first else 4] * left)
             first = False
-            if verdict == "found":
+            if verdict == SearchStatus.FOUND:
                 hi = objective(p, best)[1] - 1
-            elif verdict == "infeasible":
+            elif verdict == SearchStatus.INFEASIBLE:
                 lo, probe_lo = end_bound_after_infeasible(p, cap), cap + 1
             else:  # unknown at cap: look for a better allocation above it instead of stopping
                 probe_lo = cap + 1
@@ -392,8 +399,7 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
         notes.append(f"search end {'proven' if proven else 'open'} "
                      f"[{lower:,}, {objective(p, best)[1]:,}]")
     if done() or (proven and not polish):
-        status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-        return moves.outcome(best, status, lower)
+        return moves.outcome(best, _status(p, best, lower, proven), lower)
     left = time_limit - clock.used()
     if left > 0.05 or polish:
         res = moves.run("cp-sat", lambda: solve_cpsat(
@@ -407,11 +413,10 @@ def exact_portfolio(p: TileProblem, hint: np.ndarray, bound: int, time_limit: fl
             if self_check(p, cand):
                 if objective(p, cand) <= objective(p, best):
                     best = cand
-                    proven |= res.status == "optimal"
+                    proven |= res.status == SearchStatus.OPTIMAL
             else:
                 notes.append("cp-sat result rejected by self-check")
-    status = "optimal" if proven or _meets(p, best, lower) else "feasible"
-    return moves.outcome(best, status, lower)
+    return moves.outcome(best, _status(p, best, lower, proven), lower)
 
 
 #: Deterministic runs measure the compiled search's work in nodes; a node costs about as much
@@ -432,7 +437,7 @@ class PortfolioOutcome:
     what it raised), e.g. ``("cp-sat",)``."""
 
     offsets: np.ndarray
-    status: str
+    status: Status
     note: str
     bound: int
     failed: tuple[str, ...] = ()
@@ -465,7 +470,7 @@ class _Moves:
         self.failed.append(name)
         self.notes.append(f"{name} failed: {type(e).__name__}: {first_line}")
 
-    def outcome(self, best: np.ndarray, status: str, lower: int) -> PortfolioOutcome:
+    def outcome(self, best: np.ndarray, status: Status, lower: int) -> PortfolioOutcome:
         return PortfolioOutcome(best, status, joined_note(*self.notes, sep=","), lower,
                                 tuple(self.failed))
 

@@ -36,7 +36,7 @@ import numpy as np
 from ..liveness import TileConflicts
 from ..liveness.graphalg import max_weight_clique
 from ..model import Csr
-from .kinds import PROVEN, Verdict
+from .kinds import PROVEN, SearchStatus, Verdict
 from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 
@@ -96,7 +96,7 @@ def prove_no_fit(p: TileProblem, time_limit: float,
         q = restrict(p, subset)
         r = solve_search(q, time_limit=min(left, max(least, time_limit * share)),
                          capacity=p.capacity, randomized=False)
-        if r.status == "infeasible":
+        if r.status == SearchStatus.INFEASIBLE:
             return len(subset)
     return None
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .guard import self_check
+from .kinds import SearchStatus, Status
 from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
 from .result import objective
@@ -29,7 +30,7 @@ class Outcome(NamedTuple):
     one given, raised where the search proved a capacity infeasible)."""
 
     offsets: np.ndarray
-    status: str
+    status: Status
     note: str
     bound: int
 
@@ -76,8 +77,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                  params: SolverParams = DEFAULT_PARAMS) -> Outcome:
     """A better allocation than a valid ``hint`` in about ``time_limit`` seconds, from the
     compiled search used as a constructive method: an ``Outcome``, status
-    "optimal" when the result ends at ``bound`` (with nothing overflowed, unless the bound
-    itself is past tileMemory), else "heuristic".
+    OPTIMAL when the result ends at ``bound`` (with nothing overflowed, unless the bound
+    itself is past tileMemory), else HEURISTIC.
 
     Asked for a cap slightly above the lower bound, the search's first descent (the lowest
     legal place first, left-justified, pruned by the sections' capacities) usually places a
@@ -123,7 +124,7 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
     zone = lower > tm
     stop = lower if target is None else max(lower, target)
     if p.n < 2 or _meets(p, best, stop, zone):
-        status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
+        status = Status.OPTIMAL if _meets(p, best, lower, zone) else Status.HEURISTIC
         return Outcome(best, status, "quick search skipped", lower)
     from .search import model_of
     model_of(p)  # build the arrays before the clock starts (cached for later calls)
@@ -186,8 +187,8 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
                     break
                 if objective(p, cand) < objective(p, best):
                     best = cand
-                found = r.status == "optimal"
-            infeasible = r.status == "infeasible"
+                found = r.status == SearchStatus.OPTIMAL
+            infeasible = r.status == SearchStatus.INFEASIBLE
             if found or infeasible or _meets(p, best, stop, zone):
                 break
         aiming = False
@@ -203,5 +204,5 @@ def quick_search(p: TileProblem, hint: np.ndarray, bound: int, time_limit: float
         # NEAR itself first, then doubling
         slack = max(slack * 2 if slack >= near else near, slack + 1)
         cap = lower + slack
-    status = "optimal" if _meets(p, best, lower, zone) else "heuristic"
+    status = Status.OPTIMAL if _meets(p, best, lower, zone) else Status.HEURISTIC
     return Outcome(best, status, "quick search " + " ".join(tried), lower)

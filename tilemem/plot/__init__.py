@@ -74,7 +74,7 @@ def tile_map(report, tile: int, offsets=None, *, ax=None, gaps: bool = True):
 def html_page(report, path, *, offsets=None, against=None, tiles=None,
               time_limit: float = DEFAULTS.page_time_limit, method: str = "auto",
               budget: float = DEFAULTS.page_budget, repack: bool = True,
-              max_vars: int = 250_000, progress=None) -> dict:
+              max_vars: int = 250_000, progress=None, config=None) -> dict:
     """Write the one-file interactive HTML report (as ``tilemem html``; needs Bokeh).
 
     Parameters
@@ -94,6 +94,9 @@ def html_page(report, path, *, offsets=None, against=None, tiles=None,
         Budget of variables in full maps.
     progress : callable, optional
         Called with a line saying what is being built.
+    config : tilemem.ConfigQuery, optional
+        Also answer ``tilemem config`` (the whole configuration that fits) in the program
+        section, when tiles are out of memory.
 
     Returns
     -------
@@ -111,7 +114,7 @@ def html_page(report, path, *, offsets=None, against=None, tiles=None,
     """
     return _page(report, path, offsets=offsets, against=against, tiles=tiles,
                  time_limit=time_limit, method=method, budget=budget, repack=repack,
-                 max_vars=max_vars, progress=progress)["data"]
+                 max_vars=max_vars, progress=progress, config=config)["data"]
 
 
 def html_server(report, path, *, host: str = "127.0.0.1", port: int = 0, **options):
@@ -130,7 +133,7 @@ def html_server(report, path, *, host: str = "127.0.0.1", port: int = 0, **optio
 
 def _page(report, path, *, offsets=None, against=None, tiles=None, time_limit: float = 2.0,
           method: str = "auto", budget: float = 60.0, repack: bool = True,
-          max_vars: int = 250_000, progress=None) -> dict:
+          max_vars: int = 250_000, progress=None, config=None) -> dict:
     from pathlib import Path
 
     import numpy as np
@@ -156,5 +159,6 @@ def _page(report, path, *, offsets=None, against=None, tiles=None, time_limit: f
                        against_label=Path(getattr(against, "source", "other")).name,
                        requested=None if tiles is None else np.asarray(tiles, np.int64),
                        time_limit=time_limit, repack=repack, method=method, budget=budget,
-                       max_vars=max_vars, progress=progress or (lambda s: None), keep=True)
+                       max_vars=max_vars, progress=progress or (lambda s: None), keep=True,
+                       config=config)
     return built | {"compare": compare}

@@ -8,6 +8,7 @@ import html as _html
 
 import numpy as np
 
+from ..figures.config.margins import Verdict
 from ..figures.memory import GAP_CAUSES, MemoryFigures
 from .pagedata import totals_table
 
@@ -90,6 +91,7 @@ def program_html(s: dict | None, source: str) -> str:
     lines.append(f'<div class="tables"><div><h3>Live at the most peaks</h3>{tensors}</div>'
                  f'<div><h3>&nbsp;</h3>{layers}</div></div>')
     lines.append(plan_html(s.get("plan"), source))
+    lines.append(config_html(s.get("config")))
     if s["nextSteps"]:
         def try_it(st):
             cmd, _, rest = st.get("command", "").partition(" ")
@@ -111,6 +113,45 @@ def program_html(s: dict | None, source: str) -> str:
             + "</section>")
 
 
+def config_html(a: dict | None) -> str:
+    """``tilemem config``'s answer (the summary's ``config``, when asked for): the ranked
+    configurations that fit, the best one's stages, the near misses; "" without one."""
+    if not a:
+        return ""
+    esc = _html.escape
+    rows = [{"n": k, "ipus": c["ipus"], "layers": ",".join(map(str, c["layersPerIpu"])),
+             "mb": c["microBatch"], "levers": ", ".join(c["levers"]) or "none",
+             "amp": ",".join(f"{x:g}" for x in c["amps"]), "cost": f"{c['cost']:.1f} %",
+             "balance": f"{c['balance']:.2f}"}
+            for k, c in enumerate(a["ranked"], 1)]
+    out = ['<div id="config"><h3>The configuration that fits (tilemem config)</h3>']
+    if not rows:
+        out.append("<p>No configuration tried fits under tileMemory by more than its "
+                   "error.</p>")
+    else:
+        b = a["ranked"][0]
+        out.append(f"<p>{esc(b['summary'])}: fits by more than its error "
+                   f"({100 * b['margin']:.2f} % of tileMemory); {esc(a['objective'])}.</p>")
+        out.append(_table(rows, [("n", "#"), ("ipus", "IPUs"), ("layers", "layers per IPU"),
+                                 ("mb", "micro-batch"), ("levers", "levers"),
+                                 ("amp", "proportion"), ("cost", "cost"),
+                                 ("balance", "balance")], "totals"))
+        st = [{"ipu": s["ipu"], "layers": f"{s['firstUnit']} .. {s['lastUnit']}",
+               "tile": s["worstTile"], "live": f"{s['maxLiveBytes']:,}",
+               "head": f"{s['headroomBytes']:,} ± {s['errorBytes']:,}",
+               "saved": ", ".join(f"{k} {v:,}" for k, v in s["saved"].items()) or "-"}
+              for s in b["stages"]]
+        out.append("<h3>The best, stage by stage</h3>" + _table(
+            st, [("ipu", "IPU"), ("layers", "layers"), ("tile", "worst tile"),
+                 ("live", "max live"), ("head", "headroom ± error"),
+                 ("saved", "saved there")], "totals"))
+    if a["nearMisses"]:
+        out.append("<h3>Near misses</h3><ul>" + "".join(
+            f"<li>{esc(n['summary'])}: {esc(n['verdict'])}; {esc(n['change'])}</li>"
+            for n in a["nearMisses"]) + "</ul>")
+    return "".join(out) + "</div>"
+
+
 def plan_html(p: dict | None, source: str) -> str:
     """The plan that fits (``tilemem.figures.plan``, the summary's ``plan``) before the
     next steps, as ``tilemem oom`` prints it: its levers with their costs, what it leaves,
@@ -118,11 +159,19 @@ def plan_html(p: dict | None, source: str) -> str:
     if not p:
         return ""
     esc = _html.escape
-    if p["tilesLeft"] == 0:
+    margin = 100 * p.get("margin", 0.0)
+    if p.get("verdict", Verdict.FITS) == Verdict.FITS:
         head = (f"every one of the {p['ofTiles']:,} tiles that need less data under "
-                f"tileMemory by the bound, at cost {p['cost']} (sum of ranks; "
+                f"tileMemory by the bound, by more than the levers' error ({margin:.1f} % of "
+                f"tileMemory), at cost {p['cost']} (sum of ranks; "
                 f"{p['tried']} combination(s) tried, cheapest first)")
         title = "Plan that fits"
+    elif p["tilesLeft"] == 0:
+        head = (f"every one of the {p['ofTiles']:,} tiles that need less data under "
+                f"tileMemory by the bound, but {p.get('tilesClose', 0):,} by less than the "
+                f"levers' error ({margin:.1f} % of tileMemory): compile it to know (cost "
+                f"{p['cost']}; {p['tried']} tried)")
+        title = "Plan that may fit (close)"
     else:
         head = (f"no combination of levers tried brings every tile under tileMemory; this "
                 f"one leaves {p['tilesLeft']:,} of {p['ofTiles']:,} tiles over, "

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ReportError
 from ..liveness import StepProfile, live_rows_at, max_over_tiles, step_profile
 from ..model import Report
-from .maps import _figure, _kib, _power_of_two_locator
+from .maps import new_figure, kib_label, power_of_two_locator
 
 SOURCE = {"steps": "program steps from equivalenceClassSteps",
           "points": "program points reconstructed from the interference (an order "
@@ -40,7 +40,7 @@ def plot_liveness(r: Report, tile: int, *, with_max: bool = True):
     if p is None:
         raise no_timeline_error(tile)
     tm = r.target.tile_memory
-    fig = _figure(13, 4.8)
+    fig = new_figure(13, 4.8)
     ax = fig.subplots()
     top = max(p.peak_bytes, 1)
     if with_max and p.kind == "steps":
@@ -67,8 +67,8 @@ def plot_liveness(r: Report, tile: int, *, with_max: bool = True):
         ax.set_xlim(p.start[0], p.start[-1] + 1)
     ymax = max(top, tm) * 1.06
     ax.set_ylim(0, ymax)
-    ax.yaxis.set_major_locator(_power_of_two_locator(ymax))
-    ax.yaxis.set_major_formatter(FuncFormatter(_kib))
+    ax.yaxis.set_major_locator(power_of_two_locator(ymax))
+    ax.yaxis.set_major_formatter(FuncFormatter(kib_label))
     ax.set_xlabel(unit)
     ax.set_ylabel("live bytes")
     ax.set_title(f"tile {tile}: live bytes over {SOURCE[p.kind]}", loc="left", fontsize=10)

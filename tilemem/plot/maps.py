@@ -157,7 +157,8 @@ def _lanes(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
 
 
 # ---- drawing ---------------------------------------------------------------------------------
-def _kib(x, _pos=None) -> str:
+def kib_label(x, _pos=None) -> str:
+    """An axis tick in KiB (``12K``): the maps' and the live-bytes pictures'."""
     return f"{x / 1024:,.0f}K" if x else "0"
 
 
@@ -169,7 +170,7 @@ def address_axis(ax, xmax) -> None:
     while xmax / step > 12:
         step *= 2
     ax.xaxis.set_major_locator(MultipleLocator(step))
-    ax.xaxis.set_major_formatter(FuncFormatter(_kib))
+    ax.xaxis.set_major_formatter(FuncFormatter(kib_label))
 
 
 def x_limit(maps: list[TileMap]) -> int:
@@ -311,7 +312,8 @@ def _draw_gap_strip(ax, m: TileMap, xmax) -> dict:
     return out
 
 
-def _power_of_two_locator(vmax):
+def power_of_two_locator(vmax):
+    """Ticks at a power of two of KiB, a handful up to ``vmax``."""
     from matplotlib.ticker import MultipleLocator
 
     step = 1024
@@ -320,7 +322,8 @@ def _power_of_two_locator(vmax):
     return MultipleLocator(step)
 
 
-def _figure(width, height):
+def new_figure(width, height):
+    """A matplotlib figure of the pictures' size and resolution (no pyplot state)."""
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
@@ -335,7 +338,7 @@ def plot_tile(r: Report, tile: int, offsets: np.ndarray | None = None, *,
                      else ("report's allocation" if compare is not None else ""))]
     if compare is not None:
         maps.append(tile_map(r, tile, compare, label=compare_label))
-    fig = _figure(13, 4.2 * len(maps) + 0.6)
+    fig = new_figure(13, 4.2 * len(maps) + 0.6)
     ratios = []
     for _ in maps:
         ratios += [12, 1]
@@ -362,7 +365,7 @@ def plot_tiles(f: MemoryFigures):
     tm = t.tile_memory
     total, incl = f.total, f.highest_end
     tiles = np.arange(f.num_tiles)
-    fig = _figure(13, 7.5)
+    fig = new_figure(13, 7.5)
     top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [3, 2]})
     edges_t = np.arange(f.num_tiles + 1) - 0.5
     top.stairs(incl, edges_t, fill=True, color="#9ecae1", lw=0, label="including gaps",
@@ -377,8 +380,8 @@ def plot_tiles(f: MemoryFigures):
     top.set_xlim(-0.5, f.num_tiles - 0.5)
     ymax = max(tm, int(incl.max()) if len(incl) else 0)
     top.set_ylim(0, ymax * 1.05)
-    top.yaxis.set_major_formatter(FuncFormatter(_kib))
-    top.yaxis.set_major_locator(_power_of_two_locator(ymax))
+    top.yaxis.set_major_formatter(FuncFormatter(kib_label))
+    top.yaxis.set_major_locator(power_of_two_locator(ymax))
     top.xaxis.set_major_locator(MaxNLocator(integer=True))
     top.set_xlabel("tile")
     top.set_ylabel("memory")

@@ -205,6 +205,7 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
     """The program summary of every out-of-memory tile (``None`` when none is), and
     ``{tile: oom diagnosis JSON}`` for those among ``tiles``."""
     from ..figures.oom import diagnose_program
+    from ..figures.verdicts import OomVerdict
 
     if not len(fig.out_of_memory()):
         return None, {}
@@ -216,7 +217,8 @@ def _diagnoses(r: Report, tiles, offsets, fig, time_limit, repack, method, progr
     # the plan that fits, as ``tilemem oom`` ends its next steps (the same tiles' class
     # graphs, taken apart once for both)
     summary.plan = plan_that_fits(
-        r, [d.tile for d in found if d.verdict_code == "reduceData"], time_limit=time_limit)
+        r, [d.tile for d in found if d.verdict_code == OomVerdict.REDUCE_DATA],
+        time_limit=time_limit)
     keep = set(int(t) for t in tiles)
     return (msgspec.to_builtins(summary),
             {d.tile: msgspec.to_builtins(d) for d in found if d.tile in keep})
@@ -226,7 +228,8 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
               requested=None, title: str = "", fullest: int = FULLEST,
               max_vars: int = MAX_VARS, time_limit: float = 2.0, repack: bool = True,
               method: str = "auto", progress=None, budget: float | None = None,
-              against: Report | None = None, against_label: str = "other") -> dict:
+              against: Report | None = None, against_label: str = "other",
+              config=None) -> dict:
     """Everything the page shows (see the module docstring). ``offsets``: the allocation
     shown (default the report's); ``compare``: another offset column for the Compare view;
     ``against``: another compilation of the program (``tilemem diff``'s comparison and both
@@ -265,6 +268,12 @@ def page_data(r: Report, *, offsets=None, compare=None, compare_label: str = "al
     say("out-of-memory diagnosis")
     program, diag = _diagnoses(r, [c.tile for c in chosen], offsets, fig, time_limit, repack,
                                method, None, budget)
+    if program is not None and config is not None:
+        # the whole configuration that fits (``tilemem config``), asked for
+        from ..figures.config.answer import configure
+
+        say("the configuration that fits")
+        program["config"] = msgspec.to_builtins(configure(r, config))
     data["program"] = program
     say("tile maps and liveness")
     tiles = {}

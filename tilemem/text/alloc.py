@@ -4,6 +4,7 @@ from __future__ import annotations
 import msgspec
 from msgspec.structs import replace
 
+from ..pack.kinds import Goal
 from ..pack.result import TileResult
 from .common import titled
 
@@ -178,7 +179,7 @@ def ended_early_text(s: AllocationSummary) -> str:
     ended with 17.5 s of the budget left: every tile's question is answered (it fits, or cannot fit, or is proven not to)
     """
     head = f"ended with {s.ended_early:,.1f} s of the budget left: "
-    if s.goal == "fit":
+    if s.goal == Goal.FIT:
         return head + "every tile's question is answered (it fits, or cannot fit, or is proven not to)"
     return (head + f"every tile ends within {100 * (s.settle or 0):g}% of its bound or is "
             f"proven optimal ({s.optimal:,} proven), below what more time would change that "

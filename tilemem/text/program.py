@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from ..figures.program import ProgramSummary, verdict_of
+from ..figures.verdicts import OomVerdict
 from .common import human_bytes, short, titled
 
 #: Rows of the tile table beyond which only the worst are listed (the JSON has them all).
@@ -43,12 +44,12 @@ def program_view(c, name: str, s: ProgramSummary, report_arg: str = "REPORT") ->
     for v, n in s.verdicts.items():
         if n:
             line = VERDICT_LINES[v]
-            if s.edits and v == "notRepacked":
+            if s.edits and v == OomVerdict.NOT_REPACKED:
                 line = "live data fits: they fit by the bound (--repack: does an allocation?)"
             c.print(f"  {n:>6,} {line}")
     if s.reduce_data_before is not None:
         c.print(f"  tiles that need less data: {s.reduce_data_before:,} before the change, "
-                f"{s.verdicts['reduceData']:,} after")
+                f"{s.verdicts[OomVerdict.REDUCE_DATA]:,} after")
     f = s.bytes_to_free
     if f.tiles:
         c.print(f"  bytes to free on the {f.tiles:,} tiles that need less data: "
@@ -98,10 +99,16 @@ def plan_view(c, s: ProgramSummary, report_arg: str = "REPORT") -> None:
     p = s.plan
     if p is None:
         return
-    if p.tiles_left == 0:
+    if p.fits:
         head = (f"[bold]Plan that fits[/bold]: every one of the {p.of_tiles:,} tiles that need "
-                f"less data under tileMemory by the bound, at cost {p.cost} (sum of ranks; "
+                f"less data under tileMemory by the bound, by more than the levers' error "
+                f"({100 * p.margin:.1f} % of tileMemory), at cost {p.cost} (sum of ranks; "
                 f"{p.tried} combination(s) tried, cheapest first)")
+    elif p.tiles_left == 0:
+        head = (f"[bold]Plan that may fit (close)[/bold]: every one of the {p.of_tiles:,} tiles "
+                f"that need less data under tileMemory by the bound, but {p.tiles_close:,} by "
+                f"less than the levers' error ({100 * p.margin:.1f} % of tileMemory): compile "
+                f"it to know (cost {p.cost}; {p.tried} tried)")
     else:
         head = (f"[bold]Plan that fits best[/bold]: no combination of levers tried brings "
                 f"every tile under tileMemory; this one leaves {p.tiles_left:,} of "
@@ -110,6 +117,8 @@ def plan_view(c, s: ProgramSummary, report_arg: str = "REPORT") -> None:
     c.print(head)
     for lever, cost in zip(p.levers, p.costs):
         c.print(f"  - {escape(lever)} [dim]({escape(cost)})[/dim]")
+    for e in p.errors:
+        c.print(f"     [dim]error: {escape(e)}[/dim]", soft_wrap=True)
     c.print(f"     [dim]{escape(f'tilemem what-if {report_arg} {p.what_if}')}[/dim]",
             soft_wrap=True)
     c.print("     [dim]ranks: --prefer LEVER tries it first, --avoid LEVER leaves it out[/dim]")

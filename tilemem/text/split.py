@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..figures.split.estimate import SplitAnswer
 from ..figures.split.search import OWN_SPLIT
+from ..figures.verdicts import FitVerdict
 
 
 def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:
@@ -22,7 +23,7 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
         head = (f"every stage fits under tileMemory ({a.tile_memory:,} bytes) by the "
                 "estimate")
     else:
-        bad = sum(s.verdict == "cannot fit" for s in a.stages)
+        bad = sum(s.verdict == FitVerdict.CANNOT_FIT for s in a.stages)
         head = (f"{bad} of {a.ipus} stages cannot fit under tileMemory ({a.tile_memory:,} "
                 "bytes): reduce data" + ("" if asked or a.note else
                                          f" (no split fits on up to {a.ipus} IPUs)"))
@@ -77,7 +78,10 @@ def stage_levers(a: SplitAnswer) -> list[str]:
     for s in need:
         p = s.levers
         what = " + ".join(p.levers)
-        left = ("every tile fits by the bound" if p.tiles_left == 0 else
+        left = (f"every tile fits by the bound, by more than its error "
+                f"({100 * p.margin:.1f} % of tileMemory)" if p.fits else
+                f"close: {p.tiles_close:,} tile(s) under tileMemory by less than its error "
+                f"({100 * p.margin:.1f} %)" if p.tiles_left == 0 else
                 f"{p.tiles_left:,} of {p.of_tiles:,} tiles still over, "
                 f"{p.bytes_to_free:,} bytes to free")
         out.append(f"  - IPU {s.ipu}: {what} (cost {p.cost}; {p.of_tiles:,} tiles need less "

@@ -85,6 +85,7 @@ from ...rules import (INFERRED_COPY_ON_DESTINATION, INFERRED_COPY_ON_SOURCE,
                      INFERRED_STASH_MAPPING, INFERRED_STEP_SCALED_ALWAYS_LIVE, SPLIT_CLOSE_MARGIN,
                      SPLIT_CLOSE_MARGIN_NO_STEPS, inferred_stash_depth)
 from ..plan import Plan
+from ..verdicts import FitVerdict, fit_verdict
 from .units import Units, program_units
 from .cross import Crossings
 from .buffers import bounded
@@ -139,8 +140,8 @@ ASSUMPTIONS = (
 class Stage(msgspec.Struct, rename="camel"):
     """One pipeline stage: its units (layers), its estimated maximum live bytes on its worst
     tile (the bound), of them the always-live part and the buffers pipelining adds there, and
-    a verdict: ``fits``, ``close`` (within ``SPLIT_CLOSE_MARGIN`` below tileMemory) or
-    ``cannot fit``."""
+    a verdict (``FitVerdict``): ``fits``, ``close`` (within ``SPLIT_CLOSE_MARGIN`` below
+    tileMemory) or ``cannot fit``."""
 
     ipu: int
     first_unit: str
@@ -150,7 +151,7 @@ class Stage(msgspec.Struct, rename="camel"):
     max_live_bytes: int
     always_live_bytes: int
     buffer_bytes: int
-    verdict: str
+    verdict: FitVerdict
     actual_max_live_bytes: int | None = None
     #: a pipelined report's stage (answered per IPU): the plan that fits its tiles that need
     #: less data, by the bound on the report itself (``tilemem.figures.plan``; ``None``
@@ -179,7 +180,7 @@ class SplitAnswer(msgspec.Struct, rename="camel"):
         return max(s.max_live_bytes for s in self.stages)
 
 
-def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
+def verdict(max_live: int, tile_memory: int, steps: bool = True) -> FitVerdict:
     """``fits``, ``close`` or ``cannot fit`` for an estimated worst tile; ``close``: within
     the estimate's measured error below tileMemory (``SPLIT_CLOSE_MARGIN``, or
     ``SPLIT_CLOSE_MARGIN_NO_STEPS`` for a report without class steps).
@@ -187,10 +188,8 @@ def verdict(max_live: int, tile_memory: int, steps: bool = True) -> str:
     >>> [verdict(b, 1000) for b in (900, 990, 1001)], verdict(900, 1000, steps=False)
     (['fits', 'close', 'cannot fit'], 'close')
     """
-    if max_live > tile_memory:
-        return "cannot fit"
     margin = SPLIT_CLOSE_MARGIN if steps else SPLIT_CLOSE_MARGIN_NO_STEPS
-    return "close" if max_live > tile_memory * (1 - margin) else "fits"
+    return fit_verdict(max_live, tile_memory, margin)
 
 
 # ---- the model ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...errors import ReportError
 from ...model import Report
+from ...rules import SPLIT_CLOSE_MARGIN, SPLIT_CLOSE_MARGIN_NO_STEPS
 from .estimate import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
                     verdict)
 
@@ -167,7 +168,10 @@ def with_stage_levers(m: SplitModel, a: SplitAnswer, time_limit: float = 10.0) -
         if stage is None:
             continue
         need = np.flatnonzero(m.stage(s, b[s], b[s + 1], a.ipus)[0] > tm)
-        st.levers = plan_that_fits(stage, need, time_limit=time_limit)
+        # fits only under tileMemory by more than the stage estimate's error and its levers'
+        st.levers = plan_that_fits(stage, need, time_limit=time_limit,
+                                   base_margin=SPLIT_CLOSE_MARGIN if m.start is not None
+                                   else SPLIT_CLOSE_MARGIN_NO_STEPS)
     return a
 
 

@@ -60,6 +60,9 @@ class Edit(msgspec.Struct, frozen=True):
             return "FP16 partials: matmul and convolution partial sums in half"
         if self.kind == "half-momentum":
             return "FP16 first-order momentum"
+        if self.kind == "serialise":
+            return (f"vocabulary matmul, its gradients and the embedding's update in "
+                    f"{self.factor:g} slices")
         if self.kind == "recompute":
             return ("recompute every layer's activations from its input" if self.pattern == "all"
                     else f"recompute activations from checkpoints at layers {self.pattern}")
@@ -83,7 +86,7 @@ class Applied(msgspec.Struct, rename="camel"):
 
 
 #: Edits that are memory levers (``tilemem.figures.whatif.levers``), applied after the others.
-LEVER_KINDS = ("amp", "half-partials", "half-momentum", "rts")
+LEVER_KINDS = ("amp", "half-partials", "half-momentum", "rts", "serialise")
 #: The lever that changes lifetimes, applied last (``apply_recompute``).
 RECOMPUTE = "recompute"
 
@@ -91,7 +94,7 @@ RECOMPUTE = "recompute"
 def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=None,
                 amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
-                recompute=None, rts_weights: bool = False) -> list[Edit]:
+                recompute=None, rts_weights: bool = False, serialise: int = 1) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
     first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
     ``tilemem.figures.whatif.batch`` finds per sample, scaled); ``ReportError`` naming the option
@@ -123,13 +126,13 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=N
                               field="--micro-batch")
         edits.append(Edit("micro-batch", "", float(micro_batch)))
     edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute,
-                         rts_weights)
+                         rts_weights, serialise)
     return edits
 
 
 def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
-                recompute=None, rts_weights: bool = False) -> list[Edit]:
+                recompute=None, rts_weights: bool = False, serialise: int = 1) -> list[Edit]:
     """The memory levers' edits (``tilemem.figures.whatif.levers``); ``ReportError`` naming the
     option for a value that is not valid.
 
@@ -166,6 +169,12 @@ def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = Fa
     elif rts_weights:
         raise ReportError("--rts-weights: give --rts N too (the replicas to shard over)",
                           field="--rts-weights")
+    if serialise is not None and serialise != 1:
+        if isinstance(serialise, bool) or not isinstance(serialise, (int, np.integer)) \
+                or serialise < 1:
+            raise ReportError(f"--serialise: {serialise!r} is not a number of slices of 1 or "
+                              "more", field="--serialise")
+        edits.append(Edit("serialise", "", float(serialise)))
     if recompute is not None and recompute is not False:
         edits.append(Edit(RECOMPUTE, _recompute_text(recompute)))
     return edits
@@ -253,6 +262,8 @@ def lever_assumptions(edits: list[Edit]) -> list[str]:
             out.append(ASSUMES["rts"].format(n=int(e.factor)))
             if e.pattern == "weights":
                 out.append(ASSUMES["rts-weights"].format(n=int(e.factor)))
+        elif e.kind == "serialise":
+            out.append(ASSUMES["serialise"].format(n=int(e.factor)))
         elif e.kind == RECOMPUTE:
             from .recompute import ASSUMES as RECOMPUTE_ASSUMES
 
@@ -346,6 +357,9 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
     elif e.kind == "half-partials":
         rows = levers.partials_rows(r)
         new = np.ceil(size[rows] * 0.5).astype(size.dtype)
+    elif e.kind == "serialise":
+        rows = levers.serialise_rows(r)
+        new = np.ceil(size[rows] / e.factor).astype(size.dtype)
     else:
         rows = levers.first_order_rows(r)
         new = np.ceil(size[rows] * 0.5).astype(size.dtype)

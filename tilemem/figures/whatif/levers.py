@@ -43,6 +43,11 @@ optimisations):
   rest of the persistent model data (``weight_rows``) joins the share, except, on each tile,
   the largest weight's part, which stays whole (one gathered weight taken live at the tile's
   peak: an upper estimate when a smaller one is; an under one when two are gathered at once).
+- ``serialise``: the vocabulary matmul, its gradients and the embedding's update in ``N``
+  slices one after the other (``serialise_rows``): the partial sums of the matmuls named as
+  the vocabulary's (``VOCAB_HINT``), the vocabulary weight's gradient (named so,
+  ``WEIGHT_GRAD_HINT``) and the embedding's optimiser temporaries take ``1/N`` of their
+  bytes, on the tiles they are on now; the logits, the weights and their state stay whole.
 """
 from __future__ import annotations
 
@@ -54,7 +59,8 @@ from ...model import Report
 from ...model.names import tensor_codes
 from ...rules import (INFERRED_DEFAULT_AMP, INFERRED_FIRST_ORDER_NAME,
                      INFERRED_OPTIMISER_NAME, INFERRED_PARTIALS_EXCHANGE_CATEGORIES,
-                     INFERRED_PARTIALS_MAX_STEPS, INFERRED_PARTIALS_NAME)
+                     INFERRED_PARTIALS_MAX_STEPS, INFERRED_PARTIALS_NAME, INFERRED_VOCAB_NAME,
+                     INFERRED_WEIGHT_GRAD_NAME)
 from .batch import cached_rows, category_rows, persistent_rows
 
 #: The inferred readings (``tilemem.rules``), under this module's names.
@@ -64,6 +70,8 @@ EXCHANGE_CATEGORIES = INFERRED_PARTIALS_EXCHANGE_CATEGORIES
 PARTIALS_HINT = re.compile(INFERRED_PARTIALS_NAME, re.I)
 OPTIMISER_HINT = re.compile(INFERRED_OPTIMISER_NAME, re.I)
 FIRST_ORDER_HINT = re.compile(INFERRED_FIRST_ORDER_NAME, re.I)
+VOCAB_HINT = re.compile(INFERRED_VOCAB_NAME, re.I)
+WEIGHT_GRAD_HINT = re.compile(INFERRED_WEIGHT_GRAD_NAME, re.I)
 #: The availableMemoryProportion a report is taken to be compiled with unless told.
 DEFAULT_AMP = INFERRED_DEFAULT_AMP
 
@@ -84,6 +92,12 @@ ASSUMES = {
             "stay whole (unless --rts-weights); the code and buffers of the reduce-scatter "
             "and all-gather between replicas are not estimated (they add a little on every "
             "tile)"),
+    "serialise": ("--serialise {n}: the partial sums of the matmuls named as the "
+                  "vocabulary's (logits, lm_head, word embedding), the vocabulary weight's "
+                  "gradient and the embedding's optimiser temporaries take 1/{n} of their "
+                  "bytes on the tiles they are on now (one slice live at a time); the logits, "
+                  "the weights and their state stay whole; a slice mapped over other tiles "
+                  "than the whole was is not estimated"),
     "micro-batch": ("--micro-batch: what is per sample (activations, their gradients, the "
                     "buffers that carry them, a pipeline's stash and copies between stages) "
                     "scales on the tiles it is on now; weights, optimiser state and tensors "
@@ -174,6 +188,23 @@ def _optimiser_temporary_rows(r: Report) -> np.ndarray:
     return np.flatnonzero(var & ~persistent_rows(r) & _named(r, OPTIMISER_HINT))
 
 
+def serialise_rows(r: Report) -> np.ndarray:
+    """The rows ``--serialise`` slices: the vocabulary matmuls' partial sums, the vocabulary
+    weight's gradient and the embedding's optimiser temporaries (see the module
+    docstring)."""
+    return _once(r, "serialise_rows", _serialise_rows)
+
+
+def _serialise_rows(r: Report) -> np.ndarray:
+    vocab = _named(r, VOCAB_HINT)
+    out = np.zeros(r.num_vars, bool)
+    out[partials_rows(r)] = True
+    out[optimiser_temporary_rows(r)] = True
+    var = category_rows(r, ("variable",)) & r.allocated & ~r.always_live & ~persistent_rows(r)
+    out |= var & _named(r, WEIGHT_GRAD_HINT)
+    return np.flatnonzero(out & vocab)
+
+
 def ipu_of_rows(r: Report, rows: np.ndarray) -> np.ndarray:
     return r.target.ipu_of(r.tile[rows])
 
@@ -204,6 +235,20 @@ def _union_rows(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     mask[a] = True
     mask[b] = True
     return np.flatnonzero(mask)
+
+
+def _largest_weight(r: Report, size: np.ndarray, allocated: np.ndarray, ipu: np.ndarray,
+                    k: int) -> np.ndarray:
+    """Per IPU, the bytes of its largest weight (``weight_rows`` of one tensor)."""
+    w = weight_rows(r)
+    w = w[allocated[w]]
+    if not len(w):
+        return np.zeros(k)
+    codes, _ = tensor_codes(r)
+    c = codes[w]
+    m = int(c.max()) + 1
+    per = np.bincount(ipu[r.tile[w]].astype(np.int64) * m + c, size[w], minlength=k * m)
+    return per.reshape(k, m).max(axis=1)
 
 
 def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
@@ -239,6 +284,11 @@ def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
     k = int(ipu.max()) + 1
     share_ipu = np.bincount(ipu, per_tile, minlength=k) / n
     tiles_ipu = np.bincount(ipu[in_use], minlength=k)
+    # one weight's update at a time also holds the reduce-scattered gradient's shard and,
+    # unless the weights are sharded (updated on their shard), the updated weights' shard
+    # before their all-gather: new tensors, 1/n of the weight each, laid out like the state's
+    # shard. The largest weight's, taken live throughout (an upper estimate of one update's)
+    share_ipu = share_ipu + (1 if weights else 2) * _largest_weight(r, size, allocated, ipu, k) / n
     share = np.where(in_use, share_ipu[ipu] / np.maximum(tiles_ipu[ipu], 1), 0.0)
     # the tile's state variables carry its share, in proportion to their sizes
     ratio = np.where(per_tile > 0, share / np.maximum(per_tile, 1), 0.0)

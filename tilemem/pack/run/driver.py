@@ -78,12 +78,13 @@ class RunOptions:
     #: None: this machine's process pool; ``"local"``: a Dask LocalCluster;
     #: ``"tcp://HOST:PORT"``: a running Dask scheduler (``tilemem.pack.workers.cluster``)
     scheduler: str | None = None
-    #: the report's file, which Dask workers then open themselves (a capnp report is
-    #: memory-mapped) and build their IPUs' shards of (``cluster.ReportFile``) instead of
-    #: receiving a copy; where a worker cannot read it, every worker receives the report
-    #: instead, unless ``state_required`` (then that is a ``ReportError``)
-    state_path: str | None = None
-    state_required: bool = False
+    #: on Dask, whether the workers open the report's own file (``Report.file``, set by the
+    #: loader) and build their IPUs' shards of it (``cluster.ReportFile``; a capnp report is
+    #: memory-mapped) instead of receiving a copy: None, a capnp file is opened by the
+    #: workers, and sent to every worker where one cannot read it; True, the file is opened
+    #: whatever its format and a worker that cannot read it is a ``ReportError``; False,
+    #: every worker receives the report
+    shared_file: bool | None = None
     #: runs the tasks instead of the pool ``workers`` and ``scheduler`` make (the tests')
     executor: Any = None
     #: stop on work done rather than the clock (repeatable on any machine; the budget, a
@@ -149,12 +150,12 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     if ex is None:
         params = run.solver or DEFAULT_PARAMS
         shared = _Shared(report, run.rules, params)
-        state = (shared if run.scheduler is None or run.state_path is None
-                 else ReportFile(run.state_path, extra=(run.rules, params)))
+        file = _shared_file(report, run)
+        state = shared if file is None else ReportFile.of(file, extra=(run.rules, params))
         # on Dask, each IPU's tasks go to the same workers, which build only its shard
         ex = make_executor(run.scheduler, state, workers=run.workers, setup=_warm_up,
                            echo=run.echo, groups=packing.ipus, group_of=task_ipu(report.target),
-                           fallback=None if run.state_required else shared)
+                           fallback=None if run.shared_file else shared)
     with ex, _Progress(run.progress) as bar:
         packing.start(ex, bar, run.scheduler)
         packing.set_up = time.perf_counter() - began
@@ -171,6 +172,20 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     if run.verify:
         _verify(report, alloc, run.rules)
     return alloc
+
+
+def _shared_file(report: Report, run: RunOptions):
+    """The report's file (``ReportSource``) the Dask workers open themselves, or None (they
+    receive the report): by ``run.shared_file``, only on Dask."""
+    if run.scheduler is None or run.shared_file is False:
+        return None
+    file = report.file
+    if run.shared_file and file is None:
+        from ...errors import ReportError
+
+        raise ReportError("the workers cannot open the report's file: this report was not "
+                          "read from one (or was changed since)", field="--shared-report")
+    return file if file is not None and (run.shared_file or file.format == "capnp") else None
 
 
 class _Packing:
@@ -270,8 +285,7 @@ class _Packing:
                 + [r for r in runs if not any(t in deciding for t in r)])
         planner = self.planner = Planner(
             todo, runs, workers=self.w, deadline=self.deadline, tile_memory=self.tm,
-            goal=self.goal, policy=p,
-            visited=[t for t in todo if t in board.done],
+            goal=self.goal, policy=p, board=board,
             neighbours={t: self.near(t) for t in todo},
             # capacity first: their bound within 2 % under tileMemory
             near_capacity={t for t in todo
@@ -338,8 +352,9 @@ class _Packing:
                     first.method, f"revisits: {first.method}")
 
     def _tell(self, t: int) -> None:
-        # the scoreboard asked ``finished`` when it recorded the result: the planner is told
-        self.planner.update(t, self.board.result(t), self.board.is_final(t))
+        # the planner reads the tile's record on the scoreboard (which asked ``finished``
+        # when it recorded it)
+        self.planner.update(t)
 
     def _task(self, order: Order) -> RunTask:
         """The worker's task of an order: its tiles with their allocations so far and their

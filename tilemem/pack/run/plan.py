@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 from ..kinds import DEFAULTS, Goal, Label
 from ..quick import NEAR
-from .scoreboard import Question, TileAt, finished, may_fit
+from .scoreboard import Question, Scoreboard, may_fit
 
 
 class Move(Label):
@@ -156,22 +156,42 @@ class Order:
 
 @dataclass
 class _Tile:
-    """What the planner knows of a tile: its latest gap, whether it overflows although its
-    bound fits (``may_fit``, and by how much), whether it is finished (as
-    ``scoreboard.finished`` answers for its latest result), and per move the
-    slices run, their seconds and the shares of the gap they closed."""
+    """What the planner knows of a tile: its record on the scoreboard, read there (its
+    latest gap, whether it overflows although its bound fits, ``may_fit``, and by how much,
+    whether it is finished, ``scoreboard.finished``), and its own: whether a slice of it is
+    running, whether a neighbour has done better since it last tried carrying one over, and
+    per move the slices run, their seconds and the shares of the gap they closed."""
 
-    gap: float = 0.0
-    may_fit: bool = False
-    overflow: int = 0
-    final: bool = False
-    visited: bool = False
+    board: Scoreboard = field(repr=False)
+    tile: int = 0
+    tile_memory: int = 0
     running: bool = False
     #: a neighbour has done better since this tile last tried carrying one over
     carry: bool = False
     tries: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     closed: dict = field(default_factory=dict)
+
+    @property
+    def visited(self) -> bool:
+        """It has a result (a visit's, or a resumed run's)."""
+        return self.tile in self.board.done
+
+    @property
+    def gap(self) -> float:
+        return self.board.done[self.tile][0].gap if self.visited else 0.0
+
+    @property
+    def overflow(self) -> int:
+        return self.board.done[self.tile][0].overflow_bytes if self.visited else 0
+
+    @property
+    def may_fit(self) -> bool:
+        return self.visited and may_fit(self.board.done[self.tile][0], self.tile_memory)
+
+    @property
+    def final(self) -> bool:
+        return self.board.is_final(self.tile)
 
 
 class Planner:
@@ -180,17 +200,21 @@ class Planner:
 
     ``tiles``: the tiles (representatives of identical ones); ``runs``: the visits, in the
     order to make them (runs of neighbours); ``deadline``: seconds on the run's clock (None:
-    no budget); ``visited``: tiles a resumed run has results for already; ``neighbours``:
-    each tile's neighbours (whose allocations it may carry over); ``near_capacity``: the
-    tiles whose bound is just under tileMemory."""
+    no budget); ``board``: the run's ``Scoreboard``, where the planner reads each tile's
+    record (its latest result, whether it is finished; a tile with one is visited, e.g. a
+    resumed run's), else one of its own, fed by ``update``; ``neighbours``: each tile's
+    neighbours (whose allocations it may carry over); ``near_capacity``: the tiles whose
+    bound is just under tileMemory."""
 
     def __init__(self, tiles, runs, *, workers: int, deadline: float | None,
                  tile_memory: int, goal: str = Goal.END,
-                 policy: Policy = DEFAULT_POLICY, visited=(), neighbours=None,
-                 near_capacity=()):
+                 policy: Policy = DEFAULT_POLICY, board: Scoreboard | None = None,
+                 neighbours=None, near_capacity=()):
         self.policy, self.goal, self.tm = policy, goal, tile_memory
-        #: what decides that a tile is finished (``scoreboard.finished``)
-        self.question = Question(Goal(goal), policy.settle)
+        #: each tile's record: the run's, or (fed by hand) the planner's own, which decides
+        #: that a tile is finished as the run's would (``scoreboard.finished``)
+        self.board = board if board is not None else Scoreboard(
+            Question(Goal(goal), policy.settle), tile_memory)
         #: tiles whose bound is just under tileMemory: their visits get ``near_weight`` shares
         self.near_capacity = set(near_capacity)
         #: the worker-seconds from the first visit to the deadline
@@ -202,9 +226,7 @@ class Planner:
         self.neighbours = neighbours or {}
         self.workers, self.deadline = max(1, workers), deadline
         self.time_limit = policy.time_limit
-        self.tiles = {int(t): _Tile() for t in tiles}
-        for t in visited:
-            self.tiles[int(t)].visited = True
+        self.tiles = {int(t): _Tile(self.board, int(t), tile_memory) for t in tiles}
         runs = [list(run) for run in runs]
         #: tile -> the run it is visited in (its neighbours, whose first slices it expects)
         self.group = {int(t): k for k, run in enumerate(runs) for t in run}
@@ -225,16 +247,14 @@ class Planner:
         self.revisited: set[int] = set()
 
     # ---- what the results say -----------------------------------------------------------
-    def update(self, tile: int, res, final: bool | None = None) -> None:
-        """A tile's latest result (a ``TileResult``), as the scoreboard keeps it; ``final``:
-        whether it is finished, as the scoreboard was told by ``scoreboard.finished`` (None:
-        asked here, once; a finished tile stays finished, its results only get better)."""
+    def update(self, tile: int, res=None) -> None:
+        """A tile's record on the scoreboard changed (or a slice of it came back without
+        changing it); ``res``: a planner fed by hand (no run's scoreboard) keeps this
+        ``TileResult`` as the tile's record, as a scoreboard would keep it."""
+        if res is not None:
+            self.board.keep(tile, res, None)
         s = self.tiles[tile]
-        gap, overflow = res.gap, res.overflow_bytes
-        s.gap, s.may_fit, s.overflow, s.visited = gap, may_fit(res, self.tm), overflow, True
-        if not s.final:
-            s.final = (finished(TileAt(self.tm), res, self.question) if final is None
-                       else final)
+        gap, overflow = s.gap, s.overflow
         # its neighbours that it now does better than may carry its allocation over
         for n in self.neighbours.get(tile, ()):
             x = self.tiles.get(n)
@@ -347,6 +367,7 @@ class Planner:
         ``Policy.hold`` of the visits' whole span (the worker-seconds from their start to
         the deadline): a cap on what is left would shrink as the visits go and keep nothing.
 
+        >>> from tilemem.pack.kinds import Status
         >>> from tilemem.pack.result import TileResult
         >>> p = Planner(range(10), [[t] for t in range(10)], workers=2, deadline=100.0,
         ...             tile_memory=1000)
@@ -354,7 +375,7 @@ class Planner:
         >>> for t in range(4):
         ...     o = Order(Move.VISIT, [t], 1.0, None)
         ...     p.started(o, 0.0)
-        ...     p.update(t, TileResult(tile=t, method="quick", status="feasible",
+        ...     p.update(t, TileResult(tile=t, method="quick", status=Status.FEASIBLE,
         ...         overflow_bytes=0, total_including_gaps=0, bound=900, bound_exact=True,
         ...         gap=0.02 if t == 0 else 0.001, seconds=1.0))
         ...     p.finished_order(o, [0.0], 1.1)

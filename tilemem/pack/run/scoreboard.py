@@ -1,6 +1,6 @@
 """The scoreboard of a packing run: every tile's best result so far, and whether it is
 finished with, decided by the one rule ``finished`` (``Scoreboard.record`` asks it for every
-result; the planner asks it too, ``tilemem.pack.run.plan.Planner.update``).
+result). The planner (``tilemem.pack.run.plan.Planner``) reads its records, keeping no copy.
 
 >>> from tilemem.pack.result import TileResult
 >>> def r(tile, gap, status="feasible", seconds=1.0):
@@ -128,12 +128,18 @@ class Scoreboard:
             res = replace(res, seconds=res.seconds + prev.seconds, bound=bound,
                           gap=gap_of(res.total_including_gaps, bound),
                           bound_exact=res.bound_exact or prev.bound_exact)
+        self.keep(t, res, off, made_by)
+        if self.journal is not None and journaled:
+            self.journal.append(t, res, off, FINAL if t in self.final else FIRST)
+
+    def keep(self, t: int, res, off, made_by: Pass | None = None) -> None:
+        """Keep ``res`` as tile ``t``'s record as it is (``record`` merges it with the one
+        before first; a planner fed results by hand keeps them so), final as ``finished``
+        says; a tile once finished stays finished (its results only get better)."""
         self.done[t] = (res, off)
         at = TileAt(self.tile_memory, None if res.spent else made_by)
         if finished(at, res, self.question):
             self.final[t] = self.done[t]
-        if self.journal is not None and journaled:
-            self.journal.append(t, res, off, FINAL if t in self.final else FIRST)
 
     def result(self, t: int):
         return self.done[t][0]

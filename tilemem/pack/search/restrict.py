@@ -54,6 +54,7 @@ from numba import njit
 
 from ...liveness.sorting import argsort
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION, element_of
+from ..kinds import SearchStatus
 from ..lattice import aligned_grain
 from ..params import DEFAULT_PARAMS, SolverParams
 from ..problem import TileProblem
@@ -94,7 +95,7 @@ def solve_restricted(p: TileProblem, offsets: np.ndarray, free: np.ndarray, cap:
     sub = restricted_model(p, model_of(p), off, free, cap)
     run = SearchRun(sub, int(cap))
     if run.verdict is not None:
-        if run.verdict != "optimal":
+        if run.verdict != SearchStatus.OPTIMAL:
             return None
         return off.copy()
     canonical = sub.n - sub.rank

@@ -13,6 +13,7 @@ import weakref
 
 import numpy as np
 
+from ..kinds import SearchStatus
 from ..lattice import aligned_grain
 from . import kernel as K
 from .state import KernelModel, SearchState
@@ -52,7 +53,8 @@ class SearchRun:
         self.sm = sm
         self.cap = cap
         n, S = sm.n, sm.num_sections
-        self.verdict = None
+        #: decided before any search (SearchStatus: OPTIMAL or INFEASIBLE), or None
+        self.verdict: SearchStatus | None = None
         self.node_cap: int | None = None  # max_nodes of the call (None: the clock decides)
         self.try_limit = K.INF  # candidates tried in one restart (see K.R_TRY_LIMIT)
         self.nodes_used = 0
@@ -76,12 +78,12 @@ class SearchRun:
         self.domains = sm.domains   # None, or each variable's start ranges (kernel.run)
         m0 = _norm0(sm, lo, hi, self.geo, self.zone_cap, self.domains)
         if n and np.any(m0 >= K.INF):
-            self.verdict = "infeasible"
+            self.verdict = SearchStatus.INFEASIBLE
             return
         self.hi = hi
         self.m0 = m0
         if n == 0:
-            self.verdict = "optimal"
+            self.verdict = SearchStatus.OPTIMAL
             self.sol = np.zeros(0, np.int64)
             return
         sv = sm.sec_vars
@@ -92,7 +94,7 @@ class SearchRun:
         if self.zone:  # anything may go past tileMemory, up to the capacity
             self.sec_cap[:] = cap // g * g
         if np.any(floor0 + self.total0 > self.sec_cap):
-            self.verdict = "infeasible"
+            self.verdict = SearchStatus.INFEASIBLE
             return
         cnt = np.zeros(S + 1, np.int64)
         np.add.at(cnt, sm.span_lo, 1)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..firstfit import first_fit
 from ..guard import self_check
+from ..kinds import SearchStatus
 from ..mirror import mirror
 from ..problem import TileProblem
 from ..result import objective
@@ -24,12 +25,13 @@ from .sweep import SearchModel, mirrored_model_of, model_of
 
 @dataclass(frozen=True)
 class SearchResult:
-    """``status``: "optimal" (``offsets`` place every variable below the capacity), "infeasible"
-    (proved that none exists), "unknown" (time limit; ``offsets`` is None, or with ``probe``
-    the best valid allocation its failed descents were completed to, above the capacity)."""
+    """``status`` (``SearchStatus``): OPTIMAL (``offsets`` place every variable below the
+    capacity), INFEASIBLE (proved that none exists), UNKNOWN (time limit; ``offsets`` is
+    None, or with ``probe`` the best valid allocation its failed descents were completed to,
+    above the capacity)."""
 
     offsets: np.ndarray | None
-    status: str
+    status: SearchStatus
     nodes: int
     seconds: float
 
@@ -61,14 +63,14 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     everything below ``capacity`` is returned as it is.
 
     ``probe``: look for a placement only, by short descents (``_probe``) until
-    ``time_limit``; never proves anything, so "unknown" when none is found (with the best
+    ``time_limit``; never proves anything, so UNKNOWN when none is found (with the best
     completion of a failed descent as ``offsets``: valid, but not below ``capacity``);
     ``enough``: an end address at which such a completion also ends the probe (nothing
     overflowed unless the capacity is past tileMemory).
 
     ``mirrored`` (with ``probe``): the probe runs on the problem with its addresses reversed
     below ``capacity`` (``tilemem.pack.mirror``: it fills memory from the top down) and its
-    results are mapped back; it never proves anything ("infeasible" there is "unknown").
+    results are mapped back; it never proves anything (INFEASIBLE there is UNKNOWN).
 
     ``repeat`` (with ``probe``): the caller has probed this capacity (and direction) before,
     from the same ``hint``: the probe's static orders, which depend only on the problem, the
@@ -90,7 +92,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     if hint is not None and len(hint) == sm.n:
         h = np.asarray(hint, np.int64)
         if self_check(problem, h, capacity=cap):
-            return SearchResult(offsets=h.copy(), status="optimal", nodes=0,
+            return SearchResult(offsets=h.copy(), status=SearchStatus.OPTIMAL, nodes=0,
                                 seconds=time.perf_counter() - t0)
     run = SearchRun(sm, cap)
     if max_nodes is not None:
@@ -103,9 +105,10 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
         status, nodes, completed = _probe(problem, sm, run, hint, rng, deadline, enough,
                                           repeat=repeat, partnerless=partnerless,
                                           params=params)
-        verdict = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible"}.get(status, "unknown")
+        verdict = {K.FOUND: SearchStatus.OPTIMAL,
+                   K.INFEASIBLE: SearchStatus.INFEASIBLE}.get(status, SearchStatus.UNKNOWN)
         res = _result(sm, run, verdict, nodes, t0)
-        return res if verdict != "unknown" else replace(res, offsets=completed)
+        return res if verdict != SearchStatus.UNKNOWN else replace(res, offsets=completed)
     nodes = 0
     limit = max(sm.n, 1)
     first = True
@@ -117,7 +120,8 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
     ran = {o for o in orderings if K.KEY_R not in order_keys(o) or hint is not None}
     descents = (Descents(sm, np.random.default_rng([seed, 1]), hint, skip=ran, params=params)
                 if randomized else None)
-    verdicts = {K.FOUND: "optimal", K.INFEASIBLE: "infeasible", K.PAUSED: "unknown"}
+    verdicts = {K.FOUND: SearchStatus.OPTIMAL, K.INFEASIBLE: SearchStatus.INFEASIBLE,
+                K.PAUSED: SearchStatus.UNKNOWN}
     while True:
         limit *= 2
         # random keys are drawn per canonical position: renumbering changes nothing
@@ -151,7 +155,7 @@ def solve_search(problem: TileProblem, time_limit: float, hint: np.ndarray | Non
             if status in verdicts:
                 return _result(sm, run, verdicts[status], nodes, t0)
         if time.perf_counter() >= deadline or run.spent():
-            return _result(sm, run, "unknown", nodes, t0)
+            return _result(sm, run, SearchStatus.UNKNOWN, nodes, t0)
 
 
 def _probe(p: TileProblem, sm: "SearchModel", run: "SearchRun", hint, rng, deadline: float,
@@ -209,18 +213,18 @@ def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
                     partnerless: bool = False,
                     params: SolverParams = DEFAULT_PARAMS) -> SearchResult:
     """``solve_search(probe=True, mirrored=True)``: ``_probe`` on ``p``'s mirror below
-    ``cap``, its results as ``p``'s offsets; "optimal" or "unknown" (see
+    ``cap``, its results as ``p``'s offsets; OPTIMAL or UNKNOWN (see
     ``tilemem.pack.mirror``: the mirror's verdicts prove nothing about ``p``)."""
     m = mirror(p, cap)
     if m is None:
-        return SearchResult(offsets=None, status="unknown", nodes=0,
+        return SearchResult(offsets=None, status=SearchStatus.UNKNOWN, nodes=0,
                             seconds=time.perf_counter() - t0)
     sm = mirrored_model_of(p, m.problem)   # the same mirrored problem for every cap
     run = SearchRun(sm, m.top, floor=m.floor)
     if run.verdict is not None:
-        offsets = m.to_original(run.offsets()) if run.verdict == "optimal" else None
-        return SearchResult(offsets=offsets, status="optimal" if offsets is not None
-                            else "unknown", nodes=0, seconds=time.perf_counter() - t0)
+        offsets = m.to_original(run.offsets()) if run.verdict == SearchStatus.OPTIMAL else None
+        return SearchResult(offsets=offsets, status=SearchStatus.OPTIMAL if offsets is not None
+                            else SearchStatus.UNKNOWN, nodes=0, seconds=time.perf_counter() - t0)
     h = m.from_original(hint) if hint is not None and len(hint) == sm.n else None
     status, nodes, completed = _probe(p, sm, run, h, np.random.default_rng(seed), deadline,
                                       enough, to_p=m.to_original, repeat=repeat,
@@ -230,8 +234,9 @@ def _probe_mirrored(p: TileProblem, cap: int, hint, seed: int, deadline: float,
         # offset order moves nothing up, see _completion)
         off = m.to_original(run.offsets())
         return SearchResult(offsets=first_fit(p, np.argsort(off, kind="stable")),
-                            status="optimal", nodes=nodes, seconds=time.perf_counter() - t0)
-    return SearchResult(offsets=completed, status="unknown", nodes=nodes,
+                            status=SearchStatus.OPTIMAL, nodes=nodes,
+                            seconds=time.perf_counter() - t0)
+    return SearchResult(offsets=completed, status=SearchStatus.UNKNOWN, nodes=nodes,
                         seconds=time.perf_counter() - t0)
 
 
@@ -278,9 +283,9 @@ def warm_up(whole: bool = True, part: bool = True) -> None:
         solve_restricted(p, np.array([0, 8, 64]), np.array([2]), 64, time_limit=60)
 
 
-def _result(sm, run, status, nodes, t0) -> SearchResult:
+def _result(sm, run, status: SearchStatus, nodes, t0) -> SearchResult:
     offsets = None
-    if status == "optimal":
+    if status == SearchStatus.OPTIMAL:
         offsets = run.offsets()
     return SearchResult(offsets=offsets, status=status, nodes=nodes,
                         seconds=time.perf_counter() - t0)

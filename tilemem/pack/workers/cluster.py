@@ -219,12 +219,22 @@ class ReportFile:
     memory it holds anyway). A worker's peak memory is then its shard's, not the report's.
     """
 
-    def __init__(self, path, extra: Any = None, keep: int = 2):
-        st = os.stat(path)
+    def __init__(self, path, extra: Any = None, keep: int = 2, *,
+                 seen: tuple[int, int] | None = None):
+        if seen is None:   # ``(size, mtime_ns)`` of the file meant, else as it is now
+            st = os.stat(path)
+            seen = (st.st_size, st.st_mtime_ns)
         self.path = os.path.abspath(os.fspath(path))
-        self.size, self.mtime_ns = st.st_size, st.st_mtime_ns
+        self.size, self.mtime_ns = seen
         self.extra = extra
         self.keep = max(1, int(keep))
+
+    @classmethod
+    def of(cls, source, extra: Any = None) -> "ReportFile":
+        """The file a report was loaded from (its ``Report.file``, a
+        ``tilemem.model.ReportSource``), as the loader saw it: a worker refuses it once it
+        changed since the report was read."""
+        return cls(source.path, extra, seen=(source.size, source.mtime_ns))
 
     @property
     def key(self) -> tuple:

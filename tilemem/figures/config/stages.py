@@ -1,0 +1,194 @@
+"""One pipeline stage of a configuration under levers: its report as recompiled (``SplitModel.
+stage_report``, or the report itself on one IPU) and the bound of its tiles under any
+combination of levers and micro-batch, from one structure (``WhatIfBounds``).
+
+A stage is bounded on a few tiles while the search runs (``SEARCH_TILES``, those with the most
+bytes), then the answer is checked on every tile that could reach tileMemory
+(``StageBounds.verify``): a lever may raise a tile that had fewer bytes (a shard of the
+optimiser state spread over the IPU, a recomputed copy), and a tile found over is added to
+the search's tiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import ReportError
+from ...levers import DEFAULT_AMP
+from ...model import Report
+
+#: Tiles of a stage the search bounds at first (the most bytes first).
+SEARCH_TILES = 48
+#: Tiles whose bytes all live at once reach at least this share of tileMemory are checked
+#: once a configuration is chosen (the others cannot reach it under a lever that adds less
+#: than the rest: the largest a lever adds is an optimiser shard or a gathered weight).
+VERIFY_SHARE = 0.6
+#: The optimiser state's pattern, as ``tilemem oom``'s plan offloads it.
+OFFLOAD_PATTERN = r"re:(?i)momentum|velocity|optimi[sz]er|adam|lamb|accl|/m$|/v$"
+
+
+@dataclass(frozen=True, order=True)
+class Choice:
+    """The levers a configuration sets for the whole program (the IPUConfig keys are one value
+    for all stages; only availableMemoryProportion is per stage)."""
+
+    half_momentum: bool = False
+    half_partials: bool = False
+    recompute: bool = False
+    offload: bool = False
+    rts: int = 0
+    rts_weights: bool = False
+    #: slices of the vocabulary matmul (0: not serialised)
+    serialise: int = 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The levers' names (``tilemem.rules.LEVER_ERRORS``' and the cost model's)."""
+        out = [n for n, on in (("half-momentum", self.half_momentum),
+                               ("half-partials", self.half_partials),
+                               ("recompute", self.recompute), ("offload", self.offload))
+               if on]
+        if self.rts:
+            out.append("rts-weights" if self.rts_weights else "rts")
+        if self.serialise:
+            out.append("serialise")
+        return tuple(out)
+
+    def without(self, name: str) -> "Choice":
+        """The same levers with ``name`` dropped."""
+        from dataclasses import replace
+
+        if name in ("rts", "rts-weights"):
+            return replace(self, rts=0, rts_weights=False)
+        if name == "serialise":
+            return replace(self, serialise=0)
+        return replace(self, **{name.replace("-", "_"): False})
+
+
+def lever_edits(choice: Choice, amp: float, factor: float) -> list:
+    """What-if edits of ``choice`` at availableMemoryProportion ``amp`` and the micro-batch
+    times ``factor``."""
+    from ..whatif.edits import parse_edits
+
+    return parse_edits(offload=[OFFLOAD_PATTERN] if choice.offload else (),
+                       micro_batch=None if factor == 1 else float(factor),
+                       amp=None if amp == DEFAULT_AMP else str(amp),
+                       half_partials=choice.half_partials, half_momentum=choice.half_momentum,
+                       rts=choice.rts or None, recompute="all" if choice.recompute else None,
+                       rts_weights=choice.rts_weights, serialise=choice.serialise or 1)
+
+
+class StageBounds:
+    """Stage ``s`` of ``n`` holding units ``[i, j)``: ``bound(choice, amp, factor)`` is the
+    maximum live bytes of its search tiles (``tiles``) under those levers."""
+
+    def __init__(self, report: Report, s: int, i: int, j: int, n: int,
+                 time_limit: float = 10.0):
+        self.report, self.s, self.i, self.j, self.n = report, s, i, j, n
+        self.time_limit = time_limit
+        tm = report.target.tile_memory
+        a = report.allocated & (report.tile >= 0)
+        self.upper = np.bincount(report.tile[a], report.size[a], minlength=report.num_tiles)
+        order = np.argsort(-self.upper, kind="stable")
+        self.tiles = np.sort(order[:SEARCH_TILES])
+        self.check_tiles = np.flatnonzero(self.upper >= VERIFY_SHARE * tm)
+        self._bounds = None
+        self._memo: dict = {}
+        self._useful: dict = {}
+
+    @property
+    def bounds(self):
+        if self._bounds is None:
+            from ..whatif.bounds import WhatIfBounds
+
+            self._bounds = WhatIfBounds(self.report, self.tiles, self.time_limit)
+        return self._bounds
+
+    def useful(self, name: str) -> bool:
+        """Whether lever ``name`` changes something in the stage (a variable it applies to)."""
+        if name not in self._useful:
+            probe = {"half-momentum": Choice(half_momentum=True),
+                     "half-partials": Choice(half_partials=True),
+                     "recompute": Choice(recompute=True), "offload": Choice(offload=True),
+                     "rts": Choice(rts=2), "rts-weights": Choice(rts=2, rts_weights=True),
+                     "serialise": Choice(serialise=4)}
+            if name == "amp":
+                edits = lever_edits(Choice(), 0.3, 1)
+            else:
+                edits = lever_edits(probe[name], DEFAULT_AMP, 1)
+            try:
+                self._useful[name] = all(x.variables > 0 for x in self.bounds.matched(edits))
+            except ReportError:
+                self._useful[name] = False
+        return self._useful[name]
+
+    def effective(self, choice: Choice) -> Choice:
+        """``choice`` without the levers that change nothing in this stage (a stage without
+        numbered layers to recompute, without the vocabulary to serialise): no-ops here."""
+        for x in choice.names:
+            if not self.useful(x):
+                choice = choice.without(x)
+        return choice
+
+    def bound(self, choice: Choice, amp: float, factor: float) -> np.ndarray:
+        """The search tiles' maximum live bytes under the levers."""
+        choice = self.effective(choice)
+        key = (choice, round(amp, 4), factor)
+        if key not in self._memo:
+            self._memo[key] = self.bounds.of_edits(lever_edits(choice, amp, factor))[0]
+        return self._memo[key]
+
+    def worst(self, choice: Choice, amp: float, factor: float) -> tuple[int, int]:
+        """``(tile, bytes)`` of the worst search tile."""
+        b = self.bound(choice, amp, factor)
+        k = int(np.argmax(b))
+        return int(self.tiles[k]), int(b[k])
+
+    def verify(self, choice: Choice, amp: float, factor: float, limit: int) -> np.ndarray:
+        """Tiles (of those that could reach tileMemory) whose bound under the levers passes
+        ``limit`` and are not search tiles: added to them (the bounds rebuilt), and returned."""
+        from ..whatif.bounds import WhatIfBounds
+
+        rest = np.setdiff1d(self.check_tiles, self.tiles)
+        if not len(rest):
+            return rest
+        b = WhatIfBounds(self.report, rest, self.time_limit).of_edits(
+            lever_edits(choice, amp, factor))[0]
+        bad = rest[b > limit]
+        if len(bad):
+            self.tiles = np.union1d(self.tiles, bad)
+            self._bounds, self._memo = None, {}
+        return bad
+
+
+class Stages:
+    """The stages of the split ``cuts`` of ``m``'s units over ``n`` IPUs, each a
+    ``StageBounds`` made on first use (``None`` for a stage whose report cannot be made: no
+    class steps, the stash spread over the IPU; its levers cannot be estimated): a stage's
+    report is a copy of its rows, and the search often needs one stage to rule a split out.
+    ``whole``: the report's own ``StageBounds`` (one IPU of a one-IPU report)."""
+
+    def __init__(self, m, r: Report, cuts: list[int], n: int, time_limit: float = 10.0,
+                 whole: StageBounds | None = None):
+        self.m, self.r, self.n, self.time_limit = m, r, n, time_limit
+        self.bounds = [0] + list(cuts) + [m.L]
+        self.whole = whole
+        self._made: dict = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, s: int) -> StageBounds | None:
+        if s not in self._made:
+            b, n = self.bounds, self.n
+            if n == 1 and self.whole is not None:
+                self._made[s] = self.whole
+            else:
+                report = self.m.stage_report(s, b[s], b[s + 1], n)
+                self._made[s] = None if report is None else StageBounds(
+                    report, s, b[s], b[s + 1], n, self.time_limit)
+        return self._made[s]
+
+    def __iter__(self):
+        return (self[s] for s in range(self.n))
