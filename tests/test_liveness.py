@@ -188,6 +188,35 @@ def test_max_weight_clique_graph_level(case):
     assert c.exact and c.weight == best == c.upper
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.floats(0, 1), st.integers(0, 2 ** 31))
+def test_greedy_clique_is_the_greedy_rule(n, p, seed):
+    """The compiled greedy (members counted per vertex) against the rule read plainly: from
+    each seed, its neighbours heaviest first (ties by id), each taken when adjacent to every
+    member taken; the heaviest of those cliques (the first seed's on a tie)."""
+    from tilemem.liveness.graphalg import _greedy_clique
+
+    rng = np.random.default_rng(seed)
+    edges = [(a, b) for a in range(n) for b in range(a + 1, n) if rng.random() < p]
+    w = rng.integers(0, 9, n).astype(np.int64)
+    seeds = np.unique(rng.integers(0, n, min(n, 6))).astype(np.int64)
+    adj = {v: set() for v in range(n)}
+    for a, b in edges:
+        adj[a].add(b)
+        adj[b].add(a)
+    best = (-1, [])
+    for s in seeds.tolist():
+        clique = [s]
+        for u in sorted(adj[s], key=lambda v: (-w[v], v)):
+            if all(u in adj[m] for m in clique):
+                clique.append(u)
+        total = int(w[clique].sum())
+        if total > best[0]:
+            best = (total, sorted(clique))
+    got_w, got = _greedy_clique(*csr_from_edges(n, edges), w, seeds)
+    assert (int(got_w), got.tolist()) == best
+
+
 # ---- timeline -----------------------------------------------------------------------------------
 
 def overlap_graph(iv):

@@ -107,6 +107,16 @@ def _all_tiles_chordal(g_indptr, g_indices, tile_ptr, node_class, node_w, num_cl
     return best, chordal, members[:out], mptr
 
 
+def steps_consistent(r: Report) -> tuple[bool, bool]:
+    """``(superset, equal)``: whether every interfering class pair of ``r`` overlaps in the
+    program steps, and whether the steps' overlap graph is exactly the interference (a pass
+    over the whole relation, cached on the report; an IPU's view made after it shares it).
+    ``(False, False)`` without class steps."""
+    if r.class_steps is None:
+        return False, False
+    return r.cached("steps_consistent", lambda: _steps_consistent(r, sorted_interference(r)))
+
+
 def _steps_consistent(r: Report, inter: Csr) -> tuple[bool, bool]:
     """``(superset, equal)``: whether every interfering class pair overlaps in the program
     steps, and whether the steps' overlap graph is exactly the interference."""
@@ -268,8 +278,7 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
     steps_superset = steps_equal = False
     if r.class_steps is not None and len(node_class):
         # a pass over the whole interference: once per report, not per batch of tiles
-        steps_superset, steps_equal = r.cached("steps_consistent",
-                                               lambda: _steps_consistent(r, inter))
+        steps_superset, steps_equal = steps_consistent(r)
     rest = np.arange(nt)
     if steps_superset:
         # every clique's classes share a step (intervals that meet pairwise share a point),

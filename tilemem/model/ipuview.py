@@ -154,9 +154,10 @@ def ipu_view(r: Report, k: int) -> Report:
     return view
 
 
-#: What a report keeps made of its class relation alone (not of its rows), which a view,
-#: sharing the relation, shares too instead of making again from the whole Pod's.
-SHARED_CACHE = ("sorted_interference", "tile_interference")
+#: What a report keeps made of its class relation and class steps alone (not of its rows),
+#: which a view, sharing both, shares too instead of making again from the whole Pod's
+#: (``steps_consistent``: a pass over the whole relation, once a report, not once an IPU).
+SHARED_CACHE = ("sorted_interference", "tile_interference", "steps_consistent")
 
 
 def _rebased(csr: Csr, lo: int, hi: int) -> Csr:

@@ -2,7 +2,8 @@
 the buffers a pipelined program adds to it (the activations sent to the next stage, the
 gradients back) as classes of their own: ``stage_report``. Used by
 ``tilemem.figures.split.estimate`` to estimate a stage by the bound when the report's class graph is
-not chordal.
+not chordal (``searched_bound``), searching only the tiles that can decide the stage
+(``bounded``).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...liveness import max_live_all
 from ...liveness.classgraph import sorted_interference
 from ...model import Csr, Report, symmetric_closure
 from ...model.ipuview import ROW_COLUMNS, gathered_names
@@ -79,3 +81,43 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
                   _tile_index=None, _cache={})
     out._cache["sorted_interference"] = relation
     return out
+
+
+def searched_bound(stage: Report):
+    """``bound(tiles)``: ``(max_live, always_live)`` of ``tiles`` of a stage's own report
+    (``max_live_all``, 0.05 s of search a tile), and ``bound.cheap(tiles)``: ``(lower, upper,
+    always_live, exact)`` without a search (exact where the steps, a chordal graph or the
+    bounds settle a tile; ``bounded`` reads it)."""
+    def bound(tiles):
+        got = max_live_all(stage, tiles, time_limit=0.05 * len(tiles))
+        return (np.array([m.max_live_bytes for m in got], np.int64),
+                np.array([m.always_live_bytes for m in got], np.int64))
+
+    def cheap(tiles):
+        got = max_live_all(stage, tiles, time_limit=0)
+        return tuple(np.array([getattr(m, f) for m in got], t) for f, t in (
+            ("max_live_bytes", np.int64), ("upper_bound_bytes", np.int64),
+            ("always_live_bytes", np.int64), ("exact", bool)))
+    bound.cheap = cheap
+    return bound
+
+
+def bounded(bound, tiles: np.ndarray, stash: np.ndarray, worst: float, tile_memory: int):
+    """``bound(tiles)`` (a stage's ``(max_live, always_live)`` without its stash), searched
+    only on the tiles that can matter. ``bound.cheap`` (when the stage has it) gives every
+    tile's bound without a search: ``(lower, upper, always_live, exact)``; a tile not exact
+    whose upper bound plus its stash is under both the worst tile found (``worst``, or a
+    lower bound of this batch's) and tileMemory can be neither the stage's worst tile nor
+    over tileMemory: it keeps its lower bound, unsearched. Where a stage joins classes of
+    two IPUs (a boundary moved) its tiles' class graphs are not chordal, and a search of
+    each spent the time limit on tiles that decide nothing."""
+    cheap = getattr(bound, "cheap", None)
+    if cheap is None:
+        return bound(tiles)
+    lo, up, al, exact = cheap(tiles)
+    st = stash[tiles]
+    below = min(max(worst, float((lo + st).max(initial=0))), tile_memory + 1)
+    search = ~exact & (up + st >= below)
+    if search.any():
+        lo[search], al[search] = bound(tiles[search])
+    return lo, al

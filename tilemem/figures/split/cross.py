@@ -54,6 +54,22 @@ class Crossings:
                  & (self.anchor >= 0))
         if not state.any() or not grads.any():
             return
+        # a gradient has its weight's bytes, so only tensors whose bytes some tensor of the
+        # other side has can pair: the rest are left out before the sort by tensor (at a
+        # Pod's scale every non-persistent row is a candidate gradient, and that sort and the
+        # loop over its tensors were most of the model's set-up)
+        k = int(self.codes.max()) + 1 if len(self.codes) else 0
+
+        def totals(mask):
+            c = self.codes[mask]
+            return (np.bincount(c, minlength=k) > 0,
+                    np.bincount(c, r.size[mask], minlength=k))
+        has_s, bytes_s = totals(state)
+        has_g, bytes_g = totals(grads)
+        state &= (has_s & np.isin(bytes_s, bytes_g[has_g]))[self.codes]
+        grads &= (has_g & np.isin(bytes_g, bytes_s[has_s]))[self.codes]
+        if not state.any() or not grads.any():
+            return
 
         def tensors(mask):   # per tensor: its rows, its (tile, bytes) layout, its unit
             rows = np.flatnonzero(mask)

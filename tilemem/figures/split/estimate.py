@@ -88,6 +88,7 @@ from ..plan import Plan
 from ..verdicts import FitVerdict, fit_verdict
 from .units import Units, program_units
 from .cross import Crossings
+from .buffers import bounded
 from ...liveness.cliques import MAX_EXTRA
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
@@ -365,9 +366,12 @@ class SplitModel(Crossings):
         peak = np.zeros(T, np.int64)
         al = np.zeros(T, np.int64)
         done = 0
+        tm = self.r.target.tile_memory
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            peak[batch], al[batch] = bound(batch)
+            # a tile that can be neither the worst nor over tileMemory is not searched
+            peak[batch], al[batch] = bounded(bound, batch, stash,
+                                              float((peak + stash).max()), tm)
             done += len(batch)
             if done < T and upper[order[done]] <= (peak + stash).max():
                 break
@@ -392,7 +396,7 @@ class SplitModel(Crossings):
         done = 0
         while done < T:
             batch = np.sort(order[done:done + max(FIRST_TILES, done)])
-            if np.any(bound(batch)[0] + stash[batch] > limit):
+            if np.any(bounded(bound, batch, stash, np.inf, limit)[0] + stash[batch] > limit):
                 return True
             done += len(batch)
             if done < T and upper[order[done]] <= limit:
@@ -426,6 +430,15 @@ class SplitModel(Crossings):
             p1, _ = inside(tiles)
             st = stash[tiles].astype(np.int64)
             return np.maximum(p0, p1 + st) - st, al
+
+        def cheap(tiles):   # the same of the two bounds' bounds without a search
+            lo0, up0, al, ex0 = full.cheap(tiles)
+            lo1, up1, _, ex1 = inside.cheap(tiles)
+            st = stash[tiles].astype(np.int64)
+            return (np.maximum(lo0, lo1 + st) - st, np.maximum(up0, up1 + st) - st, al,
+                    ex0 & ex1)
+        if hasattr(full, "cheap") and hasattr(inside, "cheap"):
+            bound.cheap = cheap
         return bound, buffers, stash
 
     def _bound_of(self, rows: np.ndarray, size: np.ndarray, extra: list):
@@ -445,19 +458,12 @@ class SplitModel(Crossings):
             w = b.node_weights(whole)
             bufs = [Extra(x, a, e) for x, a, e in extra]
             return lambda tiles: b.max_live(w, tiles, bufs)
-        from ...liveness import max_live_all
-        from .buffers import stage_report
+        from .buffers import searched_bound, stage_report
 
         # the stage's own report: a folded Pod holds every stage's rows and classes, and a
         # changed copy of all of them a stage (with its buffers' interference) passed 15 GB
         # at 16 IPUs; rows and classes not in the stage weigh nothing in its bound
-        stage = stage_report(self.r, rows, size, extra)
-
-        def bound(tiles):
-            got = max_live_all(stage, tiles, time_limit=0.05 * len(tiles))
-            return (np.array([m.max_live_bytes for m in got], np.int64),
-                    np.array([m.always_live_bytes for m in got], np.int64))
-        return bound
+        return searched_bound(stage_report(self.r, rows, size, extra))
 
     def _stage_sizes(self, s: int, i: int, j: int, n: int):
         """Stage ``s``'s variables: ``rows`` (ascending: the allocated rows in the stage) and

@@ -261,12 +261,15 @@ def _ipu_bounds(r: Report, time_limit: float):
     ``time_limit`` is shared out by the tiles bounded."""
     from ...check import check_allocation
     from ...liveness import max_live_all
+    from ...liveness.maxlive import steps_consistent
     from ...model.ipuview import ipu_view, tile_ordered
     from ..summary import highest_end_per_tile
 
     tm, tpi, n = r.target.tile_memory, r.target.ipu_tiles, r.target.num_ipus
     broken = check_allocation(r, limit=1).tile_violations > 0
     views = n > 1 and tile_ordered(r)
+    if views:   # on the report, which every view then shares: one pass, not one an IPU
+        steps_consistent(r)
     for k in range(n):
         v = ipu_view(r, k) if views else r
         t0, t1 = k * tpi, min((k + 1) * tpi, r.num_tiles)
