@@ -25,11 +25,19 @@ class Config(Table):
     def best(self):
         return self.answer.best
 
+    @property
+    def best_in_ipu_config(self):
+        """The best configuration an ``IPUConfig`` can say (``None``: none): the weights
+        sharded too (``rts-weights``) has no key there, so a configuration that needs it
+        is written only as PopTorch options, and the file holds the best one without it."""
+        return next((c for c in self.answer.ranked if "rts-weights" not in c.levers), None)
+
     def ipu_config(self) -> dict | None:
-        """The best configuration as optimum-graphcore ``IPUConfig`` keys (``None``: none)."""
+        """``best_in_ipu_config`` as optimum-graphcore ``IPUConfig`` keys (``None``: none)."""
         from ..figures.config.answer import ipu_config
 
-        return None if self.best is None else ipu_config(self.best)
+        c = self.best_in_ipu_config
+        return None if c is None else ipu_config(c)
 
     def _columns(self) -> dict:
         rows = self.answer.ranked

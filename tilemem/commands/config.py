@@ -63,7 +63,8 @@ def config(report, max_ipus, ipus, micro_batch, report_micro_batch, max_micro_ba
         e.path = report
         raise
     c = api.configure(api.load(report), q)
-    if output is not None and c.best is not None:
+    written = c.best_in_ipu_config
+    if output is not None and written is not None:
         from .options import write_json
 
         write_json(output, c.ipu_config())
@@ -76,5 +77,15 @@ def config(report, max_ipus, ipus, micro_batch, report_micro_batch, max_micro_ba
 
         click.echo(config_view(c.answer, report))
         if output is not None:
-            click.echo(f"\nwrote {output}" if c.best is not None
-                       else f"\nnothing written to {output}: no configuration fits")
+            if written is None:
+                click.echo(f"\nnothing written to {output}: no configuration that an "
+                           "IPUConfig can say fits" + ("" if c.best is None else
+                                                       " (the weights sharded has no key)"))
+            else:
+                rank = c.answer.ranked.index(written) + 1
+                click.echo(f"\nwrote {output}: configuration {rank}"
+                           + ("" if written is c.best else " (the best shards the weights, "
+                              "which an IPUConfig has no key for: PopTorch's "
+                              "setWeightLocation)")
+                           + (f"; its micro-batch {written.micro_batch} is the DataLoader's "
+                              "batch size" if written.micro_batch != 1 else ""))
