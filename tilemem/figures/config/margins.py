@@ -18,7 +18,7 @@ True
 """
 from __future__ import annotations
 
-from ..verdicts import FitVerdict
+from ..verdicts import FitVerdict, fit_verdict
 from ...rules import LEVER_ERRORS, SPLIT_CLOSE_MARGIN, SPLIT_CLOSE_MARGIN_NO_STEPS
 
 __all__ = ["Verdict", "judge", "lever_margin", "split_margin", "LEVER_ERRORS",
@@ -45,14 +45,10 @@ def split_margin(ipus: int, steps: bool = True) -> float:
     return SPLIT_CLOSE_MARGIN if steps else SPLIT_CLOSE_MARGIN_NO_STEPS
 
 
-def judge(max_live: int, tile_memory: int, margin: float) -> Verdict:
-    """``FITS`` when ``max_live`` plus ``margin`` (a share of tileMemory) stays under
-    ``tile_memory``; ``CLOSE`` when only ``max_live`` does; else ``CANNOT_FIT``."""
-    if max_live > tile_memory:
-        return Verdict.CANNOT_FIT
-    if max_live + margin * tile_memory > tile_memory:
-        return Verdict.CLOSE
-    return Verdict.FITS
+#: ``FITS`` when ``max_live`` plus ``margin`` (a share of tileMemory) stays under
+#: ``tile_memory``; ``CLOSE`` when only ``max_live`` does; else ``CANNOT_FIT``: the one rule
+#: split's stages are judged by too (``tilemem.figures.verdicts.fit_verdict``).
+judge = fit_verdict
 
 
 def margin_lines(levers=None) -> list[str]:
