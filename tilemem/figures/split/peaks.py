@@ -30,9 +30,12 @@ from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 #: Tensors named at a stage's peak.
 TOP = 5
-#: Seconds of search for a stage's worst tile's live set (its bound when the graph of the
-#: tile's classes is not chordal; the best clique found is still live together).
-TIME_LIMIT = 1.0
+#: Seconds of search for a stage's worst tile's live set when the graph of the tile's
+#: classes is not chordal (a stage's buffers make it so); the heaviest set found is still
+#: live together (``StagePeak.exact`` says which). Short: what names the peak must cost
+#: little beside the search (the estimate's own search of a tile gets 0.05 s,
+#: ``buffers.searched_bound``).
+TIME_LIMIT = 0.2
 
 
 class PeakTensor(msgspec.Struct, rename="camel"):
