@@ -152,3 +152,13 @@ def test_text_and_json_show_the_peaks(decoder_file):
     assert peak["tile"] == doc["stages"][1]["worstTile"]
     assert "head/logits/out" in [t["name"] for t in peak["tensors"]]
     assert {"name", "category", "bytes", "variables"} <= set(peak["tensors"][0])
+
+
+def test_api_table_and_view_name_the_peaks():
+    import tilemem
+
+    s = tilemem.split(decoder(), ipus=2)
+    col = s._columns()["peak_tensors"]       # to_frame's column, without pandas
+    assert len(col) == 2 and col[1].startswith(s.answer.stages[1].peak.tensors[0].name + " ")
+    assert "head/logits/out" in col[1]
+    assert "largest live at each stage's peak" in str(s)
