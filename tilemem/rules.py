@@ -250,26 +250,26 @@ def parse_amp(text) -> tuple[float, ...]:
 LEVERS_BENCH = ("python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 "
                 "--ipus 1,2 --models cnn,transformer --pressure ")
 LEVER_ERRORS = {
-    # none measured (0.01 % at most): the floor, rounding
+    # exact resizings of the same tensors: the floor, for rounding
     "amp": (0.001, LEVERS_BENCH + "1.3 --levers amp,amp-per-stage"),
     "half-partials": (0.001, LEVERS_BENCH + "1.3 --levers half-partials"),
     "half-momentum": (0.001, LEVERS_BENCH + "1.3 --levers half-momentum"),
-    # 0.73 % at most (with one update's gradient and weights shards counted)
+    # one update's gradient and weight shards are counted; what is left is mapping
     "rts": (0.008, LEVERS_BENCH + "1.8 --levers rts"),
-    # 3.12 % at most: the exchange code of the all-gathers is not estimated
+    # the exchange code of the all-gathers is not estimated
     "rts-weights": (0.032, LEVERS_BENCH + "1.8 --levers rts-weights"),
-    # 1.40 % at most (0.37 % at pressure 1.3)
+    # the recomputed copies' lifetimes are read off the forward's, not compiled
     "recompute": (0.015, LEVERS_BENCH + "1.8 --levers recompute,recompute-at"),
-    # 1.66 % at most: a weight's state streamed in for its update is not counted
+    # a weight's state streamed in for its update is not counted
     "offload": (0.017, LEVERS_BENCH + "1.8 --levers offload"),
-    # as a share of the compiled bytes (GPT-2 is far over tileMemory on 64 tiles): 5.73 % at
-    # most, 3.19 % at the 95th percentile
+    # as a share of the compiled bytes (GPT-2 is far over tileMemory on 64 tiles, so no tile
+    # is near it): the slices' temporaries are mapped anew, not scaled
     "serialise": (0.06, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
                         "1,2,3 --ipus 1 --levers serialise --seq-lens 128 --pressure 1.0"),
     # per doubling or halving of the micro-batch, as a share of the compiled bytes (the named
-    # shapes are far over tileMemory on few tiles): 7.38 % at most on the transformer, 16.71 %
-    # on ResNet-50 (a compiler maps a smaller tensor on fewer tiles): too wide to be useful,
-    # the estimate is what needs to improve
+    # shapes are far over tileMemory on few tiles): a compiler maps a smaller tensor on fewer
+    # tiles, which plain scaling misses; too wide to be useful, the estimate is what needs to
+    # improve
     "micro-batch": (0.17, "python benchmarks/levers.py --preset mk1 --shape-tiles 64 --seeds "
                           "1,2,3 --ipus 1,2 --levers micro-batch --models transformer,cnn"),
 }
