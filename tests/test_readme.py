@@ -3,17 +3,30 @@ lines are run on the bundled example (in a scratch folder, stdout piped: no line
 must exit 0, and must print the lines the README shows under them, in order: each shown
 line whole, or, ending in ``...``, the start of a line whose rest is left out; a line ``...``
 stands for lines left out. So the README cannot drift from the code, nor show a fragment of a
-line as if it were all of it."""
+line as if it were all of it.
+
+The commands run once each, in README order, in one scratch folder (as a reader who follows
+the README runs them: a command reading a file an earlier one writes finds it there), and in
+one process: ``tilemem.cli.main``, what the ``tilemem`` script runs, with stdout and stderr
+captured (``cli_in_process``), not a fresh interpreter a command. A fresh interpreter a
+command, and each command's inputs made again for it, cost the suite more than the commands
+themselves (importing tilemem and loading numba's cache each time: some 2 s of CPU even for
+``check``); ``python -m tilemem`` as a process of its own is checked where the entry point is
+the point (tests/test_cli_help.py, tests/test_piped_text.py)."""
 from __future__ import annotations
 
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
+
+from cli_in_process import run_cli
+
+# one pytest-xdist worker runs the module: its commands run once, in one folder (``ran``)
+pytestmark = pytest.mark.xdist_group("readme")
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -79,24 +92,37 @@ def test_a_command_gets_the_files_earlier_commands_write():
     assert len(makes) == 1 and makes[0].startswith("tilemem generate ")
 
 
-def tilemem(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    # as a file gets the text: no COLUMNS, which would wrap it (tilemem.commands.options)
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "tilemem", *shlex.split(command)[1:]],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+def tilemem(command: str) -> tuple[int, list[str]]:
+    """``(exit status, output lines)`` of the README's ``tilemem ...`` line ``command`` in
+    the current folder; as a file gets the text: no ``COLUMNS``, which would wrap it
+    (tilemem.commands.options)."""
+    with mock.patch.dict(os.environ):
+        os.environ.pop("COLUMNS", None)
+        code, out, err = run_cli(shlex.split(command)[1:])
+    return code, [x.rstrip() for x in (out + err).splitlines()]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> list[tuple[int, list[str]]]:
+    """Each README command's ``(exit status, output lines)``, in README order, every one
+    run once in one scratch folder with the bundled examples beside it."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "examples").symlink_to(ROOT / "examples")
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        return [tilemem(command) for command, _ in EXAMPLES]
+    finally:
+        os.chdir(here)
 
 
 @pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=[c[:60] for c, _ in EXAMPLES])
-def test_readme_command_runs_as_shown(index, tmp_path):
+def test_readme_command_runs_as_shown(index, ran):
     command, shown = EXAMPLES[index]
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
     for before in needed_before(index):
-        made = tilemem(EXAMPLES[before][0], tmp_path)
-        assert made.returncode == 0, made.stderr
-    p = tilemem(command, tmp_path)
-    assert p.returncode == 0, p.stderr
-    lines = [x.rstrip() for x in (p.stdout + p.stderr).splitlines()]
+        assert ran[before][0] == 0, f"{EXAMPLES[before][0]!r}, which makes this one's input"
+    code, lines = ran[index]
+    assert code == 0, "\n".join(lines)
     at = 0
     for want in (x.rstrip() for x in shown):
         if want == "...":
