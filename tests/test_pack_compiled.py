@@ -100,14 +100,14 @@ import time
 from pathlib import Path
 from tilemem.pack import compiled
 
-compiled._cache_dir = lambda g: Path({str(tmp_path)!r})
+compiled.cache_dir = lambda g: Path({str(tmp_path)!r})
 with compiled._lock("zone"):
     print(f"in {{time.time()}}", flush=True)
 """
     from tilemem.pack import compiled
 
-    keep = compiled._cache_dir
-    compiled._cache_dir = lambda g: tmp_path
+    keep = compiled.cache_dir
+    compiled.cache_dir = lambda g: tmp_path
     try:
         with compiled._lock("zone"):
             other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
@@ -117,7 +117,7 @@ with compiled._lock("zone"):
             released = time.time()
         out, _ = other.communicate(timeout=60)
     finally:
-        compiled._cache_dir = keep
+        compiled.cache_dir = keep
     assert float(out.split()[1]) >= released
     assert (tmp_path / "tilemem-zone.lock").exists()
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Csr, Report
 from .classgraph import _local_graph, _tile_nodes, sorted_interference

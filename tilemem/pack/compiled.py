@@ -40,6 +40,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..jit import compiled_from_here, interpreting
+
 #: The groups, each warmed up by running its code on a tiny problem (``warm_up``).
 GROUPS = ("pack", "whole", "zone", "part")
 
@@ -56,6 +58,10 @@ def ready(*groups: str) -> None:
     todo = [g for g in groups if g not in _READY]
     if not todo:
         return
+    if interpreting():
+        if set(todo) <= {"pack"}:
+            return   # the first run's tier: its kernels run as Python (``tilemem.jit``)
+        compiled_from_here()   # a search runs on a clock: compiled, whatever the tier
     if len(todo) > 1:
         prepare(*todo[1:])
     for g in todo:
@@ -70,7 +76,7 @@ def prepare(*groups: str) -> None:
     this process has them, one is compiling them already, or numba's cache has them: a later
     ``ready`` waits for them and loads them."""
     for g in groups:
-        if g in _READY or _started(g) or _cache_dir(g) is None or cached(g):
+        if g in _READY or _started(g) or cache_dir(g) is None or cached(g):
             continue
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])   # numba's cache is per source file
@@ -110,7 +116,7 @@ def _stop_started() -> None:
             proc.terminate()
 
 
-def _cache_dir(g: str) -> Path | None:
+def cache_dir(g: str) -> Path | None:
     """Where numba caches the group's outermost kernel (None: not cached, so nothing to wait
     for in another process)."""
     try:
@@ -123,7 +129,7 @@ def _cache_dir(g: str) -> Path | None:
 def _lock(g: str):
     """The group's lock across processes: a file beside numba's cache, locked with ``flock``
     (released when its holder ends, even if it is killed)."""
-    path = _cache_dir(g)
+    path = cache_dir(g)
     try:
         import fcntl
     except ImportError:   # not a POSIX system: no lock (at worst, compiled twice at once)

@@ -51,6 +51,7 @@ from ...model.names import tensor_keys
 from ...rules import DEFAULT_RULES, Rules, overflow_bytes
 from ..bounds import TileBound
 from ..compiled import ready
+from ...jit import compiled, interpreting
 from ..workers.cluster import ReportFile, cores, deadline_after
 from ..workers.executors import make_executor
 from ..kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
@@ -149,6 +150,13 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if interpreting() and (method in (Method.AUTO, Method.EXACT)
+                           or (budget is not None and not run.deterministic)):
+        # the first run's tier (``tilemem.jit``): the plan weighs each move by its seconds
+        # and the budget (from the run's start), so as Python it would choose other moves
+        with compiled():
+            return allocate(report, method=method, tiles=tiles, budget=budget, policy=policy,
+                            run=run)
     began = time.perf_counter()
     packing = _Packing(report, method=method, tiles=tiles, budget=budget, policy=policy,
                        run=run)
