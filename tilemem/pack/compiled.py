@@ -1,7 +1,9 @@
 """The packer's compiled code, made ready when a run first needs it (``ready``), in groups:
 
-- ``pack``: what every run compiles: a tile's problem (its conflict rows), the bounds (maximum
-  live bytes over the tile's class graph), the region clique, first and best fit, the guard;
+- ``pack``: what every run compiles: a tile's problem (its conflict rows), the region clique,
+  first and best fit, the guard;
+- ``bounds``: what every run compiles too, apart so that it compiles beside ``pack``: the
+  bounds (maximum live bytes over each tile's class graph);
 - ``whole``: the exact search on a whole tile, and the quick search's probes, bottom-up and
   mirrored;
 - ``zone``: the search's version with the overflow zone (a tile whose live data alone is
@@ -43,7 +45,7 @@ from pathlib import Path
 from ..jit import compiled_from_here, interpreting
 
 #: The groups, each warmed up by running its code on a tiny problem (``warm_up``).
-GROUPS = ("pack", "whole", "zone", "part")
+GROUPS = ("pack", "bounds", "whole", "zone", "part")
 
 #: The groups this process has compiled or loaded (forked workers inherit them).
 _READY: set[str] = set()
@@ -166,6 +168,10 @@ def _sentinel(g: str):
         from .firstfit import place_arrays
 
         return place_arrays
+    if g == "bounds":
+        from ..liveness.maxlive import _all_tiles_chordal
+
+        return _all_tiles_chordal
     from .search import kernel
 
     return kernel.run
@@ -174,7 +180,7 @@ def _sentinel(g: str):
 def _accepts(g: str, sig) -> bool:
     """Whether ``sig`` (the sentinel's argument types) is the group's version: the search's
     overflow zone (``zc``) and domains (``dom``), each None or not."""
-    if g == "pack":
+    if g in ("pack", "bounds"):
         return True
     from numba.core import types
 
@@ -198,8 +204,8 @@ def _warm(g: str) -> None:
 
     from ..model.target import Target
 
-    if g == "pack":
-        _warm_pack()
+    if g in ("pack", "bounds"):
+        _warm_pack(g)
     elif g == "whole":
         from .search import warm_up as search_warm_up
 
@@ -219,9 +225,9 @@ def _warm(g: str) -> None:
         search_warm_up(whole=False, part=True)
 
 
-def _warm_pack() -> None:
-    """A tile's bounds, its problem, its region clique, the heuristic's orders (first and
-    best fit) and the guard: what ``solve_tile`` runs on every tile."""
+def _warm_pack(g: str) -> None:
+    """``bounds``: a tile's bounds; ``pack``: its problem, its region clique, the heuristic's
+    orders (first and best fit) and the guard: what ``solve_tile`` runs on every tile."""
     import numpy as np
 
     from ..model import Report
@@ -240,7 +246,9 @@ def _warm_pack() -> None:
                             element_constraints=[[1], [], [], [], []],
                             region_constraints=[[1], [], [], [], []],
                             in_interleaved_mem=[False] * 4 + [True])
-    tile_bounds(r, [0], 1.0)
+    if g == "bounds":
+        tile_bounds(r, [0], 1.0)
+        return
     p = TileProblem.from_report(r, 0)
     region_clique(p)
     self_check(p, heuristic_runs(p).offsets)

@@ -216,7 +216,7 @@ class _Packing:
         self.deadline = None if run.deterministic else deadline_after(budget)
         # what every run compiles (first fit, the guard, the bounds), before the workers fork
         # (they inherit it); the search's versions when a tile first searches (``compiled``)
-        ready("pack")
+        ready("pack", "bounds")
         self.groups = _group_identical(report, tiles, run.rules)
         if method in (Method.AUTO, Method.EXACT):
             # once, before the workers fork (they inherit them): the interval model the
