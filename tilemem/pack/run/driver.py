@@ -153,7 +153,12 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     if interpreting() and (method in (Method.AUTO, Method.EXACT)
                            or (budget is not None and not run.deterministic)):
         # the first run's tier (``tilemem.jit``): the plan weighs each move by its seconds
-        # and the budget (from the run's start), so as Python it would choose other moves
+        # and the budget (from the run's start), so as Python it would choose other moves.
+        # What the set-up derives from the report alone (cached on it) is made first, as
+        # Python: the run then finds it, as a compiled run finds it within milliseconds
+        if method in (Method.AUTO, Method.EXACT):
+            _report_intervals(report)
+            tensor_keys(report)
         with compiled():
             return allocate(report, method=method, tiles=tiles, budget=budget, policy=policy,
                             run=run)
@@ -216,7 +221,7 @@ class _Packing:
         self.deadline = None if run.deterministic else deadline_after(budget)
         # what every run compiles (first fit, the guard, the bounds), before the workers fork
         # (they inherit it); the search's versions when a tile first searches (``compiled``)
-        ready("pack", "bounds")
+        ready("pack")
         self.groups = _group_identical(report, tiles, run.rules)
         if method in (Method.AUTO, Method.EXACT):
             # once, before the workers fork (they inherit them): the interval model the
@@ -263,6 +268,9 @@ class _Packing:
         """Maximum live bytes, in chunks of tiles (one compiled pass per chunk)."""
         missing = [t for t in self.reps if t not in self.known and not self.board.is_final(t)]
         if missing:
+            # compiled here, the workers load it (a caller that knows every bound, as
+            # ``oom``'s re-pack, compiles none)
+            ready("bounds")
             k = 1 if len(missing) < 64 else max(1, self.w) * 4
             parts = [missing]
             if self.by_ipu:   # one IPU's tiles a chunk, each in the order of ``missing``
