@@ -29,8 +29,8 @@ def python(script: str, **env) -> str:
 
 
 def test_a_run_makes_ready_only_the_search_versions_it_runs():
-    """The heuristic searches nothing: after it, this process has the ``pack`` and
-    ``bounds`` groups and no version of the search kernel (not even loaded); the quick search
+    """The heuristic searches nothing: after it, this process has the ``problem``, ``pack``
+    and ``bounds`` groups and no version of the search kernel (not even loaded); the quick search
     on a tile the heuristic leaves above its bound then brings in the whole tile's version,
     and only it."""
     out = python("""
@@ -57,8 +57,8 @@ print(json.dumps(seen))
 """)
     after_heuristic, versions, after_quick, versions_quick, end = json.loads(
         out.splitlines()[-1])
-    assert after_heuristic == ["bounds", "pack"] and versions == 0
-    assert after_quick == ["bounds", "pack", "whole"] and versions_quick == 1
+    assert after_heuristic == ["bounds", "pack", "problem"] and versions == 0
+    assert after_quick == ["bounds", "pack", "problem", "whole"] and versions_quick == 1
     assert end == 12
 
 
@@ -128,7 +128,7 @@ with compiled._lock("zone"):
 #: Kernels that read a report's columns or its class graph, each compiled once whether the
 #: report was read from JSON (writable arrays) or from a ``.capnp`` (read-only: the file's
 #: memory), since their inputs are passed read-only (``tilemem.model.frozen``).
-ONE_TYPE = ["tilemem.model.names._tensor_keys", "tilemem.liveness.maxlive._all_tiles_chordal",
+ONE_TYPE = ["tilemem.model.names._tensor_keys", "tilemem.liveness.maxlive.all_tiles_chordal",
             "tilemem.figures.whatif.batch._tensor_extents",
             "tilemem.figures.whatif.batch._persistent_by_steps",
             "tilemem.model._sharedtiles.class_tile_bits"]

@@ -75,6 +75,18 @@ def compiled():
         _set(was)
 
 
+@contextmanager
+def interpreted():
+    """The kernels as Python within (then the tier as it was)."""
+    was = _INTERPRETING
+    if not numba.config.DISABLE_JIT:
+        _set(True)
+    try:
+        yield
+    finally:
+        _set(was)
+
+
 def _set(on: bool) -> None:
     global _INTERPRETING
     if on == _INTERPRETING:

@@ -1,7 +1,10 @@
 """The packer's compiled code, made ready when a run first needs it (``ready``), in groups:
 
-- ``pack``: what every run compiles: a tile's problem (its conflict rows), the region clique,
-  first and best fit, the guard;
+- ``problem``: what every run compiles: a tile's problem (its conflict rows), the region
+  clique;
+- ``pack``: what every run compiles too, apart so that the two compile side by side: first
+  and best fit, the guard (its warm-up makes its tiny problem with the kernels as Python,
+  ``tilemem.jit``, so that it compiles none of ``problem``'s);
 - ``bounds``: what every run compiles too, apart so that it compiles beside ``pack``: the
   bounds (maximum live bytes over each tile's class graph);
 - ``whole``: the exact search on a whole tile, and the quick search's probes, bottom-up and
@@ -42,10 +45,10 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..jit import compiled_from_here, interpreting
+from ..jit import compiled_from_here, interpreted, interpreting
 
 #: The groups, each warmed up by running its code on a tiny problem (``warm_up``).
-GROUPS = ("pack", "bounds", "whole", "zone", "part")
+GROUPS = ("problem", "pack", "bounds", "whole", "zone", "part")
 
 #: The groups this process has compiled or loaded (forked workers inherit them).
 _READY: set[str] = set()
@@ -168,10 +171,14 @@ def _sentinel(g: str):
         from .firstfit import place_arrays
 
         return place_arrays
-    if g == "bounds":
-        from ..liveness.maxlive import _all_tiles_chordal
+    if g == "problem":
+        from ..liveness.conflicts import class_conflicts
 
-        return _all_tiles_chordal
+        return class_conflicts
+    if g == "bounds":
+        from ..liveness.maxlive import all_tiles_chordal
+
+        return all_tiles_chordal
     from .search import kernel
 
     return kernel.run
@@ -180,7 +187,7 @@ def _sentinel(g: str):
 def _accepts(g: str, sig) -> bool:
     """Whether ``sig`` (the sentinel's argument types) is the group's version: the search's
     overflow zone (``zc``) and domains (``dom``), each None or not."""
-    if g in ("pack", "bounds"):
+    if g in ("problem", "pack", "bounds"):
         return True
     from numba.core import types
 
@@ -204,7 +211,7 @@ def _warm(g: str) -> None:
 
     from ..model.target import Target
 
-    if g in ("pack", "bounds"):
+    if g in ("problem", "pack", "bounds"):
         _warm_pack(g)
     elif g == "whole":
         from .search import warm_up as search_warm_up
@@ -226,8 +233,9 @@ def _warm(g: str) -> None:
 
 
 def _warm_pack(g: str) -> None:
-    """``bounds``: a tile's bounds; ``pack``: its problem, its region clique, the heuristic's
-    orders (first and best fit) and the guard: what ``solve_tile`` runs on every tile."""
+    """``bounds``: a tile's bounds; ``problem``: its problem, its region clique; ``pack``: the
+    heuristic's orders (first and best fit) and the guard: what ``solve_tile`` runs on every
+    tile."""
     import numpy as np
 
     from ..model import Report
@@ -249,8 +257,11 @@ def _warm_pack(g: str) -> None:
     if g == "bounds":
         tile_bounds(r, [0], 1.0)
         return
-    p = TileProblem.from_report(r, 0)
-    region_clique(p)
+    if g == "problem":
+        region_clique(TileProblem.from_report(r, 0))
+        return
+    with interpreted():   # the problem's kernels are ``problem``'s to compile
+        p = TileProblem.from_report(r, 0)
     self_check(p, heuristic_runs(p).offsets)
 
 

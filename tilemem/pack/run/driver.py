@@ -67,7 +67,7 @@ from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _verify, _workers_of, task_ipu)
 
 #: What a Dask worker makes ready as it starts (``make_executor``'s ``setup``).
-_ready_to_pack = partial(ready, "pack")
+_ready_to_pack = partial(ready, "problem", "pack")
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ class _Packing:
         self.deadline = None if run.deterministic else deadline_after(budget)
         # what every run compiles (first fit, the guard, the bounds), before the workers fork
         # (they inherit it); the search's versions when a tile first searches (``compiled``)
-        ready("pack")
+        ready("problem", "pack")
         self.groups = _group_identical(report, tiles, run.rules)
         if method in (Method.AUTO, Method.EXACT):
             # once, before the workers fork (they inherit them): the interval model the
