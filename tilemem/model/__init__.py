@@ -156,17 +156,20 @@ def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     >>> symmetric_closure(3, np.array([0, 0, 1]), np.array([0, 2, 2])).to_lists()
     [[2], [2], [0, 1]]
     """
-    from scipy import sparse
-
     src = np.asarray(src, np.int64)
     dst = np.asarray(dst, np.int64)
     keep = src != dst
     src, dst = src[keep], dst[keep]
-    m = sparse.coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(num_rows, num_rows))
-    m = (m + m.T).tocsr()
-    m.sum_duplicates()
-    m.sort_indices()
-    return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
+    # each pair both ways as one key (row-major), sorted, duplicates dropped: numpy alone
+    # (scipy.sparse, which did this, takes 0.6 s to import: a fifth of a small command)
+    key = np.concatenate([src * num_rows + dst, dst * num_rows + src])
+    key.sort()
+    if len(key):
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+    rows = key // num_rows
+    indptr = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    return Csr(indptr, key - rows * num_rows)
 
 
 @dataclass(frozen=True)
