@@ -111,7 +111,11 @@ class _Builder:
         kw.setdefault("ipu", self.ipu)
         if kw.get("coverage", 1.0) == AUTO:
             kw["coverage"] = self.coverage(bpt)
-            if kw["coverage"] < 1.0 and "offset" not in kw and self.rng.random() < FROM_TILE0:
+            # drawn whatever the coverage, so that the same seed draws the same program at
+            # another size (a micro-batch): a draw taken only below full coverage would
+            # shift every later draw of a program whose tensor spreads further
+            tile0 = self.rng.random() < FROM_TILE0
+            if kw["coverage"] < 1.0 and "offset" not in kw and tile0:
                 kw["offset"] = 0  # mapTensorLinearly's default: start at tile 0
         self.tensors.append(Tensor(name, category, float(bpt), dtype, define, **kw))
         return len(self.tensors) - 1

@@ -158,7 +158,8 @@ class _Builder(_BaseBuilder):
         whole would be, with its share of the partial sums on each."""
         inter = bool(self.rng.random() < 0.3)
         cov = self.coverage(partials_bpt)
-        offset = 0 if cov < 1.0 and self.rng.random() < FROM_TILE0 else -1
+        tile0 = self.rng.random() < FROM_TILE0   # whatever the coverage (``_Builder.tensor``)
+        offset = 0 if cov < 1.0 and tile0 else -1
         return dict(interleaved=inter, coverage=cov, offset=offset, place=name)
 
     def sliced_weight_grad(self, p: str, inputs, param: dict, n: int, on: int,

@@ -93,17 +93,26 @@ class StageBounds:
         order = np.argsort(-self.upper, kind="stable")
         self.tiles = np.sort(order[:SEARCH_TILES])
         self.check_tiles = np.flatnonzero(self.upper >= VERIFY_SHARE * tm)
-        self._bounds = None
+        self._bounds: dict = {}
         self._memo: dict = {}
         self._useful: dict = {}
 
     @property
     def bounds(self):
-        if self._bounds is None:
-            from ..whatif.bounds import WhatIfBounds
+        return self.bounds_at(1)
 
-            self._bounds = WhatIfBounds(self.report, self.tiles, self.time_limit)
-        return self._bounds
+    def bounds_at(self, factor: float):
+        """The bounds of the search tiles at ``factor`` times the micro-batch: a larger one's
+        tensors spread onto more tiles, parts the report does not have
+        (``whatif.spread.spread_report``, made on the search tiles only)."""
+        key = factor if factor > 1 else 1
+        if key not in self._bounds:
+            from ..whatif.bounds import WhatIfBounds
+            from ..whatif.spread import spread_report
+
+            self._bounds[key] = WhatIfBounds(spread_report(self.report, key, self.tiles),
+                                             self.tiles, self.time_limit)
+        return self._bounds[key]
 
     def useful(self, name: str) -> bool:
         """Whether lever ``name`` changes something in the stage (a variable it applies to)."""
@@ -136,7 +145,8 @@ class StageBounds:
         choice = self.effective(choice)
         key = (choice, round(amp, 4), factor)
         if key not in self._memo:
-            self._memo[key] = self.bounds.of_edits(lever_edits(choice, amp, factor))[0]
+            self._memo[key] = self.bounds_at(factor).of_edits(
+                lever_edits(choice, amp, factor))[0]
         return self._memo[key]
 
     def worst(self, choice: Choice, amp: float, factor: float) -> tuple[int, int]:
@@ -145,20 +155,40 @@ class StageBounds:
         k = int(np.argmax(b))
         return int(self.tiles[k]), int(b[k])
 
+    def tiles_to_check(self, factor: float) -> np.ndarray:
+        """The tiles whose bytes all live at once reach ``VERIFY_SHARE`` of tileMemory at
+        ``factor`` times the micro-batch (its per-sample parts scaled, and those its tensors
+        spread onto: a tile with few bytes may take many)."""
+        if factor == 1:
+            return self.check_tiles
+        from ..whatif.batch import micro_batch_rows
+        from ..whatif.spread import spread_parts
+
+        r = self.report
+        rows = micro_batch_rows(r)
+        rows = rows[r.allocated[rows] & (r.tile[rows] >= 0)]
+        extra = np.bincount(r.tile[rows], r.size[rows] * (factor - 1),
+                            minlength=r.num_tiles)
+        _, t, b = spread_parts(r, factor)
+        extra = extra + np.bincount(t, b, minlength=r.num_tiles)
+        up = self.upper + np.maximum(extra, 0)
+        return np.flatnonzero(up >= VERIFY_SHARE * r.target.tile_memory)
+
     def verify(self, choice: Choice, amp: float, factor: float, limit: int) -> np.ndarray:
         """Tiles (of those that could reach tileMemory) whose bound under the levers passes
         ``limit`` and are not search tiles: added to them (the bounds rebuilt), and returned."""
         from ..whatif.bounds import WhatIfBounds
+        from ..whatif.spread import spread_report
 
-        rest = np.setdiff1d(self.check_tiles, self.tiles)
+        rest = np.setdiff1d(self.tiles_to_check(factor), self.tiles)
         if not len(rest):
             return rest
-        b = WhatIfBounds(self.report, rest, self.time_limit).of_edits(
-            lever_edits(choice, amp, factor))[0]
+        b = WhatIfBounds(spread_report(self.report, factor, rest), rest,
+                         self.time_limit).of_edits(lever_edits(choice, amp, factor))[0]
         bad = rest[b > limit]
         if len(bad):
             self.tiles = np.union1d(self.tiles, bad)
-            self._bounds, self._memo = None, {}
+            self._bounds, self._memo = {}, {}
         return bad
 
 
