@@ -71,6 +71,8 @@ class Configuration(msgspec.Struct, rename="camel"):
     balance: float
     stages: list[StageAnswer]
     summary: str = ""
+    #: with ``recompute-at``: the layers (their numbers) whose input is a checkpoint
+    checkpoints: list[int] = []
 
 
 class NearMiss(msgspec.Struct, rename="camel"):
@@ -151,12 +153,19 @@ def configuration(s: Search, f: Found, saved: bool = False) -> Configuration:
             verdict=judge(peak, tm, f.margin), saved=got))
     peaks = [x.max_live_bytes for x in stages]
     mean = sum(peaks) / len(peaks)
+    ckpts = []
+    if f.choice.recompute and f.choice.checkpoint_every > 1:
+        from .stages import layer_numbers
+
+        for k in range(f.ipus):
+            got = f.choice.checkpoints(layer_numbers(labels[b[k]:b[k + 1]]))
+            ckpts += list(got) if isinstance(got, tuple) else []
     return Configuration(
         ipus=f.ipus, micro_batch=f.micro_batch, split_indices=list(f.cuts),
         layers_per_ipu=layers(f), levers=list(f.levers), amps=list(f.amps),
         replicas=f.choice.rts or 1, serialise=f.choice.serialise or 1, verdict=f.verdict, margin=round(f.margin, 5),
         cost=f.cost, balance=round(max(peaks) / mean, 3) if mean else 1.0, stages=stages,
-        summary=summary_of(f))
+        summary=summary_of(f), checkpoints=ckpts)
 
 
 def neighbours(s: Search, best: Found) -> list[tuple[Found, str, str]]:
@@ -234,7 +243,8 @@ def _split_error(s: Search) -> str:
 def ipu_config(c: Configuration) -> dict:
     """optimum-graphcore ``IPUConfig`` keys of ``c`` (``tilemem.generate.ipuconfig`` reads
     them back; the weights sharded too, ``rts-weights``, has no key: PopTorch's
-    ``setWeightLocation``)."""
+    ``setWeightLocation``; nor have checkpoints at some layers only, ``recompute-at``:
+    ``recompute_checkpoint_every_layer`` is every layer or none)."""
     return {
         "layers_per_ipu": list(c.layers_per_ipu),
         "ipus_per_replica": c.ipus,
@@ -263,6 +273,10 @@ def poptorch_options(c: Configuration) -> list[str]:
     if "recompute" in c.levers:
         out.append("opts._Popart.set(\"autoRecomputation\", 3)  # RecomputationType.Pipeline; "
                    "or poptorch.recomputationCheckpoint at every layer's input")
+    if "recompute-at" in c.levers:
+        out.append("opts._Popart.set(\"autoRecomputation\", 3)  # RecomputationType.Pipeline, "
+                   "with poptorch.recomputationCheckpoint at the input of layers "
+                   + ", ".join(map(str, c.checkpoints)))
     if "offload" in c.levers or "rts" in c.levers or "rts-weights" in c.levers:
         loc = "poptorch.TensorLocationSettings()"
         if "offload" in c.levers:
@@ -295,6 +309,8 @@ def generator_options(c: Configuration) -> dict:
         lv["half_partials"] = True
     if "recompute" in c.levers:
         lv["recompute"] = "all"
+    if "recompute-at" in c.levers:
+        lv["recompute"] = tuple(c.checkpoints)
     if "offload" in c.levers:
         lv["offload_state"] = True
     if c.serialise > 1:

@@ -25,7 +25,7 @@ from ...levers import DEFAULT_AMP
 from ...model import Report
 from .cost import LEVER_COSTS, config_cost
 from .margins import Verdict, judge, lever_margin, split_margin
-from .stages import Choice, StageBounds, Stages
+from .stages import Choice, StageBounds, Stages, layer_numbers
 
 #: availableMemoryProportion values a stage may take (0.05 steps; 0.6 is Poplar's default).
 AMP_GRID = tuple(round(0.05 * k, 2) for k in range(1, 21))
@@ -35,6 +35,8 @@ OBJECTIVES = {
     "micro-batch": "the largest micro-batch, then the fewest IPUs, then the cheapest levers",
     "cost": "the cheapest levers, then the fewest IPUs, then the largest micro-batch",
 }
+#: ``recompute-at``: a checkpoint every this many layers of a stage, from its first.
+RECOMPUTE_AT_EVERY = 2
 #: Levers ``prefer`` and ``avoid`` may name.
 LEVER_NAMES = tuple(LEVER_COSTS) + ("amp",)
 
@@ -135,7 +137,8 @@ class Search:
         self.steps = self.m.start is not None
         # which levers change something, asked of the report (and, on one IPU of a
         # one-IPU report, its only stage)
-        self.whole = StageBounds(r, 0, 0, self.m.L, 1, q.time_limit)
+        self.whole = StageBounds(r, 0, 0, self.m.L, 1, q.time_limit,
+                                 layer_numbers(self.m.units.labels))
         self._splits: dict = {}
         self.evaluated = 0
         self.t0 = time.monotonic()
@@ -166,14 +169,18 @@ class Search:
         out = []
         for k in range(len(usable) + 1):
             for combo in itertools.combinations(usable, k):
-                if "rts" in combo and "rts-weights" in combo:
+                if ("rts" in combo and "rts-weights" in combo
+                        or "recompute" in combo and "recompute-at" in combo):
                     continue
                 out.append(Choice(half_momentum="half-momentum" in combo,
                                   half_partials="half-partials" in combo,
-                                  recompute="recompute" in combo, offload="offload" in combo,
+                                  recompute=bool({"recompute", "recompute-at"} & set(combo)),
+                                  offload="offload" in combo,
                                   rts=q.replicas if {"rts", "rts-weights"} & set(combo) else 0,
                                   rts_weights="rts-weights" in combo,
-                                  serialise=q.serialise if "serialise" in combo else 0))
+                                  serialise=q.serialise if "serialise" in combo else 0,
+                                  checkpoint_every=RECOMPUTE_AT_EVERY if "recompute-at" in combo
+                                  else 1))
         out.sort(key=lambda c: (config_cost(c.names, [], q.prefer), len(c.names)))
         self._choices = out
         return out
@@ -288,9 +295,20 @@ class Search:
         return list(range(max(1, self.m.source_ipus), min(q.max_ipus, self.m.L) + 1))
 
     def most(self, stages=None) -> Choice:
-        """The choice that frees the most: every usable lever (the weights sharded too)."""
+        """The choice that frees the most: every usable lever (the weights sharded too;
+        recomputation with a checkpoint at every layer)."""
+        return self.mosts()[0]
+
+    def mosts(self) -> list[Choice]:
+        """The choices that may free the most, one a way of recomputing (a checkpoint at
+        every layer, or fewer: fewer activations kept, a longer segment replayed; which
+        frees more depends on the stage): every other usable lever on."""
         cs = self.choices()
-        return max(cs, key=lambda c: (len(c.names), c.rts_weights))
+        top = max(len(c.names) for c in cs)
+        out = [c for c in cs if len(c.names) == top
+               and (c.rts_weights or not any(x.rts_weights for x in cs))]
+        out.sort(key=lambda c: c.checkpoint_every)
+        return out or [max(cs, key=lambda c: (len(c.names), c.rts_weights))]
 
     def feasible(self, n: int, mb: int) -> bool:
         """Whether every stage of ``n`` IPUs fits at micro-batch ``mb`` with every lever and
@@ -299,8 +317,11 @@ class Search:
         if n > self.m.L:
             return False
         self.split(n)
+        return any(self._feasible_with(n, mb, c) for c in self.mosts())
+
+    def _feasible_with(self, n: int, mb: int, choice: Choice) -> bool:
         _, stages, order = self._splits[n]
-        choice, factor = self.most(), mb / self.q.report_micro_batch
+        factor = mb / self.q.report_micro_batch
         for s in order:
             sb = stages[s]
             if sb is None:

@@ -41,13 +41,17 @@ class Choice:
     rts_weights: bool = False
     #: slices of the vocabulary matmul (0: not serialised)
     serialise: int = 0
+    #: with ``recompute``: a checkpoint every this many layers of a stage, from its first
+    #: (1: every layer's input, ``recompute``; more: ``recompute-at``)
+    checkpoint_every: int = 1
 
     @property
     def names(self) -> tuple[str, ...]:
         """The levers' names (``tilemem.rules.LEVER_ERRORS``' and the cost model's)."""
+        rc = "recompute" if self.checkpoint_every <= 1 else "recompute-at"
         out = [n for n, on in (("half-momentum", self.half_momentum),
                                ("half-partials", self.half_partials),
-                               ("recompute", self.recompute), ("offload", self.offload))
+                               (rc, self.recompute), ("offload", self.offload))
                if on]
         if self.rts:
             out.append("rts-weights" if self.rts_weights else "rts")
@@ -63,20 +67,46 @@ class Choice:
             return replace(self, rts=0, rts_weights=False)
         if name == "serialise":
             return replace(self, serialise=0)
+        if name in ("recompute", "recompute-at"):
+            return replace(self, recompute=False, checkpoint_every=1)
         return replace(self, **{name.replace("-", "_"): False})
 
+    def checkpoints(self, numbers) -> str | tuple[int, ...] | None:
+        """What-if's ``recompute`` on a stage whose layers are numbered ``numbers`` (in
+        program order): ``"all"``, the layers whose input is a checkpoint (every
+        ``checkpoint_every``-th from the stage's first), or ``None``."""
+        if not self.recompute:
+            return None
+        if self.checkpoint_every <= 1 or not len(numbers):
+            return "all"
+        return tuple(int(x) for x in list(numbers)[::self.checkpoint_every])
 
-def lever_edits(choice: Choice, amp: float, factor: float) -> list:
+
+def lever_edits(choice: Choice, amp: float, factor: float, numbers=()) -> list:
     """What-if edits of ``choice`` at availableMemoryProportion ``amp`` and the micro-batch
-    times ``factor``."""
+    times ``factor``, on a stage whose layers are numbered ``numbers``."""
     from ..whatif.edits import parse_edits
 
     return parse_edits(offload=[OFFLOAD_PATTERN] if choice.offload else (),
                        micro_batch=None if factor == 1 else float(factor),
                        amp=None if amp == DEFAULT_AMP else str(amp),
                        half_partials=choice.half_partials, half_momentum=choice.half_momentum,
-                       rts=choice.rts or None, recompute="all" if choice.recompute else None,
+                       rts=choice.rts or None, recompute=choice.checkpoints(numbers),
                        rts_weights=choice.rts_weights, serialise=choice.serialise or 1)
+
+
+def layer_numbers(labels) -> list[int]:
+    """The numbers the labels of layers end with (``layer12``: 12), what-if's
+    ``--recompute-at`` names layers by; ``[]`` when one has none."""
+    import re
+
+    out = []
+    for lab in labels:
+        m = re.search(r"(\d+)$", str(lab))
+        if m is None:
+            return []
+        out.append(int(m.group(1)))
+    return out
 
 
 class StageBounds:
@@ -84,8 +114,10 @@ class StageBounds:
     maximum live bytes of its search tiles (``tiles``) under those levers."""
 
     def __init__(self, report: Report, s: int, i: int, j: int, n: int,
-                 time_limit: float = 10.0):
+                 time_limit: float = 10.0, numbers=()):
         self.report, self.s, self.i, self.j, self.n = report, s, i, j, n
+        #: its layers' numbers (``layer_numbers``): where checkpoints go
+        self.numbers = list(numbers)
         self.time_limit = time_limit
         tm = report.target.tile_memory
         a = report.allocated & (report.tile >= 0)
@@ -119,13 +151,15 @@ class StageBounds:
         if name not in self._useful:
             probe = {"half-momentum": Choice(half_momentum=True),
                      "half-partials": Choice(half_partials=True),
-                     "recompute": Choice(recompute=True), "offload": Choice(offload=True),
+                     "recompute": Choice(recompute=True),
+                     "recompute-at": Choice(recompute=True, checkpoint_every=2),
+                     "offload": Choice(offload=True),
                      "rts": Choice(rts=2), "rts-weights": Choice(rts=2, rts_weights=True),
                      "serialise": Choice(serialise=4)}
             if name == "amp":
                 edits = lever_edits(Choice(), 0.3, 1)
             else:
-                edits = lever_edits(probe[name], DEFAULT_AMP, 1)
+                edits = lever_edits(probe[name], DEFAULT_AMP, 1, self.numbers)
             try:
                 self._useful[name] = all(x.variables > 0 for x in self.bounds.matched(edits))
             except ReportError:
@@ -146,7 +180,7 @@ class StageBounds:
         key = (choice, round(amp, 4), factor)
         if key not in self._memo:
             self._memo[key] = self.bounds_at(factor).of_edits(
-                lever_edits(choice, amp, factor))[0]
+                lever_edits(choice, amp, factor, self.numbers))[0]
         return self._memo[key]
 
     def worst(self, choice: Choice, amp: float, factor: float) -> tuple[int, int]:
@@ -184,7 +218,8 @@ class StageBounds:
         if not len(rest):
             return rest
         b = WhatIfBounds(spread_report(self.report, factor, rest), rest,
-                         self.time_limit).of_edits(lever_edits(choice, amp, factor))[0]
+                         self.time_limit).of_edits(lever_edits(choice, amp, factor,
+                                                               self.numbers))[0]
         bad = rest[b > limit]
         if len(bad):
             self.tiles = np.union1d(self.tiles, bad)
@@ -217,7 +252,8 @@ class Stages:
             else:
                 report = self.m.stage_report(s, b[s], b[s + 1], n)
                 self._made[s] = None if report is None else StageBounds(
-                    report, s, b[s], b[s + 1], n, self.time_limit)
+                    report, s, b[s], b[s + 1], n, self.time_limit,
+                    layer_numbers(self.m.units.labels[b[s]:b[s + 1]]))
         return self._made[s]
 
     def __iter__(self):
