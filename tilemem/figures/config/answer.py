@@ -122,15 +122,16 @@ def summary_of(f: Found) -> str:
 
 
 def layers(f: Found) -> list[int]:
+    """Layers per IPU (a stage holding the part before the first layer alone: 0)."""
     b = [0] + list(f.cuts) + [f.units]
-    return [b[k + 1] - b[k] for k in range(f.ipus)]
+    return [(b[k + 1] - b[k]) - max(0, min(b[k + 1], f.lead) - b[k]) for k in range(f.ipus)]
 
 
 def configuration(s: Search, f: Found, saved: bool = False) -> Configuration:
     """``f`` as an answer's configuration; ``saved``: each lever's bytes saved on each stage's
     worst tile (more bounds)."""
     tm = s.tm
-    labels = s.m.units.labels
+    labels = s.cu.labels
     b = [0] + list(f.cuts) + [s.m.L]
     factor = f.micro_batch / s.q.report_micro_batch
     stages = []
@@ -157,11 +158,17 @@ def configuration(s: Search, f: Found, saved: bool = False) -> Configuration:
     if f.choice.recompute and f.choice.checkpoint_every > 1:
         from .stages import layer_numbers
 
+        units = s.m.units.labels   # numbered as the stages' reports are (``units``)
         for k in range(f.ipus):
-            got = f.choice.checkpoints(layer_numbers(labels[b[k]:b[k + 1]]))
-            ckpts += list(got) if isinstance(got, tuple) else []
+            lead = max(0, min(b[k + 1], f.lead) - b[k])
+            got = f.choice.checkpoints(layer_numbers(units[b[k]:b[k + 1]]), lead)
+            # the part before the first layer is no layer: its checkpoint is the program's
+            # input; the others told back in the report's layer numbers
+            if isinstance(got, tuple):
+                named = layer_numbers(labels[f.lead:])
+                ckpts += [named[x - f.lead] if f.lead else x for x in got if x >= f.lead]
     return Configuration(
-        ipus=f.ipus, micro_batch=f.micro_batch, split_indices=list(f.cuts),
+        ipus=f.ipus, micro_batch=f.micro_batch, split_indices=[c - f.lead for c in f.cuts],
         layers_per_ipu=layers(f), levers=list(f.levers), amps=list(f.amps),
         replicas=f.choice.rts or 1, serialise=f.choice.serialise or 1, verdict=f.verdict, margin=round(f.margin, 5),
         cost=f.cost, balance=round(max(peaks) / mean, 3) if mean else 1.0, stages=stages,
@@ -225,7 +232,9 @@ def configure(r, q: ConfigQuery | None = None) -> ConfigAnswer:
                 "memory there are its allocation's (tilemem oom says which; tilemem alloc "
                 "re-packs them)")
     return ConfigAnswer(
-        tile_memory=s.tm, tiles_per_ipu=s.m.tiles, units=s.m.L, units_from=s.m.units.source,
+        tile_memory=s.tm, tiles_per_ipu=s.m.tiles, units=s.m.L - s.cu.lead,
+        units_from=s.m.units.source + (f" (and {s.cu.labels[0]} before them, a unit of its own)"
+                                       if s.cu.lead else ""),
         objective=OBJECTIVES[q.objective], ranked=ranked, near_misses=near,
         errors=margin_lines(names) + [_split_error(s)], costs=cost_lines(),
         assumptions=list(ASSUMPTIONS), evaluated=s.evaluated,

@@ -108,6 +108,8 @@ class Found:
     stages: list = field(default_factory=list, repr=False)
     units: int = 0
     tile_memory: int = 0
+    #: units before the first layer (``units.ConfigUnits.lead``)
+    lead: int = 0
 
     @property
     def levers(self) -> tuple[str, ...]:
@@ -126,19 +128,21 @@ class Search:
     configuration kept (``found``: those that fit, ranked) and the neighbours of the best."""
 
     def __init__(self, r: Report, q: ConfigQuery):
-        from ..split.estimate import SplitModel
+        from .units import config_units
 
         q.check()
         self.r, self.q = r, q
         self.tm = r.target.tile_memory
         # a stage stashes every activation still live when it hands over (no recomputation),
-        # the larger of the two readings when the report cannot tell (it can with steps)
-        self.m = SplitModel(r, "activations")
+        # the larger of the two readings when the report cannot tell (it can with steps);
+        # the part before the first layer (an embedding) a unit of its own
+        self.cu = config_units(r)
+        self.m = self.cu.m
         self.steps = self.m.start is not None
         # which levers change something, asked of the report (and, on one IPU of a
         # one-IPU report, its only stage)
         self.whole = StageBounds(r, 0, 0, self.m.L, 1, q.time_limit,
-                                 layer_numbers(self.m.units.labels))
+                                 layer_numbers(self.cu.labels[self.cu.lead:]))
         self._splits: dict = {}
         self.evaluated = 0
         self.t0 = time.monotonic()
@@ -156,7 +160,7 @@ class Search:
                 order = sorted(range(n), key=lambda k: -self.m.proxy(k, b[k], b[k + 1], n))
             whole = self.whole if self.m.source_ipus == 1 else None
             self._splits[n] = (cuts, Stages(self.m, self.r, cuts, n, self.q.time_limit,
-                                            whole), order)
+                                            whole, self.cu.lead), order)
         return self._splits[n][:2]
 
     def choices(self, stages=None) -> list[Choice]:
@@ -257,7 +261,8 @@ class Search:
             verdict = min((judge(b, self.tm, margin) for _, b in worst),
                           key=[Verdict.CANNOT_FIT, Verdict.CLOSE, Verdict.FITS].index)
         return Found(n, cuts, mb, choice, amps, worst, margin, verdict,
-                     config_cost(choice.names, amps, self.q.prefer), stages, self.m.L, self.tm)
+                     config_cost(choice.names, amps, self.q.prefer), stages, self.m.L, self.tm,
+                     self.cu.lead)
 
     def verified(self, f: Found) -> Found:
         """``f`` checked on every stage tile that could reach tileMemory; when one passes

@@ -71,27 +71,30 @@ class Choice:
             return replace(self, recompute=False, checkpoint_every=1)
         return replace(self, **{name.replace("-", "_"): False})
 
-    def checkpoints(self, numbers) -> str | tuple[int, ...] | None:
+    def checkpoints(self, numbers, lead: int = 0) -> str | tuple[int, ...] | None:
         """What-if's ``recompute`` on a stage whose layers are numbered ``numbers`` (in
-        program order): ``"all"``, the layers whose input is a checkpoint (every
-        ``checkpoint_every``-th from the stage's first), or ``None``."""
+        program order; the first ``lead`` are no layers, each a checkpoint): ``"all"``, the
+        layers whose input is a checkpoint (every ``checkpoint_every``-th from the stage's
+        first), or ``None``."""
         if not self.recompute:
             return None
         if self.checkpoint_every <= 1 or not len(numbers):
             return "all"
-        return tuple(int(x) for x in list(numbers)[::self.checkpoint_every])
+        numbers = list(numbers)
+        return tuple(int(x) for x in numbers[:lead] + numbers[lead:][::self.checkpoint_every])
 
 
-def lever_edits(choice: Choice, amp: float, factor: float, numbers=()) -> list:
+def lever_edits(choice: Choice, amp: float, factor: float, numbers=(), lead: int = 0) -> list:
     """What-if edits of ``choice`` at availableMemoryProportion ``amp`` and the micro-batch
-    times ``factor``, on a stage whose layers are numbered ``numbers``."""
+    times ``factor``, on a stage whose layers are numbered ``numbers`` (``lead``: how many
+    of them first are no layer: ``Choice.checkpoints``)."""
     from ..whatif.edits import parse_edits
 
     return parse_edits(offload=[OFFLOAD_PATTERN] if choice.offload else (),
                        micro_batch=None if factor == 1 else float(factor),
                        amp=None if amp == DEFAULT_AMP else str(amp),
                        half_partials=choice.half_partials, half_momentum=choice.half_momentum,
-                       rts=choice.rts or None, recompute=choice.checkpoints(numbers),
+                       rts=choice.rts or None, recompute=choice.checkpoints(numbers, lead),
                        rts_weights=choice.rts_weights, serialise=choice.serialise or 1)
 
 
@@ -114,10 +117,12 @@ class StageBounds:
     maximum live bytes of its search tiles (``tiles``) under those levers."""
 
     def __init__(self, report: Report, s: int, i: int, j: int, n: int,
-                 time_limit: float = 10.0, numbers=()):
+                 time_limit: float = 10.0, numbers=(), lead: int = 0):
         self.report, self.s, self.i, self.j, self.n = report, s, i, j, n
-        #: its layers' numbers (``layer_numbers``): where checkpoints go
+        #: its units' numbers (``layer_numbers``): where checkpoints go; the first ``lead``
+        #: are no layers (the part before the first layer, ``units``)
         self.numbers = list(numbers)
+        self.lead = lead
         self.time_limit = time_limit
         tm = report.target.tile_memory
         a = report.allocated & (report.tile >= 0)
@@ -159,7 +164,7 @@ class StageBounds:
             if name == "amp":
                 edits = lever_edits(Choice(), 0.3, 1)
             else:
-                edits = lever_edits(probe[name], DEFAULT_AMP, 1, self.numbers)
+                edits = lever_edits(probe[name], DEFAULT_AMP, 1, self.numbers, self.lead)
             try:
                 self._useful[name] = all(x.variables > 0 for x in self.bounds.matched(edits))
             except ReportError:
@@ -180,7 +185,7 @@ class StageBounds:
         key = (choice, round(amp, 4), factor)
         if key not in self._memo:
             self._memo[key] = self.bounds_at(factor).of_edits(
-                lever_edits(choice, amp, factor, self.numbers))[0]
+                lever_edits(choice, amp, factor, self.numbers, self.lead))[0]
         return self._memo[key]
 
     def worst(self, choice: Choice, amp: float, factor: float) -> tuple[int, int]:
@@ -219,7 +224,7 @@ class StageBounds:
             return rest
         b = WhatIfBounds(spread_report(self.report, factor, rest), rest,
                          self.time_limit).of_edits(lever_edits(choice, amp, factor,
-                                                               self.numbers))[0]
+                                                               self.numbers, self.lead))[0]
         bad = rest[b > limit]
         if len(bad):
             self.tiles = np.union1d(self.tiles, bad)
@@ -235,8 +240,9 @@ class Stages:
     ``whole``: the report's own ``StageBounds`` (one IPU of a one-IPU report)."""
 
     def __init__(self, m, r: Report, cuts: list[int], n: int, time_limit: float = 10.0,
-                 whole: StageBounds | None = None):
+                 whole: StageBounds | None = None, lead: int = 0):
         self.m, self.r, self.n, self.time_limit = m, r, n, time_limit
+        self.lead = lead
         self.bounds = [0] + list(cuts) + [m.L]
         self.whole = whole
         self._made: dict = {}
@@ -253,7 +259,8 @@ class Stages:
                 report = self.m.stage_report(s, b[s], b[s + 1], n)
                 self._made[s] = None if report is None else StageBounds(
                     report, s, b[s], b[s + 1], n, self.time_limit,
-                    layer_numbers(self.m.units.labels[b[s]:b[s + 1]]))
+                    layer_numbers(self.m.units.labels[b[s]:b[s + 1]]),
+                    max(0, min(b[s + 1], self.lead) - b[s]))
         return self._made[s]
 
     def __iter__(self):
