@@ -1,6 +1,7 @@
 """Pod scale: wall time and peak memory of the commands on N-IPU generated reports.
 
 For each report, runs ``tilemem info``, ``tilemem check``, ``tilemem oom --no-repack``,
+``tilemem config``,
 ``tilemem split``, ``tilemem convert`` to JSON (then that JSON back to capnp, streamed, and
 ``tilemem info`` handed the JSON: a command that needs a conversion) and ``tilemem html``
 (``--commands`` picks,
@@ -33,7 +34,8 @@ import time
 from pathlib import Path
 
 COMMANDS = {"info": ["info"], "check": ["check"], "oom --no-repack": ["oom", "--no-repack"],
-            "split": ["split"], "convert": ["convert"], "alloc": ["alloc"], "html": ["html"]}
+            "split": ["split"], "config": ["config"], "convert": ["convert"], "alloc": ["alloc"],
+            "html": ["html"]}
 #: command -> output file it writes beside the report (``{stem}``: the report's name)
 OUTPUTS = {"convert": "{stem}.converted.json", "alloc": "{stem}.alloc.capnp",
            "html": "{stem}.html"}

@@ -48,10 +48,29 @@ def zone() -> None:
 
 
 def part() -> None:
-    """The search on part of a tile (its version with domains)."""
+    """The search on part of a tile (its version with domains), then the figures' kernels
+    (``figures``): the lightest part takes them."""
     from tilemem.pack.compiled import ready
 
     ready("part")
+    figures()
+
+
+def figures() -> None:
+    """The what-ifs (the micro-batch, recomputation), the plan's re-weighting, ``split`` and
+    ``config`` on a small generated transformer that does not fit: kernels of the figures that every
+    worker, and every command a test runs in a process of its own, otherwise compiled for
+    itself on first use."""
+    import tilemem
+    from tilemem.generate import generate_report
+
+    r = generate_report("mk1", tiles=16, steps=740, seed=1, model="transformer", pressure=1.6)
+    for rep in (tilemem.load(EXAMPLE), r):
+        tilemem.what_if(rep, tilemem.Edits(micro_batch=0.5))
+        tilemem.what_if(rep, levers=tilemem.Levers(recompute="all"))
+        tilemem.diagnose(rep, repack=False)
+    tilemem.split(r, ipus=2)
+    tilemem.configure(r, tilemem.ConfigQuery(max_ipus=2, max_micro_batch=1))
 
 
 def stages(tmp: Path) -> Path:

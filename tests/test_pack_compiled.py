@@ -120,3 +120,43 @@ with compiled._lock("zone"):
         compiled._cache_dir = keep
     assert float(out.split()[1]) >= released
     assert (tmp_path / "tilemem-zone.lock").exists()
+
+
+#: Kernels that read a report's columns or its class graph, each compiled once whether the
+#: report was read from JSON (writable arrays) or from a ``.capnp`` (read-only: the file's
+#: memory), since their inputs are passed read-only (``tilemem.model.frozen``).
+ONE_TYPE = ["tilemem.model.names._tensor_keys", "tilemem.liveness.maxlive._all_tiles_chordal",
+            "tilemem.figures.whatif.batch._tensor_extents",
+            "tilemem.figures.whatif.batch._persistent_by_steps",
+            "tilemem.model._sharedtiles.class_tile_bits"]
+
+
+def test_a_kernel_compiles_once_for_json_and_capnp_reports(tmp_path):
+    """The analyses on the bundled report read from JSON and again from a ``.capnp`` (with its
+    class steps, and without: the class graph's kernels), in a fresh process: each kernel of ``ONE_TYPE`` then has one compiled signature, not one a
+    format (each signature is a compilation on a first run)."""
+    out = python(f"""
+import importlib, json
+from dataclasses import replace
+import tilemem
+from tilemem.load import save_report
+from tilemem.model.interference import SharedTiles
+
+a = tilemem.load("examples/mk1-small.json")
+save_report(a, {str(tmp_path / "r.capnp")!r})
+b = tilemem.load({str(tmp_path / "r.capnp")!r})
+assert not b.tile.flags.writeable and a.tile.flags.writeable   # the two kinds of array
+for r in (a, b, replace(a, class_steps=None), replace(b, class_steps=None)):
+    tilemem.liveness(r)
+    tilemem.diagnose(r, repack=False)
+    tilemem.what_if(r, tilemem.Edits(micro_batch=0.5))
+    tilemem.model.names.tensor_keys(r)
+    SharedTiles.of(r.tile, r.eq_class, r.allocated, r.num_classes)
+found = {{}}
+for name in {ONE_TYPE!r}:
+    mod, fn = name.rsplit(".", 1)
+    found[name] = len(getattr(importlib.import_module(mod), fn).signatures)
+print(json.dumps(found))
+""")
+    found = json.loads(out.splitlines()[-1])
+    assert found == {name: 1 for name in ONE_TYPE}

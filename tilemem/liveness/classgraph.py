@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from ..model import Csr, Report
+from ..model.frozen import frozen
 from ..model.interference import tile_interference
 
 
@@ -18,7 +19,13 @@ def sorted_interference(r: Report) -> Csr:
     over several IPUs only the pairs of classes that share a tile
     (``tilemem.model.interference.tile_interference``): the same whether it was read pruned.
     """
-    return r.cached("sorted_interference", lambda: _normalise(tile_interference(r)))
+    return r.cached("sorted_interference", lambda: _frozen(_normalise(tile_interference(r))))
+
+
+def _frozen(c: Csr) -> Csr:
+    """``c`` with read-only arrays (``tilemem.model.frozen``): the kernels that walk the class
+    graph then compile once, whether the report was read from JSON or from a ``.capnp``."""
+    return Csr(frozen(c.indptr, np.int64), frozen(c.indices, np.int64))
 
 
 def _normalise(inter: Csr) -> Csr:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .frozen import frozen
+
 #: Entries tested a call: bounds the kernel's output (one byte an entry) while streaming.
 BLOCK = 1 << 24
 
@@ -43,7 +45,8 @@ class SharedTiles:
                & (eq_class < num_classes))
         from ._sharedtiles import class_tile_bits   # numba, loaded when first needed
 
-        return SharedTiles(*class_tile_bits(tile, eq_class, use, int(num_classes)))
+        return SharedTiles(*class_tile_bits(frozen(tile), frozen(eq_class), frozen(use),
+                                            int(num_classes)))
 
     def mask(self, src, dst) -> np.ndarray:
         """True where the classes ``src[k]`` and ``dst[k]`` have a tile in common."""
@@ -51,8 +54,8 @@ class SharedTiles:
 
         out = np.empty(len(src), np.bool_)
         for s in range(0, len(src), BLOCK):
-            share_tile(np.asarray(src[s:s + BLOCK], np.int64),
-                        np.asarray(dst[s:s + BLOCK], np.int64), self.lo, self.hi, self.ptr,
+            share_tile(frozen(src[s:s + BLOCK], np.int64),
+                        frozen(dst[s:s + BLOCK], np.int64), self.lo, self.hi, self.ptr,
                         self.bits, out[s:s + BLOCK])
         return out
 
@@ -99,8 +102,8 @@ def prune_csr(inter, tile, eq_class, allocated):
         a, b = int(indptr[r0]), int(indptr[r1])
         idx = np.asarray(inter.indices[a:b], np.int64)
         m = np.empty(len(idx), np.bool_)
-        share_tile_rows(indptr[r0:r1 + 1] - a, idx, r0, shares.lo, shares.hi, shares.ptr,
-                         shares.bits, m)
+        share_tile_rows(frozen(indptr[r0:r1 + 1] - a), frozen(idx), r0, shares.lo, shares.hi,
+                        shares.ptr, shares.bits, m)
         rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
         lengths += np.bincount(rows[m], minlength=k)
         kept.append(idx[m])

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .frozen import frozen
+
 
 def base_name(name: str) -> str:
     """A variable's name without Poplar's ``#tile`` suffix (004: "may have a suffix of the
@@ -225,7 +227,7 @@ def tensor_keys(r) -> np.ndarray:
     (True, False, False)
     """
     return r.cached("tensor_keys", lambda: _tensor_keys(
-        np.frombuffer(r.name_blob, np.uint8), np.asarray(r.name_offsets, np.int64)))
+        frozen(np.frombuffer(r.name_blob, np.uint8)), frozen(r.name_offsets, np.int64)))
 
 
 @njit(cache=True)

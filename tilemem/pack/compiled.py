@@ -178,22 +178,23 @@ def _accepts(g: str, sig) -> bool:
 
 
 # ---- the warm-ups --------------------------------------------------------------------------
-def warm_up(g: str) -> None:
+def warm_up(g: str, bounds: bool = True) -> None:
     """Run the group's code on a tiny problem in this process: numba compiles each kernel
     for the argument types a run gives it (or loads it from the cache). (Not ``ready``: no
-    lock, and done again if asked again.)"""
+    lock, and done again if asked again.) ``bounds=False``: the ``pack`` group without the
+    tile bounds' kernels (``_warm_pack``)."""
     if g not in GROUPS:
         raise ValueError(f"no compiled group {g!r}: one of {GROUPS}")
-    _warm(g)
+    _warm(g, bounds)
 
 
-def _warm(g: str) -> None:
+def _warm(g: str, bounds: bool = True) -> None:
     import numpy as np
 
     from ..model.target import Target
 
     if g == "pack":
-        _warm_pack()
+        _warm_pack(bounds)
     elif g == "whole":
         from .search import warm_up as search_warm_up
 
@@ -213,9 +214,16 @@ def _warm(g: str) -> None:
         search_warm_up(whole=False, part=True)
 
 
-def _warm_pack() -> None:
+def _warm_pack(bounds: bool = True) -> None:
     """A tile's bounds, its problem, its region clique, the heuristic's orders (first and
-    best fit) and the guard: what ``solve_tile`` runs on every tile."""
+    best fit) and the guard: what ``solve_tile`` runs on every tile.
+
+    The bounds are the liveness stage's kernels (``max_live_all``): a command that analyses
+    liveness before it packs (``oom``) compiles them itself, in its own process, while the
+    rest of the group compiles in the background (``prepare``); compiled in both at once,
+    each of the two cores would pay for them (the largest of the group). So a background
+    compilation leaves them out (``bounds=False``), and ``ready`` in the run's process, which
+    needs them before its workers fork, makes them ready there."""
     import numpy as np
 
     from ..model import Report
@@ -234,7 +242,8 @@ def _warm_pack() -> None:
                             element_constraints=[[1], [], [], [], []],
                             region_constraints=[[1], [], [], [], []],
                             in_interleaved_mem=[False] * 4 + [True])
-    tile_bounds(r, [0], 1.0)
+    if bounds:
+        tile_bounds(r, [0], 1.0)
     p = TileProblem.from_report(r, 0)
     region_clique(p)
     self_check(p, heuristic_runs(p).offsets)
@@ -265,7 +274,7 @@ def _main(g: str) -> None:
     with _lock(g):
         print("locked", flush=True)
         if not cached(g):
-            warm_up(g)
+            warm_up(g, bounds=False)
 
 
 if __name__ == "__main__":

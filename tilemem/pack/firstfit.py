@@ -254,14 +254,16 @@ def place_arrays(size, align, lo, hi, lclass, always, matrix, cptr, cidx, eptr, 
                     forb_r1 = True
         a = np.int64(-1)
         if lo[v] + s <= hi[v]:
-            a = _sweep(s, al, lo[v], hi[v], True, always[v], row, ps, pe, pa, pc, pmax, m, ils,
-                       no_span, forb_e, any_forb_e, bounds, forb_r0, forb_r1, best_fit)
+            a = _sweep(s, al, lo[v], hi[v], np.bool_(True), always[v], row, ps, pe, pa, pc, pmax,
+                       m, ils, no_span, forb_e, any_forb_e, bounds, forb_r0, forb_r1,
+                       np.bool_(best_fit))
         if a < 0:  # spill: first fit in the overflow zone, where only no-overlap applies
-            # (the element and region flags typed as above, though unused without memory:
-            # as literals numba compiled _legalise once more for them)
-            a = _sweep(s, al, tm, _FAR, False, always[v], row, ps, pe, pa, pc, pmax, m, ils,
-                       no_span, forb_e, np.bool_(False), bounds, np.bool_(False),
-                       np.bool_(False), False)
+            # (every flag and bound typed as in the call above, np.bool_ and np.int64, though
+            # unused without memory: as literals numba compiled _sweep and _legalise once
+            # more for them)
+            a = _sweep(s, al, tm, np.int64(_FAR), np.bool_(False), always[v], row, ps, pe, pa,
+                       pc, pmax, m, ils, no_span, forb_e, np.bool_(False), bounds,
+                       np.bool_(False), np.bool_(False), np.bool_(False))
         clear_row(lclass[v], matrix, cptr, cidx, scratch)
         if any_forb_e:
             forb_e[:] = False

@@ -42,6 +42,7 @@ import numpy as np
 from numba import njit
 
 from ...model import Report
+from ...model.frozen import frozen
 from ...model.interference import tile_interference
 from ...model.names import tensor_codes, tensors_named_under
 from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
@@ -85,7 +86,8 @@ def _persistent_rows(r: Report) -> np.ndarray:
     if not model.any():
         return out
     if r.has_class_steps:
-        out |= _persistent_by_steps(r.eq_class, model, r.class_steps, PERSISTENT_SLACK)
+        out |= _persistent_by_steps(frozen(r.eq_class, np.int64), frozen(model),
+                                    frozen(r.class_steps, np.int64), PERSISTENT_SLACK)
     else:
         deg = np.diff(tile_interference(r).indptr)[r.eq_class]
         out |= model & (deg >= PERSISTENT_DEGREE * deg[model].max())
@@ -133,7 +135,8 @@ def micro_batch_rows(r: Report) -> np.ndarray:
 def _micro_batch_rows(r: Report) -> np.ndarray:
     code, _ = tensor_codes(r)
     k = int(code.max()) + 1 if len(code) else 0
-    first, ntiles, total = _tensor_extents(code, r.tile, r.size, r.allocated, k)
+    first, ntiles, total = _tensor_extents(frozen(code, np.int64), frozen(r.tile, np.int64),
+                                           frozen(r.size, np.int64), frozen(r.allocated), k)
     pers = np.zeros(k, bool)
     pers[code[persistent_rows(r)]] = True
     # parameter-shaped: a persistent tensor on the same tiles with nearly the same bytes
