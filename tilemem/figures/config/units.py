@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 from ...model import Report
+from ...model.frozen import frozen
 
 
 @dataclass
@@ -91,7 +92,9 @@ def renamed(r: Report, unit: np.ndarray, part: np.ndarray, lead: int) -> Report:
     off = np.asarray(r.name_offsets, np.int64)
     blob = np.frombuffer(r.name_blob, np.uint8) if isinstance(r.name_blob, (bytes, bytearray)) \
         else np.asarray(r.name_blob, np.uint8)
-    new_blob, new_off = _prefixed(blob, off, pre, pblob, poff)
+    new_blob, new_off = _prefixed(frozen(blob, np.uint8), frozen(off, np.int64),
+                                  frozen(pre, np.int64), frozen(pblob, np.uint8),
+                                  frozen(poff, np.int64))
     out = replace(r, name_blob=new_blob, name_offsets=new_off, _cache={})
     for key in ("sorted_interference", "class_intervals"):   # not on names
         if key in r._cache:

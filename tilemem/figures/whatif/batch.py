@@ -235,8 +235,8 @@ def micro_batch_sizes(r: Report, size: np.ndarray, rows: np.ndarray,
     group = codes[rows].astype(np.int64) * (ipus + 1) + tile // T
     order = np.lexsort((tile, group))
     out = np.empty(len(rows), size.dtype)
-    out[order] = _linear_sizes(group[order], tile[order] % T, size[rows][order], T,
-                               float(factor))
+    out[order] = _linear_sizes(frozen(group[order], np.int64), frozen(tile[order] % T, np.int64),
+                               frozen(size[rows][order], np.int64), T, float(factor))
     return out
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from numba import njit
 
 from ...model import Csr, Report
+from ...model.frozen import frozen
 from ...model.names import base_name, tensor_codes
 from .batch import micro_batch_rows, persistent_rows
 
@@ -88,8 +89,9 @@ def spread_parts(r: Report, factor: float, tiles=None):
     wanted[np.arange(r.num_tiles) if tiles is None
            else np.asarray(list(tiles) if not isinstance(tiles, np.ndarray) else tiles,
                            np.int64)] = True
-    return _spread(group[order], tile[order], r.size[rows][order], rows[order], T,
-                   float(factor), wanted)
+    return _spread(frozen(group[order], np.int64), frozen(tile[order], np.int64),
+                   frozen(r.size[rows][order], np.int64), frozen(rows[order], np.int64), T,
+                   float(factor), frozen(wanted))
 
 
 @njit(cache=True)
