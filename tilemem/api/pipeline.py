@@ -27,7 +27,12 @@ class Split(Table):
 
     def _columns(self) -> dict:
         st = self.answer.stages
-        return {f: np.asarray([getattr(s, f) for s in st]) for f in self._FIELDS}
+        out = {f: np.asarray([getattr(s, f) for s in st]) for f in self._FIELDS}
+        # the tensors live at the worst tile's peak, largest first ("" when not computed)
+        out["peak_tensors"] = np.asarray(
+            ["; ".join(f"{t.name} {t.bytes}" for t in s.peak.tensors) if s.peak else ""
+             for s in st], dtype=object)
+        return out
 
     def to_json(self):
         """``tilemem split --json``'s document."""
@@ -67,7 +72,9 @@ def split(report, ipus: int | None = None, stash: str = "inputs",
     -------
     Split
         ``split_points`` (the first layer of each stage after the first), ``fits``, one
-        row a stage in ``to_frame()``; ``to_json()`` is ``tilemem split --json``'s document.
+        row a stage in ``to_frame()`` (``peak_tensors``: the largest tensors live at its
+        worst tile's peak and their bytes there, ``Stage.peak``); ``to_json()`` is
+        ``tilemem split --json``'s document.
 
     Raises
     ------
@@ -85,6 +92,7 @@ def split(report, ipus: int | None = None, stash: str = "inputs",
     from ..figures.split.estimate import SplitModel
     from ..figures.split.search import (best_split, current_split, fewest_ipus,
                                        with_stage_levers)
+    from ..figures.split.peaks import with_peak_tensors
     from .answers import nothing_to_analyse
 
     path = getattr(report, "source", None)
@@ -111,6 +119,7 @@ def split(report, ipus: int | None = None, stash: str = "inputs",
             a = with_stage_levers(m, fewest_ipus(m))
         else:
             a = with_stage_levers(m, best_split(m, ipus))
+        a = with_peak_tensors(m, a)
     except ReportError as e:
         if e.path is None:
             e.path = path

@@ -59,6 +59,7 @@ as on one IPU.
 """
 from __future__ import annotations
 
+import functools
 from enum import Enum
 
 import numpy as np
@@ -495,25 +496,15 @@ def build_transformer(rng: np.random.Generator, target_steps: int, ipus: int = 1
             sliced_update(b, q, nser, shards, lr_t, step_count, levers)
             continue
         # bias-corrected moments, defined and read together: one class, a temporary
-        cs = b.compute(f"{n}/adam/biasCorrection", "sqrt")
-        b.use(cs, m, v, step_count)
-        if levers.offload_state:
-            b.store_state([m, v], f"{n}/adam")
         same = {k: q[k] for k in ("coverage", "offset", "place", "ascending", "ipu", "clone_of")}
         if shards > 1:   # on the shard, laid out like it
             t = b.tensors[m]
             same = dict(coverage=1.0, offset=t.offset, place=t.place, ascending=True,
                         ipu=t.ipu, clone_of=m)
-        wb_here = wb / shards
-        mh = b.tensor(f"{n}/adam/correctedFirstMoment", 2 * wb_here, cs, role="update", **same)
-        vh = b.tensor(f"{n}/adam/correctedSecondMoment", 2 * wb_here, cs, role="update",
-                      **same)
-        cs = b.compute(f"{n}/adam/direction", "adam")
-        b.use(cs, mh, vh)
-        d = b.tensor(f"{n}/adam/update", 2 * wb_here, cs, role="update", **same)
-        b.element_pairs.append((mh, d))
-        cs = b.compute(f"{n}/adam/ScaledAdd", "scaledAdd")
-        b.use(cs, b.stored(w), d, lr_t)
+        store = (functools.partial(b.store_state, [m, v], f"{n}/adam")
+                 if levers.offload_state else None)
+        cs, d = b.adam_update(f"{n}/adam", m, v, w, 2 * (wb / shards), same, step_count, lr_t,
+                              after_correction=store)
         if levers.rts_weights:   # the update on the weights' shard, kept so
             b.element_pairs.append((b.stored(w), d))
         elif shards > 1:

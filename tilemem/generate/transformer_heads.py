@@ -87,18 +87,9 @@ def sliced_update(b, q: dict, n: int, shards: int, lr_t: int, step_count: int, l
     if shards > 1:   # on the shard, laid out like it
         t = b.tensors[m]
         same = dict(coverage=1.0, offset=t.offset, place=t.place, ascending=True, ipu=t.ipu)
-    for k in range(n):
-        p = f"{name}/adam/slice{k}"
-        cs = b.compute(f"{p}/biasCorrection", "sqrt")
-        b.use(cs, m, v, step_count)
-        mh = b.tensor(f"{p}/correctedFirstMoment", 2 * part, cs, role="update", **same)
-        vh = b.tensor(f"{p}/correctedSecondMoment", 2 * part, cs, role="update", **same)
-        cs = b.compute(f"{p}/direction", "adam")
-        b.use(cs, mh, vh)
-        d = b.tensor(f"{p}/update", 2 * part, cs, role="update", **same)
-        b.element_pairs.append((mh, d))
-        cs = b.compute(f"{p}/ScaledAdd", "scaledAdd")
-        b.use(cs, b.stored(w), d, lr_t)
+    for k in range(n):   # the state stored back off chip after the last slice, below
+        cs, _ = b.adam_update(f"{name}/adam/slice{k}", m, v, w, 2 * part, same, step_count,
+                              lr_t)
     if levers.offload_state:
         b.store_state([m, v], f"{name}/adam")
     if shards > 1 and not levers.rts_weights:

@@ -194,6 +194,28 @@ class _Builder(_BaseBuilder):
             acc = self.compute(f"{q}/gradAccum/ScaledAdd", "scaledAdd")
             self.use(acc, g, param["accum"])
 
+    def adam_update(self, p: str, m: int, v: int, w: int, bpt: float, same: dict,
+                    step_count: int, lr_t: int, after_correction=None) -> tuple[int, int]:
+        """Adam's step on the weight ``w`` (or a slice of its rows, ``bpt`` bytes a token of
+        each temporary) under ``p``: the moments ``m`` and ``v`` bias-corrected, the
+        direction, the update added to the weight; the temporaries laid out by ``same``
+        (``tensor``'s mapping keywords). ``after_correction()`` runs once the correction
+        has read the moments (the optimiser state stored back off chip then). Returns the
+        update's compute step and the update tensor."""
+        cs = self.compute(f"{p}/biasCorrection", "sqrt")
+        self.use(cs, m, v, step_count)
+        if after_correction is not None:
+            after_correction()
+        mh = self.tensor(f"{p}/correctedFirstMoment", bpt, cs, role="update", **same)
+        vh = self.tensor(f"{p}/correctedSecondMoment", bpt, cs, role="update", **same)
+        cs = self.compute(f"{p}/direction", "adam")
+        self.use(cs, mh, vh)
+        d = self.tensor(f"{p}/update", bpt, cs, role="update", **same)
+        self.element_pairs.append((mh, d))
+        cs = self.compute(f"{p}/ScaledAdd", "scaledAdd")
+        self.use(cs, self.stored(w), d, lr_t)
+        return cs, d
+
     def bias_grad(self, p: str, dy: int, param: dict) -> None:
         cs = self.compute(f"{p}/wu/ReduceBias", "scaledReduce")
         self.use(cs, dy, param["accum"])

@@ -14,6 +14,10 @@ from __future__ import annotations
 from ..figures.split.estimate import SplitAnswer
 from ..figures.split.search import OWN_SPLIT
 from ..figures.verdicts import FitVerdict
+from .common import short
+
+#: Width of a line of the names at the stages' peaks.
+WIDTH = 160
 
 
 def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int | None) -> str:
@@ -44,6 +48,7 @@ def split_view(a: SplitAnswer, report: str, seed_steps: int | None, asked: int |
         lines.append(f"  {s.ipu:>3}  {span:<28} {s.worst_tile:>10} {s.max_live_bytes:>11,} "
                      f"{s.always_live_bytes:>11,} {s.buffer_bytes:>9,} {share:>10.1%}  "
                      f"{s.verdict}{actual}")
+    lines += stage_peaks(a)
     if a.note:
         lines += ["", f"  {a.note}"]
     lines += stage_levers(a)
@@ -86,4 +91,42 @@ def stage_levers(a: SplitAnswer) -> list[str]:
                 f"{p.bytes_to_free:,} bytes to free")
         out.append(f"  - IPU {s.ipu}: {what} (cost {p.cost}; {p.of_tiles:,} tiles need less "
                    f"data; {left}): what-if {p.what_if}")
+    return out
+
+
+def stage_peaks(a: SplitAnswer, width: int = WIDTH) -> list[str]:
+    """The largest tensors live at each stage's peak (``Stage.peak``), a few lines a stage
+    of at most ``width`` characters: the worst tile's bytes live, then each tensor's name,
+    bytes and category, largest first.
+
+    >>> from tilemem.figures.split.estimate import SplitAnswer, Stage
+    >>> from tilemem.figures.split.peaks import PeakTensor, StagePeak
+    >>> st = Stage(1, "layer2", "head", 2, 3, 990, 120, 40, "close", peak=StagePeak(3, 990,
+    ...     True, [PeakTensor("head/logits/out", "variable", 600, 1),
+    ...            PeakTensor("pipeline/layer1/out", "variable", 200, 2)]))
+    >>> a = SplitAnswer(ipus=2, tile_memory=1000, tiles_per_ipu=4, units_from="layer names",
+    ...     units=4, split_points=["layer2"], split_indices=[2], search="exact: every split",
+    ...     fits=True, assumptions=[], stages=[st])
+    >>> print("\\n".join(stage_peaks(a, width=80)[2:]))
+      - IPU 1, tile 3 (990 bytes live): head/logits/out 600 (variable),
+          pipeline/layer1/out 200 (variable)
+    """
+    have = [s for s in a.stages if s.peak is not None and s.peak.tensors]
+    if not have:
+        return []
+    out = ["", "  largest live at each stage's peak (its worst tile, the stage as recompiled by "
+           "the bound; pipeline/: buffers and stash the split adds):"]
+    for s in have:
+        p = s.peak
+        line = (f"  - IPU {s.ipu}, tile {p.tile} ({p.live_bytes:,} bytes live"
+                + ("" if p.exact else ", best found") + "):")
+        items = [f"{short(t.name, 64)} {t.bytes:,} ({t.category})" for t in p.tensors]
+        for k, item in enumerate(items):
+            item += "," if k < len(items) - 1 else ""
+            if len(line) + 1 + len(item) > width:
+                out.append(line)
+                line = "      " + item
+            else:
+                line += " " + item
+        out.append(line)
     return out

@@ -5,6 +5,7 @@
 - ``cross``: what crosses a split's boundaries (pipeline buffers, tied weights).
 - ``buffers``: a pipelined report's buffers as classes, for the estimate by the bound.
 - ``search``: the split that minimises the worst stage, the fewest IPUs that fit.
+- ``peaks``: after the search, what is live at each stage's worst tile's peak, by name.
 
 The modules are imported by name (``from tilemem.figures.split.search import best_split``):
 this package imports none of them, so importing one costs only what that one needs.

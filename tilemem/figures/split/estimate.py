@@ -89,6 +89,7 @@ from ..verdicts import FitVerdict, fit_verdict
 from .units import Units, program_units
 from .cross import Crossings
 from .buffers import bounded
+from .peaks import StagePeak
 from ...liveness.cliques import MAX_EXTRA
 
 __all__ = ["SplitModel", "SplitAnswer", "Stage", "Units", "verdict", "ASSUMPTIONS"]
@@ -157,6 +158,9 @@ class Stage(msgspec.Struct, rename="camel"):
     #: less data, by the bound on the report itself (``tilemem.figures.plan``; ``None``
     #: when none does)
     levers: "Plan | None" = None
+    #: the largest tensors live at the worst tile's peak, by name (``peaks``; ``None``:
+    #: not asked)
+    peak: "StagePeak | None" = None
 
 
 class SplitAnswer(msgspec.Struct, rename="camel"):
@@ -465,10 +469,11 @@ class SplitModel(Crossings):
         # at 16 IPUs; rows and classes not in the stage weigh nothing in its bound
         return searched_bound(stage_report(self.r, rows, size, extra))
 
-    def _stage_sizes(self, s: int, i: int, j: int, n: int):
+    def _stage_sizes(self, s: int, i: int, j: int, n: int, tile: int | None = None):
         """Stage ``s``'s variables: ``rows`` (ascending: the allocated rows in the stage) and
         their ``size`` there, its buffers as ``(rows, start, end)`` classes (with steps), the
-        bytes pipelining adds per tile, the stash per tile.
+        bytes pipelining adds per tile, the stash per tile; of ``tile`` only when given (the
+        rows and buffers there: a stage's peak named at its worst tile, ``peaks``).
 
         A row's size in the stage is its size times its share (1: a unit of the stage, data
         of every stage or kept whole; the stage's share of the tile's variables: step-scaled
@@ -496,6 +501,12 @@ class SplitModel(Crossings):
             bufs += [(np.concatenate([rows] * k), a, e) for rows, a, e, k in tied]
         else:   # live like the tensor copied (an upper bound)
             copies += [(rows, k) for rows, _, _, k in tied]
+        if tile is not None:
+            parts = [(x[r.tile[x] == tile], w[r.tile[x] == tile]) for x, w in parts]
+            copies = [(np.asarray(x, np.int64), k) for x, k in copies]
+            copies = [(x[r.tile[x] == tile], k) for x, k in copies]
+            bufs = [(np.asarray(x, np.int64), a, e) for x, a, e in bufs]
+            bufs = [(x[r.tile[x] == tile], a, e) for x, a, e in bufs if (r.tile[x] == tile).any()]
         copies = [(np.asarray(x, np.int64), k) for x, k in copies if k and len(x)]
         copy_rows = np.concatenate([x for x, _ in copies] or [np.zeros(0, np.int64)])
         copy_times = np.concatenate([np.full(len(x), float(k)) for x, k in copies]
@@ -513,21 +524,28 @@ class SplitModel(Crossings):
                 buffers += np.bincount(r.tile[x], r.size[x], minlength=T)
         return rows[keep], size[keep], bufs, buffers, self.stash_tiles(s, i, j, n)
 
-    def stage_report(self, s: int, i: int, j: int, n: int) -> Report | None:
+    def stage_report(self, s: int, i: int, j: int, n: int,
+                     tile: int | None = None) -> Report | None:
         """Stage ``s`` of ``n`` holding units ``[i, j)`` as a report of its own, as
         recompiled: its variables at their sizes in the stage, its buffers and its stash as
         classes of their own (the stash live over the micro-batches), with names (the
         buffers' under ``pipeline/``): what the levers are estimated on
         (``splitsearch.with_stage_levers``). ``None`` without class steps (a buffer's or the
         stash's lifetime cannot be placed) or with the stash spread over the IPU
-        (``stash_mapping="linear"``: no variable of the report is mapped so)."""
+        (``stash_mapping="linear"``: no variable of the report is mapped so).
+
+        With ``tile``: that tile's variables only, and a report always (without steps the
+        copies live like the tensor copied, in its size; a stash spread over the IPU left
+        out: ``stash_tiles`` gives it), what the names at a stage's peak are read from."""
         from .buffers import stage_report
 
-        if self.start is None or self.stash_mapping != "like":
+        like = self.start is not None and self.stash_mapping == "like"
+        if tile is None and not like:
             return None
-        rows, size, extra, _, _ = self._stage_sizes(s, i, j, n)
+        rows, size, extra, _, _ = self._stage_sizes(s, i, j, n, tile)
         depth = inferred_stash_depth(s, n)
-        kept = self.stash_rows(i, j)
+        kept = self.stash_rows(i, j) if like else np.zeros(0, np.int64)
+        kept = kept if tile is None else kept[self.r.tile[kept] == tile]
         if depth and len(kept):
             a, e = self.span if self.span is not None else (
                 int(self.start[rows].min()), int(self.end[rows].max()))
