@@ -211,6 +211,8 @@ def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
     its size in ``base``. Without ``base``: from ``r``."""
     from .gathered import gathering
 
+    if base is not None and base.num_vars != r.num_vars:
+        base = None   # a larger micro-batch's rows on more tiles (``apply_edits``): from ``r``
     src = r if base is None else base
     out, applied, rows = r, [], np.zeros(0, np.int64)
     e = next((x for x in edits if x.kind == RECOMPUTE), None)
@@ -292,7 +294,14 @@ def matching_rows(r: Report, pattern: str) -> tuple[np.ndarray, int]:
 
 def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
     """The report with ``edits`` applied (offloaded variables unallocated, scaled sizes
-    rounded up to whole bytes; offsets kept), and what each matched."""
+    rounded up to whole bytes; offsets kept), and what each matched. A larger micro-batch
+    (``--micro-batch F``, ``F > 1``) also adds, after the report's own rows, its tensors' parts
+    on the tiles they spread onto (``spread.spread_report``)."""
+    grown = next((x.factor for x in edits if x.kind == "micro-batch" and x.factor > 1), None)
+    if grown is not None:   # the tiles its tensors spread onto: rows after the report's own
+        from .spread import spread_report
+
+        r = spread_report(r, grown)
     size, allocated, applied = edited_sizes(r, edits)
     return changed_report(r, size, allocated), applied
 
@@ -322,6 +331,11 @@ def edited_sizes(r: Report, edits: list[Edit]) -> tuple[np.ndarray, np.ndarray, 
         if e.kind == "offload":
             allocated[rows] = False
             after = 0
+        elif e.kind == "micro-batch":   # by the linear mapping's rule, not every part alike
+            from .batch import micro_batch_sizes
+
+            size[rows] = micro_batch_sizes(r, size, rows, e.factor)
+            after = int(size[rows].sum())
         else:
             size[rows] = np.ceil(size[rows] * e.factor).astype(size.dtype)
             after = int(size[rows].sum())
