@@ -133,6 +133,11 @@ class StageBounds:
         self._bounds: dict = {}
         self._memo: dict = {}
         self._useful: dict = {}
+        #: per micro-batch factor: the report spread onto every tile, and the bounds of the
+        #: tiles ``verify`` checks; kept, so that the recomputed and gathered reports made on
+        #: it (cached on it) serve the search tiles, their rebuilds and every check
+        self._spread: dict = {}
+        self._checks: dict = {}
 
     @property
     def bounds(self):
@@ -145,11 +150,21 @@ class StageBounds:
         key = factor if factor > 1 else 1
         if key not in self._bounds:
             from ..whatif.bounds import WhatIfBounds
+
+            self._bounds[key] = WhatIfBounds(self.spread(key), self.tiles, self.time_limit)
+        return self._bounds[key]
+
+    def spread(self, factor: float) -> Report:
+        """The stage's report at ``factor`` times the micro-batch, its tensors spread onto
+        every tile they would take (``whatif.spread.spread_report``), made once: the search
+        tiles' bounds and ``verify``'s are taken from the same report, so its recomputed and
+        gathered reports are made once (a whole BERT-Base IPU's take seconds each)."""
+        key = factor if factor > 1 else 1
+        if key not in self._spread:
             from ..whatif.spread import spread_report
 
-            self._bounds[key] = WhatIfBounds(spread_report(self.report, key, self.tiles),
-                                             self.tiles, self.time_limit)
-        return self._bounds[key]
+            self._spread[key] = spread_report(self.report, key)
+        return self._spread[key]
 
     def useful(self, name: str) -> bool:
         """Whether lever ``name`` changes something in the stage (a variable it applies to)."""
@@ -217,15 +232,18 @@ class StageBounds:
         """Tiles (of those that could reach tileMemory) whose bound under the levers passes
         ``limit`` and are not search tiles: added to them (the bounds rebuilt), and returned."""
         from ..whatif.bounds import WhatIfBounds
-        from ..whatif.spread import spread_report
 
-        rest = np.setdiff1d(self.tiles_to_check(factor), self.tiles)
-        if not len(rest):
-            return rest
-        b = WhatIfBounds(spread_report(self.report, factor, rest), rest,
-                         self.time_limit).of_edits(lever_edits(choice, amp, factor,
-                                                               self.numbers, self.lead))[0]
-        bad = rest[b > limit]
+        if factor not in self._checks:   # every tile that could reach it, taken apart once
+            check = self.tiles_to_check(factor)
+            self._checks[factor] = (check, WhatIfBounds(self.spread(factor), check,
+                                                        self.time_limit)
+                                    if len(check) else None)
+        check, wb = self._checks[factor]
+        rest = ~np.isin(check, self.tiles)
+        if not rest.any():
+            return check[rest]
+        b = wb.of_edits(lever_edits(choice, amp, factor, self.numbers, self.lead))[0]
+        bad = check[rest & (b > limit)]
         if len(bad):
             self.tiles = np.union1d(self.tiles, bad)
             self._bounds, self._memo = {}, {}

@@ -240,8 +240,14 @@ def recompute_applied(r: Report, e: Edit, rc) -> Applied:
     codes, _ = tensor_codes(r)
     rows = rc.recomputed
     b = int(r.size[rows].sum())
-    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+    return Applied(edit=e.describe(), tensors=_tensors(codes, rows),
                    variables=len(rows), bytes_before=b, bytes_after=b)
+
+
+def _tensors(codes: np.ndarray, rows: np.ndarray) -> int:
+    """How many tensors ``rows`` are parts of (``codes``: each row's tensor), by counting:
+    asked once an edit, on every evaluation of a search."""
+    return int(np.count_nonzero(np.bincount(codes[rows]))) if len(rows) else 0
 
 
 def recompute_of(r: Report, e: Edit):
@@ -289,7 +295,7 @@ def matching_rows(r: Report, pattern: str) -> tuple[np.ndarray, int]:
     test = name_matcher(pattern)
     hit = np.fromiter((test(n) for n in names), bool, count=len(names))
     rows = np.flatnonzero(hit[codes] & r.allocated)
-    return rows, int(np.unique(codes[rows]).size)
+    return rows, _tensors(codes, rows)
 
 
 def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
@@ -323,7 +329,7 @@ def edited_sizes(r: Report, edits: list[Edit]) -> tuple[np.ndarray, np.ndarray, 
 
             rows = micro_batch_rows(r)
             codes, _ = tensor_codes(r)
-            tensors = int(np.unique(codes[rows]).size)
+            tensors = _tensors(codes, rows)
         else:
             rows, tensors = matching_rows(r, e.pattern)
         rows = rows[allocated[rows]]
@@ -359,7 +365,7 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
                                               else None)
         before = int(size[rows].sum())
         size[rows] = new
-        return Applied(edit=e.describe(), tensors=int(np.unique(codes[matched]).size),
+        return Applied(edit=e.describe(), tensors=_tensors(codes, matched),
                        variables=len(matched), bytes_before=before,
                        bytes_after=int(size[rows].sum()))
     if e.kind == "amp":
@@ -381,7 +387,7 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
     rows, new = rows[keep], new[keep]
     before = int(size[rows].sum())
     size[rows] = new
-    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+    return Applied(edit=e.describe(), tensors=_tensors(codes, rows),
                    variables=len(rows), bytes_before=before, bytes_after=int(new.sum()))
 
 

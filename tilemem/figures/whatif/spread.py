@@ -174,8 +174,9 @@ def _with_copies(r: Report, src: np.ndarray, tile: np.ndarray, size: np.ndarray,
         N = C + len(cls)
         key = np.unique(s * N + d)
         interference = Csr.from_pairs(N, key // N, key % N)
-    names = [f"{base_name(r.name(int(i)))}#{int(t)}".encode()
-             for i, t in zip(src.tolist(), tile.tolist())]
+    # a source row lends its tensor's name to many copies: each name read once
+    bases = {i: base_name(r.name(i)) for i in np.unique(src).tolist()}
+    names = [f"{bases[i]}#{t}".encode() for i, t in zip(src.tolist(), tile.tolist())]
     first, last = int(r.name_offsets[0]), int(r.name_offsets[-1])
     blob = np.concatenate([np.frombuffer(r.name_blob, np.uint8, count=last - first,
                                          offset=first),
