@@ -31,7 +31,7 @@ def search() -> None:
     search's probes."""
     from tilemem.pack.compiled import ready
 
-    ready("pack")
+    ready("problem", "pack", "bounds")
     ready("whole")
 
 

@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ReportError
+from ..jit import compiled
 from ..model import Report
 from .config.margins import Verdict
 
@@ -119,6 +120,7 @@ def combination_edits(combo) -> list:
     return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
 
 
+@compiled()   # the combinations tried are bounded by the clock (MAX_SECONDS; ``tilemem.jit``)
 def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                    time_limit: float = 10.0, base_margin: float = 0.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``

@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Report, sorted_unique
 from .classgraph import _local_graph, sorted_interference

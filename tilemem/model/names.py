@@ -7,7 +7,7 @@ that suffix removed.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from .frozen import frozen
 

@@ -39,7 +39,7 @@ them. So the criterion (inferred, ``rules.INFERRED_PARAMETER_SHAPED``):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...model import Report
 from ...model.frozen import frozen

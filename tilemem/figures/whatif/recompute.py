@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...errors import ReportError
 from ...liveness.sorting import search_left
