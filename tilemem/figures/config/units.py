@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...model import Report
 from ...model.frozen import frozen

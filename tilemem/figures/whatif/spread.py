@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...model import Csr, Report
 from ...model.frozen import frozen
