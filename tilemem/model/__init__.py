@@ -172,6 +172,28 @@ def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     return Csr(indptr, key - rows * num_rows)
 
 
+def sorted_unique(x: np.ndarray, return_inverse: bool = False):
+    """``np.unique(x)`` of a 1-D integer array (with ``return_inverse``: and each value's
+    place among them), by one sort. numpy 2's ``np.unique`` hashes first: on a million
+    mostly distinct keys (a recomputed report's interference) that took 2 s, the sort 0.04 s.
+
+    >>> sorted_unique(np.array([7, 3, 7, 5]))
+    array([3, 5, 7])
+    >>> [a.tolist() for a in sorted_unique(np.array([7, 3, 7, 5]), return_inverse=True)]
+    [[3, 5, 7], [2, 0, 2, 1]]
+    """
+    x = np.asarray(x).reshape(-1)
+    if not return_inverse:
+        s = np.sort(x)
+        return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    first = np.r_[True, s[1:] != s[:-1]] if len(s) else np.zeros(0, bool)
+    inv = np.empty(len(x), np.int64)
+    inv[order] = np.cumsum(first) - 1
+    return s[first], inv
+
+
 @dataclass(frozen=True)
 class ReportSource:
     """The file a report was read from, as the loader found it (``tilemem.load.load_report``
