@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_once(clone: Path, cache: Path, args: list[str]) -> tuple[float, float, float, str]:
     """``(wall s, CPU s of the command, CPU s of what it started, stdout)`` of one run."""
     env = dict(os.environ, PYTHONPATH=str(clone), NUMBA_CACHE_DIR=str(cache))
+    # a newcomer's Python writes bytecode (this machine's environment may say not to, and
+    # then each run compiles tilemem's sources again: half a second)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     # the command's own CPU, reported by a wrapper that runs it in-process (what it started
