@@ -16,7 +16,9 @@ Prints one line per case and a summary per lever (error: (estimate - actual) / a
 
 ``micro-batch`` compares a named shape (``SHAPES``: real bytes, not calibrated, so
 ``--pressure`` does not apply, and on the whole IPU of ``--preset`` unless ``--shape-tiles``)
-generated with a micro-batch of ``MICRO_BATCH`` against the same shape with half; the generator
+generated with a micro-batch of ``MICRO_BATCH`` against the same shape with half
+(``micro-batch-double``: half of it against ``MICRO_BATCH``, as ``tilemem config`` grows the
+micro-batch from the report's); the generator
 draws no micro-batch for its drawn models. ``offload`` is ``tilemem oom``'s plan's lever (its
 name pattern) against the program compiled with the optimiser state off chip.
 ``serialise`` compares GPT-2 (``generate --arch gpt2``, real bytes times ``--pressure``) at
@@ -47,6 +49,7 @@ LEVERS = {
     "recompute-at": (dict(recompute=(2,)), dict(recompute="2")),
     "offload": (dict(offload_state=True), dict(offload=[OFFLOAD])),
     "micro-batch": ({}, dict(micro_batch=0.5)),
+    "micro-batch-double": ({}, dict(micro_batch=2.0)),
     "serialise": (dict(serialise=4), dict(serialise=4)),
 }
 #: The serialise lever's architecture (``generate --arch``), at each of ``--seq-lens``, in
@@ -101,15 +104,17 @@ def shape_of(model, micro_batch):
     return Shape(micro_batch=micro_batch, **spec)
 
 
-def micro_batch_case(preset, tiles, model, ipus, seed, micro_batch=MICRO_BATCH):
-    """The micro-batch lever's case: a named shape with ``MICRO_BATCH``, and with half."""
+def micro_batch_case(preset, tiles, model, ipus, seed, micro_batch=MICRO_BATCH,
+                     double=False):
+    """The micro-batch lever's case: a named shape with ``MICRO_BATCH``, and with half (with
+    ``double``: the other way round, half of it estimated at twice that)."""
     from tilemem.generate import generate_report
 
     common = dict(tiles=tiles, seed=seed, model=model,
                   splits=None if ipus == 1 else SHAPES[model][1][ipus])
     base = generate_report(preset, shape=shape_of(model, micro_batch), **common)
     compiled = generate_report(preset, shape=shape_of(model, micro_batch // 2), **common)
-    return base, compiled
+    return (compiled, base) if double else (base, compiled)
 
 
 def case(preset, tiles, model, ipus, seed, lever, pressure, shape_tiles=None,
@@ -132,8 +137,9 @@ def case(preset, tiles, model, ipus, seed, lever, pressure, shape_tiles=None,
         used = act > 0
         return ((est[used] - act[used]) / act[used], est[used], act[used],
                 base.target.tile_memory)
-    if lever == "micro-batch":
-        base, compiled = micro_batch_case(preset, shape_tiles, model, ipus, seed, micro_batch)
+    if lever in ("micro-batch", "micro-batch-double"):
+        base, compiled = micro_batch_case(preset, shape_tiles, model, ipus, seed, micro_batch,
+                                          double=lever == "micro-batch-double")
         est, act = estimate(base, **est_kw), bounds(compiled)
         used = act > 0
         err = (est[used] - act[used]) / act[used]

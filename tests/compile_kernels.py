@@ -31,7 +31,7 @@ def search() -> None:
     search's probes."""
     from tilemem.pack.compiled import ready
 
-    ready("pack")
+    ready("problem", "pack", "bounds")
     ready("whole")
 
 
@@ -67,6 +67,7 @@ def figures() -> None:
     r = generate_report("mk1", tiles=16, steps=740, seed=1, model="transformer", pressure=1.6)
     for rep in (tilemem.load(EXAMPLE), r):
         tilemem.what_if(rep, tilemem.Edits(micro_batch=0.5))
+        tilemem.what_if(rep, tilemem.Edits(micro_batch=2))
         tilemem.what_if(rep, levers=tilemem.Levers(recompute="all"))
         tilemem.diagnose(rep, repack=False)
     tilemem.split(r, ipus=2)

@@ -21,6 +21,11 @@ HERE = Path(__file__).resolve().parent
 #: some 260 s of CPU; a few seconds once cached)
 TIMEOUT = 600
 
+# compiled, as above: the first run's tier (kernels as Python on a small report while a process
+# compiles them in the background, tilemem.commands.firstrun) is for a newcomer's first
+# command; tests/test_firstrun.py sets it for the commands it runs
+os.environ.setdefault("TILEMEM_JIT", "compile")
+
 
 def pytest_configure(config):
     if hasattr(config, "workerinput"):

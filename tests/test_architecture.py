@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tilemem"
 STAGES = {
     "tilemem": "package",
     "tilemem.errors": "base", "tilemem.rules": "base", "tilemem.levers": "base",
+    "tilemem.jit": "base",
     "tilemem.model": "model",
     "tilemem.load": "load",
     "tilemem.interop": "interop",

@@ -99,9 +99,12 @@ def test_every_step_count_is_the_what_ifs(reports, capsys, key):
     need = s["verdicts"]["reduceData"]
     assert need >= 1 and s["nextSteps"]
     actions = " | ".join(x["action"] for x in s["nextSteps"])
-    assert "micro-batch" in actions
     if key == "state":   # alwaysLive optimiser state is a candidate like any other
         assert "optimiser state" in actions
+        # (halving the micro-batch is a step only where it brings a tile under: a smaller
+        # tensor keeps its bytes a tile on its first tiles, where the heaviest tiles often
+        # are, by the tile mapping's rule; which rows it shrinks is tested above)
+        assert "micro-batch" in actions
     for step in s["nextSteps"]:
         if step["command"]:
             assert step["command"].startswith("split --ipus ")

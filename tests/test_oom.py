@@ -176,7 +176,7 @@ def test_max_live_is_brute_force_on_small_reports():
 
 
 def test_generated_report_names_exactly_the_oom_tiles(tmp_path):
-    r = generate_report(preset="mk1", tiles=16, steps=40, pressure=1.25, seed=5)
+    r = generate_report(preset="mk1", tiles=16, steps=40, pressure=1.25, seed=2)
     # independently of tilemem.figures: highest end per tile from the columns
     a = r.allocated
     high = np.zeros(r.num_tiles, np.int64)

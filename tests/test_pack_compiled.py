@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from tilemem.pack.compiled import GROUPS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -27,9 +29,10 @@ def python(script: str, **env) -> str:
 
 
 def test_a_run_makes_ready_only_the_search_versions_it_runs():
-    """The heuristic searches nothing: after it, this process has the ``pack`` group and no
-    version of the search kernel (not even loaded); the quick search on a tile the
-    heuristic leaves above its bound then brings in the whole tile's version, and only it."""
+    """The heuristic searches nothing: after it, this process has the ``problem``, ``pack``
+    and ``bounds`` groups and no version of the search kernel (not even loaded); the quick search
+    on a tile the heuristic leaves above its bound then brings in the whole tile's version,
+    and only it."""
     out = python("""
 import json
 import numpy as np
@@ -54,8 +57,8 @@ print(json.dumps(seen))
 """)
     after_heuristic, versions, after_quick, versions_quick, end = json.loads(
         out.splitlines()[-1])
-    assert after_heuristic == ["pack"] and versions == 0
-    assert after_quick == ["pack", "whole"] and versions_quick == 1
+    assert after_heuristic == ["bounds", "pack", "problem"] and versions == 0
+    assert after_quick == ["bounds", "pack", "problem", "whole"] and versions_quick == 1
     assert end == 12
 
 
@@ -73,7 +76,7 @@ procs = {g: p for g, (_, p) in compiled._STARTED.items()}
 print(json.dumps([sorted(procs), [p.args[-3:] for p in procs.values()]]))
 """, NUMBA_CACHE_DIR=str(tmp_path))
     (cached,), (started, args) = (json.loads(x) for x in out.splitlines()[-2:])
-    assert cached == [False] * 4
+    assert cached == [False] * len(GROUPS)
     assert started == ["pack", "zone"]
     assert args == [["-m", "tilemem.pack.compiled", "pack"],
                     ["-m", "tilemem.pack.compiled", "zone"]]
@@ -89,7 +92,7 @@ compiled.prepare(*compiled.GROUPS)
 print(json.dumps(sorted(compiled._STARTED)))
 """)
     (cached,), started = (json.loads(x) for x in out.splitlines()[-2:])
-    assert cached == [True] * 4 and started == []
+    assert cached == [True] * len(GROUPS) and started == []
 
 
 def test_one_process_at_a_time_holds_a_group_s_lock(tmp_path):
@@ -100,14 +103,14 @@ import time
 from pathlib import Path
 from tilemem.pack import compiled
 
-compiled._cache_dir = lambda g: Path({str(tmp_path)!r})
+compiled.cache_dir = lambda g: Path({str(tmp_path)!r})
 with compiled._lock("zone"):
     print(f"in {{time.time()}}", flush=True)
 """
     from tilemem.pack import compiled
 
-    keep = compiled._cache_dir
-    compiled._cache_dir = lambda g: tmp_path
+    keep = compiled.cache_dir
+    compiled.cache_dir = lambda g: tmp_path
     try:
         with compiled._lock("zone"):
             other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
@@ -117,7 +120,7 @@ with compiled._lock("zone"):
             released = time.time()
         out, _ = other.communicate(timeout=60)
     finally:
-        compiled._cache_dir = keep
+        compiled.cache_dir = keep
     assert float(out.split()[1]) >= released
     assert (tmp_path / "tilemem-zone.lock").exists()
 
@@ -125,7 +128,7 @@ with compiled._lock("zone"):
 #: Kernels that read a report's columns or its class graph, each compiled once whether the
 #: report was read from JSON (writable arrays) or from a ``.capnp`` (read-only: the file's
 #: memory), since their inputs are passed read-only (``tilemem.model.frozen``).
-ONE_TYPE = ["tilemem.model.names._tensor_keys", "tilemem.liveness.maxlive._all_tiles_chordal",
+ONE_TYPE = ["tilemem.model.names._tensor_keys", "tilemem.liveness.maxlive.all_tiles_chordal",
             "tilemem.figures.whatif.batch._tensor_extents",
             "tilemem.figures.whatif.batch._persistent_by_steps",
             "tilemem.model._sharedtiles.class_tile_bits"]

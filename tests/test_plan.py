@@ -57,7 +57,7 @@ def test_the_plan_compiled_fits_and_nothing_cheaper_does():
         assert worst(compiled(*c)) > tm, c
 
 
-SHARDING = dict(tiles=16, steps=400, seed=1, model="cnn", pressure=1.6)
+SHARDING = dict(tiles=16, steps=400, seed=2, model="cnn", pressure=1.6)
 OTHERS = ["offload", "micro-batch", "half-momentum", "half-partials", "amp", "recompute"]
 
 

@@ -89,7 +89,9 @@ def needed_before(index: int) -> list[int]:
 def test_a_command_gets_the_files_earlier_commands_write():
     diff = next(i for i, (c, _) in enumerate(EXAMPLES) if c.startswith("tilemem diff "))
     makes = [EXAMPLES[i][0] for i in needed_before(diff)]
-    assert len(makes) == 1 and makes[0].startswith("tilemem generate ")
+    # the same program generated at two availableMemoryProportions, then compared
+    assert len(makes) == 2 and all(m.startswith("tilemem generate --preset mk1 ") for m in makes)
+    assert [m.split(" -o ")[-1] for m in makes] == ["amp06.json", "amp10.json"]
 
 
 def tilemem(command: str) -> tuple[int, list[str]]:

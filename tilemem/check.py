@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import msgspec
 import numpy as np
-from numba import njit
+from .jit import njit
 
 from .errors import ReportError
 from .model import Report

@@ -75,11 +75,14 @@ def main(argv=None) -> int:
     has succeeded (after an error, the error line is all there is)."""
     import warnings
 
+    from .commands import firstrun
     from .errors import ReportError, ReportWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportWarning)
         try:
+            # a first run on a small report: the kernels as Python, compiled in the background
+            firstrun.choose(list(sys.argv[1:] if argv is None else argv))
             rc = cli.main(args=argv, prog_name="tilemem", standalone_mode=False)
         except ReportError as e:
             return _error(str(e))

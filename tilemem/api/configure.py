@@ -9,6 +9,9 @@ from .tables import Table
 
 __all__ = ["Config", "ConfigQuery", "configure"]
 
+#: Levers an optimum-graphcore ``IPUConfig`` has no key for.
+UNSAID = {"rts-weights", "recompute-at"}
+
 
 class Config(Table):
     """``tilemem config``'s answer (``answer``, a ``tilemem.figures.config.answer.
@@ -28,9 +31,11 @@ class Config(Table):
     @property
     def best_in_ipu_config(self):
         """The best configuration an ``IPUConfig`` can say (``None``: none): the weights
-        sharded too (``rts-weights``) has no key there, so a configuration that needs it
-        is written only as PopTorch options, and the file holds the best one without it."""
-        return next((c for c in self.answer.ranked if "rts-weights" not in c.levers), None)
+        sharded too (``rts-weights``) has no key there, nor have checkpoints at some layers
+        only (``recompute-at``: ``recompute_checkpoint_every_layer`` is every layer or
+        none), so a configuration that needs either is written only as PopTorch options,
+        and the file holds the best one without them."""
+        return next((c for c in self.answer.ranked if not set(c.levers) & UNSAID), None)
 
     def ipu_config(self) -> dict | None:
         """``best_in_ipu_config`` as optimum-graphcore ``IPUConfig`` keys (``None``: none)."""

@@ -337,6 +337,8 @@ def what_if(report, edits: Edits | None = None, *, levers: Levers | None = None,
     n = r.num_vars   # recomputation adds rows after the report's own
     diff = (changed.size[:n] != r.size) | (changed.allocated[:n] != r.allocated)
     touched[r.tile[diff & r.allocated]] = True
+    extra = changed.allocated[n:]   # rows added (a larger micro-batch's parts on more tiles)
+    touched[changed.tile[n:][extra & (changed.tile[n:] >= 0)]] = True
     touched[r.tile[relived]] = True
     after = {t: m for t, m in before_ml.items() if not touched[t]}
     redo = tiles[touched[tiles]]

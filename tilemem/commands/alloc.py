@@ -48,7 +48,7 @@ def alloc(report, method, time_limit, budget, tiles, workers, scheduler, shared_
         make_executor(scheduler, None)  # refuses a malformed address before any work
     from ..pack.compiled import prepare
 
-    prepare("pack")   # the packer's compiled code, while the report loads (first run)
+    prepare("problem", "pack", "bounds")   # the packer's compiled code, while the report loads (first run)
     began = time.perf_counter()
     r = api.load(report)
     loaded = time.perf_counter() - began

@@ -25,7 +25,8 @@ def _names(text):
               help="What ranks the configurations that fit: the fewest IPUs, the largest "
                    "micro-batch or the cheapest levers first (then the others).")
 @click.option("--prefer", default="", help="Levers made free, comma-separated "
-              "(half-momentum, half-partials, serialise, rts, offload, rts-weights, recompute, amp).")
+              "(half-momentum, half-partials, serialise, rts, offload, rts-weights, recompute, "
+              "recompute-at, amp).")
 @click.option("--avoid", default="", help="Levers left out, comma-separated.")
 @click.option("--replicas", type=int, default=4, show_default=True,
               help="Replicas the optimiser state (and weights) are sharded over.")
@@ -80,12 +81,14 @@ def config(report, max_ipus, ipus, micro_batch, report_micro_batch, max_micro_ba
             if written is None:
                 click.echo(f"\nnothing written to {output}: no configuration that an "
                            "IPUConfig can say fits" + ("" if c.best is None else
-                                                       " (the weights sharded has no key)"))
+                                                       " (the weights sharded, or checkpoints "
+                                                       "at some layers only, have no key)"))
             else:
                 rank = c.answer.ranked.index(written) + 1
                 click.echo(f"\nwrote {output}: configuration {rank}"
-                           + ("" if written is c.best else " (the best shards the weights, "
-                              "which an IPUConfig has no key for: PopTorch's "
-                              "setWeightLocation)")
+                           + ("" if written is c.best else
+                              " (the best shards the weights or recomputes from checkpoints at "
+                              "some layers only, which an IPUConfig has no key for: PopTorch's "
+                              "options above)")
                            + (f"; its micro-batch {written.micro_batch} is the DataLoader's "
                               "batch size" if written.micro_batch != 1 else ""))

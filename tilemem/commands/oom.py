@@ -74,7 +74,7 @@ def oom(report, tiles_spec, allocation, time_limit, top, method, budget, no_repa
     if not no_repack:
         from ..pack.compiled import prepare
 
-        prepare("pack")   # the packer's compiled code, while the report loads (first run)
+        prepare("problem", "pack")   # the packer's compiled code, while the report loads (first run)
     r = api.load(report)
     tiles = parse_tiles(tiles_spec, r.num_tiles)
     offsets = offsets_from_file(r, allocation) if allocation else None

@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 import msgspec
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Report
 from ..model.target import Target

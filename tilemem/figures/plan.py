@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ReportError
+from ..jit import compiled
 from ..model import Report
 from .config.margins import Verdict
 
@@ -55,7 +56,11 @@ PLAN_LEVERS = (
 LEVER_NAMES = tuple(x[0] for x in PLAN_LEVERS)
 #: Levers of which a combination takes one at most: sharding the weights shards the
 #: optimiser state too (``--rts-weights`` is ``--rts`` and more).
-EXCLUSIVE = (frozenset({"rts", "rts-weights"}),)
+EXCLUSIVE = (frozenset({"rts", "rts-weights"}),
+             # not that they exclude each other: their estimate together runs under by more
+             # than either's error (``tilemem.figures.config.search.NOT_TOGETHER``, which
+             # ``config`` keeps apart too), so a plan of both could say fits falsely
+             frozenset({"recompute", "offload"}))
 #: Combinations tried at most (each is a bound over the tiles that need less data).
 MAX_TRIES = 40
 #: Seconds the search may take before it settles for the best tried.
@@ -67,6 +72,8 @@ def compatible(names) -> bool:
 
     >>> compatible(["amp", "rts"]), compatible(["rts", "rts-weights"])
     (True, False)
+    >>> compatible(["recompute", "offload"]), compatible(["recompute", "half-momentum"])
+    (False, True)
     """
     return all(len(ex.intersection(names)) <= 1 for ex in EXCLUSIVE)
 
@@ -119,6 +126,7 @@ def combination_edits(combo) -> list:
     return parse_edits(kw.pop("offload", ()), (), kw.pop("micro_batch", None), **kw)
 
 
+@compiled()   # the combinations tried are bounded by the clock (MAX_SECONDS; ``tilemem.jit``)
 def plan_that_fits(r: Report, need: np.ndarray, prefer=(), avoid=(),
                    time_limit: float = 10.0, base_margin: float = 0.0) -> Plan | None:
     """The plan for the tiles ``need`` (those whose live data exceeds tileMemory); ``None``

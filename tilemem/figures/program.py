@@ -261,9 +261,15 @@ def next_steps(r: Report, need: list[int], tensors: list, layers: list, steps: i
             sel = rows[hit[codes] & r.allocated[rows]]
         if not len(sel):
             continue
-        if kind == "micro-batch":
-            bound = bound_after(scale={factor: sel})
-            removed = int(r.size[sel].sum() - np.ceil(r.size[sel] * factor).sum())
+        if kind == "micro-batch":   # what-if's sizes: a tensor's parts by its whole mapping
+            from .whatif.batch import micro_batch_rows, micro_batch_sizes
+
+            every_mb = micro_batch_rows(r)
+            every_mb = every_mb[r.allocated[every_mb]]
+            size = r.size.copy()
+            size[every_mb] = micro_batch_sizes(r, r.size, every_mb, factor)
+            bound = bounds.of_sizes(size)
+            removed = int(r.size[sel].sum() - size[sel].sum())
             opt = f"--micro-batch {factor:g}"
         elif kind == "offload":
             bound = bound_after(remove=sel)

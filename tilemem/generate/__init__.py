@@ -197,7 +197,7 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
     # tensors are marked by the assembler
     mark = always_live_state and model == "cnn"
     rng = np.random.default_rng(seed)
-    ref = _Assembler(build(rng), target, rng, mark)
+    ref = _Assembler(build(rng), target, items_rng(seed), mark)
     scale = None if shape is None else shape.scale(per_ipu)
     if levers.sizes_only:
         return _finish(ref, pressure, progress, levers, scale, by_ipu)
@@ -206,8 +206,16 @@ def generate_report(preset: str = "mk1", tiles: int | None = None, steps: int | 
         scale = ref.calibrated(progress)
     per_weight = ref._items_at(scale * pressure).per_weight
     rng = np.random.default_rng(seed)
-    return _finish(_Assembler(build(rng, levers), target, rng, mark, per_weight), pressure,
+    return _finish(_Assembler(build(rng, levers), target, items_rng(seed), mark, per_weight),
+                   pressure,
                    progress, levers, scale, by_ipu)
+
+
+def items_rng(seed: int) -> np.random.Generator:
+    """The draws of a program's always-live items (code, stacks, descriptors), apart from the
+    program's own: the same seed gives the same items whatever the program drew (a lever or a
+    micro-batch that adds or spreads tensors makes the same program otherwise)."""
+    return np.random.default_rng([int(seed), 1])
 
 
 def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, seed: int,
@@ -256,7 +264,7 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     # assembler
     mark = always_live_state and cnn
     rng = np.random.default_rng(seed)
-    ref = _Assembler(build(rng), one_target, rng, mark)
+    ref = _Assembler(build(rng), one_target, items_rng(seed), mark)
     scale = ref.calibrated(progress) if shape is None else shape.scale(per_ipu)
     per_weight = ref._items_at(scale * pressure).per_weight
     ipus = len(splits) + 1
@@ -264,7 +272,8 @@ def pipelined_as_one(preset: str, per_ipu: int, steps: int, pressure: float, see
     rng = np.random.default_rng(seed)
     program = build(rng, ipus=ipus, splits=splits, levers=levers,
                     **({} if cnn else {"head_stage": head_stage}))
-    return _finish(_Assembler(program, target, rng, mark, per_weight), pressure, progress,
+    return _finish(_Assembler(program, target, items_rng(seed), mark, per_weight), pressure,
+                   progress,
                    levers, scale, by_ipu)
 
 

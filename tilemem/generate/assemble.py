@@ -11,7 +11,7 @@ import zlib
 from dataclasses import replace
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import CATEGORIES, Csr, Report
 from ..figures.summary import highest_end_per_tile

@@ -3,7 +3,7 @@ composite operations (matmul, layer norm and their gradients, a weight gradient 
 accumulator) and its parameters (a weight, its Adam moments and gradient accumulator)."""
 from __future__ import annotations
 
-from .builder import AUTO, FROM_TILE0, Program
+from .builder import AUTO, Program, from_tile0
 from .builder import _Builder as _BaseBuilder
 from .codelets import TRANSFORMER_CODELETS
 
@@ -158,7 +158,7 @@ class _Builder(_BaseBuilder):
         whole would be, with its share of the partial sums on each."""
         inter = bool(self.rng.random() < 0.3)
         cov = self.coverage(partials_bpt)
-        offset = 0 if cov < 1.0 and self.rng.random() < FROM_TILE0 else -1
+        offset = 0 if cov < 1.0 and from_tile0(name) else -1
         return dict(interleaved=inter, coverage=cov, offset=offset, place=name)
 
     def sliced_weight_grad(self, p: str, inputs, param: dict, n: int, on: int,

@@ -4,7 +4,7 @@ it), and as a networkx graph on demand.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Csr, Report
 from ..model.frozen import frozen

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Report
 from .classgraph import sorted_interference

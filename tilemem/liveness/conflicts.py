@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Csr, Report
 from .classgraph import _local_graph, sorted_interference

@@ -30,7 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+
+from ..jit import compiled
+from ..jit import njit
 
 from .sorting import argsort, sort
 
@@ -387,7 +389,9 @@ def max_weight_clique(indptr, indices, w, *, node_limit: int = DEFAULT_NODE_LIMI
     src = np.repeat(np.arange(n), np.diff(indptr))
     e = (local[src] >= 0) & (local[indices] >= 0)
     adj[local[src[e]], local[indices[e]]] = True
-    best, found, completed = _cliquer(adj, w[keep], lb, int(node_limit))
+    # the callers' node limits are seconds' worth of compiled nodes: so, compiled
+    with compiled():
+        best, found, completed = _cliquer(adj, w[keep], lb, int(node_limit))
     if len(found):
         members = np.sort(keep[found])
         lb = int(best)

@@ -45,7 +45,7 @@ True
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from .graphalg import _chordal_pass, interval_order
 from .sorting import sort

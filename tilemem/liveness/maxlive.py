@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..model import Csr, Report
 from .classgraph import _local_graph, _tile_nodes, sorted_interference
@@ -76,7 +76,7 @@ def always_live_bytes(r: Report) -> np.ndarray:
 
 
 @njit(cache=True)
-def _all_tiles_chordal(g_indptr, g_indices, tile_ptr, node_class, node_w, num_classes):
+def all_tiles_chordal(g_indptr, g_indices, tile_ptr, node_class, node_w, num_classes):
     """For every tile: the MCS pass on its class graph. Returns per tile the best candidate
     weight (an upper bound; the maximum when chordal), the chordal flag, and the candidate
     clique's members (local node indices, offset into the tile) in a flat buffer."""
@@ -300,7 +300,7 @@ def max_live_all(r: Report, tiles=None, time_limit: float = 10.0,
         rest = np.flatnonzero(~ok)
     if len(rest):   # the class graph of each tile left: MCS, then a search where not chordal
         sub_ptr, sub_nodes = _sub_tiles(tile_ptr, rest)
-        cand_s, chordal_s, flat, mptr = _all_tiles_chordal(
+        cand_s, chordal_s, flat, mptr = all_tiles_chordal(
             inter.indptr, inter.indices, sub_ptr, node_class[sub_nodes], node_w[sub_nodes],
             max(r.num_classes, 1))
         cand = np.zeros(nt, np.int64)

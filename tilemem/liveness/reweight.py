@@ -35,9 +35,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
-from ..model import Report
+from ..model import Report, sorted_unique
 from .classgraph import _local_graph, sorted_interference
 from .graphalg import _chordal_pass, max_weight_clique
 from .maxlive import NODES_PER_SECOND
@@ -64,7 +64,7 @@ class TileCliques:
         rows = np.flatnonzero(on & ~r.always_live)
         # nodes: (position of the tile in ``tiles``, class), sorted so
         key = pos[r.tile[rows]] * C + r.eq_class[rows]
-        ukey, inv = np.unique(key, return_inverse=True)
+        ukey, inv = sorted_unique(key, return_inverse=True)
         self._rows, self._node_of = rows, inv.reshape(-1)
         self._al_rows = np.flatnonzero(on & r.always_live)
         self._al_pos = pos[r.tile[self._al_rows]]

@@ -34,7 +34,7 @@ them (and checks them against numpy).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 #: Runs this short are sorted by insertion before the merges.
 _RUN = 16

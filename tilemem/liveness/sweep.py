@@ -9,7 +9,7 @@ program steps (``maxlive``), its curve (``steps.step_profile``) and the maximum 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from .sorting import search_left, search_right, sort, unique
 

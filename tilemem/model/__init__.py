@@ -156,17 +156,42 @@ def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     >>> symmetric_closure(3, np.array([0, 0, 1]), np.array([0, 2, 2])).to_lists()
     [[2], [2], [0, 1]]
     """
-    from scipy import sparse
-
     src = np.asarray(src, np.int64)
     dst = np.asarray(dst, np.int64)
     keep = src != dst
     src, dst = src[keep], dst[keep]
-    m = sparse.coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(num_rows, num_rows))
-    m = (m + m.T).tocsr()
-    m.sum_duplicates()
-    m.sort_indices()
-    return Csr(m.indptr.astype(np.int64), m.indices.astype(np.int64))
+    # each pair both ways as one key (row-major), sorted, duplicates dropped: numpy alone
+    # (scipy.sparse, which did this, takes 0.6 s to import: a fifth of a small command)
+    key = np.concatenate([src * num_rows + dst, dst * num_rows + src])
+    key.sort()
+    if len(key):
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+    rows = key // num_rows
+    indptr = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    return Csr(indptr, key - rows * num_rows)
+
+
+def sorted_unique(x: np.ndarray, return_inverse: bool = False):
+    """``np.unique(x)`` of a 1-D integer array (with ``return_inverse``: and each value's
+    place among them), by one sort. numpy 2's ``np.unique`` hashes first: on a million
+    mostly distinct keys (a recomputed report's interference) that took 2 s, the sort 0.04 s.
+
+    >>> sorted_unique(np.array([7, 3, 7, 5]))
+    array([3, 5, 7])
+    >>> [a.tolist() for a in sorted_unique(np.array([7, 3, 7, 5]), return_inverse=True)]
+    [[3, 5, 7], [2, 0, 2, 1]]
+    """
+    x = np.asarray(x).reshape(-1)
+    if not return_inverse:
+        s = np.sort(x)
+        return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    first = np.r_[True, s[1:] != s[:-1]] if len(s) else np.zeros(0, bool)
+    inv = np.empty(len(x), np.int64)
+    inv[order] = np.cumsum(first) - 1
+    return s[first], inv
 
 
 @dataclass(frozen=True)

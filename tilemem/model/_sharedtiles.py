@@ -1,7 +1,7 @@
 """The compiled kernels of ``tilemem.model.interference`` (their own module, so that reading
 a report does not load numba unless it prunes)."""
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 
 @njit(cache=True)

@@ -7,7 +7,7 @@ that suffix removed.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from .frozen import frozen
 
@@ -248,3 +248,42 @@ def _tensor_keys(blob, offs):
             h = (h ^ np.uint64(blob[q])) * np.uint64(1099511628211)
         out[i] = np.int64(h)
     return out
+
+
+def names_inserted(r, rows: np.ndarray, text: str, at_first_slash: bool):
+    """The names of ``rows`` of ``r`` with ``text`` inserted, before the first ``/`` of each
+    (``at_first_slash``; at the end of a name without one) or at the end: ``(bytes, lengths)``,
+    the new names one after another and each one's length in bytes. On the name blob, no
+    string a row (a recomputed BERT-Base IPU names 80,000 copies: a second as strings).
+
+    >>> from tilemem.model import encode_names
+    >>> class R: name_blob, name_offsets = encode_names(["a/b/c", "x", "p/q"])
+    >>> b, n = names_inserted(R, np.array([0, 1, 2]), "/re", True)
+    >>> b.decode(), n.tolist()
+    ('a/re/b/cx/rep/re/q', [8, 4, 6])
+    >>> names_inserted(R, np.array([2]), "/g", False)[0].decode()
+    'p/q/g'
+    """
+    rows = np.asarray(rows, np.int64)
+    off = np.asarray(r.name_offsets, np.int64)
+    blob = np.frombuffer(r.name_blob, np.uint8)
+    ins = np.frombuffer(text.encode(), np.uint8)
+    T = len(ins)
+    a, b = off[rows], off[rows + 1]
+    p = b.copy()
+    if at_first_slash and len(rows):
+        slash = np.flatnonzero(blob[int(a.min()):int(b.max())] == ord("/")) + int(a.min())
+        k = np.searchsorted(slash, a)
+        first = slash[np.minimum(k, max(len(slash) - 1, 0))] if len(slash) else b
+        p = np.where((k < len(slash)) & (first < b), first, b)
+    lengths = b - a + T
+    total = int(lengths.sum())
+    row_of = np.repeat(np.arange(len(rows)), lengths)
+    pos = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    pre = (p - a)[row_of]
+    src = a[row_of] + pos - np.where(pos >= pre + T, T, 0)
+    out = blob[np.clip(src, 0, max(len(blob) - 1, 0))] if len(blob) else np.zeros(total, np.uint8)
+    in_text = (pos >= pre) & (pos < pre + T)
+    out = out.copy()
+    out[in_text] = ins[(pos - pre)[in_text]]
+    return out.tobytes(), lengths

@@ -1,7 +1,12 @@
 """The packer's compiled code, made ready when a run first needs it (``ready``), in groups:
 
-- ``pack``: what every run compiles: a tile's problem (its conflict rows), the bounds (maximum
-  live bytes over the tile's class graph), the region clique, first and best fit, the guard;
+- ``problem``: what every run compiles: a tile's problem (its conflict rows), the region
+  clique;
+- ``pack``: what every run compiles too, apart so that the two compile side by side: first
+  and best fit, the guard (its warm-up makes its tiny problem with the kernels as Python,
+  ``tilemem.jit``, so that it compiles none of ``problem``'s);
+- ``bounds``: what every run compiles too, apart so that it compiles beside ``pack``: the
+  bounds (maximum live bytes over each tile's class graph);
 - ``whole``: the exact search on a whole tile, and the quick search's probes, bottom-up and
   mirrored;
 - ``zone``: the search's version with the overflow zone (a tile whose live data alone is
@@ -40,8 +45,10 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..jit import compiled_from_here, interpreted, interpreting
+
 #: The groups, each warmed up by running its code on a tiny problem (``warm_up``).
-GROUPS = ("pack", "whole", "zone", "part")
+GROUPS = ("problem", "pack", "bounds", "whole", "zone", "part")
 
 #: The groups this process has compiled or loaded (forked workers inherit them).
 _READY: set[str] = set()
@@ -56,6 +63,10 @@ def ready(*groups: str) -> None:
     todo = [g for g in groups if g not in _READY]
     if not todo:
         return
+    if interpreting():
+        if set(todo) <= {"pack"}:
+            return   # the first run's tier: its kernels run as Python (``tilemem.jit``)
+        compiled_from_here()   # a search runs on a clock: compiled, whatever the tier
     if len(todo) > 1:
         prepare(*todo[1:])
     for g in todo:
@@ -70,7 +81,7 @@ def prepare(*groups: str) -> None:
     this process has them, one is compiling them already, or numba's cache has them: a later
     ``ready`` waits for them and loads them."""
     for g in groups:
-        if g in _READY or _started(g) or _cache_dir(g) is None or cached(g):
+        if g in _READY or _started(g) or cache_dir(g) is None or cached(g):
             continue
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])   # numba's cache is per source file
@@ -110,7 +121,7 @@ def _stop_started() -> None:
             proc.terminate()
 
 
-def _cache_dir(g: str) -> Path | None:
+def cache_dir(g: str) -> Path | None:
     """Where numba caches the group's outermost kernel (None: not cached, so nothing to wait
     for in another process)."""
     try:
@@ -123,7 +134,7 @@ def _cache_dir(g: str) -> Path | None:
 def _lock(g: str):
     """The group's lock across processes: a file beside numba's cache, locked with ``flock``
     (released when its holder ends, even if it is killed)."""
-    path = _cache_dir(g)
+    path = cache_dir(g)
     try:
         import fcntl
     except ImportError:   # not a POSIX system: no lock (at worst, compiled twice at once)
@@ -160,6 +171,14 @@ def _sentinel(g: str):
         from .firstfit import place_arrays
 
         return place_arrays
+    if g == "problem":
+        from ..liveness.conflicts import class_conflicts
+
+        return class_conflicts
+    if g == "bounds":
+        from ..liveness.maxlive import all_tiles_chordal
+
+        return all_tiles_chordal
     from .search import kernel
 
     return kernel.run
@@ -168,7 +187,7 @@ def _sentinel(g: str):
 def _accepts(g: str, sig) -> bool:
     """Whether ``sig`` (the sentinel's argument types) is the group's version: the search's
     overflow zone (``zc``) and domains (``dom``), each None or not."""
-    if g == "pack":
+    if g in ("problem", "pack", "bounds"):
         return True
     from numba.core import types
 
@@ -192,8 +211,8 @@ def _warm(g: str) -> None:
 
     from ..model.target import Target
 
-    if g == "pack":
-        _warm_pack()
+    if g in ("problem", "pack", "bounds"):
+        _warm_pack(g)
     elif g == "whole":
         from .search import warm_up as search_warm_up
 
@@ -213,9 +232,10 @@ def _warm(g: str) -> None:
         search_warm_up(whole=False, part=True)
 
 
-def _warm_pack() -> None:
-    """A tile's bounds, its problem, its region clique, the heuristic's orders (first and
-    best fit) and the guard: what ``solve_tile`` runs on every tile."""
+def _warm_pack(g: str) -> None:
+    """``bounds``: a tile's bounds; ``problem``: its problem, its region clique; ``pack``: the
+    heuristic's orders (first and best fit) and the guard: what ``solve_tile`` runs on every
+    tile."""
     import numpy as np
 
     from ..model import Report
@@ -234,9 +254,14 @@ def _warm_pack() -> None:
                             element_constraints=[[1], [], [], [], []],
                             region_constraints=[[1], [], [], [], []],
                             in_interleaved_mem=[False] * 4 + [True])
-    tile_bounds(r, [0], 1.0)
-    p = TileProblem.from_report(r, 0)
-    region_clique(p)
+    if g == "bounds":
+        tile_bounds(r, [0], 1.0)
+        return
+    if g == "problem":
+        region_clique(TileProblem.from_report(r, 0))
+        return
+    with interpreted():   # the problem's kernels are ``problem``'s to compile
+        p = TileProblem.from_report(r, 0)
     self_check(p, heuristic_runs(p).offsets)
 
 

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..liveness.sorting import argsort
 from .kinds import DEFAULTS, SearchStatus

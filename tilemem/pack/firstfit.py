@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..liveness import ConflictArrays, clear_row, conflict_row, conflicts_with
 from ..liveness.sorting import search_right

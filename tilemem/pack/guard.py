@@ -34,7 +34,7 @@ False
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..liveness import clear_row, conflict_row, conflicts_with
 from ..liveness.sorting import argsort

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ..liveness import sorted_interference
 from ..liveness.conflicts import class_conflicts

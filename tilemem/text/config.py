@@ -62,6 +62,10 @@ def config_view(a: ConfigAnswer, report: str) -> str:
     if b is not None:
         lines += ["", "  ipu_config.json (optimum-graphcore IPUConfig; -o to write it):"]
         lines += ["    " + x for x in json.dumps(ipu_config(b), indent=2).splitlines()]
+        if "recompute-at" in b.levers:
+            lines.append("    (IPUConfig has no key for checkpoints at some layers only: "
+                         "recompute_checkpoint_every_layer is every layer; set them in "
+                         "PopTorch, below)")
         if "rts-weights" in b.levers:
             lines.append("    (IPUConfig has no key for sharding the weights: "
                          "replicated_tensor_sharding shards the optimiser state; set the "

@@ -71,6 +71,8 @@ class Configuration(msgspec.Struct, rename="camel"):
     balance: float
     stages: list[StageAnswer]
     summary: str = ""
+    #: with ``recompute-at``: the layers (their numbers) whose input is a checkpoint
+    checkpoints: list[int] = []
 
 
 class NearMiss(msgspec.Struct, rename="camel"):
@@ -120,15 +122,16 @@ def summary_of(f: Found) -> str:
 
 
 def layers(f: Found) -> list[int]:
+    """Layers per IPU (a stage holding the part before the first layer alone: 0)."""
     b = [0] + list(f.cuts) + [f.units]
-    return [b[k + 1] - b[k] for k in range(f.ipus)]
+    return [(b[k + 1] - b[k]) - max(0, min(b[k + 1], f.lead) - b[k]) for k in range(f.ipus)]
 
 
 def configuration(s: Search, f: Found, saved: bool = False) -> Configuration:
     """``f`` as an answer's configuration; ``saved``: each lever's bytes saved on each stage's
     worst tile (more bounds)."""
     tm = s.tm
-    labels = s.m.units.labels
+    labels = s.cu.labels
     b = [0] + list(f.cuts) + [s.m.L]
     factor = f.micro_batch / s.q.report_micro_batch
     stages = []
@@ -151,12 +154,25 @@ def configuration(s: Search, f: Found, saved: bool = False) -> Configuration:
             verdict=judge(peak, tm, f.margin), saved=got))
     peaks = [x.max_live_bytes for x in stages]
     mean = sum(peaks) / len(peaks)
+    ckpts = []
+    if f.choice.recompute and f.choice.checkpoint_every > 1:
+        from .stages import layer_numbers
+
+        units = s.m.units.labels   # numbered as the stages' reports are (``units``)
+        for k in range(f.ipus):
+            lead = max(0, min(b[k + 1], f.lead) - b[k])
+            got = f.choice.checkpoints(layer_numbers(units[b[k]:b[k + 1]]), lead)
+            # the part before the first layer is no layer: its checkpoint is the program's
+            # input; the others told back in the report's layer numbers
+            if isinstance(got, tuple):
+                named = layer_numbers(labels[f.lead:])
+                ckpts += [named[x - f.lead] if f.lead else x for x in got if x >= f.lead]
     return Configuration(
-        ipus=f.ipus, micro_batch=f.micro_batch, split_indices=list(f.cuts),
+        ipus=f.ipus, micro_batch=f.micro_batch, split_indices=[c - f.lead for c in f.cuts],
         layers_per_ipu=layers(f), levers=list(f.levers), amps=list(f.amps),
         replicas=f.choice.rts or 1, serialise=f.choice.serialise or 1, verdict=f.verdict, margin=round(f.margin, 5),
         cost=f.cost, balance=round(max(peaks) / mean, 3) if mean else 1.0, stages=stages,
-        summary=summary_of(f))
+        summary=summary_of(f), checkpoints=ckpts)
 
 
 def neighbours(s: Search, best: Found) -> list[tuple[Found, str, str]]:
@@ -216,7 +232,9 @@ def configure(r, q: ConfigQuery | None = None) -> ConfigAnswer:
                 "memory there are its allocation's (tilemem oom says which; tilemem alloc "
                 "re-packs them)")
     return ConfigAnswer(
-        tile_memory=s.tm, tiles_per_ipu=s.m.tiles, units=s.m.L, units_from=s.m.units.source,
+        tile_memory=s.tm, tiles_per_ipu=s.m.tiles, units=s.m.L - s.cu.lead,
+        units_from=s.m.units.source + (f" (and {s.cu.labels[0]} before them, a unit of its own)"
+                                       if s.cu.lead else ""),
         objective=OBJECTIVES[q.objective], ranked=ranked, near_misses=near,
         errors=margin_lines(names) + [_split_error(s)], costs=cost_lines(),
         assumptions=list(ASSUMPTIONS), evaluated=s.evaluated,
@@ -234,7 +252,8 @@ def _split_error(s: Search) -> str:
 def ipu_config(c: Configuration) -> dict:
     """optimum-graphcore ``IPUConfig`` keys of ``c`` (``tilemem.generate.ipuconfig`` reads
     them back; the weights sharded too, ``rts-weights``, has no key: PopTorch's
-    ``setWeightLocation``)."""
+    ``setWeightLocation``; nor have checkpoints at some layers only, ``recompute-at``:
+    ``recompute_checkpoint_every_layer`` is every layer or none)."""
     return {
         "layers_per_ipu": list(c.layers_per_ipu),
         "ipus_per_replica": c.ipus,
@@ -263,6 +282,10 @@ def poptorch_options(c: Configuration) -> list[str]:
     if "recompute" in c.levers:
         out.append("opts._Popart.set(\"autoRecomputation\", 3)  # RecomputationType.Pipeline; "
                    "or poptorch.recomputationCheckpoint at every layer's input")
+    if "recompute-at" in c.levers:
+        out.append("opts._Popart.set(\"autoRecomputation\", 3)  # RecomputationType.Pipeline, "
+                   "with poptorch.recomputationCheckpoint at the input of layers "
+                   + ", ".join(map(str, c.checkpoints)))
     if "offload" in c.levers or "rts" in c.levers or "rts-weights" in c.levers:
         loc = "poptorch.TensorLocationSettings()"
         if "offload" in c.levers:
@@ -295,6 +318,8 @@ def generator_options(c: Configuration) -> dict:
         lv["half_partials"] = True
     if "recompute" in c.levers:
         lv["recompute"] = "all"
+    if "recompute-at" in c.levers:
+        lv["recompute"] = tuple(c.checkpoints)
     if "offload" in c.levers:
         lv["offload_state"] = True
     if c.serialise > 1:

@@ -29,7 +29,11 @@ LEVER_COSTS = {
     "rts-weights": (15.0, "the weights all-gathered between the replicas before every pass "
                           "that reads them"),
     "recompute": (33.0, "the forward pass runs again in the backward (about a third of a "
-                        "step's compute)"),
+                        "step's compute), from a checkpoint at every layer's input"),
+    "recompute-at": (34.0, "the forward pass runs again from a checkpoint every 2nd layer "
+                           "of a stage: fewer activations kept than with one at every layer, "
+                           "and the outputs of the layers between them recomputed too (a "
+                           "little more compute, never less)"),
 }
 #: Per cent of a step per unit of ``DEFAULT_AMP / amp - 1``: a matmul planned in less memory
 #: takes more, smaller passes (Poplar's planner trades cycles for memory under the proportion;

@@ -25,7 +25,7 @@ from ...levers import DEFAULT_AMP
 from ...model import Report
 from .cost import LEVER_COSTS, config_cost
 from .margins import Verdict, judge, lever_margin, split_margin
-from .stages import Choice, StageBounds, Stages
+from .stages import Choice, StageBounds, Stages, layer_numbers
 
 #: availableMemoryProportion values a stage may take (0.05 steps; 0.6 is Poplar's default).
 AMP_GRID = tuple(round(0.05 * k, 2) for k in range(1, 21))
@@ -35,6 +35,15 @@ OBJECTIVES = {
     "micro-batch": "the largest micro-batch, then the fewest IPUs, then the cheapest levers",
     "cost": "the cheapest levers, then the fewest IPUs, then the largest micro-batch",
 }
+#: Levers never searched together: one of two ways of the same lever, or a pair whose
+#: combined estimate is off by more than the sum of their errors. Recomputation with the
+#: optimiser state off chip: under by up to 24.8 % of the compiled bytes on BERT-Base (one
+#: Mk2 IPU cut to 184 tiles, micro-batch 1; each alone within its error), docs/benchmarks.md,
+#: 2026-12-07; searched apart until that estimate is fixed.
+NOT_TOGETHER = (("rts", "rts-weights"), ("recompute", "recompute-at"),
+                ("recompute", "offload"), ("recompute-at", "offload"))
+#: ``recompute-at``: a checkpoint every this many layers of a stage, from its first.
+RECOMPUTE_AT_EVERY = 2
 #: Levers ``prefer`` and ``avoid`` may name.
 LEVER_NAMES = tuple(LEVER_COSTS) + ("amp",)
 
@@ -106,6 +115,8 @@ class Found:
     stages: list = field(default_factory=list, repr=False)
     units: int = 0
     tile_memory: int = 0
+    #: units before the first layer (``units.ConfigUnits.lead``)
+    lead: int = 0
 
     @property
     def levers(self) -> tuple[str, ...]:
@@ -124,18 +135,21 @@ class Search:
     configuration kept (``found``: those that fit, ranked) and the neighbours of the best."""
 
     def __init__(self, r: Report, q: ConfigQuery):
-        from ..split.estimate import SplitModel
+        from .units import config_units
 
         q.check()
         self.r, self.q = r, q
         self.tm = r.target.tile_memory
         # a stage stashes every activation still live when it hands over (no recomputation),
-        # the larger of the two readings when the report cannot tell (it can with steps)
-        self.m = SplitModel(r, "activations")
+        # the larger of the two readings when the report cannot tell (it can with steps);
+        # the part before the first layer (an embedding) a unit of its own
+        self.cu = config_units(r)
+        self.m = self.cu.m
         self.steps = self.m.start is not None
         # which levers change something, asked of the report (and, on one IPU of a
         # one-IPU report, its only stage)
-        self.whole = StageBounds(r, 0, 0, self.m.L, 1, q.time_limit)
+        self.whole = StageBounds(r, 0, 0, self.m.L, 1, q.time_limit,
+                                 layer_numbers(self.cu.labels[self.cu.lead:]))
         self._splits: dict = {}
         self.evaluated = 0
         self.t0 = time.monotonic()
@@ -153,7 +167,7 @@ class Search:
                 order = sorted(range(n), key=lambda k: -self.m.proxy(k, b[k], b[k + 1], n))
             whole = self.whole if self.m.source_ipus == 1 else None
             self._splits[n] = (cuts, Stages(self.m, self.r, cuts, n, self.q.time_limit,
-                                            whole), order)
+                                            whole, self.cu.lead), order)
         return self._splits[n][:2]
 
     def choices(self, stages=None) -> list[Choice]:
@@ -166,14 +180,17 @@ class Search:
         out = []
         for k in range(len(usable) + 1):
             for combo in itertools.combinations(usable, k):
-                if "rts" in combo and "rts-weights" in combo:
+                if any(a in combo and b in combo for a, b in NOT_TOGETHER):
                     continue
                 out.append(Choice(half_momentum="half-momentum" in combo,
                                   half_partials="half-partials" in combo,
-                                  recompute="recompute" in combo, offload="offload" in combo,
+                                  recompute=bool({"recompute", "recompute-at"} & set(combo)),
+                                  offload="offload" in combo,
                                   rts=q.replicas if {"rts", "rts-weights"} & set(combo) else 0,
                                   rts_weights="rts-weights" in combo,
-                                  serialise=q.serialise if "serialise" in combo else 0))
+                                  serialise=q.serialise if "serialise" in combo else 0,
+                                  checkpoint_every=RECOMPUTE_AT_EVERY if "recompute-at" in combo
+                                  else 1))
         out.sort(key=lambda c: (config_cost(c.names, [], q.prefer), len(c.names)))
         self._choices = out
         return out
@@ -250,7 +267,8 @@ class Search:
             verdict = min((judge(b, self.tm, margin) for _, b in worst),
                           key=[Verdict.CANNOT_FIT, Verdict.CLOSE, Verdict.FITS].index)
         return Found(n, cuts, mb, choice, amps, worst, margin, verdict,
-                     config_cost(choice.names, amps, self.q.prefer), stages, self.m.L, self.tm)
+                     config_cost(choice.names, amps, self.q.prefer), stages, self.m.L, self.tm,
+                     self.cu.lead)
 
     def verified(self, f: Found) -> Found:
         """``f`` checked on every stage tile that could reach tileMemory; when one passes
@@ -288,9 +306,20 @@ class Search:
         return list(range(max(1, self.m.source_ipus), min(q.max_ipus, self.m.L) + 1))
 
     def most(self, stages=None) -> Choice:
-        """The choice that frees the most: every usable lever (the weights sharded too)."""
+        """The choice that frees the most: every usable lever (the weights sharded too;
+        recomputation with a checkpoint at every layer)."""
+        return self.mosts()[0]
+
+    def mosts(self) -> list[Choice]:
+        """The choices that may free the most, one a way of recomputing (a checkpoint at
+        every layer, or fewer: fewer activations kept, a longer segment replayed; which
+        frees more depends on the stage): every other usable lever on."""
         cs = self.choices()
-        return max(cs, key=lambda c: (len(c.names), c.rts_weights))
+        top = max(len(c.names) for c in cs)
+        out = [c for c in cs if len(c.names) == top
+               and (c.rts_weights or not any(x.rts_weights for x in cs))]
+        out.sort(key=lambda c: c.checkpoint_every)
+        return out or [max(cs, key=lambda c: (len(c.names), c.rts_weights))]
 
     def feasible(self, n: int, mb: int) -> bool:
         """Whether every stage of ``n`` IPUs fits at micro-batch ``mb`` with every lever and
@@ -299,8 +328,11 @@ class Search:
         if n > self.m.L:
             return False
         self.split(n)
+        return any(self._feasible_with(n, mb, c) for c in self.mosts())
+
+    def _feasible_with(self, n: int, mb: int, choice: Choice) -> bool:
         _, stages, order = self._splits[n]
-        choice, factor = self.most(), mb / self.q.report_micro_batch
+        factor = mb / self.q.report_micro_batch
         for s in order:
             sb = stages[s]
             if sb is None:

@@ -41,13 +41,17 @@ class Choice:
     rts_weights: bool = False
     #: slices of the vocabulary matmul (0: not serialised)
     serialise: int = 0
+    #: with ``recompute``: a checkpoint every this many layers of a stage, from its first
+    #: (1: every layer's input, ``recompute``; more: ``recompute-at``)
+    checkpoint_every: int = 1
 
     @property
     def names(self) -> tuple[str, ...]:
         """The levers' names (``tilemem.rules.LEVER_ERRORS``' and the cost model's)."""
+        rc = "recompute" if self.checkpoint_every <= 1 else "recompute-at"
         out = [n for n, on in (("half-momentum", self.half_momentum),
                                ("half-partials", self.half_partials),
-                               ("recompute", self.recompute), ("offload", self.offload))
+                               (rc, self.recompute), ("offload", self.offload))
                if on]
         if self.rts:
             out.append("rts-weights" if self.rts_weights else "rts")
@@ -63,20 +67,49 @@ class Choice:
             return replace(self, rts=0, rts_weights=False)
         if name == "serialise":
             return replace(self, serialise=0)
+        if name in ("recompute", "recompute-at"):
+            return replace(self, recompute=False, checkpoint_every=1)
         return replace(self, **{name.replace("-", "_"): False})
 
+    def checkpoints(self, numbers, lead: int = 0) -> str | tuple[int, ...] | None:
+        """What-if's ``recompute`` on a stage whose layers are numbered ``numbers`` (in
+        program order; the first ``lead`` are no layers, each a checkpoint): ``"all"``, the
+        layers whose input is a checkpoint (every ``checkpoint_every``-th from the stage's
+        first), or ``None``."""
+        if not self.recompute:
+            return None
+        if self.checkpoint_every <= 1 or not len(numbers):
+            return "all"
+        numbers = list(numbers)
+        return tuple(int(x) for x in numbers[:lead] + numbers[lead:][::self.checkpoint_every])
 
-def lever_edits(choice: Choice, amp: float, factor: float) -> list:
+
+def lever_edits(choice: Choice, amp: float, factor: float, numbers=(), lead: int = 0) -> list:
     """What-if edits of ``choice`` at availableMemoryProportion ``amp`` and the micro-batch
-    times ``factor``."""
+    times ``factor``, on a stage whose layers are numbered ``numbers`` (``lead``: how many
+    of them first are no layer: ``Choice.checkpoints``)."""
     from ..whatif.edits import parse_edits
 
     return parse_edits(offload=[OFFLOAD_PATTERN] if choice.offload else (),
                        micro_batch=None if factor == 1 else float(factor),
                        amp=None if amp == DEFAULT_AMP else str(amp),
                        half_partials=choice.half_partials, half_momentum=choice.half_momentum,
-                       rts=choice.rts or None, recompute="all" if choice.recompute else None,
+                       rts=choice.rts or None, recompute=choice.checkpoints(numbers, lead),
                        rts_weights=choice.rts_weights, serialise=choice.serialise or 1)
+
+
+def layer_numbers(labels) -> list[int]:
+    """The numbers the labels of layers end with (``layer12``: 12), what-if's
+    ``--recompute-at`` names layers by; ``[]`` when one has none."""
+    import re
+
+    out = []
+    for lab in labels:
+        m = re.search(r"(\d+)$", str(lab))
+        if m is None:
+            return []
+        out.append(int(m.group(1)))
+    return out
 
 
 class StageBounds:
@@ -84,8 +117,12 @@ class StageBounds:
     maximum live bytes of its search tiles (``tiles``) under those levers."""
 
     def __init__(self, report: Report, s: int, i: int, j: int, n: int,
-                 time_limit: float = 10.0):
+                 time_limit: float = 10.0, numbers=(), lead: int = 0):
         self.report, self.s, self.i, self.j, self.n = report, s, i, j, n
+        #: its units' numbers (``layer_numbers``): where checkpoints go; the first ``lead``
+        #: are no layers (the part before the first layer, ``units``)
+        self.numbers = list(numbers)
+        self.lead = lead
         self.time_limit = time_limit
         tm = report.target.tile_memory
         a = report.allocated & (report.tile >= 0)
@@ -93,30 +130,56 @@ class StageBounds:
         order = np.argsort(-self.upper, kind="stable")
         self.tiles = np.sort(order[:SEARCH_TILES])
         self.check_tiles = np.flatnonzero(self.upper >= VERIFY_SHARE * tm)
-        self._bounds = None
+        self._bounds: dict = {}
         self._memo: dict = {}
         self._useful: dict = {}
+        #: per micro-batch factor: the report spread onto every tile, and the bounds of the
+        #: tiles ``verify`` checks; kept, so that the recomputed and gathered reports made on
+        #: it (cached on it) serve the search tiles, their rebuilds and every check
+        self._spread: dict = {}
+        self._checks: dict = {}
 
     @property
     def bounds(self):
-        if self._bounds is None:
+        return self.bounds_at(1)
+
+    def bounds_at(self, factor: float):
+        """The bounds of the search tiles at ``factor`` times the micro-batch: a larger one's
+        tensors spread onto more tiles, parts the report does not have
+        (``whatif.spread.spread_report``, made on the search tiles only)."""
+        key = factor if factor > 1 else 1
+        if key not in self._bounds:
             from ..whatif.bounds import WhatIfBounds
 
-            self._bounds = WhatIfBounds(self.report, self.tiles, self.time_limit)
-        return self._bounds
+            self._bounds[key] = WhatIfBounds(self.spread(key), self.tiles, self.time_limit)
+        return self._bounds[key]
+
+    def spread(self, factor: float) -> Report:
+        """The stage's report at ``factor`` times the micro-batch, its tensors spread onto
+        every tile they would take (``whatif.spread.spread_report``), made once: the search
+        tiles' bounds and ``verify``'s are taken from the same report, so its recomputed and
+        gathered reports are made once (a whole BERT-Base IPU's take seconds each)."""
+        key = factor if factor > 1 else 1
+        if key not in self._spread:
+            from ..whatif.spread import spread_report
+
+            self._spread[key] = spread_report(self.report, key)
+        return self._spread[key]
 
     def useful(self, name: str) -> bool:
         """Whether lever ``name`` changes something in the stage (a variable it applies to)."""
         if name not in self._useful:
             probe = {"half-momentum": Choice(half_momentum=True),
                      "half-partials": Choice(half_partials=True),
-                     "recompute": Choice(recompute=True), "offload": Choice(offload=True),
+                     "recompute": Choice(recompute=True),
+                     "recompute-at": Choice(recompute=True, checkpoint_every=2),
+                     "offload": Choice(offload=True),
                      "rts": Choice(rts=2), "rts-weights": Choice(rts=2, rts_weights=True),
                      "serialise": Choice(serialise=4)}
             if name == "amp":
                 edits = lever_edits(Choice(), 0.3, 1)
             else:
-                edits = lever_edits(probe[name], DEFAULT_AMP, 1)
+                edits = lever_edits(probe[name], DEFAULT_AMP, 1, self.numbers, self.lead)
             try:
                 self._useful[name] = all(x.variables > 0 for x in self.bounds.matched(edits))
             except ReportError:
@@ -136,7 +199,8 @@ class StageBounds:
         choice = self.effective(choice)
         key = (choice, round(amp, 4), factor)
         if key not in self._memo:
-            self._memo[key] = self.bounds.of_edits(lever_edits(choice, amp, factor))[0]
+            self._memo[key] = self.bounds_at(factor).of_edits(
+                lever_edits(choice, amp, factor, self.numbers, self.lead))[0]
         return self._memo[key]
 
     def worst(self, choice: Choice, amp: float, factor: float) -> tuple[int, int]:
@@ -145,20 +209,44 @@ class StageBounds:
         k = int(np.argmax(b))
         return int(self.tiles[k]), int(b[k])
 
+    def tiles_to_check(self, factor: float) -> np.ndarray:
+        """The tiles whose bytes all live at once reach ``VERIFY_SHARE`` of tileMemory at
+        ``factor`` times the micro-batch (its per-sample parts scaled, and those its tensors
+        spread onto: a tile with few bytes may take many)."""
+        if factor == 1:
+            return self.check_tiles
+        from ..whatif.batch import micro_batch_rows
+        from ..whatif.spread import spread_parts
+
+        r = self.report
+        rows = micro_batch_rows(r)
+        rows = rows[r.allocated[rows] & (r.tile[rows] >= 0)]
+        extra = np.bincount(r.tile[rows], r.size[rows] * (factor - 1),
+                            minlength=r.num_tiles)
+        _, t, b = spread_parts(r, factor)
+        extra = extra + np.bincount(t, b, minlength=r.num_tiles)
+        up = self.upper + np.maximum(extra, 0)
+        return np.flatnonzero(up >= VERIFY_SHARE * r.target.tile_memory)
+
     def verify(self, choice: Choice, amp: float, factor: float, limit: int) -> np.ndarray:
         """Tiles (of those that could reach tileMemory) whose bound under the levers passes
         ``limit`` and are not search tiles: added to them (the bounds rebuilt), and returned."""
         from ..whatif.bounds import WhatIfBounds
 
-        rest = np.setdiff1d(self.check_tiles, self.tiles)
-        if not len(rest):
-            return rest
-        b = WhatIfBounds(self.report, rest, self.time_limit).of_edits(
-            lever_edits(choice, amp, factor))[0]
-        bad = rest[b > limit]
+        if factor not in self._checks:   # every tile that could reach it, taken apart once
+            check = self.tiles_to_check(factor)
+            self._checks[factor] = (check, WhatIfBounds(self.spread(factor), check,
+                                                        self.time_limit)
+                                    if len(check) else None)
+        check, wb = self._checks[factor]
+        rest = ~np.isin(check, self.tiles)
+        if not rest.any():
+            return check[rest]
+        b = wb.of_edits(lever_edits(choice, amp, factor, self.numbers, self.lead))[0]
+        bad = check[rest & (b > limit)]
         if len(bad):
             self.tiles = np.union1d(self.tiles, bad)
-            self._bounds, self._memo = None, {}
+            self._bounds, self._memo = {}, {}
         return bad
 
 
@@ -170,8 +258,9 @@ class Stages:
     ``whole``: the report's own ``StageBounds`` (one IPU of a one-IPU report)."""
 
     def __init__(self, m, r: Report, cuts: list[int], n: int, time_limit: float = 10.0,
-                 whole: StageBounds | None = None):
+                 whole: StageBounds | None = None, lead: int = 0):
         self.m, self.r, self.n, self.time_limit = m, r, n, time_limit
+        self.lead = lead
         self.bounds = [0] + list(cuts) + [m.L]
         self.whole = whole
         self._made: dict = {}
@@ -187,7 +276,9 @@ class Stages:
             else:
                 report = self.m.stage_report(s, b[s], b[s + 1], n)
                 self._made[s] = None if report is None else StageBounds(
-                    report, s, b[s], b[s + 1], n, self.time_limit)
+                    report, s, b[s], b[s + 1], n, self.time_limit,
+                    layer_numbers(self.m.units.labels[b[s]:b[s + 1]]),
+                    max(0, min(b[s + 1], self.lead) - b[s]))
         return self._made[s]
 
     def __iter__(self):

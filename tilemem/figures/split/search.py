@@ -156,18 +156,26 @@ def with_stage_levers(m: SplitModel, a: SplitAnswer, time_limit: float = 10.0) -
     levers it needs (``Stage.levers``): oom's plan that fits its tiles over tileMemory by the
     estimate, by the bound on the stage's own report as recompiled, with its buffers and
     stash (``SplitModel.stage_report``). A stage without such a report (no class steps, the
-    stash spread over the IPU) is left without."""
+    stash spread over the IPU) is left without.
+
+    The levers are what the user compiles, and whether the framework then recomputes a
+    stage's activations (stashing only its input) or keeps them is not in the report: with
+    class steps they are chosen on the larger reading, every activation still live at the
+    handover stashed (``config``'s), so that their *fits* holds either way. Read as the stage
+    input alone, a stage compiled without recomputation left tiles over tileMemory under a
+    *fits* (docs/benchmarks.md, "config3")."""
     from ..plan import plan_that_fits
 
     tm = m.r.target.tile_memory
     b = [0] + list(a.split_indices) + [m.L]
+    lm = m.with_stash("activations") if m.stash == "inputs" and m.start is not None else m
     for s, st in enumerate(a.stages):
         if st.max_live_bytes <= tm:
             continue
-        stage = m.stage_report(s, b[s], b[s + 1], a.ipus)
+        stage = lm.stage_report(s, b[s], b[s + 1], a.ipus)
         if stage is None:
             continue
-        need = np.flatnonzero(m.stage(s, b[s], b[s + 1], a.ipus)[0] > tm)
+        need = np.flatnonzero(lm.stage(s, b[s], b[s + 1], a.ipus)[0] > tm)
         # fits only under tileMemory by more than the stage estimate's error and its levers'
         st.levers = plan_that_fits(stage, need, time_limit=time_limit,
                                    base_margin=SPLIT_CLOSE_MARGIN if m.start is not None

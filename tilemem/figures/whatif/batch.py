@@ -39,7 +39,7 @@ them. So the criterion (inferred, ``rules.INFERRED_PARAMETER_SHAPED``):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...model import Report
 from ...model.frozen import frozen
@@ -188,3 +188,96 @@ def _tensor_extents(code, tile, size, allocated, k):
             count[c] += 1
             total[c] += size[i]
     return first, count, total.astype(np.float64)
+
+
+def micro_batch_sizes(r: Report, size: np.ndarray, rows: np.ndarray,
+                      factor: float) -> np.ndarray:
+    """The sizes of ``rows`` (per-sample rows, ``micro_batch_rows``) at ``factor`` times the
+    micro-batch, by the linear tile mapping's rule (003's ``calcLinearTileMapping``, which
+    Poplar's planners and ``mapTensorLinearly`` follow): every tile a tensor uses holds the
+    same whole number of grains, at least the minimum per tile, and no more than the tensor
+    needs to fit on the IPU's tiles. So a tensor on fewer tiles than its IPU has holds its
+    minimum on each (its largest part, ``rules.INFERRED_MIN_PER_TILE_IS_LARGEST_PART``): a
+    smaller one keeps that many bytes on each tile, on fewer tiles, the first ones in the mapping's
+    order (ascending from the first tile of the run of tiles it covers, descending when the
+    part at the run's start is the smaller, the remainder's), and the last takes what is
+    left. A tensor on every tile of its IPU is spread by the tiles: its minimum is not in the
+    report; taken as below its parts, which scale with it (the measured error,
+    ``rules.LEVER_ERRORS["micro-batch"]``, covers a tensor near its minimum). The report
+    cannot tell a tensor at its minimum from one planned onto a subset of the tiles, whatever
+    its size (which keeps its tiles, fewer bytes on each): each part takes the larger of the
+    two readings. A larger micro-batch (``factor > 1``) scales every part (a tensor planned
+    onto its tiles, or on all of them); the tiles a tensor at its minimum spreads onto are
+    ``spread.spread_report``'s copies, left as they are.
+
+    >>> from tilemem.model import Report
+    >>> r = Report.from_columns(var_id=range(5), tile=[2, 3, 4, 5, 0], size=[64, 64, 64, 16, 8],
+    ...     alignment=[4] * 5, offset=[0] * 5, category=["variable"] * 5, eq_class=[0] * 5,
+    ...     interference=[[]], names=["x#2", "x#3", "x#4", "x#5", "y#0"])
+    >>> micro_batch_sizes(r, r.size, np.arange(5), 0.5).tolist()  # x: 208 -> 104 bytes
+    [64, 40, 32, 8, 4]
+
+    (x at its minimum: 64 and 40 on its first two tiles; planned onto its four: 32, 32, 32,
+    8; the larger on each.)
+    """
+    rows = np.asarray(rows, np.int64)
+    if factor >= 1 or not len(rows):
+        out = np.ceil(size[rows] * factor).astype(size.dtype)
+        # a spread report's copies (``spread.spread_report``) hold their parts at the larger
+        # micro-batch already
+        copies = rows >= r._cache.get("batch.spread_from", r.num_vars)
+        out[copies] = size[rows[copies]]
+        return out
+    codes, _ = tensor_codes(r)
+    T = r.target.ipu_tiles
+    tile = r.tile[rows]
+    ipus = r.target.num_ipus
+    group = codes[rows].astype(np.int64) * (ipus + 1) + tile // T
+    order = np.lexsort((tile, group))
+    out = np.empty(len(rows), size.dtype)
+    out[order] = _linear_sizes(frozen(group[order], np.int64), frozen(tile[order] % T, np.int64),
+                               frozen(size[rows][order], np.int64), T, float(factor))
+    return out
+
+
+@njit(cache=True)
+def _linear_sizes(group, tile, size, T, factor):
+    """Per row (sorted by tensor, then tile): its size when its tensor is ``factor`` times as
+    large, mapped by the linear rule (``micro_batch_sizes``)."""
+    n = len(group)
+    out = np.zeros(n, np.int64)
+    a = 0
+    while a < n:
+        b = a
+        while b < n and group[b] == group[a]:
+            b += 1
+        k = b - a
+        total = 0
+        chunk = 0
+        for i in range(a, b):
+            total += size[i]
+            if size[i] > chunk:
+                chunk = size[i]
+        if k >= T or chunk == 0:   # spread by the tiles: every part scales
+            for i in range(a, b):
+                out[i] = int(np.ceil(size[i] * factor))
+            a = b
+            continue
+        # at its minimum, its largest part; the run of tiles it covers starts after the widest
+        # gap between its tiles, descending when the part at its start is the remainder
+        start, gap = a, tile[a] + T - tile[b - 1]
+        for i in range(a + 1, b):
+            if tile[i] - tile[i - 1] > gap:
+                start, gap = i, tile[i] - tile[i - 1]
+        last = a + (start - a + k - 1) % k
+        descending = size[start] < size[last]
+        left = int(np.ceil(total * factor))
+        for j in range(k):
+            i = a + (start - a + (k - 1 - j if descending else j)) % k
+            take = min(chunk, left)
+            # the larger of the two readings: at its minimum (fewer tiles, as many bytes on
+            # each) or planned onto these tiles (fewer bytes on each)
+            out[i] = max(take, int(np.ceil(size[i] * factor)))
+            left -= take
+        a = b
+    return out

@@ -106,7 +106,10 @@ class WhatIfBounds:
                     if rk is not None:
                         rk.__dict__.pop("report", None)
             else:
-                report = g.on(self.r if rc is None else rc.report)
+                base = self.r if rc is None else rc.report
+                # once a report: each WhatIfBounds on it (config's search tiles, rebuilt, and
+                # its checks) would otherwise add the same copies again
+                report = base.cached("gathered_on", lambda: g.on(base))
                 parts.append((np.arange(len(self.tiles)), 0, self.r.num_vars, rc, g,
                                TileCliques(report, self.tiles,
                                            self.time_limit * max(len(self.tiles), 1))))

@@ -211,6 +211,8 @@ def apply_recompute(r: Report, edits: list[Edit], base: Report | None = None
     its size in ``base``. Without ``base``: from ``r``."""
     from .gathered import gathering
 
+    if base is not None and base.num_vars != r.num_vars:
+        base = None   # a larger micro-batch's rows on more tiles (``apply_edits``): from ``r``
     src = r if base is None else base
     out, applied, rows = r, [], np.zeros(0, np.int64)
     e = next((x for x in edits if x.kind == RECOMPUTE), None)
@@ -238,8 +240,14 @@ def recompute_applied(r: Report, e: Edit, rc) -> Applied:
     codes, _ = tensor_codes(r)
     rows = rc.recomputed
     b = int(r.size[rows].sum())
-    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+    return Applied(edit=e.describe(), tensors=_tensors(codes, rows),
                    variables=len(rows), bytes_before=b, bytes_after=b)
+
+
+def _tensors(codes: np.ndarray, rows: np.ndarray) -> int:
+    """How many tensors ``rows`` are parts of (``codes``: each row's tensor), by counting:
+    asked once an edit, on every evaluation of a search."""
+    return int(np.count_nonzero(np.bincount(codes[rows]))) if len(rows) else 0
 
 
 def recompute_of(r: Report, e: Edit):
@@ -287,12 +295,19 @@ def matching_rows(r: Report, pattern: str) -> tuple[np.ndarray, int]:
     test = name_matcher(pattern)
     hit = np.fromiter((test(n) for n in names), bool, count=len(names))
     rows = np.flatnonzero(hit[codes] & r.allocated)
-    return rows, int(np.unique(codes[rows]).size)
+    return rows, _tensors(codes, rows)
 
 
 def apply_edits(r: Report, edits: list[Edit]) -> tuple[Report, list[Applied]]:
     """The report with ``edits`` applied (offloaded variables unallocated, scaled sizes
-    rounded up to whole bytes; offsets kept), and what each matched."""
+    rounded up to whole bytes; offsets kept), and what each matched. A larger micro-batch
+    (``--micro-batch F``, ``F > 1``) also adds, after the report's own rows, its tensors' parts
+    on the tiles they spread onto (``spread.spread_report``)."""
+    grown = next((x.factor for x in edits if x.kind == "micro-batch" and x.factor > 1), None)
+    if grown is not None:   # the tiles its tensors spread onto: rows after the report's own
+        from .spread import spread_report
+
+        r = spread_report(r, grown)
     size, allocated, applied = edited_sizes(r, edits)
     return changed_report(r, size, allocated), applied
 
@@ -314,7 +329,7 @@ def edited_sizes(r: Report, edits: list[Edit]) -> tuple[np.ndarray, np.ndarray, 
 
             rows = micro_batch_rows(r)
             codes, _ = tensor_codes(r)
-            tensors = int(np.unique(codes[rows]).size)
+            tensors = _tensors(codes, rows)
         else:
             rows, tensors = matching_rows(r, e.pattern)
         rows = rows[allocated[rows]]
@@ -322,6 +337,11 @@ def edited_sizes(r: Report, edits: list[Edit]) -> tuple[np.ndarray, np.ndarray, 
         if e.kind == "offload":
             allocated[rows] = False
             after = 0
+        elif e.kind == "micro-batch":   # by the linear mapping's rule, not every part alike
+            from .batch import micro_batch_sizes
+
+            size[rows] = micro_batch_sizes(r, size, rows, e.factor)
+            after = int(size[rows].sum())
         else:
             size[rows] = np.ceil(size[rows] * e.factor).astype(size.dtype)
             after = int(size[rows].sum())
@@ -345,7 +365,7 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
                                               else None)
         before = int(size[rows].sum())
         size[rows] = new
-        return Applied(edit=e.describe(), tensors=int(np.unique(codes[matched]).size),
+        return Applied(edit=e.describe(), tensors=_tensors(codes, matched),
                        variables=len(matched), bytes_before=before,
                        bytes_after=int(size[rows].sum()))
     if e.kind == "amp":
@@ -367,7 +387,7 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
     rows, new = rows[keep], new[keep]
     before = int(size[rows].sum())
     size[rows] = new
-    return Applied(edit=e.describe(), tensors=int(np.unique(codes[rows]).size),
+    return Applied(edit=e.describe(), tensors=_tensors(codes, rows),
                    variables=len(rows), bytes_before=before, bytes_after=int(new.sum()))
 
 

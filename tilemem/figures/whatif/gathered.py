@@ -79,7 +79,7 @@ class Gathering:
             return r
         steps = r.class_steps[r.eq_class[self.reader]]
         out = _with_lifetimes(r, self.src, None, (steps[:, 0], steps[:, 1]),
-                              name=_gathered_name, local=self.local)
+                              suffix=GATHERED_SUFFIX, local=self.local)
         # a copy is a temporary, though its weight may be written alwaysLive
         live = out.always_live.copy()
         live[r.num_vars:] = False
@@ -115,8 +115,8 @@ def gathering(r: Report) -> Gathering:
     return r.cached("gathered_weights", lambda: _gathering(r))
 
 
-def _gathered_name(name: str) -> str:
-    return f"{name}/gathered"
+#: What a gathered copy's name adds to its weight's.
+GATHERED_SUFFIX = "/gathered"
 
 
 def _gathering(r: Report) -> Gathering:

@@ -50,12 +50,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...errors import ReportError
 from ...liveness.sorting import search_left
-from ...model import Csr, Report
+from ...model import Csr, Report, sorted_unique
 from ...model.interference import SharedTiles, prunes
+from ...model.names import names_inserted
 
 _NONE = np.zeros(0, np.int64)
 
@@ -478,11 +479,12 @@ def _stash_cut(r: Report, kept, layer, again, start, end, tpi):
 
 def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None,
                     half_steps: bool = False, local: bool = False,
-                    name=None) -> Report:
+                    suffix: str | None = None) -> Report:
     """``r`` with ``rows`` in classes of the ``fwd`` intervals (``None``: in their own
-    classes) and a copy of each in classes of the ``bwd`` intervals (named by ``name`` of the
-    row's name: ``_recomputed_name`` unless given), and the rows of ``moved`` (``(rows,
-    (start, end))``, no copy) in classes of their intervals; new classes interfere with every
+    classes) and a copy of each in classes of the ``bwd`` intervals (named
+    ``head/recompute/tail`` from the row's ``head/tail``, or the row's name and ``suffix``
+    when given), and the rows of ``moved`` (``(rows, (start, end))``, no copy) in classes
+    of their intervals; new classes interfere with every
     class whose steps they share. ``half_steps``: the intervals are in half steps (the
     report's steps [s, e) are [2s, 2e - 1)), and so are the steps of the report returned. ``local``: ``r`` is one
     IPU's view of a Pod (``tilemem.model.ipuview``), whose interference is the whole Pod's:
@@ -538,13 +540,12 @@ def _with_lifetimes(r: Report, rows: np.ndarray, fwd, bwd, size=None, moved=None
         src += [np.full(len(hit), C + c), hit]
         dst += [hit, np.full(len(hit), C + c)]
     s, d = np.concatenate(src), np.concatenate(dst)
-    key = np.unique(s * n_cls + d)
+    key = sorted_unique(s * n_cls + d)
     interference = Csr.from_pairs(n_cls, key // n_cls, key % n_cls)
-    # the copies' names after the report's own, in one blob (no string a variable)
-    name = _recomputed_name if name is None else name
-    copied = [name(r.name(i)).encode() for i in rows.tolist()]
-    extra = b"".join(copied)
-    lengths = [len(x) for x in copied]
+    # the copies' names after the report's own, in one blob (no string a variable):
+    # ``head/recompute/tail`` unless a suffix is given
+    extra, lengths = names_inserted(r, rows, "/recompute" if suffix is None else suffix,
+                                    suffix is None)
     # (a view's names are a slice of the whole blob: only that slice is copied)
     first, last = int(r.name_offsets[0]), int(r.name_offsets[-1])
     blob = np.concatenate([np.frombuffer(r.name_blob, np.uint8, count=last - first,
@@ -578,7 +579,3 @@ def _grown(csr: Csr, k: int) -> Csr:
     return Csr.from_lengths(np.concatenate([csr.lengths(), np.zeros(k, np.int64)]),
                             csr.indices)
 
-
-def _recomputed_name(name: str) -> str:
-    head, sep, tail = name.partition("/")
-    return f"{head}/recompute/{tail}" if sep else f"{name}/recompute"

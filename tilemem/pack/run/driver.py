@@ -51,6 +51,7 @@ from ...model.names import tensor_keys
 from ...rules import DEFAULT_RULES, Rules, overflow_bytes
 from ..bounds import TileBound
 from ..compiled import ready
+from ...jit import compiled, interpreting
 from ..workers.cluster import ReportFile, cores, deadline_after
 from ..workers.executors import make_executor
 from ..kinds import DEFAULTS, METHODS, Goal, Method, Pass, Stage
@@ -66,7 +67,7 @@ from .tasks import (BoundsTask, RunTask, TileTask, _as_reported, _bounds, _cut,
                     _verify, _workers_of, task_ipu)
 
 #: What a Dask worker makes ready as it starts (``make_executor``'s ``setup``).
-_ready_to_pack = partial(ready, "pack")
+_ready_to_pack = partial(ready, "problem", "pack")
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,18 @@ def allocate(report: Report, *, method: str = Method.AUTO, tiles=None,
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if interpreting() and (method in (Method.AUTO, Method.EXACT)
+                           or (budget is not None and not run.deterministic)):
+        # the first run's tier (``tilemem.jit``): the plan weighs each move by its seconds
+        # and the budget (from the run's start), so as Python it would choose other moves.
+        # What the set-up derives from the report alone (cached on it) is made first, as
+        # Python: the run then finds it, as a compiled run finds it within milliseconds
+        if method in (Method.AUTO, Method.EXACT):
+            _report_intervals(report)
+            tensor_keys(report)
+        with compiled():
+            return allocate(report, method=method, tiles=tiles, budget=budget, policy=policy,
+                            run=run)
     began = time.perf_counter()
     packing = _Packing(report, method=method, tiles=tiles, budget=budget, policy=policy,
                        run=run)
@@ -208,7 +221,7 @@ class _Packing:
         self.deadline = None if run.deterministic else deadline_after(budget)
         # what every run compiles (first fit, the guard, the bounds), before the workers fork
         # (they inherit it); the search's versions when a tile first searches (``compiled``)
-        ready("pack")
+        ready("problem", "pack")
         self.groups = _group_identical(report, tiles, run.rules)
         if method in (Method.AUTO, Method.EXACT):
             # once, before the workers fork (they inherit them): the interval model the
@@ -255,6 +268,9 @@ class _Packing:
         """Maximum live bytes, in chunks of tiles (one compiled pass per chunk)."""
         missing = [t for t in self.reps if t not in self.known and not self.board.is_final(t)]
         if missing:
+            # compiled here, the workers load it (a caller that knows every bound, as
+            # ``oom``'s re-pack, compiles none)
+            ready("bounds")
             k = 1 if len(missing) < 64 else max(1, self.w) * 4
             parts = [missing]
             if self.by_ipu:   # one IPU's tiles a chunk, each in the order of ``missing``

@@ -9,7 +9,7 @@ cliques_of_intervals``, the one implementation every stage uses.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...liveness.conflicts import class_row_into
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION

@@ -5,7 +5,7 @@ candidate after the ones tried.
 """
 from __future__ import annotations
 
-from numba import njit
+from ...jit import njit
 
 from ...liveness.sorting import argsort, sort
 from ..guard import INF

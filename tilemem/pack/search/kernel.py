@@ -33,7 +33,7 @@ names are re-exported here.
 """
 from __future__ import annotations
 
-from numba import njit
+from ...jit import njit
 
 from ..guard import INF, K_CONFLICT, K_ELEMENT, K_REGION  # noqa: F401 (re-exported)
 from .candidates import _enter_scan, _next_candidate, _preorder

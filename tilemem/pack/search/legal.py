@@ -6,7 +6,7 @@ dominance height an unplaced variable sets.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...liveness.sorting import search_left_between
 from ..guard import INF, K_CONFLICT, K_ELEMENT, K_REGION, align_up, bound_after, lowest_legal

@@ -6,7 +6,7 @@ pair, how low everything must be for the pair to fit without looking.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ..guard import INF
 from .layout import G_ILS, G_NRS, G_TM

@@ -7,7 +7,7 @@ point.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ..guard import INF
 from .layout import R_TL, T_M, T_OFF, T_WIT

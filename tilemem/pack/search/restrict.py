@@ -50,7 +50,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ...liveness.sorting import argsort
 from ..guard import K_CONFLICT, K_ELEMENT, K_REGION, element_of

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
+from ...jit import njit
 
 from ..guard import element_bounds
 from ..lattice import grain
