@@ -25,6 +25,11 @@ TIMEOUT = 600
 # compiles them in the background, tilemem.commands.firstrun) is for a newcomer's first
 # command; tests/test_firstrun.py sets it for the commands it runs
 os.environ.setdefault("TILEMEM_JIT", "compile")
+# Python's bytecode written, as on a developer's machine: where the environment says not to
+# (PYTHONDONTWRITEBYTECODE), each of the processes the suite starts (workers, commands, Dask)
+# would compile tilemem's sources again, half a second of CPU each
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config):
