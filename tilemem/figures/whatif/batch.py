@@ -240,6 +240,32 @@ def micro_batch_sizes(r: Report, size: np.ndarray, rows: np.ndarray,
     return out
 
 
+@njit(cache=True, inline="always")
+def tensor_run(group, tile, size, a, T):
+    """The tensor whose rows (sorted by tensor, then tile; ``tile`` within one IPU of ``T``
+    tiles) start at row ``a``: ``(b, total, chunk, start, last, descending)``, its rows
+    ``[a, b)``, its bytes, its largest part, and (mapped on fewer tiles than ``T``) the row
+    after the widest gap between its tiles (where the run of tiles it covers starts), the row
+    before it, and whether the run descends (the part at its start is the remainder)."""
+    n = len(group)
+    b = a
+    while b < n and group[b] == group[a]:
+        b += 1
+    k = b - a
+    total = 0
+    chunk = 0
+    for i in range(a, b):
+        total += size[i]
+        if size[i] > chunk:
+            chunk = size[i]
+    start, gap = a, tile[a] + T - tile[b - 1]
+    for i in range(a + 1, b):
+        if tile[i] - tile[i - 1] > gap:
+            start, gap = i, tile[i] - tile[i - 1]
+    last = a + (start - a + k - 1) % k
+    return b, total, chunk, start, last, size[start] < size[last]
+
+
 @njit(cache=True)
 def _linear_sizes(group, tile, size, T, factor):
     """Per row (sorted by tensor, then tile): its size when its tensor is ``factor`` times as
@@ -248,29 +274,14 @@ def _linear_sizes(group, tile, size, T, factor):
     out = np.zeros(n, np.int64)
     a = 0
     while a < n:
-        b = a
-        while b < n and group[b] == group[a]:
-            b += 1
+        b, total, chunk, start, last, descending = tensor_run(group, tile, size, a, T)
         k = b - a
-        total = 0
-        chunk = 0
-        for i in range(a, b):
-            total += size[i]
-            if size[i] > chunk:
-                chunk = size[i]
         if k >= T or chunk == 0:   # spread by the tiles: every part scales
             for i in range(a, b):
                 out[i] = int(np.ceil(size[i] * factor))
             a = b
             continue
-        # at its minimum, its largest part; the run of tiles it covers starts after the widest
-        # gap between its tiles, descending when the part at its start is the remainder
-        start, gap = a, tile[a] + T - tile[b - 1]
-        for i in range(a + 1, b):
-            if tile[i] - tile[i - 1] > gap:
-                start, gap = i, tile[i] - tile[i - 1]
-        last = a + (start - a + k - 1) % k
-        descending = size[start] < size[last]
+        # at its minimum, its largest part, on the run of tiles ``tensor_run`` finds
         left = int(np.ceil(total * factor))
         for j in range(k):
             i = a + (start - a + (k - 1 - j if descending else j)) % k

@@ -44,7 +44,7 @@ from ...jit import njit
 from ...model import Csr, Report
 from ...model.frozen import frozen
 from ...model.names import base_name, tensor_codes
-from .batch import micro_batch_rows, persistent_rows
+from .batch import micro_batch_rows, persistent_rows, tensor_run
 
 #: The cache key under which a spread report keeps the number of the report's own rows.
 SPREAD_KEY = "batch.spread_from"
@@ -107,25 +107,10 @@ def _spread(group, tile, size, rows, T, factor, wanted):
     buf_t = [0]
     buf_s = [0]
     while a < n:
-        b = a
-        while b < n and group[b] == group[a]:
-            b += 1
+        b, total, chunk, start, last, descending = tensor_run(group, tile, size, a, T)
         k = b - a
-        total = 0
-        chunk = 0
-        for i in range(a, b):
-            total += size[i]
-            if size[i] > chunk:
-                chunk = size[i]
         if k < T and chunk > 0:
             base = (tile[a] // T) * T
-            # the run of tiles it covers starts after the widest gap between its tiles
-            start, gap = a, tile[a] + T - tile[b - 1]
-            for i in range(a + 1, b):
-                if tile[i] - tile[i - 1] > gap:
-                    start, gap = i, tile[i] - tile[i - 1]
-            last = a + (start - a + k - 1) % k
-            descending = size[start] < size[last]
             first = (tile[last] if descending else tile[start]) - base
             big = int(np.ceil(total * factor))
             per = max(chunk, -(-big // T))
