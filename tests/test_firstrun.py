@@ -166,4 +166,4 @@ def test_the_background_compilation_writes_its_stamp_once(tmp_path):
         assert firstrun._locked(tmp_path / "tilemem-compiled.lock")
     assert not firstrun._locked(tmp_path / "tilemem-compiled.lock")
     assert subprocess.run(cmd, env=env, timeout=600).returncode == 0
-    assert firstrun.compiled(tmp_path)
+    assert firstrun.stamped(tmp_path)

@@ -55,7 +55,7 @@ def choose(argv: list[str]) -> bool:
     weight = sum(p.stat().st_size * (CAPNP_WEIGHT if p.suffix.lower() == ".capnp" else 1)
                  for p in reports)
     where = cache_dir()
-    if weight > SMALL_BYTES or where is None or compiled(where):
+    if weight > SMALL_BYTES or where is None or stamped(where):
         return False
     jit.interpret()
     atexit.register(_start, where, reports[0])
@@ -72,7 +72,7 @@ def cache_dir() -> Path | None:
     return group_cache_dir("pack")
 
 
-def compiled(where: Path) -> bool:
+def stamped(where: Path) -> bool:
     """Whether the background compilation has run to its end for this numba and Python."""
     try:
         return (where / _STAMP).read_text() == _stamp_text()

@@ -64,9 +64,11 @@ def ready(*groups: str) -> None:
     if not todo:
         return
     if interpreting():
-        if set(todo) <= {"pack"}:
+        if set(todo) <= {"problem", "pack", "bounds"}:
             return   # the first run's tier: its kernels run as Python (``tilemem.jit``)
-        compiled_from_here()   # a search runs on a clock: compiled, whatever the tier
+        # a search runs on a clock (the packing run makes itself compiled first: this holds
+        # for any other way in)
+        compiled_from_here()
     if len(todo) > 1:
         prepare(*todo[1:])
     for g in todo:
@@ -114,11 +116,7 @@ class _Forked:
             try:
                 os.close(r)
                 compiled_from_here()
-                with _lock(g):
-                    os.write(w, b"locked\n")
-                    os.close(w)
-                    if not cached(g):
-                        warm_up(g)
+                _compile_locked(g, lambda: (os.write(w, b"locked\n"), os.close(w)))
                 code = 0
             finally:
                 os._exit(code)
@@ -331,11 +329,16 @@ def _warm_probes(target, size: list[int], alignment: list[int]) -> None:
 
 
 def _main(g: str) -> None:
-    """A background compilation (``prepare``): the group's lock first, said on stdout (the
-    process that started it then waits for it instead of compiling beside it), then the
-    warm-up, which writes numba's cache (unless another process wrote it meanwhile)."""
+    """A background compilation (``prepare``), its lock said on stdout."""
+    _compile_locked(g, lambda: print("locked", flush=True))
+
+
+def _compile_locked(g: str, say_locked) -> None:
+    """The group's lock first, said (``say_locked()``: the process that started this one
+    then waits for it instead of compiling beside it), then the warm-up, which writes numba's
+    cache (unless another process wrote it meanwhile)."""
     with _lock(g):
-        print("locked", flush=True)
+        say_locked()
         if not cached(g):
             warm_up(g)
 

@@ -28,7 +28,6 @@ from typing import Iterable
 
 import numpy as np
 
-from ..jit import compiled
 from .firstfit import complete_order, kernel_args, place
 from .params import DEFAULT_PARAMS, SolverParams
 from .problem import TileProblem
@@ -114,7 +113,6 @@ def heuristic_runs(p: TileProblem, *, bound: int | None = None,
     return best
 
 
-@compiled()   # it stops on the clock: as Python it would try fewer orders (``tilemem.jit``)
 def improve(p: TileProblem, start: HeuristicResult, *, time_limit: float,
             bound: int | None = None, seed: int = 0, max_iterations: int | None = None,
             params: SolverParams = DEFAULT_PARAMS) -> tuple[HeuristicResult, int]:

@@ -37,9 +37,9 @@ OBJECTIVES = {
 }
 #: Levers never searched together: one of two ways of the same lever, or a pair whose
 #: combined estimate is off by more than the sum of their errors. Recomputation with the
-#: optimiser state off chip: under by up to 24.8 % of the compiled bytes on BERT-Base (one
-#: Mk2 IPU cut to 184 tiles, micro-batch 1; each alone within its error), docs/benchmarks.md,
-#: 2026-12-07; searched apart until that estimate is fixed.
+#: optimiser state off chip: each estimate holds alone, together they run under by far more
+#: than the sum of their errors, for a reason not yet found (docs/benchmarks.md, "a false
+#: fits the small margin uncovered"); searched apart until that estimate is fixed.
 NOT_TOGETHER = (("rts", "rts-weights"), ("recompute", "recompute-at"),
                 ("recompute", "offload"), ("recompute-at", "offload"))
 #: ``recompute-at``: a checkpoint every this many layers of a stage, from its first.

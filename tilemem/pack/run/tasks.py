@@ -15,7 +15,6 @@ from msgspec.structs import replace
 import numpy as np
 
 from ...check import check_allocation
-from ...jit import compiled, interpreting
 from ...liveness import class_intervals
 from ...model.interference import prunes
 from ...model import Report
@@ -201,9 +200,6 @@ def _solve(shared, task: TileTask, deadline: float | None):
     tile, method, hint, prev = task.tile, task.method, task.hint, task.prev
     time_limit = task.time_limit
     searched = method in _SEARCHED
-    if interpreting() and (searched or deadline is not None):
-        with compiled():   # on a clock (the search's, the run's budget; ``tilemem.jit``)
-            return _solve(shared, task, deadline)
     if searched:
         # a visit (no ``prev``) still places the tile by the heuristic when the
         # budget is spent; a later one keeps what the tile has
