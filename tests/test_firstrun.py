@@ -167,3 +167,15 @@ def test_the_background_compilation_writes_its_stamp_once(tmp_path):
     assert not firstrun._locked(tmp_path / "tilemem-compiled.lock")
     assert subprocess.run(cmd, env=env, timeout=600).returncode == 0
     assert firstrun.stamped(tmp_path)
+
+
+def test_the_packers_groups_asked_for_as_python_keep_the_tier(tier, monkeypatch):
+    """The packer's own groups (not a search) asked for outside a packing run leave the
+    kernels as Python; a search's version ends the tier (it runs on a clock)."""
+    from tilemem.pack import compiled
+
+    monkeypatch.setattr(compiled, "_READY", set())   # as a fresh process has them
+    compiled.ready("problem", "pack", "bounds")
+    assert jit.interpreting()
+    compiled.ready("whole")
+    assert not jit.interpreting()
