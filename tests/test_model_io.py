@@ -223,3 +223,18 @@ def test_saved_files_get_ordinary_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(os.stat(tmp_path / "x.json").st_mode) == 0o666 & ~mask
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=40))))
+def test_symmetric_closure_against_brute_force(case):
+    """Each row: every other end of a pair that names it, either way, sorted, once."""
+    from tilemem.model import symmetric_closure
+
+    n, pairs = case
+    src = np.array([a for a, _ in pairs], np.int64)
+    dst = np.array([b for _, b in pairs], np.int64)
+    want = [sorted({b for a, b in pairs if a == i != b} | {a for a, b in pairs if b == i != a})
+            for i in range(n)]
+    assert symmetric_closure(n, src, dst).to_lists() == want

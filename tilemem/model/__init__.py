@@ -162,10 +162,7 @@ def symmetric_closure(num_rows: int, src: np.ndarray, dst: np.ndarray) -> Csr:
     src, dst = src[keep], dst[keep]
     # each pair both ways as one key (row-major), sorted, duplicates dropped: numpy alone
     # (scipy.sparse, which did this, takes 0.6 s to import: a fifth of a small command)
-    key = np.concatenate([src * num_rows + dst, dst * num_rows + src])
-    key.sort()
-    if len(key):
-        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+    key = sorted_unique(np.concatenate([src * num_rows + dst, dst * num_rows + src]))
     rows = key // num_rows
     indptr = np.zeros(num_rows + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])

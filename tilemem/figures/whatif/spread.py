@@ -41,7 +41,7 @@ from dataclasses import replace
 import numpy as np
 from ...jit import njit
 
-from ...model import Csr, Report
+from ...model import Csr, Report, sorted_unique
 from ...model.frozen import frozen
 from ...model.names import base_name, tensor_codes
 from .batch import micro_batch_rows, persistent_rows, tensor_run
@@ -157,7 +157,7 @@ def _with_copies(r: Report, src: np.ndarray, tile: np.ndarray, size: np.ndarray,
             pairs_d += [hit, np.full(len(hit), C + c)]
         s, d = np.concatenate(pairs_s), np.concatenate(pairs_d)
         N = C + len(cls)
-        key = np.unique(s * N + d)
+        key = sorted_unique(s * N + d)   # the whole interference: one sort
         interference = Csr.from_pairs(N, key // N, key % N)
     # a source row lends its tensor's name to many copies: each name read once
     bases = {i: base_name(r.name(i)) for i in np.unique(src).tolist()}
