@@ -60,6 +60,9 @@ class Edit(msgspec.Struct, frozen=True):
             return "FP16 partials: matmul and convolution partial sums in half"
         if self.kind == "half-momentum":
             return "FP16 first-order momentum"
+        if self.kind == "offload-state":
+            return ("optimiser state off chip (one weight's streamed in for its update, on "
+                    "each tile the largest)")
         if self.kind == "serialise":
             return (f"vocabulary matmul, its gradients and the embedding's update in "
                     f"{self.factor:g} slices")
@@ -86,7 +89,7 @@ class Applied(msgspec.Struct, rename="camel"):
 
 
 #: Edits that are memory levers (``tilemem.figures.whatif.levers``), applied after the others.
-LEVER_KINDS = ("amp", "half-partials", "half-momentum", "rts", "serialise")
+LEVER_KINDS = ("amp", "half-partials", "half-momentum", "offload-state", "rts", "serialise")
 #: The lever that changes lifetimes, applied last (``apply_recompute``).
 RECOMPUTE = "recompute"
 
@@ -94,7 +97,8 @@ RECOMPUTE = "recompute"
 def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=None,
                 amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
-                recompute=None, rts_weights: bool = False, serialise: int = 1) -> list[Edit]:
+                recompute=None, rts_weights: bool = False, serialise: int = 1,
+                offload_state: bool = False) -> list[Edit]:
     """``--offload PATTERN`` and ``--scale PATTERN=FACTOR`` options as edits (offloads
     first, then scales, each in the order given, then ``--micro-batch FACTOR``: the tensors
     ``tilemem.figures.whatif.batch`` finds per sample, scaled); ``ReportError`` naming the option
@@ -126,13 +130,14 @@ def parse_edits(offload=(), scale=(), micro_batch: float | None = None, *, amp=N
                               field="--micro-batch")
         edits.append(Edit("micro-batch", "", float(micro_batch)))
     edits += lever_edits(amp, amp_was, half_partials, half_momentum, rts, recompute,
-                         rts_weights, serialise)
+                         rts_weights, serialise, offload_state)
     return edits
 
 
 def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = False,
                 half_momentum: bool = False, rts: int | None = None,
-                recompute=None, rts_weights: bool = False, serialise: int = 1) -> list[Edit]:
+                recompute=None, rts_weights: bool = False, serialise: int = 1,
+                offload_state: bool = False) -> list[Edit]:
     """The memory levers' edits (``tilemem.figures.whatif.levers``); ``ReportError`` naming the
     option for a value that is not valid.
 
@@ -161,6 +166,8 @@ def lever_edits(amp=None, amp_was: float | None = None, half_partials: bool = Fa
         edits.append(Edit("half-partials", "", 0.5))
     if half_momentum:
         edits.append(Edit("half-momentum", "", 0.5))
+    if offload_state:   # before rts: the state it leaves on chip is what is sharded
+        edits.append(Edit("offload-state", ""))
     if rts is not None:
         if isinstance(rts, bool) or not isinstance(rts, (int, np.integer)) or rts < 2:
             raise ReportError(f"--rts: {rts!r} is not a number of replicas of 2 or more",
@@ -355,6 +362,12 @@ def _apply_lever(r: Report, e: Edit, size: np.ndarray, allocated: np.ndarray) ->
     from . import levers
 
     codes, _ = tensor_codes(r)
+    if e.kind == "offload-state":
+        rows = levers.offload_state_rows(r, allocated)
+        before = int(size[rows].sum())
+        allocated[rows] = False
+        return Applied(edit=e.describe(), tensors=_tensors(codes, rows), variables=len(rows),
+                       bytes_before=before, bytes_after=0)
     if e.kind == "rts":
         from .gathered import gathering
 

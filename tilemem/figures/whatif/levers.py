@@ -92,6 +92,10 @@ ASSUMES = {
             "stay whole (unless --rts-weights); the code and buffers of the reduce-scatter "
             "and all-gather between replicas are not estimated (they add a little on every "
             "tile)"),
+    "offload-state": ("the optimiser state off chip: the persistent state named as an "
+                      "optimiser's leaves its tiles but, on each tile, that of the one weight "
+                      "with the most state there, streamed in for its update (taken live "
+                      "throughout: an upper estimate); the update's temporaries stay"),
     "serialise": ("--serialise {n}: the partial sums of the matmuls named as the "
                   "vocabulary's (logits, lm_head, word embedding), the vocabulary weight's "
                   "gradient and the embedding's optimiser temporaries take 1/{n} of their "
@@ -249,6 +253,34 @@ def _largest_weight(r: Report, size: np.ndarray, allocated: np.ndarray, ipu: np.
     m = int(c.max()) + 1
     per = np.bincount(ipu[r.tile[w]].astype(np.int64) * m + c, size[w], minlength=k * m)
     return per.reshape(k, m).max(axis=1)
+
+
+def offload_state_rows(r: Report, allocated: np.ndarray) -> np.ndarray:
+    """Rows the optimiser state off chip takes off their tiles: the optimiser's state
+    (``optimiser_state_rows``, allocated) but, on each tile, that of the one weight with the
+    most state bytes there, which is streamed in for the weight's update (its moments loaded
+    from their remote buffers, live on chip until stored back), so a tile holds at least the
+    largest; a weight's state told by its tensors' names less their last component
+    (``embedding/tokens/adam/firstMoment`` and ``.../secondMoment``: one weight's). The
+    update's temporaries (the bias-corrected moments) are not state: they stay."""
+    st = optimiser_state_rows(r)
+    st = st[allocated[st]]
+    if not len(st):
+        return st
+    codes, names = tensor_codes(r)
+    parent = np.unique(np.array([n.rsplit("/", 1)[0] for n in names], object),
+                       return_inverse=True)[1].astype(np.int64)
+    w = parent[codes[st]]
+    m = int(w.max()) + 1
+    key = r.tile[st].astype(np.int64) * m + w
+    u, inv = np.unique(key, return_inverse=True)
+    per = np.bincount(inv, r.size[st])
+    tile = u // m
+    order = np.lexsort((-per, tile))   # each tile's weight of the most state first
+    first = order[np.r_[True, tile[order][1:] != tile[order][:-1]]]
+    kept = np.zeros(len(u), bool)
+    kept[first] = True
+    return st[~kept[inv]]
 
 
 def rts_sizes(r: Report, size: np.ndarray, allocated: np.ndarray, n: int,
