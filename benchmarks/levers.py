@@ -8,7 +8,7 @@ tileMemory in the compiled program.
 
     python benchmarks/levers.py --preset mk1 --tiles 64 --seeds 1,2,3 --ipus 1,2 \\
         [--levers amp,amp-per-stage,half-partials,half-momentum,rts,rts-weights,recompute,\\
-        recompute-at,offload,micro-batch,serialise] \\
+        recompute-at,offload,offload-state,micro-batch,serialise] \\
         [--models cnn,transformer] [--seq-lens 128,1024] \\
         [--pressure 1.2]
 
@@ -48,6 +48,8 @@ LEVERS = {
     "recompute": (dict(recompute="all"), dict(recompute="all")),
     "recompute-at": (dict(recompute=(2,)), dict(recompute="2")),
     "offload": (dict(offload_state=True), dict(offload=[OFFLOAD])),
+    # config's: what-if's offload-state lever (one weight's state streamed in for its update)
+    "offload-state": (dict(offload_state=True), dict(offload_state=True)),
     "micro-batch": ({}, dict(micro_batch=0.5)),
     "micro-batch-double": ({}, dict(micro_batch=2.0)),
     "serialise": (dict(serialise=4), dict(serialise=4)),
