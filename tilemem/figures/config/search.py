@@ -431,20 +431,25 @@ def balanced_cuts(m, n: int) -> list[int]:
     (``SplitModel.proxy``: all of a stage's bytes live at once) is smallest: bisection on that
     bound, each stage filled greedily under it. No stage's bound is computed (a whole Mk2
     report's take seconds each, and the search asks for many splits); the levers then bring
-    the chosen split's stages under tileMemory."""
+    the chosen split's stages under tileMemory. Cuts fall on ``cut_grid``'s boundaries:
+    every unit's of a model of a few hundred units, evenly spaced ones of a larger one."""
+    from ..split.cross import cut_grid
+
     L = m.L
+    g = [int(x) for x in cut_grid(L, n)]
+    G = len(g) - 1
 
     def greedy(cap):
-        cuts, i = [], 0
+        cuts, a = [], 0
         for s in range(n - 1):
-            j = i + 1
-            while j < L - (n - 1 - s) and m.proxy(s, i, j + 1, n) <= cap:
-                j += 1
-            if m.proxy(s, i, j, n) > cap:
+            b = a + 1
+            while b < G - (n - 1 - s) and m.proxy(s, g[a], g[b + 1], n) <= cap:
+                b += 1
+            if m.proxy(s, g[a], g[b], n) > cap:
                 return None
-            cuts.append(j)
-            i = j
-        return cuts if m.proxy(n - 1, i, L, n) <= cap else None
+            cuts.append(g[b])
+            a = b
+        return cuts if m.proxy(n - 1, g[a], L, n) <= cap else None
 
     lo, hi = 0.0, 2 * m.proxy(0, 0, L, n) + 1
     cuts = [round(k * L / n) for k in range(1, n)]
