@@ -355,22 +355,31 @@ class Search:
         lo, k = -1, 0          # counts[lo] infeasible (-1: none known), try counts[k]
         hi = None
         while k < len(counts):
-            if self.feasible(counts[k], mb):
+            if self._feasible_or_dropped(counts[k], mb):
                 hi = k
                 break
             lo, k = k, 2 * k + 1 if k else 1
         if hi is None:
-            if lo != len(counts) - 1 and self.feasible(counts[-1], mb):
+            if lo != len(counts) - 1 and self._feasible_or_dropped(counts[-1], mb):
                 hi = len(counts) - 1
             else:
                 return None
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self.feasible(counts[mid], mb):
+            if self._feasible_or_dropped(counts[mid], mb):
                 hi = mid
             else:
                 lo = mid
         return counts[hi]
+
+    def _feasible_or_dropped(self, n: int, mb: int) -> bool:
+        """``feasible``; when not, the split's stages are let go: on a Pod each holds a copy
+        of its stage's rows, and the bisection rules out most of the counts it tries (a near
+        miss among them is made again)."""
+        if self.feasible(n, mb):
+            return True
+        self._splits.pop(n, None)
+        return False
 
     def cheapest(self, n: int, mb: int) -> Found | None:
         """The cheapest choice that fits ``n`` IPUs at micro-batch ``mb`` (``None``: none)."""
