@@ -3,18 +3,24 @@
 ``conftest.py`` runs ``python tests/compile_kernels.py PART`` for each part at once, in
 the controlling process only: on a clean clone (CI) every pytest-xdist worker, and every
 process a test forks or spawns, would otherwise compile the same kernels for itself (a
-quarter of the suite's time went to that). Each part makes a different group of
-``tilemem.pack.compiled`` ready: the search has three compiled versions (on a whole tile;
-with the overflow zone; on part of a tile, with domains), each a large compilation, one a
-part; what every packing run compiles (``pack``: first fit, the guard, the bounds) goes with
-the whole tile's, and the stages' kernels (loading, liveness on chordal and general class
-graphs, the checker, the plan's re-weighting) and ``alloc``, which may run every version of
-the search, with the overflow zone's. A group is compiled by one process at a time (a lock
-per group): a part that needs another part's group waits for it and loads it from the cache
-rather than compiling it beside it. Arrays read from a ``.capnp`` are read-only, which numba
-compiles apart, so the stages run on a report loaded from each format. With the cache
-already written (a second run) each part takes a few seconds. A kernel a part misses is
-still compiled where it is first used, as before.
+quarter of the suite's time went to that).
+
+Two parts, one a core, and nothing compiled twice. The search has three compiled versions
+of ``tilemem.pack.compiled`` (``whole``: on a whole tile; ``zone``: with the overflow zone;
+``part``: on part of a tile, with domains) that share most of their code; numba writes a
+function's cache only once it is compiled, so two versions compiled side by side each
+compile the shared code (a third of the step's CPU went to that). So one part compiles the
+whole tile's version, shared code included, then the overflow zone's; the other meanwhile
+compiles what the search does not share (the packer's ``pack`` and ``bounds``,
+loading, liveness on chordal and general class graphs, the checker, the figures) and only
+then asks for ``whole`` (waiting for its lock, then loading it) before the version on part
+of a tile and ``alloc``, which may run every version. Each part starts with a group of the
+packer's that the other's first steps run (the search's warm-up builds a tile's
+``problem``; the stages pack with first fit, ``pack``), so neither compiles it beside the
+other. Arrays read from a ``.capnp`` are read-only,
+which numba compiles apart, so the stages run on a report loaded from each format. With
+the cache already written (a second run) each part takes a few seconds. A kernel a part
+misses is still compiled where it is first used, as before.
 """
 from __future__ import annotations
 
@@ -27,33 +33,30 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mk1-small.json"
 
 
 def search() -> None:
-    """What every packing run compiles, then the search on a whole tile and the quick
-    search's probes."""
+    """The tile's problem (which the search's warm-up builds first), the search on a whole
+    tile (with the code its versions share) and the quick search's probes, then its version
+    with the overflow zone."""
     from tilemem.pack.compiled import ready
 
-    ready("problem", "pack", "bounds")
+    ready("problem")
     ready("whole")
+    ready("zone")
 
 
-def zone() -> None:
-    """The stages on both formats, then the search's version with the overflow zone, then
-    ``alloc``: last, so that it loads the groups the other parts compile by then from the
-    cache (or waits for them) rather than compiling them a second time beside them."""
+def stages() -> None:
+    """The packer's groups, the stages on both formats and the figures, then (once the whole
+    tile's version is cached) the search on part of a tile, then ``alloc``: last, so that it
+    loads every group from the cache."""
     from tilemem.pack.compiled import ready
 
+    for g in ("pack", "bounds"):
+        ready(g)   # one at a time: ``ready`` of several starts a process for each
     with tempfile.TemporaryDirectory() as tmp:
-        two = stages(Path(tmp))
-        ready("zone")
+        two = stage_reports(Path(tmp))
+        figures()
+        ready("whole")   # waits for the other part's lock, then loads it
+        ready("part")
         alloc(two)
-
-
-def part() -> None:
-    """The search on part of a tile (its version with domains), then the figures' kernels
-    (``figures``): the lightest part takes them."""
-    from tilemem.pack.compiled import ready
-
-    ready("part")
-    figures()
 
 
 def figures() -> None:
@@ -74,7 +77,7 @@ def figures() -> None:
     tilemem.configure(r, tilemem.ConfigQuery(max_ipus=2, max_micro_batch=1))
 
 
-def stages(tmp: Path) -> Path:
+def stage_reports(tmp: Path) -> Path:
     """Loading (JSON, and a ``.capnp`` of one IPU and of two), liveness (chordal and general
     class graphs), the checker, the figures and the plan on the bundled report and on a small
     generated one; the 2-IPU report without class steps, written to ``tmp``, for ``alloc``."""
@@ -117,7 +120,7 @@ def alloc(path: Path) -> None:
                      packing=tilemem.Packing(time_limit=0.3, deterministic=True, workers=1))
 
 
-PARTS = {"search": search, "zone": zone, "part": part}
+PARTS = {"search": search, "stages": stages}
 
 if __name__ == "__main__":
     PARTS[sys.argv[1]]()

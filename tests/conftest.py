@@ -1,12 +1,10 @@
 """The suite's set-up: tilemem's numba kernels compiled once, before the workers start.
 
 On a clean clone each pytest-xdist worker (and each process a test forks or spawns) would
-compile the same kernels for itself on first use; compiled once here, in three processes side
-by side (``compile_kernels.py``: the search's three versions, what every packing run compiles
-with the whole tile's, the stages with the overflow zone's), they are loaded from numba's cache
-everywhere after. Side by side, not the shared code first: what the parts share is small (a
-group one part needs from another it waits for, ``tilemem.pack.compiled``), and the three keep
-both cores of a 2-core machine busy throughout (see docs/benchmarks.md).
+compile the same kernels for itself on first use; compiled once here, in two processes side
+by side (``compile_kernels.py``: the search's versions in one, everything else in the other,
+ordered so that nothing is compiled twice), they are loaded from numba's cache everywhere
+after.
 """
 from __future__ import annotations
 
@@ -17,8 +15,8 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-#: seconds a part may take (about 130 s of wall for the three on 2 cores from a clean clone,
-#: some 260 s of CPU; a few seconds once cached)
+#: seconds a part may take (about 85 s of CPU each from a clean clone; a few seconds once
+#: cached)
 TIMEOUT = 600
 
 # compiled, as above: the first run's tier (kernels as Python on a small report while a process

@@ -4,9 +4,25 @@ too, relative ones resolved), so nothing is imported to check it."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
+
+# the rules below each read every module of tilemem: parsed and walked once a worker, not once
+# a rule (the trees are only read)
+pytestmark = pytest.mark.xdist_group("architecture")
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
+@functools.lru_cache(maxsize=None)
+def nodes(source: str) -> tuple[ast.AST, ...]:
+    """Every node of ``source``'s tree (``ast.walk``'s order)."""
+    return tuple(ast.walk(parsed(source)))
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tilemem"
 
@@ -79,9 +95,9 @@ def imports(source: str, module: str, is_package: bool):
     """``(line, imported module, statement text)`` of every import in ``source``, relative
     imports resolved against ``module`` (``is_package``: the file is its ``__init__.py``).
     ``from tilemem import x`` imports the module ``tilemem.x``."""
-    tree = ast.parse(source)
+    tree = parsed(source)
     package = module if is_package else module.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in nodes(source):
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield node.lineno, a.name, ast.unparse(node)
@@ -180,7 +196,7 @@ def positional_slots(source: str) -> list[tuple[int, str]]:
     function boundary in ``source``: a tuple literal returned, or a call's result unpacked
     into more than four names (named tuples and dataclasses are the way instead)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) \
                 and len(node.value.elts) > 4:
             found.append((node.lineno, f"returns a {len(node.value.elts)}-tuple"))
@@ -229,9 +245,9 @@ def import_graph(sources: dict[Path, str], root: Path = PACKAGE) -> dict[str, se
     for path, source in sources.items():
         mine = module_name(path, root)
         out = set()
-        tree = ast.parse(source)
+        tree = parsed(source)
         package = mine if path.name == "__init__.py" else mine.rpartition(".")[0]
-        for node in ast.walk(tree):
+        for node in nodes(source):
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names if a.name in names)
             elif isinstance(node, ast.ImportFrom):
@@ -358,7 +374,7 @@ PACK_FACTS = {
 def module_numbers(source: str) -> list[tuple[int, str]]:
     """``(line, name)`` of every module-level assignment of a value holding a number."""
     found = []
-    for node in ast.parse(source).body:
+    for node in parsed(source).body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             if any(isinstance(c, ast.Constant) and type(c.value) in (int, float)
                    for c in ast.walk(node.value)):
@@ -431,7 +447,7 @@ def function_floats(source: str) -> list[tuple[int, float]]:
     """``(line, value)`` of every float literal inside a function of ``source`` (its body
     and its defaults; a negative number is its literal negated)."""
     found, seen = [], set()
-    for fn in ast.walk(ast.parse(source)):
+    for fn in nodes(source):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             for node in ast.walk(fn):
                 if isinstance(node, ast.Constant) and type(node.value) is float \
@@ -479,7 +495,7 @@ def tuning_fields(source: str, cls: str) -> list[tuple[str, bool]]:
     ``#:`` comment just above the field (a field sharing its comment with the one before it
     counts as without)."""
     lines = source.splitlines()
-    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    node = next(n for n in parsed(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
     return [(f.target.id, lines[f.lineno - 2].strip().startswith("#:"))
             for f in node.body if isinstance(f, ast.AnnAssign)]
 
@@ -534,7 +550,7 @@ def private_imports(path: Path, source: str, root: Path = PACKAGE) -> list[str]:
     mine = module_name(path, root)
     package = mine if path.name == "__init__.py" else mine.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         if not isinstance(node, ast.ImportFrom):
             continue
         target = node.module or ""
@@ -615,7 +631,7 @@ def string_comparisons(source: str) -> list[tuple[int, str]]:
     verdict or kind (a name with one of ``STATUS_WORDS`` in it) and a string literal (or a
     collection of them)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]

@@ -355,22 +355,31 @@ class Search:
         lo, k = -1, 0          # counts[lo] infeasible (-1: none known), try counts[k]
         hi = None
         while k < len(counts):
-            if self.feasible(counts[k], mb):
+            if self._feasible_or_dropped(counts[k], mb):
                 hi = k
                 break
             lo, k = k, 2 * k + 1 if k else 1
         if hi is None:
-            if lo != len(counts) - 1 and self.feasible(counts[-1], mb):
+            if lo != len(counts) - 1 and self._feasible_or_dropped(counts[-1], mb):
                 hi = len(counts) - 1
             else:
                 return None
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self.feasible(counts[mid], mb):
+            if self._feasible_or_dropped(counts[mid], mb):
                 hi = mid
             else:
                 lo = mid
         return counts[hi]
+
+    def _feasible_or_dropped(self, n: int, mb: int) -> bool:
+        """``feasible``; when not, the split's stages are let go: on a Pod each holds a copy
+        of its stage's rows, and the bisection rules out most of the counts it tries (a near
+        miss among them is made again)."""
+        if self.feasible(n, mb):
+            return True
+        self._splits.pop(n, None)
+        return False
 
     def cheapest(self, n: int, mb: int) -> Found | None:
         """The cheapest choice that fits ``n`` IPUs at micro-batch ``mb`` (``None``: none)."""
@@ -431,20 +440,25 @@ def balanced_cuts(m, n: int) -> list[int]:
     (``SplitModel.proxy``: all of a stage's bytes live at once) is smallest: bisection on that
     bound, each stage filled greedily under it. No stage's bound is computed (a whole Mk2
     report's take seconds each, and the search asks for many splits); the levers then bring
-    the chosen split's stages under tileMemory."""
+    the chosen split's stages under tileMemory. Cuts fall on ``cut_grid``'s boundaries:
+    every unit's of a model of a few hundred units, evenly spaced ones of a larger one."""
+    from ..split.cross import cut_grid
+
     L = m.L
+    g = [int(x) for x in cut_grid(L, n)]
+    G = len(g) - 1
 
     def greedy(cap):
-        cuts, i = [], 0
+        cuts, a = [], 0
         for s in range(n - 1):
-            j = i + 1
-            while j < L - (n - 1 - s) and m.proxy(s, i, j + 1, n) <= cap:
-                j += 1
-            if m.proxy(s, i, j, n) > cap:
+            b = a + 1
+            while b < G - (n - 1 - s) and m.proxy(s, g[a], g[b + 1], n) <= cap:
+                b += 1
+            if m.proxy(s, g[a], g[b], n) > cap:
                 return None
-            cuts.append(j)
-            i = j
-        return cuts if m.proxy(n - 1, i, L, n) <= cap else None
+            cuts.append(g[b])
+            a = b
+        return cuts if m.proxy(n - 1, g[a], L, n) <= cap else None
 
     lo, hi = 0.0, 2 * m.proxy(0, 0, L, n) + 1
     cuts = [round(k * L / n) for k in range(1, n)]

@@ -282,12 +282,80 @@ class Crossings:
         mapping, at most the bytes over the tiles rounded up on a tile; a stash made by
         ``createSliceableTensor`` of its own shape). Which one a framework does is not in
         the report (see ``STASH_MAPPINGS``)."""
-        r, T = self.r, self.tiles
-        inp = self.stash_rows(i, j)
+        T = self.tiles
         depth = inferred_stash_depth(s, n)
+        b = self._stash_bytes(i, j)
         if self.stash_mapping == "linear":
-            return np.full(T, np.ceil(depth * float(r.size[inp].sum()) / T))
-        return depth * np.bincount(r.tile[inp], r.size[inp], minlength=T).astype(np.float64)
+            return np.full(T, np.ceil(depth * float(b.sum(dtype=np.int64)) / T))
+        return depth * b.astype(np.float64)
+
+    def _stash_bytes(self, i: int, j: int) -> np.ndarray:
+        """Bytes per tile of ``stash_rows(i, j)``, kept (not the rows: a split's search asks
+        for most of the (i, j) pairs, and on a Pod the rows of each are millions). Made for
+        every ``i`` of a ``j`` at once (``_stash_bytes_to``)."""
+        key = ("stash-bytes", i, j)
+        if key not in self._evals:
+            if self.stash == "inputs" or j >= self.L or not 0 <= i < j:
+                rows = self._stash_rows_of(i, j)
+                self._evals[key] = _narrow(np.bincount(self.r.tile[rows], self.r.size[rows],
+                                                       minlength=self.tiles))
+            else:
+                # this start, and the others a split may ask for at this handover: every
+                # unit of a small model, the cut grid's of a large one (``cut_grid``)
+                g = cut_grid(self.L)
+                starts = sorted({i} | {int(k) for k in g[g < j]
+                                       if ("stash-bytes", int(k), j) not in self._evals})
+                for k, b in zip(starts, self._stash_bytes_to(j, starts)):
+                    self._evals[("stash-bytes", k, j)] = b
+        return self._evals[key]
+
+    def _stash_bytes_to(self, j: int, starts) -> list[np.ndarray]:
+        """``_stash_bytes(i, j)`` for each ``i`` of ``starts`` (each below ``j``): the rows
+        live at the handover to ``j``
+        taken apart once, their bytes per unit and tile summed from the last unit back; the
+        two corrections of ``_stash_rows_of`` (the activation sent forward, the stage's
+        input) are a layer's rows each, set apart per ``i``."""
+        r, T = self.r, self.tiles
+        cand, ptr = self._stash_candidates()
+        t = int(self.pos[j])
+        live = cand[ptr[0]:ptr[j]]
+        live = live[(self.start[live] < t) & (self.end[live] > t)]
+        unit = self.anchor[live]
+        per_unit = np.bincount(unit * T + r.tile[live], r.size[live],
+                               minlength=j * T).reshape(j, T)
+        after = np.cumsum(per_unit[::-1], axis=0)[::-1]   # after[i]: units i .. j - 1
+
+        def stashed(rows, i):   # which of ``rows`` are among the live rows of units [i, j)
+            a = self.anchor[rows]
+            return (self.of_micro_batch[rows] & (a >= i) & (a < j)
+                    & (self.start[rows] < t) & (self.end[rows] > t))
+
+        def tile_bytes(rows):
+            return np.bincount(r.tile[rows], r.size[rows], minlength=T)
+
+        out = np.unique(self.fwd[j])
+        drop = bool(len(out)) and int(self.end[out].max()) <= int(self.back[j])
+        got = []
+        for i in starts:
+            b = after[i].astype(np.float64)
+            if drop:
+                b = b - tile_bytes(out[stashed(out, i)])
+            inp = np.unique(self.fwd[i]) if i else np.zeros(0, np.int64)
+            if len(inp) and int(self.end[inp].max()) > t:
+                held = stashed(inp, i) & ~(drop & np.isin(inp, out))
+                b = b + tile_bytes(inp[~held])
+            got.append(_narrow(b))
+        return got
+
+    def _stash_candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """A micro-batch's rows of the units, by unit, and where each unit's begin (once)."""
+        if self._stash_cand is None:
+            a = self.anchor
+            cand = np.flatnonzero(self.of_micro_batch)
+            cand = cand[np.argsort(a[cand], kind="stable")]
+            self._stash_cand = cand
+            self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
+        return self._stash_cand, self._stash_ptr
 
     def stash_rows(self, i: int, j: int) -> np.ndarray:
         """The rows stage ``[i, j)`` keeps a copy of per micro-batch in flight: its input, or
@@ -296,28 +364,47 @@ class Crossings:
         gradient accumulators, whatever their shape) still live when it hands over to unit
         ``j``, with its input's copy and without the activation it sends forward when only
         the next stage's backward reads that."""
+        key = ("stash", i, j)
+        if key not in self._evals:
+            self._evals[key] = self._stash_rows_of(i, j)
+        return self._evals[key]
+
+    def _stash_rows_of(self, i: int, j: int) -> np.ndarray:
+        """``stash_rows``, not kept."""
         inp = self.input0 if i == 0 else self.fwd[i]
         if self.stash == "inputs" or j >= self.L:
             return inp
-        key = ("stash", i, j)
-        if key not in self._evals:
-            if self._stash_cand is None:   # a micro-batch's rows of a unit, by unit (once)
-                a = self.anchor
-                cand = np.flatnonzero(self.of_micro_batch)
-                cand = cand[np.argsort(a[cand], kind="stable")]
-                self._stash_cand = cand
-                self._stash_ptr = np.searchsorted(a[cand], np.arange(self.L + 1))
-            t = int(self.pos[j])
-            rows = self._stash_cand[self._stash_ptr[i]:self._stash_ptr[j]]
-            rows = rows[(self.start[rows] < t) & (self.end[rows] > t)]
-            # the activation sent forward is stashed where it is read: by the next stage
-            # (its copy), and by this one only if it is read once this stage's backward
-            # has begun; this stage's input (its copy) is stashed here if still read
-            out = self.fwd[j]
-            if len(out) and int(self.end[out].max()) <= int(self.back[j]):
-                rows = np.setdiff1d(rows, out)
-            inp = self.fwd[i] if i else np.zeros(0, np.int64)
-            if len(inp) and int(self.end[inp].max()) > t:
-                rows = np.union1d(rows, inp)
-            self._evals[key] = rows
-        return self._evals[key]
+        cand, ptr = self._stash_candidates()
+        t = int(self.pos[j])
+        rows = cand[ptr[i]:ptr[j]]
+        rows = rows[(self.start[rows] < t) & (self.end[rows] > t)]
+        # the activation sent forward is stashed where it is read: by the next stage
+        # (its copy), and by this one only if it is read once this stage's backward
+        # has begun; this stage's input (its copy) is stashed here if still read
+        out = self.fwd[j]
+        if len(out) and int(self.end[out].max()) <= int(self.back[j]):
+            rows = np.setdiff1d(rows, out)
+        inp = self.fwd[i] if i else np.zeros(0, np.int64)
+        if len(inp) and int(self.end[inp].max()) > t:
+            rows = np.union1d(rows, inp)
+        return rows
+
+
+def _narrow(b: np.ndarray) -> np.ndarray:
+    """Bytes per tile (whole numbers) as int32 where they fit: kept for many stages."""
+    return b.astype(np.int32 if b.max(initial=0) < 2**31 else np.int64)
+
+
+#: Above this many units, a split's cuts are searched on a grid of as many unit boundaries
+#: (``cut_grid``): a stage's stash is made per handover and start, and a program of
+#: thousands of units (the generator's families) would ask for millions of them.
+CUT_GRID = 128
+
+
+def cut_grid(L: int, n: int = 1) -> np.ndarray:
+    """The unit boundaries a cut of ``L`` units into ``n`` stages may take: every one up to
+    ``CUT_GRID`` units (or ``n``), else ``CUT_GRID`` (or ``n``) of them evenly spaced."""
+    k = max(CUT_GRID, n)
+    if L <= k:
+        return np.arange(L + 1)
+    return np.unique(np.round(np.linspace(0, L, k + 1)).astype(np.int64))

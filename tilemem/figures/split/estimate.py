@@ -574,8 +574,12 @@ class SplitModel(Crossings):
         return int(self.stage(s, i, j, n)[0].max())
 
     def proxy(self, s: int, i: int, j: int, n: int) -> float:
-        """A cheap upper bound of stage ``s``'s worst tile (``proxy_tiles``)."""
-        return float(self.proxy_tiles(s, i, j, n).max())
+        """A cheap upper bound of stage ``s``'s worst tile (``proxy_tiles``), kept: a split's
+        bisection asks for the same stages again at every step."""
+        key = ("proxy", s, i, j, n)
+        if key not in self._evals:
+            self._evals[key] = float(self.proxy_tiles(s, i, j, n).max())
+        return self._evals[key]
 
     def proxy_tiles(self, s: int, i: int, j: int, n: int) -> np.ndarray:
         """A cheap upper bound of stage ``s``'s estimate on every tile: all its bytes live
