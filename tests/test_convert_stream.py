@@ -16,6 +16,9 @@ from tilemem.load import stream
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from synthetic import synthetic_report  # noqa: E402
 
+# its module fixture (a generated 2-IPU report) made once, on one worker, not once a worker
+pytestmark = pytest.mark.xdist_group("convert_stream")
+
 
 @pytest.fixture(scope="module")
 def small_json(tmp_path_factory):

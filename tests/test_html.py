@@ -21,6 +21,10 @@ from tilemem.model import Report
 
 from chromium import find_chromium, launched, opened, wait_ready
 
+# its module fixtures (the browser, the pages, the reports they show) made once, on one worker,
+# not once a worker
+pytestmark = pytest.mark.xdist_group("html")
+
 pytest.importorskip("bokeh", reason="tilemem html needs the [html] extra (bokeh)")
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "mk1-small.json"
