@@ -182,17 +182,13 @@ def lever_keywords(levers: Levers | None, amp_was: float | None = None) -> dict:
     """``levers`` as the what-if's lever edits take them (``parse_edits``' keywords): the
     amp edit when ``levers.amp`` is not Poplar's default or ``amp_was`` is given (then the
     report was compiled with ``amp_was``, the levers' amp compared with it); replicated
-    tensor sharding over ``levers.replicas`` when ``levers.rts``; ``ReportError`` for a lever
-    the what-if does not estimate."""
-    from ..errors import ReportError
+    tensor sharding over ``levers.replicas`` when ``levers.rts``; the optimiser state off chip
+    (``offload_state``) as what-if's ``offload-state`` lever."""
     from ..levers import DEFAULT_AMP
 
     lv = levers if levers is not None else Levers()
-    if lv.offload_state:
-        raise ReportError("what-if does not estimate the optimiser state off chip "
-                          "(offload_state) yet: offload its tensors by name instead",
-                          field="offload_state")
-    return dict(amp=lv.amp if lv.amp != (DEFAULT_AMP,) or amp_was is not None else None,
+    return dict(offload_state=lv.offload_state,
+                amp=lv.amp if lv.amp != (DEFAULT_AMP,) or amp_was is not None else None,
                 amp_was=amp_was, half_partials=lv.half_partials,
                 half_momentum=lv.half_momentum, rts=lv.replicas if lv.rts else None,
                 recompute=lv.recompute, rts_weights=lv.rts_weights, serialise=lv.serialise)
@@ -200,10 +196,11 @@ def lever_keywords(levers: Levers | None, amp_was: float | None = None) -> dict:
 
 def levers_of(amp=None, amp_was: float | None = None, half_partials: bool = False,
               half_momentum: bool = False, rts: int | None = None, recompute=None,
-              rts_weights: bool = False) -> tuple[Levers, float | None]:
+              rts_weights: bool = False,
+              offload_state: bool = False) -> tuple[Levers, float | None]:
     """The what-if's lever options (``tilemem what-if --amp A --rts N ...``, as a plan's
     next step names them: ``amp`` a value or ``"A,A"``, ``rts`` the replicas, ``recompute``
-    ``"all"`` or ``"L1,L2"``) as ``what_if`` takes them: one ``Levers`` and the amp the
+    ``"all"`` or ``"L1,L2"``, ``offload_state`` the optimiser state off chip) as ``what_if`` takes them: one ``Levers`` and the amp the
     report was compiled with (``amp`` alone compares with Poplar's default), each value
     refused in one line naming its option (``ReportError``).
 
@@ -223,7 +220,7 @@ def levers_of(amp=None, amp_was: float | None = None, half_partials: bool = Fals
     levers = Levers(amp=parse_amp(amp) if amp is not None else (DEFAULT_AMP,),
                     half_partials=half_partials, half_momentum=half_momentum,
                     replicas=rts or 1, rts=rts is not None, rts_weights=rts_weights,
-                    recompute=parse_recompute(recompute))
+                    recompute=parse_recompute(recompute), offload_state=offload_state)
     return levers, (amp_was if amp_was is not None or amp is None else DEFAULT_AMP)
 
 
@@ -287,7 +284,7 @@ def what_if(report, edits: Edits | None = None, *, levers: Levers | None = None,
         lifetimes shorten and recomputed copies appear in the backward pass; the report
         needs class steps; applied last), ``serialise`` (the vocabulary matmul, its
         gradients and the embedding's update in that many slices: their temporaries at
-        ``1/serialise``). ``offload_state`` is not estimated (offload its tensors by name).
+        ``1/serialise``). ``offload_state``: what-if's ``offload-state`` lever.
     amp_was : float, optional
         The availableMemoryProportion the report was compiled with (default 0.6,
         Poplar's); given, the amp lever is applied even at ``levers.amp``'s default.

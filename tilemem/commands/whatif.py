@@ -65,18 +65,11 @@ def what_if(report, offload, scale, repack, method, budget, time_limit, as_json,
 
     output_path(output, (".json", ".capnp"))
     # a bad pattern or lever is refused before the report is read
-    from dataclasses import replace
-
     from ..levers import DEFAULT_AMP
 
     if amp_was is not None and not amp_given:
         raise click.BadParameter("give --amp too (the value to compare with)",
                                  param_hint="--amp-was")
-    if levers.offload_state:   # the optimiser state off chip: the plan's offload pattern
-        from ..figures.plan import PLAN_LEVERS
-
-        offload = (*offload, next(x[2]["offload"] for x in PLAN_LEVERS if x[0] == "offload"))
-        levers = replace(levers, offload_state=False)
     amp_was = amp_was if amp_was is not None or not amp_given else DEFAULT_AMP
     edits = api.Edits(offload=offload, scale=scale, micro_batch=micro_batch)
     what_if_edits(edits, levers, amp_was)
