@@ -11,7 +11,7 @@ compiled too, to show what the margin spared.
 Prints one line an answer and a summary per answer kind: *fits* verdicts, how many left a
 tile over tileMemory compiled (false fits), *close* verdicts and how many of them fit.
 ``split`` is asked of the one-IPU reports only (over two IPUs: its stages' levers), with the
-family's stash (``STASH``); ``config`` of the one-IPU reports, up to ``--max-ipus``. The
+family's stash (``STASH``); ``config`` of every report, up to ``--max-ipus`` (or its IPUs). The
 pipelined programs are compiled with their stashes mapped like the tensors they keep (the
 reading both estimates assume; the generator's transformer default is linear, which the
 estimates cannot tell from the report: docs/benchmarks.md, "split").
@@ -135,12 +135,13 @@ def main(argv=None) -> int:
                             record("split", verdict, *over_tiles(c, tiles),
                                    f"stage {st.ipu} of {sa.split_indices}: "
                                    + (p.what_if if p else "no levers"))
-                    if "config" in answers and ipus == 1:
+                    if "config" in answers:
                         from tilemem.figures.config.answer import generator_options
 
-                        # the drawn models have no micro-batch to compile: the report's kept
-                        got = tilemem.configure(r, tilemem.ConfigQuery(max_ipus=a.max_ipus,
-                                                                       max_micro_batch=1))
+                        # the drawn models have no micro-batch to compile: the report's kept;
+                        # a report over several IPUs asked for as many or more
+                        got = tilemem.configure(r, tilemem.ConfigQuery(
+                            max_ipus=max(a.max_ipus, ipus), max_micro_batch=1))
                         best = got.answer.best
                         if best is not None:
                             opts = generator_options(best)

@@ -162,7 +162,9 @@ class Search:
             if n == 1:
                 cuts, order = [], [0]
             else:
-                cuts = balanced_cuts(self.m, n)
+                # a report compiled over several IPUs keeps no interference between classes
+                # of two of them: its boundaries stay cuts, so that no stage joins two
+                cuts = balanced_cuts(self.m, n, self.cu.source_cuts)
                 b = [0] + cuts + [self.m.L]
                 order = sorted(range(n), key=lambda k: -self.m.proxy(k, b[k], b[k + 1], n))
             whole = self.whole if self.m.source_ipus == 1 else None
@@ -435,16 +437,21 @@ class Search:
         return rank(fits, self.q.objective), misses
 
 
-def balanced_cuts(m, n: int) -> list[int]:
+def balanced_cuts(m, n: int, fixed=()) -> list[int]:
     """The split of ``m``'s units into ``n`` contiguous stages whose largest upper bound
     (``SplitModel.proxy``: all of a stage's bytes live at once) is smallest: bisection on that
     bound, each stage filled greedily under it. No stage's bound is computed (a whole Mk2
     report's take seconds each, and the search asks for many splits); the levers then bring
     the chosen split's stages under tileMemory. Cuts fall on ``cut_grid``'s boundaries:
-    every unit's of a model of a few hundred units, evenly spaced ones of a larger one."""
+    every unit's of a model of a few hundred units, evenly spaced ones of a larger one.
+    ``fixed``: boundaries that must be cuts (``_segmented_cuts``), when ``n`` stages can keep
+    them all."""
     from ..split.cross import cut_grid
 
     L = m.L
+    fixed = sorted({int(x) for x in fixed if 0 < int(x) < L})
+    if fixed and len(fixed) < n:
+        return _segmented_cuts(m, n, fixed)
     g = [int(x) for x in cut_grid(L, n)]
     G = len(g) - 1
 
@@ -470,6 +477,57 @@ def balanced_cuts(m, n: int) -> list[int]:
         else:
             hi, cuts = mid, got
     return cuts
+
+
+def _segmented_cuts(m, n: int, fixed: list[int]) -> list[int]:
+    """``balanced_cuts`` keeping every boundary of ``fixed`` a cut (fewer than ``n - 1`` of
+    them): the fewest stages under the bisection's bound filled greedily segment by
+    segment, then the heaviest stage split in two until there are ``n`` (a stage's stash
+    never grows when a later one is added: its depth counts the stages after it)."""
+    from ..split.cross import cut_grid
+
+    L = m.L
+    g = sorted({int(x) for x in cut_grid(L, n)} | set(fixed))
+    ends = [g.index(x) for x in fixed + [L]]
+
+    def greedy(cap):
+        stages, a = [], 0
+        for e in ends:
+            while a < e:
+                if len(stages) >= n:
+                    return None
+                b = a + 1
+                s = len(stages)
+                while b < e and m.proxy(s, g[a], g[b + 1], n) <= cap:
+                    b += 1
+                if m.proxy(s, g[a], g[b], n) > cap:
+                    return None
+                stages.append((a, b))
+                a = b
+        return stages
+
+    lo, hi = 0.0, 2 * max(m.proxy(0, 0, L, n), 1.0)
+    best = greedy(float("inf")) or [(0 if k == 0 else ends[k - 1], e)
+                                    for k, e in enumerate(ends)]
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        got = greedy(mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, best = mid, got
+    stages = list(best)
+    while len(stages) < n:
+        # the heaviest stage of more than one grid step, split where the worse half is least
+        k = max((k for k, (a, b) in enumerate(stages) if b - a > 1),
+                key=lambda k: m.proxy(k, g[stages[k][0]], g[stages[k][1]], n), default=None)
+        if k is None:
+            break
+        a, b = stages[k]
+        c = min(range(a + 1, b), key=lambda c: max(m.proxy(k, g[a], g[c], n),
+                                                   m.proxy(k + 1, g[c], g[b], n)))
+        stages[k:k + 1] = [(a, c), (c, b)]
+    return [g[b] for _, b in stages[:-1]]
 
 
 def rank(found: list[Found], objective: str) -> list[Found]:

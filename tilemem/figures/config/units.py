@@ -50,6 +50,28 @@ class ConfigUnits:
         """The layer a stage starting at unit ``cut`` starts at (the generator's split)."""
         return cut - self.lead
 
+    @property
+    def source_cuts(self) -> list[int]:
+        """The units where the report's own IPUs begin (each unit on the IPU holding most of
+        its bytes; a unit without bytes on its predecessor's): ``[]`` for a one-IPU report.
+        A report keeps interference only between classes that share a tile, so a stage
+        joining two of its IPUs' classes would be estimated as if they were never live
+        together."""
+        m = self.m
+        n = m.source_ipus
+        if n <= 1:
+            return []
+        r, u = m.r, m.units.of_row
+        have = (u >= 0) & r.allocated & (m.ipu_of_row >= 0)
+        per = np.bincount(u[have] * n + m.ipu_of_row[have], r.size[have],
+                          minlength=m.L * n).reshape(m.L, n)
+        ipu = per.argmax(axis=1)
+        held = per.sum(axis=1) > 0
+        for k in range(1, m.L):
+            if not held[k]:
+                ipu[k] = ipu[k - 1]
+        return [int(k) for k in np.flatnonzero(np.diff(ipu) != 0) + 1]
+
 
 def config_units(r: Report) -> ConfigUnits:
     """The units of ``r`` (see the module docstring)."""
