@@ -467,16 +467,22 @@ def balanced_cuts(m, n: int, fixed=()) -> list[int]:
             a = b
         return cuts if m.proxy(n - 1, g[a], L, n) <= cap else None
 
-    lo, hi = 0.0, 2 * m.proxy(0, 0, L, n) + 1
-    cuts = [round(k * L / n) for k in range(1, n)]
+    return _smallest_bound(greedy, 2 * m.proxy(0, 0, L, n) + 1,
+                           [round(k * L / n) for k in range(1, n)])
+
+
+def _smallest_bound(greedy, hi: float, fallback):
+    """What ``greedy(cap)`` gives at the smallest ``cap`` in ``[0, hi]`` it succeeds at
+    (bisection, 30 steps; ``fallback`` when it never does)."""
+    lo, best = 0.0, fallback
     for _ in range(30):
         mid = (lo + hi) / 2
         got = greedy(mid)
         if got is None:
             lo = mid
         else:
-            hi, cuts = mid, got
-    return cuts
+            hi, best = mid, got
+    return best
 
 
 def _segmented_cuts(m, n: int, fixed: list[int]) -> list[int]:
@@ -506,17 +512,9 @@ def _segmented_cuts(m, n: int, fixed: list[int]) -> list[int]:
                 a = b
         return stages
 
-    lo, hi = 0.0, 2 * max(m.proxy(0, 0, L, n), 1.0)
-    best = greedy(float("inf")) or [(0 if k == 0 else ends[k - 1], e)
-                                    for k, e in enumerate(ends)]
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        got = greedy(mid)
-        if got is None:
-            lo = mid
-        else:
-            hi, best = mid, got
-    stages = list(best)
+    stages = list(_smallest_bound(greedy, 2 * max(m.proxy(0, 0, L, n), 1.0),
+                                  greedy(float("inf")) or [(0 if k == 0 else ends[k - 1], e)
+                                                           for k, e in enumerate(ends)]))
     while len(stages) < n:
         # the heaviest stage of more than one grid step, split where the worse half is least
         k = max((k for k, (a, b) in enumerate(stages) if b - a > 1),
