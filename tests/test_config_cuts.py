@@ -101,8 +101,8 @@ def test_boundaries_that_must_stay_cuts_do_and_the_rest_is_the_best_split(w, n, 
 
 def test_config_keeps_a_pipelined_reports_own_boundaries():
     # classes of two IPUs share no tile in the report, so it keeps no interference between
-    # them: a stage joining layers of both was estimated as if they never lived together
-    # (by 7 to 15 % of tileMemory under the program compiled so, on this report)
+    # them (rules.INFERRED_INTERFERENCE_WITHIN_TILE): a stage joining layers of both was
+    # estimated as if they never lived together, under the program compiled so
     import tilemem
     from tilemem.figures.config.units import config_units
     from tilemem.generate import generate_report

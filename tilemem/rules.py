@@ -334,3 +334,11 @@ INFERRED_ROW_ORDER_FREE = True
 #: pass may leave out the pairs whose variables are on different tiles (a view of one IPU
 #: drops those that cross IPUs).
 INFERRED_CONSTRAINTS_WITHIN_TILE = True
+
+#: Inferred (004: interference is between equivalence classes; FACTS.md: it decides only
+#: whether two variables of one tile may share bytes): a report of several IPUs keeps
+#: interference only between classes that share a tile, so it says nothing of whether
+#: classes of two IPUs live together. A stage that joins layers of two of a report's IPUs
+#: cannot be estimated from it: ``config`` keeps the report's IPU boundaries as cuts
+#: (``ConfigUnits.source_cuts``); ``split`` says so among its assumptions.
+INFERRED_INTERFERENCE_WITHIN_TILE = True

@@ -43,8 +43,8 @@ PLAN_LEVERS = (
      "cycles (the forward pass again in the backward)"),
     # the state off chip as config estimates it (what-if's ``offload-state``: each tile keeps
     # the state of the weight it updates, streamed in): offloading the names that match an
-    # optimiser's left none for the update and took its temporaries too, under by a fifth of
-    # tileMemory on a program with a large embedding
+    # optimiser's left none for the update and took its temporaries too, so the plan could
+    # say fits where the program compiled so does not
     ("offload", "optimiser state off chip", dict(offload_state=True),
      "--offload-optimiser-state", 5, "host I/O (streaming memory)"),
     ("rts", "optimiser state sharded over 4 replicas", dict(rts=4), "--rts 4", 6,

@@ -162,8 +162,8 @@ class Search:
             if n == 1:
                 cuts, order = [], [0]
             else:
-                # a report compiled over several IPUs keeps no interference between classes
-                # of two of them: its boundaries stay cuts, so that no stage joins two
+                # a report compiled over several IPUs: its boundaries stay cuts, so that no
+                # stage joins two (``rules.INFERRED_INTERFERENCE_WITHIN_TILE``)
                 cuts = balanced_cuts(self.m, n, self.cu.source_cuts)
                 b = [0] + cuts + [self.m.L]
                 order = sorted(range(n), key=lambda k: -self.m.proxy(k, b[k], b[k + 1], n))

@@ -89,8 +89,8 @@ def lever_edits(choice: Choice, amp: float, factor: float, numbers=(), lead: int
     from ..whatif.edits import parse_edits
 
     # the state off chip by what-if's lever, not its pattern: the pattern takes the
-    # update's temporaries off too, and no weight's state streamed in for its update (on
-    # BERT-Base the embedding's: under by up to 24 % of tileMemory, docs/benchmarks.md)
+    # update's temporaries off too, and counts no weight's state streamed in for its update
+    # (how far under that was: docs/benchmarks.md, "config on named shapes")
     return parse_edits(offload_state=choice.offload,
                        micro_batch=None if factor == 1 else float(factor),
                        amp=None if amp == DEFAULT_AMP else str(amp),

@@ -53,18 +53,15 @@ class ConfigUnits:
     @property
     def source_cuts(self) -> list[int]:
         """The units where the report's own IPUs begin (each unit on the IPU holding most of
-        its bytes; a unit without bytes on its predecessor's): ``[]`` for a one-IPU report.
-        A report keeps interference only between classes that share a tile, so a stage
-        joining two of its IPUs' classes would be estimated as if they were never live
-        together."""
+        its bytes, ``split.search.unit_ipu_bytes``; a unit without bytes on its
+        predecessor's): ``[]`` for a one-IPU report. A stage joining two of its IPUs'
+        classes cannot be estimated (``rules.INFERRED_INTERFERENCE_WITHIN_TILE``)."""
+        from ..split.search import unit_ipu_bytes
+
         m = self.m
-        n = m.source_ipus
-        if n <= 1:
+        if m.source_ipus <= 1:
             return []
-        r, u = m.r, m.units.of_row
-        have = (u >= 0) & r.allocated & (m.ipu_of_row >= 0)
-        per = np.bincount(u[have] * n + m.ipu_of_row[have], r.size[have],
-                          minlength=m.L * n).reshape(m.L, n)
+        per = unit_ipu_bytes(m, m.r)
         ipu = per.argmax(axis=1)
         held = per.sum(axis=1) > 0
         for k in range(1, m.L):

@@ -218,12 +218,7 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
     from ..plan import plan_that_fits
 
     n, L = m.source_ipus, m.L
-    u = m.units.of_row
-    have = (u >= 0) & r.allocated
-    ipu = np.zeros(L, np.int64)
-    key = u[have] * n + m.ipu_of_row[have]
-    per = np.bincount(key, r.size[have], minlength=L * n).reshape(L, n)
-    ipu = per.argmax(axis=1)
+    ipu = unit_ipu_bytes(m, r).argmax(axis=1)
     if np.any(np.diff(ipu) < 0) or len(np.unique(ipu)) != n:
         raise ReportError(f"the units ({m.units.source}) are not in consecutive stages over "
                           f"the report's {n} IPUs: cannot tell its split", field="tilesPerIPU")
@@ -254,6 +249,16 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
         a.note += (f"; move {unit} to IPU {nb}: the worse of the two stages then "
                    f"{pair:,} bytes by the estimate (now {now:,})")
     return a
+
+
+def unit_ipu_bytes(m: SplitModel, r: Report) -> np.ndarray:
+    """Each unit's bytes on each of the report's IPUs (``(L, IPUs)``; ``r``: the report ``m``
+    was made of, or its fold ``m.r``, whose rows are the same): where the report put each
+    unit, the IPU holding most of it."""
+    n, u = m.source_ipus, m.units.of_row
+    have = (u >= 0) & r.allocated
+    return np.bincount(u[have] * n + m.ipu_of_row[have], r.size[have],
+                       minlength=m.L * n).reshape(m.L, n)
 
 
 def _ipu_bounds(r: Report, time_limit: float):
