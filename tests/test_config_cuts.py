@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tilemem.figures.config.search import balanced_cuts
+from tilemem.figures.split.cuts import balanced_cuts, source_cuts
 from tilemem.figures.split.cross import CUT_GRID, cut_grid
 
 
@@ -110,9 +110,9 @@ def test_config_keeps_a_pipelined_reports_own_boundaries():
     r = generate_report("mk1", tiles=8, steps=600, seed=5, model="transformer",
                         pressure=1.8, splits=(2,), stash_mapping="like")
     cu = config_units(r)
-    assert cu.source_cuts == [cu.lead + 2]   # layer 2's unit (after the embedding's)
+    assert source_cuts(cu.m) == [cu.lead + 2]   # layer 2's unit (after the embedding's)
     for n in (2, 3, 4):
-        assert cu.source_cuts[0] in balanced_cuts(cu.m, n, cu.source_cuts)
+        assert source_cuts(cu.m)[0] in balanced_cuts(cu.m, n, source_cuts(cu.m))
     got = tilemem.configure(r, tilemem.ConfigQuery(ipus=3, max_micro_batch=1)).answer
     assert got.ranked
     for c in got.ranked + [x.configuration for x in got.near_misses if x.configuration]:

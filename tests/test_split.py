@@ -232,9 +232,37 @@ def test_already_split_over_more_ipus(tmp_path):
     assert rc == 2 and "already split over 2 IPUs" in line and "--ipus" in line
     code, out = run("split", path)
     assert code == 0 and "tightest stage: IPU" in out and "(report: " in out
-    # re-split, its stages may join layers compiled on two IPUs: it says what it cannot see
+    # re-split, its own boundary stays one: a stage joining layers compiled on two IPUs
+    # cannot be estimated (rules.INFERRED_INTERFERENCE_WITHIN_TILE)
     code, out = run("split", path, "--ipus", "3")
-    assert code == 0 and "compiled over 2 IPUs" in out and "estimated low" in out
+    assert code == 0 and "compiled over 2 IPUs" in out and "boundaries" in out
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_resplit_keeps_the_reports_own_boundaries(monkeypatch, exact):
+    from tilemem.figures.split import search
+    from tilemem.figures.split.cuts import source_cuts
+
+    r = generate_report("mk1", tiles=8, steps=60, seed=1, splits=(3,))
+    m = SplitModel(r)
+    (own,) = source_cuts(m)
+    # the unit each IPU begins with, found independently: where most of its bytes are
+    ipu = np.array([np.bincount(r.tile[(m.units.of_row == k) & r.allocated]
+                                // r.target.ipu_tiles, minlength=2).argmax()
+                    for k in range(m.L)])
+    assert own == int(np.flatnonzero(np.diff(ipu))[0]) + 1
+    if not exact:
+        monkeypatch.setattr(search, "EXACT_EVALUATIONS", 0)
+    for n in (3, 4):
+        a = best_split(m, n)
+        assert own in a.split_indices and len(a.split_indices) == n - 1
+        assert ("exact" in a.search) == exact and "boundaries" in a.search
+        # the best of the splits that keep it, by brute force over the same estimate
+        if exact:
+            best = min(max(m.worst(s, b[s], b[s + 1], n) for s in range(n))
+                       for c in itertools.combinations(range(1, m.L), n - 1) if own in c
+                       for b in [[0, *c, m.L]])
+            assert a.worst == best
 
 
 def test_a_one_ipu_report_makes_no_cross_ipu_assumption(tmp_path):

@@ -339,6 +339,6 @@ INFERRED_CONSTRAINTS_WITHIN_TILE = True
 #: whether two variables of one tile may share bytes): a report of several IPUs keeps
 #: interference only between classes that share a tile, so it says nothing of whether
 #: classes of two IPUs live together. A stage that joins layers of two of a report's IPUs
-#: cannot be estimated from it: ``config`` keeps the report's IPU boundaries as cuts
-#: (``ConfigUnits.source_cuts``); ``split`` says so among its assumptions.
+#: cannot be estimated from it: ``split`` and ``config`` keep the report's IPU boundaries
+#: as cuts (``figures.split.cuts.source_cuts``).
 INFERRED_INTERFERENCE_WITHIN_TILE = True

@@ -26,6 +26,7 @@ from ...model import Report
 from .cost import LEVER_COSTS, config_cost
 from .margins import Verdict, judge, lever_margin, split_margin
 from .stages import Choice, StageBounds, Stages, layer_numbers
+from ..split.cuts import balanced_cuts, source_cuts
 
 #: availableMemoryProportion values a stage may take (0.05 steps; 0.6 is Poplar's default).
 AMP_GRID = tuple(round(0.05 * k, 2) for k in range(1, 21))
@@ -145,6 +146,9 @@ class Search:
         # the part before the first layer (an embedding) a unit of its own
         self.cu = config_units(r)
         self.m = self.cu.m
+        # a report compiled over several IPUs: its boundaries stay cuts, so that no stage
+        # joins two (``rules.INFERRED_INTERFERENCE_WITHIN_TILE``)
+        self.fixed = source_cuts(self.m)
         self.steps = self.m.start is not None
         # which levers change something, asked of the report (and, on one IPU of a
         # one-IPU report, its only stage)
@@ -162,9 +166,7 @@ class Search:
             if n == 1:
                 cuts, order = [], [0]
             else:
-                # a report compiled over several IPUs: its boundaries stay cuts, so that no
-                # stage joins two (``rules.INFERRED_INTERFERENCE_WITHIN_TILE``)
-                cuts = balanced_cuts(self.m, n, self.cu.source_cuts)
+                cuts = balanced_cuts(self.m, n, self.fixed)
                 b = [0] + cuts + [self.m.L]
                 order = sorted(range(n), key=lambda k: -self.m.proxy(k, b[k], b[k + 1], n))
             whole = self.whole if self.m.source_ipus == 1 else None
@@ -435,97 +437,6 @@ class Search:
             if len(fits) >= 3 * self.q.ranked:
                 break
         return rank(fits, self.q.objective), misses
-
-
-def balanced_cuts(m, n: int, fixed=()) -> list[int]:
-    """The split of ``m``'s units into ``n`` contiguous stages whose largest upper bound
-    (``SplitModel.proxy``: all of a stage's bytes live at once) is smallest: bisection on that
-    bound, each stage filled greedily under it. No stage's bound is computed (a whole Mk2
-    report's take seconds each, and the search asks for many splits); the levers then bring
-    the chosen split's stages under tileMemory. Cuts fall on ``cut_grid``'s boundaries:
-    every unit's of a model of a few hundred units, evenly spaced ones of a larger one.
-    ``fixed``: boundaries that must be cuts (``_segmented_cuts``), when ``n`` stages can keep
-    them all."""
-    from ..split.cross import cut_grid
-
-    L = m.L
-    fixed = sorted({int(x) for x in fixed if 0 < int(x) < L})
-    if fixed and len(fixed) < n:
-        return _segmented_cuts(m, n, fixed)
-    g = [int(x) for x in cut_grid(L, n)]
-    G = len(g) - 1
-
-    def greedy(cap):
-        cuts, a = [], 0
-        for s in range(n - 1):
-            b = a + 1
-            while b < G - (n - 1 - s) and m.proxy(s, g[a], g[b + 1], n) <= cap:
-                b += 1
-            if m.proxy(s, g[a], g[b], n) > cap:
-                return None
-            cuts.append(g[b])
-            a = b
-        return cuts if m.proxy(n - 1, g[a], L, n) <= cap else None
-
-    return _smallest_bound(greedy, 2 * m.proxy(0, 0, L, n) + 1,
-                           [round(k * L / n) for k in range(1, n)])
-
-
-def _smallest_bound(greedy, hi: float, fallback):
-    """What ``greedy(cap)`` gives at the smallest ``cap`` in ``[0, hi]`` it succeeds at
-    (bisection, 30 steps; ``fallback`` when it never does)."""
-    lo, best = 0.0, fallback
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        got = greedy(mid)
-        if got is None:
-            lo = mid
-        else:
-            hi, best = mid, got
-    return best
-
-
-def _segmented_cuts(m, n: int, fixed: list[int]) -> list[int]:
-    """``balanced_cuts`` keeping every boundary of ``fixed`` a cut (fewer than ``n - 1`` of
-    them): the fewest stages under the bisection's bound filled greedily segment by
-    segment, then the heaviest stage split in two until there are ``n`` (a stage's stash
-    never grows when a later one is added: its depth counts the stages after it)."""
-    from ..split.cross import cut_grid
-
-    L = m.L
-    g = sorted({int(x) for x in cut_grid(L, n)} | set(fixed))
-    ends = [g.index(x) for x in fixed + [L]]
-
-    def greedy(cap):
-        stages, a = [], 0
-        for e in ends:
-            while a < e:
-                if len(stages) >= n:
-                    return None
-                b = a + 1
-                s = len(stages)
-                while b < e and m.proxy(s, g[a], g[b + 1], n) <= cap:
-                    b += 1
-                if m.proxy(s, g[a], g[b], n) > cap:
-                    return None
-                stages.append((a, b))
-                a = b
-        return stages
-
-    stages = list(_smallest_bound(greedy, 2 * max(m.proxy(0, 0, L, n), 1.0),
-                                  greedy(float("inf")) or [(0 if k == 0 else ends[k - 1], e)
-                                                           for k, e in enumerate(ends)]))
-    while len(stages) < n:
-        # the heaviest stage of more than one grid step, split where the worse half is least
-        k = max((k for k, (a, b) in enumerate(stages) if b - a > 1),
-                key=lambda k: m.proxy(k, g[stages[k][0]], g[stages[k][1]], n), default=None)
-        if k is None:
-            break
-        a, b = stages[k]
-        c = min(range(a + 1, b), key=lambda c: max(m.proxy(k, g[a], g[c], n),
-                                                   m.proxy(k + 1, g[c], g[b], n)))
-        stages[k:k + 1] = [(a, c), (c, b)]
-    return [g[b] for _, b in stages[:-1]]
 
 
 def rank(found: list[Found], objective: str) -> list[Found]:

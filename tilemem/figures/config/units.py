@@ -50,25 +50,6 @@ class ConfigUnits:
         """The layer a stage starting at unit ``cut`` starts at (the generator's split)."""
         return cut - self.lead
 
-    @property
-    def source_cuts(self) -> list[int]:
-        """The units where the report's own IPUs begin (each unit on the IPU holding most of
-        its bytes, ``split.search.unit_ipu_bytes``; a unit without bytes on its
-        predecessor's): ``[]`` for a one-IPU report. A stage joining two of its IPUs'
-        classes cannot be estimated (``rules.INFERRED_INTERFERENCE_WITHIN_TILE``)."""
-        from ..split.search import unit_ipu_bytes
-
-        m = self.m
-        if m.source_ipus <= 1:
-            return []
-        per = unit_ipu_bytes(m, m.r)
-        ipu = per.argmax(axis=1)
-        held = per.sum(axis=1) > 0
-        for k in range(1, m.L):
-            if not held[k]:
-                ipu[k] = ipu[k - 1]
-        return [int(k) for k in np.flatnonzero(np.diff(ipu) != 0) + 1]
-
 
 def config_units(r: Report) -> ConfigUnits:
     """The units of ``r`` (see the module docstring)."""

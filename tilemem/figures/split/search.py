@@ -21,6 +21,7 @@ import numpy as np
 from ...errors import ReportError
 from ...model import Report
 from ...rules import SPLIT_CLOSE_MARGIN, SPLIT_CLOSE_MARGIN_NO_STEPS
+from .cuts import balanced_cuts, source_cuts
 from .estimate import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
                     verdict)
 
@@ -38,16 +39,24 @@ REFINE_MAX_UNITS = 200
 
 
 # ---- the search ----------------------------------------------------------------------------
-def _exact(m: SplitModel, n: int) -> list[int]:
-    """Boundaries minimising the worst stage, every split considered (dynamic programming
-    over stages: the worst of the first s stages ending at unit j)."""
+def _exact(m: SplitModel, n: int, fixed=()) -> list[int]:
+    """Boundaries minimising the worst stage, every split considered that keeps ``fixed``
+    as cuts (dynamic programming over stages: the worst of the first s stages ending at
+    unit j)."""
     L = m.L
     INF = np.iinfo(np.int64).max
-    best = {(0, j): (m.worst(0, 0, j, n), 0) for j in range(1, L - n + 2)}
+    fixed = sorted(fixed)
+
+    def allowed(i, j):   # no stage across a boundary that must stay a cut
+        return not any(i < c < j for c in fixed)
+
+    best = {(0, j): (m.worst(0, 0, j, n) if allowed(0, j) else INF, 0)
+            for j in range(1, L - n + 2)}
     for s in range(1, n):
         for j in range(s + 1, L - n + s + 2):
             opts = [(max(best[(s - 1, i)][0], m.worst(s, i, j, n)), i)
-                    for i in range(s, j) if (s - 1, i) in best]
+                    for i in range(s, j)
+                    if (s - 1, i) in best and best[(s - 1, i)][0] < INF and allowed(i, j)]
             best[(s, j)] = min(opts) if opts else (INF, 0)
     cuts, j = [], L
     for s in range(n - 1, 0, -1):
@@ -69,16 +78,19 @@ def _greedy(m: SplitModel, n: int, c: float) -> list[int] | None:
     return cuts if m.proxy(n - 1, i, m.L, n) <= c else None
 
 
-def _cheap_then_refined(m: SplitModel, n: int) -> list[int]:
-    lo, hi = 0.0, m.proxy(0, 0, m.L, n) * 2 + 1
-    cuts = [round(k * m.L / n) for k in range(1, n)]
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        got = _greedy(m, n, mid)
-        if got is None:
-            lo = mid
-        else:
-            hi, cuts = mid, got
+def _cheap_then_refined(m: SplitModel, n: int, fixed=()) -> list[int]:
+    if fixed:
+        cuts = balanced_cuts(m, n, fixed)
+    else:
+        lo, hi = 0.0, m.proxy(0, 0, m.L, n) * 2 + 1
+        cuts = [round(k * m.L / n) for k in range(1, n)]
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            got = _greedy(m, n, mid)
+            if got is None:
+                lo = mid
+            else:
+                hi, cuts = mid, got
     # improve with exact estimates: move the worst stage's boundaries while it helps
     def worst_of(cs):
         b = [0] + cs + [m.L]
@@ -89,9 +101,9 @@ def _cheap_then_refined(m: SplitModel, n: int) -> list[int]:
         w = [m.worst(s, b[s], b[s + 1], n) for s in range(n)]
         s = int(np.argmax(w))
         tried = []
-        if s > 0 and b[s + 1] - b[s] > 1:
+        if s > 0 and b[s + 1] - b[s] > 1 and cuts[s - 1] not in fixed:
             tried.append(cuts[:s - 1] + [cuts[s - 1] + 1] + cuts[s:])
-        if s < n - 1 and b[s + 1] - b[s] > 1:
+        if s < n - 1 and b[s + 1] - b[s] > 1 and cuts[s] not in fixed:
             tried.append(cuts[:s] + [cuts[s] - 1] + cuts[s + 1:])
         scored = [(worst_of(t), t) for t in tried]
         if not scored or min(scored)[0] >= best:
@@ -108,14 +120,21 @@ def best_split(m: SplitModel, n: int) -> SplitAnswer:
     if n > m.L:
         raise ReportError(f"--ipus {n} is more IPUs than the {m.L} units ({m.units.source}) "
                           "to split", field="ipus")
+    # a report compiled over several IPUs: its boundaries stay cuts (``cuts``)
+    fixed = source_cuts(m)
+    if n <= len(fixed):
+        raise ReportError(f"--ipus {n}: the report is already split over {len(fixed) + 1} "
+                          "IPUs; ask for that many or more", field="ipus")
     if n == 1:
         cuts, how = [], "one stage"
     elif n * m.L * (m.L + 1) // 2 <= EXACT_EVALUATIONS:
-        cuts, how = _exact(m, n), "exact: every split"
+        cuts, how = _exact(m, n, fixed), "exact: every split"
     else:
-        cuts = _cheap_then_refined(m, n)
+        cuts = _cheap_then_refined(m, n, fixed)
         how = "bisection on an upper bound" + (", then improved" if m.L <= REFINE_MAX_UNITS
                                                else "")
+    if fixed:
+        how += f" keeping the report's {len(fixed) + 1} IPUs' boundaries"
     return answer(m, n, cuts, how)
 
 
@@ -145,10 +164,9 @@ def answer(m: SplitModel, n: int, cuts: list[int], how: str) -> SplitAnswer:
                "(telling which are live at the handover needs the steps)"]
               if m.stash_asked != m.stash else []))
         + ([] if m.source_ipus == 1 else
-           [f"the report was compiled over {m.source_ipus} IPUs: classes compiled on "
-            "different IPUs are taken never to be live together (a report keeps interference "
-            "only between classes that share a tile), so a stage that joins layers of two of "
-            "them may be estimated low"]))
+           [f"the report was compiled over {m.source_ipus} IPUs: their boundaries stay "
+            "boundaries of stages (a report keeps interference only between classes that "
+            "share a tile, so no stage joining two of its IPUs could be estimated)"]))
 
 
 def with_stage_levers(m: SplitModel, a: SplitAnswer, time_limit: float = 10.0) -> SplitAnswer:
@@ -196,7 +214,7 @@ def fewest_ipus(m: SplitModel, most: int | None = None) -> SplitAnswer:
     estimate), up to ``most`` (default: one a unit); the last tried when none does."""
     most = min(most or m.L, m.L)
     a = None
-    for n in range(1, most + 1):
+    for n in range(len(source_cuts(m)) + 1, most + 1):
         # one stage (the report itself) out of memory: told by its first tile found above
         # tileMemory; its worst tile is not shown
         if n == 1 < most and m.exceeds(0, 0, m.L, 1, m.r.target.tile_memory):
