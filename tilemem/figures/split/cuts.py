@@ -22,10 +22,8 @@ from .cross import cut_grid
 
 def source_cuts(m) -> list[int]:
     """The units where the report's own IPUs begin (each unit on the IPU holding most of its
-    bytes, ``search.unit_ipu_bytes``; a unit without bytes on its predecessor's): ``[]`` for
+    bytes, ``unit_ipu_bytes``; a unit without bytes on its predecessor's): ``[]`` for
     a one-IPU report (``m``: a ``SplitModel``)."""
-    from .search import unit_ipu_bytes
-
     if m.source_ipus <= 1:
         return []
     per = unit_ipu_bytes(m, m.r)
@@ -35,6 +33,16 @@ def source_cuts(m) -> list[int]:
         if not held[k]:
             ipu[k] = ipu[k - 1]
     return [int(k) for k in np.flatnonzero(np.diff(ipu) != 0) + 1]
+
+
+def unit_ipu_bytes(m: SplitModel, r: Report) -> np.ndarray:
+    """Each unit's bytes on each of the report's IPUs (``(L, IPUs)``; ``r``: the report ``m``
+    was made of, or its fold ``m.r``, whose rows are the same): where the report put each
+    unit, the IPU holding most of it."""
+    n, u = m.source_ipus, m.units.of_row
+    have = (u >= 0) & r.allocated
+    return np.bincount(u[have] * n + m.ipu_of_row[have], r.size[have],
+                       minlength=m.L * n).reshape(m.L, n)
 
 
 def balanced_cuts(m, n: int, fixed=()) -> list[int]:

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import ReportError
 from ...model import Report
 from ...rules import SPLIT_CLOSE_MARGIN, SPLIT_CLOSE_MARGIN_NO_STEPS
-from .cuts import balanced_cuts, source_cuts
+from .cuts import balanced_cuts, source_cuts, unit_ipu_bytes
 from .estimate import (ASSUMPTIONS, FIRST_TILES, STASH_ASSUMPTIONS, SplitAnswer, SplitModel, Stage,
                     verdict)
 
@@ -267,16 +267,6 @@ def current_split(m: SplitModel, r: Report, time_limit: float = 10.0) -> SplitAn
         a.note += (f"; move {unit} to IPU {nb}: the worse of the two stages then "
                    f"{pair:,} bytes by the estimate (now {now:,})")
     return a
-
-
-def unit_ipu_bytes(m: SplitModel, r: Report) -> np.ndarray:
-    """Each unit's bytes on each of the report's IPUs (``(L, IPUs)``; ``r``: the report ``m``
-    was made of, or its fold ``m.r``, whose rows are the same): where the report put each
-    unit, the IPU holding most of it."""
-    n, u = m.source_ipus, m.units.of_row
-    have = (u >= 0) & r.allocated
-    return np.bincount(u[have] * n + m.ipu_of_row[have], r.size[have],
-                       minlength=m.L * n).reshape(m.L, n)
 
 
 def _ipu_bounds(r: Report, time_limit: float):
