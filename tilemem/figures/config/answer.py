@@ -21,7 +21,8 @@ ASSUMPTIONS = (
     "its levers estimated on its own report by what-if's edits (tilemem what-if's)",
     "a pipeline stage stashes, for the micro-batches in flight, every activation of its "
     "layers still live when it hands over, mapped like them (split --stash activations: the "
-    "larger reading; a framework that recomputes the stage stashes less)",
+    "larger reading); a stage that recomputes stashes only its checkpoints (its input and "
+    "each checkpointed layer's, as PopTorch's pipelined recomputation does)",
     "the split balances the stages' bytes all live at once (an upper bound of each stage's "
     "estimate); a split balanced by the stages' estimates under levers may need fewer levers",
     "the micro-batch scales what is per sample (what-if --micro-batch), from the "

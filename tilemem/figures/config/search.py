@@ -371,6 +371,8 @@ class Search:
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if self._feasible_or_dropped(counts[mid], mb):
+                # the larger count is no longer the answer: its stages are let go too
+                self._splits.pop(counts[hi], None)
                 hi = mid
             else:
                 lo = mid

@@ -118,8 +118,14 @@ class StageBounds:
     maximum live bytes of its search tiles (``tiles``) under those levers."""
 
     def __init__(self, report: Report, s: int, i: int, j: int, n: int,
-                 time_limit: float = 10.0, numbers=(), lead: int = 0):
+                 time_limit: float = 10.0, numbers=(), lead: int = 0, recomputing=None):
         self.report, self.s, self.i, self.j, self.n = report, s, i, j, n
+        #: ``recomputing(every)``: the stage's report as recompiled when it recomputes from a
+        #: checkpoint every ``every`` layers (its stash only what recomputation cannot make
+        #: again), or None when its stash is the same either way; its bounds are
+        #: ``under(choice)``'s, made on first use and kept on the same tiles as these
+        self.recomputing = recomputing
+        self._under: dict = {}
         #: its units' numbers (``layer_numbers``): where checkpoints go; the first ``lead``
         #: are no layers (the part before the first layer, ``units``)
         self.numbers = list(numbers)
@@ -195,9 +201,34 @@ class StageBounds:
                 choice = choice.without(x)
         return choice
 
+    def under(self, choice: Choice) -> "StageBounds":
+        """The bounds ``choice`` is estimated by (``choice`` without its no-ops): these, or,
+        when it recomputes, those of the stage's report whose stash is its checkpoints
+        (``recomputing``), on the same tiles."""
+        if not choice.recompute or self.recomputing is None:
+            return self
+        every = choice.checkpoint_every
+        if every not in self._under:
+            report = self.recomputing(every)
+            if report is None:
+                self._under[every] = self
+            else:
+                other = StageBounds(report, self.s, self.i, self.j, self.n, self.time_limit,
+                                    self.numbers, self.lead)
+                other._useful = self._useful   # the same levers apply to the same rows
+                self._under[every] = other
+        other = self._under[every]
+        if other is not self and not np.array_equal(other.tiles, self.tiles):
+            other.tiles = self.tiles
+            other._bounds, other._memo = {}, {}
+        return other
+
     def bound(self, choice: Choice, amp: float, factor: float) -> np.ndarray:
         """The search tiles' maximum live bytes under the levers."""
         choice = self.effective(choice)
+        sb = self.under(choice)
+        if sb is not self:
+            return sb.bound(choice, amp, factor)
         key = (choice, round(amp, 4), factor)
         if key not in self._memo:
             self._memo[key] = self.bounds_at(factor).of_edits(
@@ -234,6 +265,13 @@ class StageBounds:
         ``limit`` and are not search tiles: added to them (the bounds rebuilt), and returned."""
         from ..whatif.bounds import WhatIfBounds
 
+        sb = self.under(self.effective(choice))
+        if sb is not self:   # checked on that report; a tile found over searched on both
+            bad = sb.verify(choice, amp, factor, limit)
+            if len(bad):
+                self.tiles = sb.tiles
+                self._bounds, self._memo = {}, {}
+            return bad
         if factor not in self._checks:   # every tile that could reach it, taken apart once
             check = self.tiles_to_check(factor)
             self._checks[factor] = (check, WhatIfBounds(self.spread(factor), check,
@@ -278,11 +316,17 @@ class Stages:
             if n == 1 and self.whole is not None:
                 self._made[s] = self.whole
             else:
-                report = self.m.stage_report(s, b[s], b[s + 1], n)
+                i, j, m = b[s], b[s + 1], self.m
+                report = m.stage_report(s, i, j, n)
+
+                def recomputing(every, s=s, i=i, j=j):
+                    # what the stage stashes when it recomputes: its checkpoints
+                    return m.stage_report(s, i, j, n, names_of=report,
+                                          kept=m.checkpoint_rows(i, j, every, self.lead))
                 self._made[s] = None if report is None else StageBounds(
-                    report, s, b[s], b[s + 1], n, self.time_limit,
-                    layer_numbers(self.m.units.labels[b[s]:b[s + 1]]),
-                    max(0, min(b[s + 1], self.lead) - b[s]))
+                    report, s, i, j, n, self.time_limit,
+                    layer_numbers(m.units.labels[i:j]), max(0, min(j, self.lead) - i),
+                    recomputing if s < n - 1 else None)
         return self._made[s]
 
     def __iter__(self):

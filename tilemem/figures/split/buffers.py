@@ -19,7 +19,7 @@ from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 
 def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
-                 names: bool = False) -> Report:
+                 names: bool = False, row_names: tuple | None = None) -> Report:
     """The report of ``rows`` (ascending, allocated) at sizes ``size``, with, for each
     ``(buffer_rows, start, end)`` of ``bufs``, copies of those rows of ``r`` in a new class
     live over ``[start, end)``: it interferes with every class whose steps overlap that
@@ -31,7 +31,8 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
     and names only when asked (``names``: a buffer's copies named ``pipeline/`` and the name
     copied, ``rules.INFERRED_PIPELINE_BUFFER_PREFIX``, as a pipelined program's are): what a
     bound and the levers read, not what a packer needs. A stage of a folded Pod is then its
-    share of the Pod, not a copy of all of it.
+    share of the Pod, not a copy of all of it. ``row_names``: the names of ``rows`` as
+    ``gathered_names`` gives them, when already gathered (another stash of the same stage).
 
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 4, 4],
     ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
@@ -69,7 +70,7 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
     cols["var_id"] = np.arange(len(take), dtype=np.int64)
     blob, offsets = b"", np.zeros(len(take) + 1, np.int64)
     if names:
-        blob, offsets = gathered_names(r, rows)
+        blob, offsets = row_names if row_names is not None else gathered_names(r, rows)
         copied, at = gathered_names(r, take[m:],
                                     prefix=INFERRED_PIPELINE_BUFFER_PREFIX.encode())
         blob, offsets = blob + copied, np.concatenate([offsets, offsets[-1] + at[1:]])

@@ -369,6 +369,19 @@ class Crossings:
             self._evals[key] = self._stash_rows_of(i, j)
         return self._evals[key]
 
+    def checkpoint_rows(self, i: int, j: int, every: int = 1, lead: int = 0) -> np.ndarray:
+        """The rows stage ``[i, j)`` keeps per micro-batch in flight when it recomputes its
+        forward pass from checkpoints: the input of every ``every``-th of its units from its
+        first that is a layer (the stage's own input among them), and, of its units before
+        ``lead`` (no layers, so not recomputed: an embedding), what ``stash_rows`` keeps of
+        them. A framework that recomputes stashes only what the backward pass cannot make
+        again (PopTorch's pipelined recomputation: the stage inputs and the checkpoints)."""
+        units = range(max(i, lead), j, max(1, every))
+        parts = [self.input0 if k == 0 else self.fwd[k] for k in units]
+        if i < lead:   # what they keep includes the input (of the program, or the stage)
+            parts.append(self._stash_rows_of(i, min(j, lead)))
+        return np.unique(np.concatenate(parts or [np.zeros(0, np.int64)])).astype(np.int64)
+
     def _stash_rows_of(self, i: int, j: int) -> np.ndarray:
         """``stash_rows``, not kept."""
         inp = self.input0 if i == 0 else self.fwd[i]

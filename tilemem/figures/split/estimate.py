@@ -525,7 +525,8 @@ class SplitModel(Crossings):
         return rows[keep], size[keep], bufs, buffers, self.stash_tiles(s, i, j, n)
 
     def stage_report(self, s: int, i: int, j: int, n: int,
-                     tile: int | None = None) -> Report | None:
+                     tile: int | None = None, kept: np.ndarray | None = None,
+                     names_of: Report | None = None) -> Report | None:
         """Stage ``s`` of ``n`` holding units ``[i, j)`` as a report of its own, as
         recompiled: its variables at their sizes in the stage, its buffers and its stash as
         classes of their own (the stash live over the micro-batches), with names (the
@@ -536,7 +537,10 @@ class SplitModel(Crossings):
 
         With ``tile``: that tile's variables only, and a report always (without steps the
         copies live like the tensor copied, in its size; a stash spread over the IPU left
-        out: ``stash_tiles`` gives it), what the names at a stage's peak are read from."""
+        out: ``stash_tiles`` gives it), what the names at a stage's peak are read from.
+        ``kept``: the rows stashed, when not ``stash_rows``'s (``checkpoint_rows``: a stage
+        that recomputes); ``names_of``: this stage's report with another stash, whose names of
+        the stage's own rows are taken rather than gathered again."""
         from .buffers import stage_report
 
         like = self.start is not None and self.stash_mapping == "like"
@@ -544,13 +548,20 @@ class SplitModel(Crossings):
             return None
         rows, size, extra, _, _ = self._stage_sizes(s, i, j, n, tile)
         depth = inferred_stash_depth(s, n)
-        kept = self.stash_rows(i, j) if like else np.zeros(0, np.int64)
+        if not like:
+            kept = np.zeros(0, np.int64)
+        elif kept is None:
+            kept = self.stash_rows(i, j)
         kept = kept if tile is None else kept[self.r.tile[kept] == tile]
         if depth and len(kept):
             a, e = self.span if self.span is not None else (
                 int(self.start[rows].min()), int(self.end[rows].max()))
             extra = extra + [(np.concatenate([kept] * depth), a, e)]
-        return stage_report(self.r, rows, size, extra, names=True)
+        row_names = None
+        if names_of is not None and tile is None:
+            off = names_of.name_offsets[:len(rows) + 1]
+            row_names = (bytes(names_of.name_blob[:int(off[-1])]), off)
+        return stage_report(self.r, rows, size, extra, names=True, row_names=row_names)
 
     def with_stash(self, stash: str, stash_mapping: str | None = None) -> "SplitModel":
         """The same model under another reading of the stash (what a stage keeps for the
