@@ -85,3 +85,33 @@ def test_generated_reports_equal_a_fresh_search(model, splits, steps):
         size = (r.size * rng.uniform(0, 2, r.num_vars)).astype(np.int64) if k else r.size
         allocated = r.allocated & (rng.random(r.num_vars) > 0.2 * k)
         assert tc.max_live(size, allocated).tolist() == fresh(r, size, allocated, tiles)
+
+
+def test_a_search_stopped_by_its_budget_counts_its_upper_bound_and_is_not_asked_twice(
+        monkeypatch):
+    """A tile whose search ran out of time counts the search's proven upper bound (an
+    estimate read as "fits" is then never under for lack of time); the same weights asked
+    again are answered without a search."""
+    from tilemem.liveness import graphalg
+    import importlib
+
+    rw = importlib.import_module("tilemem.liveness.reweight")
+    r = Report.from_columns(
+        target=MK1.with_tiles(1), var_id=range(4), tile=[0] * 4, size=[8, 4, 16, 2],
+        alignment=[4] * 4, offset=[0] * 4, category=["variable"] * 4, eq_class=range(4),
+        interference=[[1, 3], [0, 2], [1, 3], [0, 2]])      # a chordless 4-cycle
+    cycle = {(0, 1), (1, 2), (2, 3), (0, 3)}
+    truth = brute_force(r, r.size, r.allocated, 0, cycle)
+    calls = []
+
+    def stopped(ip, ix, w, **kw):   # what a search stopped early returns: a clique, a bound
+        calls.append(1)
+        return graphalg.Clique(int(w.max()), np.zeros(0, np.int64), int(w.sum()), False,
+                               "greedy")
+    monkeypatch.setattr(rw, "max_weight_clique", stopped)
+    tc = TileCliques(r, [0])
+    first = tc.max_live(r.size).tolist()
+    assert first == [int(r.size.sum())] and first[0] >= truth and len(calls) == 1
+    assert tc.max_live(r.size).tolist() == first and len(calls) == 1
+    tc.max_live(r.size * 2)
+    assert len(calls) == 2

@@ -49,7 +49,9 @@ class TileCliques:
     ``max_live(size, allocated)``: every tile's maximum live bytes at those sizes, in the
     order of ``tiles``, as ``max_live_all`` on the report with those sizes would give them.
     ``time_limit``: seconds of search for all the tiles that are not chordal together, for
-    each re-weighting, as ``max_live_all``'s."""
+    each re-weighting, as ``max_live_all``'s; a tile whose search it stops gets the search's
+    proven upper bound (never under), and a tile asked again at the same weights gets what
+    it got."""
 
     def __init__(self, r: Report, tiles, time_limit: float = 10.0):
         # the report is not kept: only what re-weighting needs (a part built for these
@@ -76,8 +78,10 @@ class TileCliques:
         (self.chordal, self.mem_ptr, self.mem_of,
          self.tile_cliques) = _tile_cliques(inter.indptr, inter.indices, self.tile_ptr,
                                             node_class, C)
-        # the graphs of the tiles that are not chordal, searched at each re-weighting
+        # the graphs of the tiles that are not chordal, searched at each re-weighting, and
+        # what each search found, by tile and weights
         self._graphs = {}
+        self._searched: dict = {}
         mark = np.full(C, -1, np.int64)
         for t in np.flatnonzero(~self.chordal).tolist():
             a, b = self.tile_ptr[t], self.tile_ptr[t + 1]
@@ -98,13 +102,22 @@ class TileCliques:
             # ``time_limit`` for all of them, what is left shared among the tiles left (as
             # ``max_live_all`` shares it)
             deadline = time.monotonic() + max(0.0, self.time_limit)
-            todo = list(self._graphs.items())
-            for i, (t, (ip, ix)) in enumerate(todo):
+            todo = []
+            for t, g in self._graphs.items():
+                a, b = self.tile_ptr[t], self.tile_ptr[t + 1]
+                key = (t, node_w[a:b].tobytes())
+                if key in self._searched:   # a search asks for the same weights again
+                    peak[t] = self._searched[key]
+                else:
+                    todo.append((t, g, key))
+            for i, (t, (ip, ix), key) in enumerate(todo):
                 a, b = self.tile_ptr[t], self.tile_ptr[t + 1]
                 budget = max(0.0, deadline - time.monotonic()) / (len(todo) - i)
                 c = max_weight_clique(ip, ix, node_w[a:b],
                                       node_limit=max(1000, int(budget * NODES_PER_SECOND)))
-                peak[t] = c.weight
+                # a search its budget stopped: its proven upper bound, so that an estimate
+                # read as "fits" is never under because the time ran out
+                peak[t] = self._searched[key] = c.upper
         return peak + al
 
 

@@ -59,7 +59,9 @@ class ConfigQuery:
     ``OBJECTIVES``; ``prefer``/``avoid``: levers made free / left out; ``replicas``: the
     replicas sharding spreads the optimiser state (and weights) over; ``serialise``: the
     slices of the vocabulary matmul when it is serialised; ``ranked``: rows of
-    the ranked table; ``time_limit``: seconds per tile of a bound's exact search."""
+    the ranked table; ``time_limit``: seconds per tile of a bound's exact search (where a
+    tile's class graph is not chordal; stopped, its proven upper bound counts: the search
+    bounds hundreds of stages, so a quarter second a tile, not ``max_live``'s ten)."""
 
     max_ipus: int = 16
     ipus: int | None = None
@@ -72,7 +74,7 @@ class ConfigQuery:
     replicas: int = 4
     serialise: int = 4
     ranked: int = 5
-    time_limit: float = 10.0
+    time_limit: float = 0.25
 
     def check(self) -> None:
         """``ReportError`` (one line, naming the option) for an impossible value."""

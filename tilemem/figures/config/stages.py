@@ -207,7 +207,10 @@ class StageBounds:
         (``recomputing``), on the same tiles."""
         if not choice.recompute or self.recomputing is None:
             return self
-        every = choice.checkpoint_every
+        # one report for every way of recomputing: a checkpoint at every layer's input
+        # stashes the most (checkpoints further apart keep a subset), so each is estimated
+        # with at least its own stash, and a stage's second report is made once
+        every = 1
         if every not in self._under:
             report = self.recomputing(every)
             if report is None:
