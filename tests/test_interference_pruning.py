@@ -165,7 +165,8 @@ def test_split_and_batch_are_the_same_pruned_or_not(steps):
         r = replace(r, class_steps=None, _cache={})
         full = replace(full, class_steps=None, _cache={})
     assert np.array_equal(micro_batch_rows(r), micro_batch_rows(full))
-    sa, sb = best_split(SplitModel(r), 2), best_split(SplitModel(full), 2)
+    # four stages of the report's three IPUs (whose boundaries every split keeps)
+    sa, sb = best_split(SplitModel(r), 4), best_split(SplitModel(full), 4)
     assert [s.max_live_bytes for s in sa.stages] == [s.max_live_bytes for s in sb.stages]
     assert sa.split_points == sb.split_points
 

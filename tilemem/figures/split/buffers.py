@@ -19,7 +19,7 @@ from ...rules import INFERRED_PIPELINE_BUFFER_PREFIX
 
 
 def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
-                 names: bool = False, row_names: tuple | None = None) -> Report:
+                 names: bool = False, names_of: Report | None = None) -> Report:
     """The report of ``rows`` (ascending, allocated) at sizes ``size``, with, for each
     ``(buffer_rows, start, end)`` of ``bufs``, copies of those rows of ``r`` in a new class
     live over ``[start, end)``: it interferes with every class whose steps overlap that
@@ -31,8 +31,8 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
     and names only when asked (``names``: a buffer's copies named ``pipeline/`` and the name
     copied, ``rules.INFERRED_PIPELINE_BUFFER_PREFIX``, as a pipelined program's are): what a
     bound and the levers read, not what a packer needs. A stage of a folded Pod is then its
-    share of the Pod, not a copy of all of it. ``row_names``: the names of ``rows`` as
-    ``gathered_names`` gives them, when already gathered (another stash of the same stage).
+    share of the Pod, not a copy of all of it. ``names_of``: a report made of the same
+    ``rows`` first (the stage with another stash), whose names of them are taken.
 
     >>> r = Report.from_columns(var_id=[0, 1, 2], tile=[0, 0, 0], size=[8, 4, 4],
     ...     alignment=[4] * 3, offset=[0] * 3, category=["variable"] * 3,
@@ -70,7 +70,11 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
     cols["var_id"] = np.arange(len(take), dtype=np.int64)
     blob, offsets = b"", np.zeros(len(take) + 1, np.int64)
     if names:
-        blob, offsets = row_names if row_names is not None else gathered_names(r, rows)
+        if names_of is None:
+            blob, offsets = gathered_names(r, rows)
+        else:
+            offsets = names_of.name_offsets[:m + 1]
+            blob = bytes(names_of.name_blob[:int(offsets[-1])])
         copied, at = gathered_names(r, take[m:],
                                     prefix=INFERRED_PIPELINE_BUFFER_PREFIX.encode())
         blob, offsets = blob + copied, np.concatenate([offsets, offsets[-1] + at[1:]])
@@ -86,12 +90,15 @@ def stage_report(r: Report, rows: np.ndarray, size: np.ndarray, bufs: list,
 
 def searched_bound(stage: Report):
     """``bound(tiles)``: ``(max_live, always_live)`` of ``tiles`` of a stage's own report
-    (``max_live_all``, 0.05 s of search a tile), and ``bound.cheap(tiles)``: ``(lower, upper,
+    (``max_live_all``, 0.05 s of search a tile; its upper bound where that stops it), and ``bound.cheap(tiles)``: ``(lower, upper,
     always_live, exact)`` without a search (exact where the steps, a chordal graph or the
     bounds settle a tile; ``bounded`` reads it)."""
     def bound(tiles):
         got = max_live_all(stage, tiles, time_limit=0.05 * len(tiles))
-        return (np.array([m.max_live_bytes for m in got], np.int64),
+        # a tile whose search the time stopped: its upper bound, so that a stage said to fit
+        # is never under because the time ran out
+        return (np.array([m.max_live_bytes if m.exact else m.upper_bound_bytes for m in got],
+                         np.int64),
                 np.array([m.always_live_bytes for m in got], np.int64))
 
     def cheap(tiles):

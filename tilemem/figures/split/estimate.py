@@ -72,7 +72,6 @@ The search over splits is ``tilemem.figures.split.search``.
 """
 from __future__ import annotations
 
-
 import msgspec
 import numpy as np
 
@@ -524,9 +523,8 @@ class SplitModel(Crossings):
                 buffers += np.bincount(r.tile[x], r.size[x], minlength=T)
         return rows[keep], size[keep], bufs, buffers, self.stash_tiles(s, i, j, n)
 
-    def stage_report(self, s: int, i: int, j: int, n: int,
-                     tile: int | None = None, kept: np.ndarray | None = None,
-                     names_of: Report | None = None) -> Report | None:
+    def stage_report(self, s: int, i: int, j: int, n: int, tile: int | None = None,
+                     kept=None, names_of: Report | None = None) -> Report | None:
         """Stage ``s`` of ``n`` holding units ``[i, j)`` as a report of its own, as
         recompiled: its variables at their sizes in the stage, its buffers and its stash as
         classes of their own (the stash live over the micro-batches), with names (the
@@ -538,9 +536,8 @@ class SplitModel(Crossings):
         With ``tile``: that tile's variables only, and a report always (without steps the
         copies live like the tensor copied, in its size; a stash spread over the IPU left
         out: ``stash_tiles`` gives it), what the names at a stage's peak are read from.
-        ``kept``: the rows stashed, when not ``stash_rows``'s (``checkpoint_rows``: a stage
-        that recomputes); ``names_of``: this stage's report with another stash, whose names of
-        the stage's own rows are taken rather than gathered again."""
+        ``kept``: the rows stashed, if not ``stash_rows``'s (``checkpoint_rows``: a stage that
+        recomputes); ``names_of`` (without ``tile``): the stage's report, another stash."""
         from .buffers import stage_report
 
         like = self.start is not None and self.stash_mapping == "like"
@@ -548,20 +545,13 @@ class SplitModel(Crossings):
             return None
         rows, size, extra, _, _ = self._stage_sizes(s, i, j, n, tile)
         depth = inferred_stash_depth(s, n)
-        if not like:
-            kept = np.zeros(0, np.int64)
-        elif kept is None:
-            kept = self.stash_rows(i, j)
+        kept = (self.stash_rows(i, j) if kept is None else kept) if like else np.zeros(0, int)
         kept = kept if tile is None else kept[self.r.tile[kept] == tile]
         if depth and len(kept):
             a, e = self.span if self.span is not None else (
                 int(self.start[rows].min()), int(self.end[rows].max()))
             extra = extra + [(np.concatenate([kept] * depth), a, e)]
-        row_names = None
-        if names_of is not None and tile is None:
-            off = names_of.name_offsets[:len(rows) + 1]
-            row_names = (bytes(names_of.name_blob[:int(off[-1])]), off)
-        return stage_report(self.r, rows, size, extra, names=True, row_names=row_names)
+        return stage_report(self.r, rows, size, extra, names=True, names_of=names_of)
 
     def with_stash(self, stash: str, stash_mapping: str | None = None) -> "SplitModel":
         """The same model under another reading of the stash (what a stage keeps for the
