@@ -32,3 +32,19 @@ def test_a_lever_that_changes_nothing_on_a_stage_is_left_out_of_its_check(third_
     # the same tiles as without the lever, which changes nothing here
     want = b.verify(Choice(), 0.6, 1, limit)
     assert len(want) and np.array_equal(got, want)
+
+
+def test_many_tiles_are_checked_a_batch_at_a_time_with_the_same_answer(third_stage, monkeypatch):
+    """A stage with more tiles to check than ``VERIFY_KEPT`` takes them apart a batch at a
+    time (a Pod stage's class graphs, kept all at once, took tens of GB): the same tiles."""
+    from tilemem.figures.config import stages
+
+    a = third_stage()
+    limit = int(0.5 * a.report.target.tile_memory)
+    want = a.verify(Choice(), 0.6, 1, limit)
+    monkeypatch.setattr(stages, "VERIFY_KEPT", 3)
+    b = third_stage()
+    assert len(np.setdiff1d(b.check_tiles, b.tiles)) > 3
+    got = b.verify(Choice(), 0.6, 1, limit)
+    assert len(want) and np.array_equal(got, want)
+    assert b._checks[1][1] is None   # nothing kept

@@ -32,6 +32,7 @@ report's one class graph when that is chordal, for many tiles and added classes.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 
 import numpy as np
@@ -105,7 +106,9 @@ class TileCliques:
             todo = []
             for t, g in self._graphs.items():
                 a, b = self.tile_ptr[t], self.tile_ptr[t + 1]
-                key = (t, node_w[a:b].tobytes())
+                # by a digest: a Pod stage's tile has thousands of classes, and a search
+                # asks for thousands of weightings
+                key = (t, hashlib.blake2b(node_w[a:b].tobytes(), digest_size=16).digest())
                 if key in self._searched:   # a search asks for the same weights again
                     peak[t] = self._searched[key]
                 else:

@@ -60,8 +60,9 @@ class ConfigQuery:
     replicas sharding spreads the optimiser state (and weights) over; ``serialise``: the
     slices of the vocabulary matmul when it is serialised; ``ranked``: rows of
     the ranked table; ``time_limit``: seconds per tile of a bound's exact search (where a
-    tile's class graph is not chordal; stopped, its proven upper bound counts: the search
-    bounds hundreds of stages, so a quarter second a tile, not ``max_live``'s ten)."""
+    tile's class graph is not chordal; stopped, its proven upper bound counts, which a longer
+    search does not lower, only one that completes: the search bounds hundreds of stages, so
+    a fiftieth of a second a tile, not ``max_live``'s ten)."""
 
     max_ipus: int = 16
     ipus: int | None = None
@@ -74,7 +75,7 @@ class ConfigQuery:
     replicas: int = 4
     serialise: int = 4
     ranked: int = 5
-    time_limit: float = 0.25
+    time_limit: float = 0.02
 
     def check(self) -> None:
         """``ReportError`` (one line, naming the option) for an impossible value."""

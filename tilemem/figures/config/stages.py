@@ -20,6 +20,10 @@ from ...model import Report
 
 #: Tiles of a stage the search bounds at first (the most bytes first).
 SEARCH_TILES = 48
+#: At most this many tiles a stage checks (``verify``) are taken apart and kept; more are
+#: taken apart a batch of this many at a time: the class graphs of a Pod stage's tiles,
+#: which are not chordal, took tens of GB kept all at once.
+VERIFY_KEPT = 256
 #: Tiles whose bytes all live at once reach at least this share of tileMemory are checked
 #: once a configuration is chosen (the others cannot reach it under a lever that adds less
 #: than the rest: the largest a lever adds is an optimiser shard or a gathered weight).
@@ -279,7 +283,7 @@ class StageBounds:
             check = self.tiles_to_check(factor)
             self._checks[factor] = (check, WhatIfBounds(self.spread(factor), check,
                                                         self.time_limit)
-                                    if len(check) else None)
+                                    if 0 < len(check) <= VERIFY_KEPT else None)
         check, wb = self._checks[factor]
         rest = ~np.isin(check, self.tiles)
         if not rest.any():
@@ -287,8 +291,16 @@ class StageBounds:
         # the levers that change nothing here are left out, as ``bound`` leaves them: one
         # that cannot be estimated on this stage (no numbered layers to recompute) raises
         choice = self.effective(choice)
-        b = wb.of_edits(lever_edits(choice, amp, factor, self.numbers, self.lead))[0]
-        bad = check[rest & (b > limit)]
+        edits = lever_edits(choice, amp, factor, self.numbers, self.lead)
+        todo = check[rest]
+        if wb is not None:
+            b = wb.of_edits(edits)[0][rest]
+        else:   # many tiles: taken apart a batch at a time, and not kept
+            b = np.concatenate([
+                WhatIfBounds(self.spread(factor), todo[k:k + VERIFY_KEPT],
+                             self.time_limit).of_edits(edits)[0]
+                for k in range(0, len(todo), VERIFY_KEPT)])
+        bad = todo[b > limit]
         if len(bad):
             self.tiles = np.union1d(self.tiles, bad)
             self._bounds, self._memo = {}, {}
