@@ -50,7 +50,6 @@ def test_a_stage_with_the_embedding_keeps_what_the_embedding_keeps(one_ipu):
     assert r.size[m.checkpoint_rows(0, 3, 1, cu.lead)].sum() < r.size[m.stash_rows(0, 3)].sum()
 
 
-@pytest.mark.slow
 def test_a_recomputing_stage_is_estimated_on_its_checkpoints_and_not_under_the_program():
     """Two stages, the first recomputing: its estimate is under the one that stashes every
     activation, and not under the program compiled so by more than its margin."""

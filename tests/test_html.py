@@ -325,8 +325,8 @@ def test_ipu_boundaries_on_multi_ipu_reports():
 # ---- the program summary and two compilations --------------------------------------------
 @pytest.fixture(scope="module")
 def compilations(tmp_path_factory):
-    """One program at availableMemoryProportion 0.6 and 1.0 (larger partial sums): seed 3
-    has a tile that goes out of memory with them."""
+    """One program at availableMemoryProportion 0.6 and 1.0 (larger partial sums), drawn so
+    that a tile goes out of memory with them: the page then has a change to show."""
     from tilemem.generate import generate_report
 
     d = tmp_path_factory.mktemp("amp")

@@ -26,8 +26,8 @@ def run(capsys, *args) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """One program compiled twice: Poplar's default availableMemoryProportion (0.6) and 1.0,
-    which lets the convolutions' partial sums grow by two thirds; seed 3 has a tile that goes
-    out of memory with them."""
+    which lets the convolutions' partial sums grow by two thirds, drawn so that a tile goes
+    out of memory with them (the tests below read that tile)."""
     d = tmp_path_factory.mktemp("pair")
     paths = []
     for amp in (0.6, 1.0):

@@ -154,6 +154,14 @@ def inferred_stash_depth(stage: int, stages: int) -> int:
     return stages - 1 - stage
 
 
+#: Inferred (the framework's choice, not in the report; PopTorch's pipelined recomputation,
+#: as Graphcore's memory guide describes it, and tilemem's generator): a pipeline stage that
+#: recomputes its forward pass in the backward stashes, for the micro-batches in flight,
+#: only what recomputation cannot make again: its input and each checkpointed layer's input
+#: (``figures.split.cross.Crossings.checkpoint_rows``), not every activation still live when
+#: it hands over. ``config`` estimates a recomputing stage so (``StageBounds.under``).
+INFERRED_RECOMPUTING_STAGE_STASHES_CHECKPOINTS = True
+
 #: Inferred, and not in the report: a stash is mapped like the tensors it keeps (made of
 #: slices that clone their mapping: PopART's stash by ``createSliceableTensorFromSlice`` or
 #: one ``Graph::clone`` a slice; 003's clones preserve "the mapping of tensor elements to

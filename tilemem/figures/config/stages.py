@@ -124,12 +124,12 @@ class StageBounds:
     def __init__(self, report: Report, s: int, i: int, j: int, n: int,
                  time_limit: float = 10.0, numbers=(), lead: int = 0, recomputing=None):
         self.report, self.s, self.i, self.j, self.n = report, s, i, j, n
-        #: ``recomputing(every)``: the stage's report as recompiled when it recomputes from a
-        #: checkpoint every ``every`` layers (its stash only what recomputation cannot make
-        #: again), or None when its stash is the same either way; its bounds are
-        #: ``under(choice)``'s, made on first use and kept on the same tiles as these
+        #: ``recomputing()``: the stage's report as recompiled when it recomputes (its stash
+        #: only its checkpoints, ``rules.INFERRED_RECOMPUTING_STAGE_STASHES_CHECKPOINTS``),
+        #: or None when its stash is the same either way; its bounds are ``under(choice)``'s,
+        #: made on first use and kept on the same tiles as these
         self.recomputing = recomputing
-        self._under: dict = {}
+        self._recomputed: StageBounds | None = None
         #: its units' numbers (``layer_numbers``): where checkpoints go; the first ``lead``
         #: are no layers (the part before the first layer, ``units``)
         self.numbers = list(numbers)
@@ -211,20 +211,16 @@ class StageBounds:
         (``recomputing``), on the same tiles."""
         if not choice.recompute or self.recomputing is None:
             return self
-        # one report for every way of recomputing: a checkpoint at every layer's input
-        # stashes the most (checkpoints further apart keep a subset), so each is estimated
-        # with at least its own stash, and a stage's second report is made once
-        every = 1
-        if every not in self._under:
-            report = self.recomputing(every)
+        if self._recomputed is None:
+            report = self.recomputing()
             if report is None:
-                self._under[every] = self
+                self._recomputed = self
             else:
                 other = StageBounds(report, self.s, self.i, self.j, self.n, self.time_limit,
                                     self.numbers, self.lead)
                 other._useful = self._useful   # the same levers apply to the same rows
-                self._under[every] = other
-        other = self._under[every]
+                self._recomputed = other
+        other = self._recomputed
         if other is not self and not np.array_equal(other.tiles, self.tiles):
             other.tiles = self.tiles
             other._bounds, other._memo = {}, {}
@@ -334,10 +330,12 @@ class Stages:
                 i, j, m = b[s], b[s + 1], self.m
                 report = m.stage_report(s, i, j, n)
 
-                def recomputing(every, s=s, i=i, j=j):
-                    # what the stage stashes when it recomputes: its checkpoints
+                def recomputing(s=s, i=i, j=j):
+                    # one report for every way of recomputing: a checkpoint at every layer's
+                    # input stashes the most (checkpoints further apart keep a subset), so
+                    # each is estimated with at least its own stash
                     return m.stage_report(s, i, j, n, names_of=report,
-                                          kept=m.checkpoint_rows(i, j, every, self.lead))
+                                          kept=m.checkpoint_rows(i, j, 1, self.lead))
                 self._made[s] = None if report is None else StageBounds(
                     report, s, i, j, n, self.time_limit,
                     layer_numbers(m.units.labels[i:j]), max(0, min(j, self.lead) - i),

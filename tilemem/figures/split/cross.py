@@ -374,8 +374,7 @@ class Crossings:
         forward pass from checkpoints: the input of every ``every``-th of its units from its
         first that is a layer (the stage's own input among them), and, of its units before
         ``lead`` (no layers, so not recomputed: an embedding), what ``stash_rows`` keeps of
-        them. A framework that recomputes stashes only what the backward pass cannot make
-        again (PopTorch's pipelined recomputation: the stage inputs and the checkpoints)."""
+        them (``rules.INFERRED_RECOMPUTING_STAGE_STASHES_CHECKPOINTS``)."""
         units = range(max(i, lead), j, max(1, every))
         parts = [self.input0 if k == 0 else self.fwd[k] for k in units]
         if i < lead:   # what they keep includes the input (of the program, or the stage)

@@ -27,17 +27,16 @@ def source_cuts(m) -> list[int]:
     if m.source_ipus <= 1:
         return []
     per = unit_ipu_bytes(m, m.r)
-    ipu = per.argmax(axis=1)
     held = per.sum(axis=1) > 0
-    for k in range(1, m.L):
-        if not held[k]:
-            ipu[k] = ipu[k - 1]
+    # each unit without bytes takes the IPU of the last unit before it that has some
+    last = np.maximum.accumulate(np.where(held, np.arange(m.L), 0))
+    ipu = per.argmax(axis=1)[last]
     return [int(k) for k in np.flatnonzero(np.diff(ipu) != 0) + 1]
 
 
-def unit_ipu_bytes(m: SplitModel, r: Report) -> np.ndarray:
-    """Each unit's bytes on each of the report's IPUs (``(L, IPUs)``; ``r``: the report ``m``
-    was made of, or its fold ``m.r``, whose rows are the same): where the report put each
+def unit_ipu_bytes(m, r) -> np.ndarray:
+    """Each unit's bytes on each of the report's IPUs (``(L, IPUs)``; ``m``: a ``SplitModel``;
+    ``r``: the report ``m`` was made of, or its fold ``m.r``, whose rows are the same): where the report put each
     unit, the IPU holding most of it."""
     n, u = m.source_ipus, m.units.of_row
     have = (u >= 0) & r.allocated
